@@ -1,0 +1,38 @@
+# The two commands of a fresh machine: `make demo` (the bundled example) and `make test` (every check).
+# Each creates .venv and installs what it needs on first use; nothing else is required.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: demo test lint types pytest proto bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev,adk,claude]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(PY) examples/approval_gated_agent.py
+
+test: lint types pytest
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+types: $(STAMP)
+	$(VENV)/bin/mypy
+
+pytest: $(STAMP)
+	$(VENV)/bin/pytest
+
+proto: $(STAMP)
+	$(PY) scripts/gen_proto.py
+
+bench: $(STAMP)
+	$(PY) bench/approvals.py
+
+clean:
+	rm -rf $(VENV)

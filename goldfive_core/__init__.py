@@ -1,0 +1,89 @@
+"""goldfive_core: a person in the loop of AI agents — approvals, escalation, control and events.
+
+Importable with only ``protobuf`` installed; host integrations live in
+``goldfive_adk`` and ``goldfive_core.adapters.claude`` behind their extras.
+"""
+
+from __future__ import annotations
+
+from ._util import args_digest, canonical_json
+from .adapters.callable import AgentTools, CallableAdapter
+from .approvals import (
+    ApprovalBook,
+    ApprovalOutcome,
+    ApprovalRecord,
+    ApprovalRequest,
+    ApprovalStatus,
+    Decision,
+)
+from .control import AckResult, ControlAck, ControlChannel, ControlKind, ControlMessage
+from .drift import Drift, DriftKind, DriftSeverity, InterventionLevel
+from .errors import (
+    ApprovalError,
+    ChannelBusyError,
+    ConfigError,
+    GoldfiveError,
+    InvalidTransitionError,
+    MissingExtraError,
+    RunCancelledError,
+    RunTerminatedError,
+)
+from .events import EventEmitter, EventSink, InMemorySink, JsonlSink, LoggingSink
+from .reporting import REPORTING_TOOL_NAMES, TOOL_SPECS, ToolSpec, call_reporting_tool
+from .routing import ControlRouter
+from .runner import Adapter, Runner, RunResult, RunStatus, wrap
+from .session import Guidance, Session
+from .steering import SteeringConfig
+from .tasks import Task, TaskStatus
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "REPORTING_TOOL_NAMES",
+    "TOOL_SPECS",
+    "AckResult",
+    "Adapter",
+    "AgentTools",
+    "ApprovalBook",
+    "ApprovalError",
+    "ApprovalOutcome",
+    "ApprovalRecord",
+    "ApprovalRequest",
+    "ApprovalStatus",
+    "CallableAdapter",
+    "ChannelBusyError",
+    "ConfigError",
+    "ControlAck",
+    "ControlChannel",
+    "ControlKind",
+    "ControlMessage",
+    "ControlRouter",
+    "Decision",
+    "Drift",
+    "DriftKind",
+    "DriftSeverity",
+    "EventEmitter",
+    "EventSink",
+    "GoldfiveError",
+    "Guidance",
+    "InMemorySink",
+    "InterventionLevel",
+    "InvalidTransitionError",
+    "JsonlSink",
+    "LoggingSink",
+    "MissingExtraError",
+    "RunCancelledError",
+    "RunResult",
+    "RunStatus",
+    "RunTerminatedError",
+    "Runner",
+    "Session",
+    "SteeringConfig",
+    "Task",
+    "TaskStatus",
+    "ToolSpec",
+    "args_digest",
+    "call_reporting_tool",
+    "canonical_json",
+    "wrap",
+]

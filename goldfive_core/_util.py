@@ -1,0 +1,35 @@
+"""Small helpers shared by the core modules (ids, clocks, canonical JSON)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+import uuid
+from typing import Any
+
+
+def new_id(prefix: str) -> str:
+    """A short unique id such as ``run-3f2a9c0b1d7e``."""
+    return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+def now_ms() -> int:
+    """Wall-clock time in milliseconds since the epoch."""
+    return time.time_ns() // 1_000_000
+
+
+def canonical_json(value: Any) -> str:
+    """Deterministic JSON (sorted keys, no spaces); raises TypeError for non-JSON values."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def args_digest(tool_name: str, args: Any) -> str:
+    """``sha256:<hex>`` of a tool name and its canonical JSON arguments."""
+    body = f"{tool_name}\n{canonical_json(args)}".encode()
+    return "sha256:" + hashlib.sha256(body).hexdigest()
+
+
+def shorten(text: str, limit: int = 200) -> str:
+    """Clip a string for use inside an error message."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -1,0 +1,114 @@
+"""CallableAdapter: a plain ``async def agent(task, tools)`` as a goldfive agent."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from ..reporting import REPORTING_TOOL_NAMES, TOOL_SPECS, ToolSpec, call_reporting_tool
+from ..runner import Adapter
+from ..session import Guidance, Session
+from ..tasks import Task
+
+__all__ = ["AgentTools", "CallableAdapter"]
+
+AgentFn = Callable[[Task, "AgentTools"], Awaitable[Any]]
+
+
+class AgentTools:
+    """What a callable agent gets as ``tools``: the reporting tools plus the step gate.
+
+    Every call passes the step gate first, so a PAUSE holds the agent at its
+    next report and a CANCEL ends it there (RunCancelledError).
+    """
+
+    def __init__(self, session: Session, task: Task) -> None:
+        self.session = session
+        self.task = task
+
+    @property
+    def specs(self) -> list[ToolSpec]:
+        """The reporting tools' schemas (for agents that hand them to a model)."""
+        return [TOOL_SPECS[name] for name in REPORTING_TOOL_NAMES]
+
+    async def call(self, name: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Call reporting tool ``name`` with ``args``; bad input returns ``{"error": ...}``."""
+        await self.session.gate()
+        return await call_reporting_tool(self.session, name, {} if args is None else args)
+
+    async def checkpoint(self) -> list[str]:
+        """A step boundary: wait while paused, then return the notes queued for the agent."""
+        await self.session.gate()
+        return self.guidance()
+
+    def guidance(self) -> list[str]:
+        """Notes for the agent (a person's steers, ladder nudges), oldest first; each is returned once."""
+        return [note.text for note in self.session.take_guidance()]
+
+    def guidance_notes(self) -> list[Guidance]:
+        """Like :meth:`guidance`, with where each note came from."""
+        return self.session.take_guidance()
+
+    async def _named(self, name: str, **kwargs: Any) -> dict[str, Any]:
+        return await self.call(name, {k: v for k, v in kwargs.items() if v is not None})
+
+    async def report_task_started(
+        self, task_id: str, *, title: str | None = None, parent_id: str | None = None
+    ) -> dict[str, Any]:
+        """Start (or create) a task; it becomes current."""
+        return await self._named("report_task_started", task_id=task_id, title=title, parent_id=parent_id)
+
+    async def report_task_progress(
+        self, message: str, *, task_id: str | None = None, fraction: float | None = None
+    ) -> dict[str, Any]:
+        """Report progress."""
+        return await self._named("report_task_progress", message=message, task_id=task_id, fraction=fraction)
+
+    async def report_task_completed(self, *, task_id: str | None = None, result: str | None = None) -> dict[str, Any]:
+        """Mark a task done."""
+        return await self._named("report_task_completed", task_id=task_id, result=result)
+
+    async def report_task_failed(
+        self, reason: str, *, task_id: str | None = None, recoverable: bool | None = None
+    ) -> dict[str, Any]:
+        """Mark a task failed."""
+        return await self._named("report_task_failed", reason=reason, task_id=task_id, recoverable=recoverable)
+
+    async def report_task_blocked(
+        self, blocker: str, *, needed: str | None = None, task_id: str | None = None
+    ) -> dict[str, Any]:
+        """Mark a task blocked."""
+        return await self._named("report_task_blocked", blocker=blocker, needed=needed, task_id=task_id)
+
+    async def report_new_work_discovered(self, description: str, *, task_id: str | None = None) -> dict[str, Any]:
+        """Report unplanned work."""
+        return await self._named("report_new_work_discovered", description=description, task_id=task_id)
+
+    async def report_plan_divergence(self, description: str, *, task_id: str | None = None) -> dict[str, Any]:
+        """Report leaving the plan."""
+        return await self._named("report_plan_divergence", description=description, task_id=task_id)
+
+    async def report_awaiting_approval(
+        self, prompt: str, *, task_id: str | None = None, timeout_ms: int | None = None
+    ) -> dict[str, Any]:
+        """Ask a person; returns ``{"decision": approve|reject|timeout|unavailable|cancelled, "detail": ...}``."""
+        return await self._named("report_awaiting_approval", prompt=prompt, task_id=task_id, timeout_ms=timeout_ms)
+
+
+class CallableAdapter(Adapter):
+    """Runs ``async def agent(task, tools)``; its return value is the run's output."""
+
+    name = "callable"
+
+    def __init__(self, fn: AgentFn) -> None:
+        if not callable(fn):
+            raise TypeError(f"CallableAdapter needs an async callable agent(task, tools), got {type(fn).__name__}")
+        self.fn = fn
+
+    async def run(self, session: Session, task: Task) -> Any:
+        """Call the agent with its task and tools."""
+        result = self.fn(task, AgentTools(session, task))
+        if not inspect.isawaitable(result):
+            raise TypeError(f"agent {self.fn!r} must be async (return an awaitable), got {type(result).__name__}")
+        return await result

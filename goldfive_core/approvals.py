@@ -1,0 +1,362 @@
+"""The approval record state machine (DESIGN §4), one record per ``target_id``.
+
+::
+
+    expect() ─► EXPECTED ──open()──► PENDING ──decide()──► GRANTED | REJECTED
+                    │ decide() keeps an early decision      │ wait timed out
+                    ▼                                        ▼
+              (applied at open)                   TIMED_OUT (keep_open) ─decide()─► GRANTED | REJECTED
+                                                  or closed (Flow B)
+    a cancelled wait, a run cancel or the run's end removes the live record.
+
+A decision resolves a record exactly once. Decided records are remembered
+(bounded) so a second decision is answered "already decided". This module
+holds state only; :class:`goldfive_core.session.Session` turns its results
+into events and acks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import dataclasses
+from collections.abc import Callable, Mapping
+from enum import StrEnum
+from typing import Any, Literal
+
+from ._util import now_ms
+from .errors import ApprovalError
+
+__all__ = [
+    "ApprovalBook",
+    "ApprovalOutcome",
+    "ApprovalRecord",
+    "ApprovalRequest",
+    "ApprovalStatistics",
+    "ApprovalStatus",
+    "Decision",
+    "DecisionResult",
+    "DecisionVerdict",
+]
+
+ApprovalKind = Literal["task", "tool"]
+OutcomeKind = Literal["approve", "reject", "timeout", "cancelled"]
+EditValidator = Callable[[Mapping[str, Any]], "str | None"]
+
+
+class ApprovalStatus(StrEnum):
+    """Where a record stands."""
+
+    EXPECTED = "expected"
+    PENDING = "pending"
+    TIMED_OUT = "timed_out"
+    GRANTED = "granted"
+    REJECTED = "rejected"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class ApprovalRequest:
+    """What the agent (or a tool call) asks a person to approve."""
+
+    target_id: str
+    kind: ApprovalKind
+    prompt: str = ""
+    task_id: str = ""
+    metadata: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    args_digest: str = ""
+    timeout_ms: int
+    keep_open_on_timeout: bool = False
+    """Flow A: after a timeout a late decision still resolves the record."""
+    validate_edit: EditValidator | None = dataclasses.field(default=None, compare=False, repr=False)
+    """Checks edited arguments; returns an error message or None. None = edits are refused."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Decision:
+    """A person's answer to one request."""
+
+    approved: bool
+    detail: str = ""
+    decided_by: str = ""
+    edited_args: Mapping[str, Any] | None = None
+    args_digest: str = ""
+    decided_at_ms: int = dataclasses.field(default_factory=now_ms)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class ApprovalOutcome:
+    """How a wait ended: ``decision`` is approve, reject, timeout or cancelled."""
+
+    target_id: str
+    decision: OutcomeKind
+    detail: str = ""
+    decided_by: str = ""
+    edited_args: Mapping[str, Any] | None = None
+
+    @property
+    def approved(self) -> bool:
+        """True only for an approval."""
+        return self.decision == "approve"
+
+
+@dataclasses.dataclass(slots=True, eq=False)
+class ApprovalRecord:
+    """The live state of one target."""
+
+    target_id: str
+    status: ApprovalStatus
+    request: ApprovalRequest | None = None
+    requested_at_ms: int = 0
+    decision: Decision | None = None
+    waiter: asyncio.Future[ApprovalOutcome] | None = None
+
+
+class DecisionVerdict(StrEnum):
+    """What :meth:`ApprovalBook.decide` did with a decision."""
+
+    APPLIED = "applied"
+    APPLIED_LATE = "applied_late"
+    KEPT_EARLY = "kept_early"
+    ALREADY_DECIDED = "already_decided"
+    UNKNOWN_TARGET = "unknown_target"
+    DIGEST_MISMATCH = "digest_mismatch"
+    EDIT_REFUSED = "edit_refused"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class DecisionResult:
+    """The verdict, the record concerned (if any) and words for the ack."""
+
+    verdict: DecisionVerdict
+    detail: str
+    record: ApprovalRecord | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ApprovalStatistics:
+    """Counts for observability and leak tests."""
+
+    live: int
+    pending: int
+    expected: int
+    timed_out: int
+    waiters: int
+    decided_remembered: int
+
+
+def _outcome(target_id: str, decision: Decision) -> ApprovalOutcome:
+    return ApprovalOutcome(
+        target_id=target_id,
+        decision="approve" if decision.approved else "reject",
+        detail=decision.detail,
+        decided_by=decision.decided_by,
+        edited_args=decision.edited_args,
+    )
+
+
+class ApprovalBook:
+    """Every approval record of one run."""
+
+    def __init__(self, *, history: int = 4096) -> None:
+        self._live: dict[str, ApprovalRecord] = {}
+        self._decided: collections.OrderedDict[str, ApprovalRecord] = collections.OrderedDict()
+        self._history = history
+
+    # -- queries -----------------------------------------------------------
+    def knows(self, target_id: str) -> bool:
+        """True if a decision for ``target_id`` would be answered by this book (not "unknown")."""
+        return target_id in self._live or target_id in self._decided
+
+    def get(self, target_id: str) -> ApprovalRecord | None:
+        """The live record for ``target_id``, else the remembered decided one, else None."""
+        return self._live.get(target_id) or self._decided.get(target_id)
+
+    def open_targets(self) -> list[str]:
+        """Targets waiting for (or still accepting) a decision: pending and timed out."""
+        return [t for t, r in self._live.items() if r.status is not ApprovalStatus.EXPECTED]
+
+    def open_records(self) -> list[ApprovalRecord]:
+        """Records waiting for (or still accepting) a decision."""
+        return [r for r in self._live.values() if r.status is not ApprovalStatus.EXPECTED]
+
+    def statistics(self) -> ApprovalStatistics:
+        """A snapshot of the counts."""
+        by_status = collections.Counter(r.status for r in self._live.values())
+        return ApprovalStatistics(
+            live=len(self._live),
+            pending=by_status[ApprovalStatus.PENDING],
+            expected=by_status[ApprovalStatus.EXPECTED],
+            timed_out=by_status[ApprovalStatus.TIMED_OUT],
+            waiters=sum(1 for r in self._live.values() if r.waiter is not None and not r.waiter.done()),
+            decided_remembered=len(self._decided),
+        )
+
+    # -- transitions ---------------------------------------------------------
+    def expect(self, target_id: str) -> None:
+        """Announce that ``target_id`` will be requested soon, so an early decision is kept."""
+        if target_id not in self._live:
+            self._live[target_id] = ApprovalRecord(target_id, ApprovalStatus.EXPECTED)
+
+    def forget_expected(self, target_id: str) -> None:
+        """Drop an announcement that will never be requested (and any early decision on it)."""
+        record = self._live.get(target_id)
+        if record is not None and record.status is ApprovalStatus.EXPECTED:
+            del self._live[target_id]
+
+    def open(self, request: ApprovalRequest) -> tuple[ApprovalRecord, ApprovalRecord | None]:
+        """Open a request; returns ``(record, superseded)``.
+
+        A kept early decision whose digest still matches is applied at once
+        (the record comes back decided). A timed-out record for the same
+        target is superseded and returned so the caller can announce it.
+        Raises ApprovalError while a request for the target is pending.
+        """
+        superseded = None
+        early: Decision | None = None
+        existing = self._live.get(request.target_id)
+        if existing is not None:
+            if existing.status is ApprovalStatus.PENDING:
+                raise ApprovalError(f"target_id {request.target_id!r} already has a pending approval request")
+            if existing.status is ApprovalStatus.TIMED_OUT:
+                superseded = existing
+            else:
+                early = existing.decision
+            del self._live[request.target_id]
+        record = ApprovalRecord(request.target_id, ApprovalStatus.PENDING, request, now_ms())
+        self._live[request.target_id] = record
+        if early is not None and self._check(record, early) is None:
+            self._resolve(record, early)
+        return record, superseded
+
+    def decide(self, target_id: str, decision: Decision) -> DecisionResult:
+        """Apply a decision; never raises. See :class:`DecisionVerdict` for the outcomes."""
+        record = self._live.get(target_id)
+        if record is None:
+            decided = self._decided.get(target_id)
+            if decided is not None and decided.decision is not None:
+                return DecisionResult(DecisionVerdict.ALREADY_DECIDED, _already(decided), decided)
+            pending = ", ".join(repr(t) for t in self.open_targets()[:5]) or "none"
+            return DecisionResult(
+                DecisionVerdict.UNKNOWN_TARGET,
+                f"unknown target_id {target_id!r}: no pending approval (pending: {pending})",
+            )
+        if record.status is ApprovalStatus.EXPECTED:
+            if record.decision is not None:
+                return DecisionResult(DecisionVerdict.ALREADY_DECIDED, _already(record), record)
+            record.decision = decision
+            verb = "approval" if decision.approved else "rejection"
+            return DecisionResult(
+                DecisionVerdict.KEPT_EARLY,
+                f"{verb} kept for {target_id!r}: the request is not open yet; it applies when the run asks",
+                record,
+            )
+        problem = self._check(record, decision)
+        if problem is not None:
+            return problem
+        late = record.status is ApprovalStatus.TIMED_OUT
+        self._resolve(record, decision)
+        verb = "approved" if decision.approved else "rejected"
+        if late:
+            return DecisionResult(
+                DecisionVerdict.APPLIED_LATE,
+                f"{verb} {target_id!r} after its wait timed out; the record is resolved, the agent was told 'timeout'",
+                record,
+            )
+        return DecisionResult(DecisionVerdict.APPLIED, f"{verb} {target_id!r}", record)
+
+    async def wait(self, record: ApprovalRecord, timeout_s: float | None) -> ApprovalOutcome:
+        """Wait for the record's decision; ``timeout_s=None`` waits without a deadline.
+
+        On timeout the record becomes TIMED_OUT (``keep_open_on_timeout``) or
+        is closed. If the waiting task is cancelled the record is removed and
+        the cancellation propagates.
+        """
+        if record.decision is not None:
+            return _outcome(record.target_id, record.decision)
+        if record.status is not ApprovalStatus.PENDING or self._live.get(record.target_id) is not record:
+            raise ApprovalError(f"record {record.target_id!r} is {record.status.value}, not pending")
+        waiter: asyncio.Future[ApprovalOutcome] = asyncio.get_running_loop().create_future()
+        record.waiter = waiter
+        try:
+            async with asyncio.timeout(timeout_s):
+                return await waiter
+        except TimeoutError:
+            if record.decision is not None:  # decided in the same instant the timer fired
+                return _outcome(record.target_id, record.decision)
+            keep_open = record.request is not None and record.request.keep_open_on_timeout
+            if keep_open:
+                record.status = ApprovalStatus.TIMED_OUT
+            else:
+                self._live.pop(record.target_id, None)
+            return ApprovalOutcome(target_id=record.target_id, decision="timeout")
+        except asyncio.CancelledError:
+            if self._live.get(record.target_id) is record:
+                del self._live[record.target_id]
+            raise
+        finally:
+            record.waiter = None
+
+    def close(self, target_id: str, reason: str) -> ApprovalRecord | None:
+        """Withdraw a live request (run cancelled or ended); its waiter returns ``cancelled``."""
+        record = self._live.pop(target_id, None)
+        if record is not None and record.waiter is not None and not record.waiter.done():
+            record.waiter.set_result(ApprovalOutcome(target_id=target_id, decision="cancelled", detail=reason))
+        return record
+
+    def close_all(self, reason: str) -> list[ApprovalRecord]:
+        """Withdraw every live request and announcement; returns the open ones that were closed."""
+        closed = []
+        for target_id in list(self._live):
+            record = self.close(target_id, reason)
+            if record is not None and record.status is not ApprovalStatus.EXPECTED:
+                closed.append(record)
+        return closed
+
+    # -- internals -------------------------------------------------------------
+    def _check(self, record: ApprovalRecord, decision: Decision) -> DecisionResult | None:
+        request = record.request
+        assert request is not None
+        if decision.args_digest and request.args_digest and decision.args_digest != request.args_digest:
+            return DecisionResult(
+                DecisionVerdict.DIGEST_MISMATCH,
+                f"refused: args_digest {decision.args_digest!r} does not match the call awaiting approval for "
+                f"{record.target_id!r} ({request.args_digest!r}); the request stays pending",
+                record,
+            )
+        if decision.edited_args is not None:
+            if not decision.approved:
+                return DecisionResult(DecisionVerdict.EDIT_REFUSED, "refused: edited_args only go with APPROVE", record)
+            if request.validate_edit is None:
+                return DecisionResult(
+                    DecisionVerdict.EDIT_REFUSED,
+                    f"refused: {record.target_id!r} is a {request.kind} approval and takes no edited_args; "
+                    "the request stays pending",
+                    record,
+                )
+            error = request.validate_edit(decision.edited_args)
+            if error is not None:
+                return DecisionResult(
+                    DecisionVerdict.EDIT_REFUSED,
+                    f"refused: edited_args for {record.target_id!r} do not fit: {error}; the request stays pending",
+                    record,
+                )
+        return None
+
+    def _resolve(self, record: ApprovalRecord, decision: Decision) -> None:
+        record.decision = decision
+        record.status = ApprovalStatus.GRANTED if decision.approved else ApprovalStatus.REJECTED
+        self._live.pop(record.target_id, None)
+        self._decided[record.target_id] = record
+        self._decided.move_to_end(record.target_id)
+        while len(self._decided) > self._history:
+            self._decided.popitem(last=False)
+        if record.waiter is not None and not record.waiter.done():
+            record.waiter.set_result(_outcome(record.target_id, decision))
+
+
+def _already(record: ApprovalRecord) -> str:
+    decision = record.decision
+    assert decision is not None
+    verb = "approved" if decision.approved else "rejected"
+    who = f" by {decision.decided_by}" if decision.decided_by else ""
+    return f"already decided: {record.target_id!r} was {verb}{who}; this decision was not applied"

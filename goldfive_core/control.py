@@ -1,0 +1,233 @@
+"""Control messages a person sends to a run, their acks, and the in-memory channel.
+
+A :class:`ControlChannel` is a rendezvous between whoever decides (a UI, a CLI,
+a test) and the run that obeys. It is bound to exactly one *dispatcher* at a
+time (a run's router); dispatch is synchronous, so a decision lands the moment
+it is sent, even while the agent is blocked inside a tool call. Messages sent
+while nothing is bound wait, in order, and are dispatched when a run binds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import dataclasses
+import logging
+from collections.abc import Callable, Mapping
+from enum import StrEnum
+from typing import Any
+
+from ._util import new_id, now_ms, shorten
+from .errors import ChannelBusyError
+
+__all__ = [
+    "AckResult",
+    "ChannelStatistics",
+    "ControlAck",
+    "ControlChannel",
+    "ControlKind",
+    "ControlMessage",
+    "Dispatcher",
+]
+
+logger = logging.getLogger(__name__)
+
+
+class ControlKind(StrEnum):
+    """What a control message asks for. Values equal names; wire numbers in control.proto."""
+
+    UNSPECIFIED = "UNSPECIFIED"
+    PAUSE = "PAUSE"
+    RESUME = "RESUME"
+    CANCEL = "CANCEL"
+    REWIND_TO = "REWIND_TO"
+    STEER = "STEER"
+    APPROVE = "APPROVE"
+    REJECT = "REJECT"
+    STATUS_QUERY = "STATUS_QUERY"
+    INTERCEPT_TRANSFER = "INTERCEPT_TRANSFER"
+    INJECT_MESSAGE = "INJECT_MESSAGE"
+    GOLDFIVE_STEER = "GOLDFIVE_STEER"
+    GOLDFIVE_PAUSE_ESCALATE = "GOLDFIVE_PAUSE_ESCALATE"
+
+
+class AckResult(StrEnum):
+    """Outcome of dispatching one control message."""
+
+    SUCCESS = "SUCCESS"
+    FAILURE = "FAILURE"
+    UNSUPPORTED = "UNSUPPORTED"
+
+
+@dataclasses.dataclass(frozen=True)
+class ControlMessage:
+    """One instruction to a run.
+
+    ``kind`` is a :class:`ControlKind` (a plain string naming one is accepted and
+    converted); anything else is kept as given so that dispatch can answer it
+    with a FAILURE ack instead of failing at construction.
+    """
+
+    kind: ControlKind | str
+    payload: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    id: str = dataclasses.field(default_factory=lambda: new_id("ctl"))
+    issued_at_ms: int = dataclasses.field(default_factory=now_ms)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.kind, str) and not isinstance(self.kind, ControlKind):
+            # An unknown string is kept verbatim; dispatch answers "unknown control kind".
+            with contextlib.suppress(ValueError):
+                object.__setattr__(self, "kind", ControlKind(self.kind))
+
+
+@dataclasses.dataclass(frozen=True)
+class ControlAck:
+    """The answer to a control message, in words a UI can show."""
+
+    control_id: str
+    result: AckResult
+    detail: str = ""
+    acked_at_ms: int = dataclasses.field(default_factory=now_ms)
+    data: Mapping[str, Any] | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when the message was applied."""
+        return self.result is AckResult.SUCCESS
+
+    @classmethod
+    def success(cls, control_id: str, detail: str = "", data: Mapping[str, Any] | None = None) -> ControlAck:
+        """A SUCCESS ack."""
+        return cls(control_id, AckResult.SUCCESS, detail, data=data)
+
+    @classmethod
+    def failure(cls, control_id: str, detail: str) -> ControlAck:
+        """A FAILURE ack saying what was wrong."""
+        return cls(control_id, AckResult.FAILURE, detail)
+
+    @classmethod
+    def unsupported(cls, control_id: str, detail: str) -> ControlAck:
+        """An UNSUPPORTED ack (a known kind this run cannot honour)."""
+        return cls(control_id, AckResult.UNSUPPORTED, detail)
+
+
+Dispatcher = Callable[[ControlMessage], ControlAck]
+"""Applies one message synchronously and says what happened. Must not block."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ChannelStatistics:
+    """A snapshot of a channel for observability and tests."""
+
+    bound: bool
+    backlog: int
+    dispatched: int
+
+
+def _control_id(msg: object) -> str:
+    ident = getattr(msg, "id", None)
+    return ident if isinstance(ident, str) else ""
+
+
+class ControlChannel:
+    """In-memory control channel (one asyncio event loop).
+
+    ``await send(msg)`` returns the :class:`ControlAck` once the bound run has
+    dispatched the message; ``send_nowait(msg)`` returns a future of it at once.
+    Acks come back in send order and are never dropped: a message that cannot
+    be applied, or that waited longer than ``send(timeout=...)``, gets a
+    FAILURE ack saying why.
+    """
+
+    def __init__(self, *, max_backlog: int = 10_000) -> None:
+        if max_backlog < 1:
+            raise ValueError(f"max_backlog must be >= 1, got {max_backlog}")
+        self._max_backlog = max_backlog
+        self._dispatcher: Dispatcher | None = None
+        self._owner: object | None = None
+        self._backlog: collections.deque[tuple[ControlMessage, asyncio.Future[ControlAck]]] = collections.deque()
+        self._dispatched = 0
+
+    # -- sending ---------------------------------------------------------
+    async def send(self, msg: ControlMessage, *, timeout: float | None = None) -> ControlAck:  # noqa: ASYNC109 (a deadline on the wait for a run, not on the call)
+        """Dispatch ``msg`` (now, or once a run binds) and return its ack.
+
+        ``timeout`` bounds the wait for a run to bind (seconds, ``None`` = wait
+        for one). When it runs out the message is withdrawn, never dispatched
+        later, and the ack is a FAILURE that says so.
+        """
+        fut = self.send_nowait(msg)
+        if fut.done() or timeout is None:
+            return await fut
+        try:
+            return await asyncio.wait_for(asyncio.shield(fut), timeout)
+        except TimeoutError:
+            if fut.done():  # dispatched in the same instant the timer fired
+                return fut.result()
+            self._withdraw(fut)
+            return ControlAck.failure(
+                _control_id(msg), f"not dispatched: no run bound this channel within {timeout:g}s"
+            )
+
+    def send_nowait(self, msg: ControlMessage) -> asyncio.Future[ControlAck]:
+        """Dispatch ``msg`` if a run is bound, else queue it; return a future of the ack."""
+        fut: asyncio.Future[ControlAck] = asyncio.get_running_loop().create_future()
+        if self._dispatcher is not None and not self._backlog:
+            fut.set_result(self._dispatch(msg))
+        elif len(self._backlog) >= self._max_backlog:
+            fut.set_result(
+                ControlAck.failure(
+                    _control_id(msg),
+                    f"refused: {len(self._backlog)} messages already wait for a run (max_backlog={self._max_backlog})",
+                )
+            )
+        else:
+            self._backlog.append((msg, fut))
+        return fut
+
+    # -- binding (runs call these) ----------------------------------------
+    def bind(self, dispatcher: Dispatcher, *, owner: object | None = None) -> None:
+        """Attach the run's dispatcher and dispatch every waiting message in order."""
+        if self._dispatcher is not None and self._dispatcher is not dispatcher:
+            raise ChannelBusyError(
+                f"this ControlChannel is already bound to {self._owner!r}; use one channel per runner"
+            )
+        self._dispatcher = dispatcher
+        self._owner = owner
+        while self._backlog and self._dispatcher is dispatcher:
+            msg, fut = self._backlog.popleft()
+            if not fut.done():
+                fut.set_result(self._dispatch(msg))
+
+    def unbind(self, dispatcher: Dispatcher) -> None:
+        """Detach ``dispatcher``; later messages wait for the next run."""
+        if self._dispatcher is dispatcher:
+            self._dispatcher = None
+            self._owner = None
+
+    @property
+    def bound(self) -> bool:
+        """Whether a run is listening."""
+        return self._dispatcher is not None
+
+    def statistics(self) -> ChannelStatistics:
+        """Counts for observability."""
+        return ChannelStatistics(bound=self.bound, backlog=len(self._backlog), dispatched=self._dispatched)
+
+    # -- internals ---------------------------------------------------------
+    def _withdraw(self, fut: asyncio.Future[ControlAck]) -> None:
+        self._backlog = collections.deque(item for item in self._backlog if item[1] is not fut)
+
+    def _dispatch(self, msg: ControlMessage) -> ControlAck:
+        dispatcher = self._dispatcher
+        assert dispatcher is not None
+        self._dispatched += 1
+        try:
+            ack = dispatcher(msg)
+        except Exception as exc:  # a dispatcher bug must not reach the sender or lose the ack
+            logger.exception("dispatching control message %s failed", _control_id(msg))
+            return ControlAck.failure(_control_id(msg), f"internal error while dispatching: {shorten(repr(exc))}")
+        if not isinstance(ack, ControlAck):
+            return ControlAck.failure(_control_id(msg), f"dispatcher returned {type(ack).__name__}, not a ControlAck")
+        return ack

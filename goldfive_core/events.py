@@ -1,0 +1,147 @@
+"""Event construction (run id, gap-free sequence) and the sinks that receive events.
+
+State is authoritative and sinks are best-effort: a sink that raises is logged
+and skipped, never allowed to fail a decision or the run.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import IO, Protocol, runtime_checkable
+
+from google.protobuf import json_format
+from google.protobuf.message import Message
+
+from ._util import new_id, now_ms
+from .convert import timestamp_from_ms
+from .pb.v1 import events_pb2
+
+__all__ = ["EventEmitter", "EventSink", "InMemorySink", "JsonlSink", "LoggingSink", "event_to_dict", "payload_name"]
+
+logger = logging.getLogger(__name__)
+
+Event = events_pb2.Event
+
+
+@runtime_checkable
+class EventSink(Protocol):
+    """Receives every event of a run, in sequence order. Must be quick and must not block."""
+
+    def emit(self, event: events_pb2.Event) -> None:
+        """Handle one event."""
+
+
+class InMemorySink:
+    """Keeps every event; ``.events`` is the list of ``Event`` protos."""
+
+    def __init__(self) -> None:
+        self.events: list[events_pb2.Event] = []
+
+    def emit(self, event: events_pb2.Event) -> None:
+        """Append the event."""
+        self.events.append(event)
+
+    def of(self, payload: str) -> list[events_pb2.Event]:
+        """The events whose payload is ``payload`` (e.g. ``"approval_requested"``)."""
+        return [e for e in self.events if e.WhichOneof("payload") == payload]
+
+    def kinds(self) -> list[str]:
+        """Payload names of every event, in order."""
+        return [payload_name(e) for e in self.events]
+
+
+def event_to_dict(event: events_pb2.Event) -> dict[str, object]:
+    """The protobuf JSON mapping of an event (field names as in the .proto)."""
+    out: dict[str, object] = json_format.MessageToDict(event, preserving_proto_field_name=True)
+    return out
+
+
+class JsonlSink:
+    """Appends each event as one JSON line (protobuf JSON mapping) to ``path``; flushes every line."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        self._file: IO[str] | None = self.path.open("a", encoding="utf-8")
+
+    def emit(self, event: events_pb2.Event) -> None:
+        """Write one line."""
+        line = json_format.MessageToJson(event, preserving_proto_field_name=True, indent=None)
+        with self._lock:
+            if self._file is None:
+                raise ValueError(f"JsonlSink({str(self.path)!r}) is closed")
+            self._file.write(line + "\n")
+            self._file.flush()
+
+    def close(self) -> None:
+        """Close the file; later events raise (and are logged by the emitter)."""
+        with self._lock:
+            if self._file is not None:
+                self._file.close()
+                self._file = None
+
+
+class LoggingSink:
+    """Logs a one-line summary of each event."""
+
+    def __init__(self, logger_: logging.Logger | None = None, level: int = logging.INFO) -> None:
+        self._logger = logger_ or logging.getLogger("goldfive.events")
+        self._level = level
+
+    def emit(self, event: events_pb2.Event) -> None:
+        """Log the event."""
+        if self._logger.isEnabledFor(self._level):
+            name = payload_name(event)
+            body = json_format.MessageToDict(getattr(event, name), preserving_proto_field_name=True) if name else {}
+            self._logger.log(self._level, "[%s #%d] %s %s", event.run_id, event.sequence, name, body)
+
+
+def payload_name(event: events_pb2.Event) -> str:
+    """The name of the event's payload field, e.g. ``"approval_granted"``."""
+    return event.WhichOneof("payload") or ""
+
+
+class EventEmitter:
+    """Builds the events of one run (``run_id``, gap-free ``sequence`` from 0) and fans them out."""
+
+    def __init__(self, run_id: str, sinks: Iterable[EventSink] = (), *, session_id: str = "") -> None:
+        if not run_id:
+            raise ValueError("run_id must be non-empty")
+        self.run_id = run_id
+        self.session_id = session_id
+        self.sinks: Sequence[EventSink] = tuple(sinks)
+        self._sequence = 0
+
+    @property
+    def next_sequence(self) -> int:
+        """The sequence number the next event will get (= events emitted so far)."""
+        return self._sequence
+
+    def emit(self, payload: Message) -> events_pb2.Event:
+        """Wrap ``payload`` (e.g. ``ApprovalGranted(...)``) in an Event and deliver it to every sink."""
+        field = _PAYLOAD_FIELD[type(payload).DESCRIPTOR.full_name]
+        event = events_pb2.Event(
+            event_id=new_id("ev"),
+            run_id=self.run_id,
+            sequence=self._sequence,
+            session_id=self.session_id,
+        )
+        event.emitted_at.CopyFrom(timestamp_from_ms(now_ms()))
+        getattr(event, field).CopyFrom(payload)
+        self._sequence += 1
+        for sink in self.sinks:
+            try:
+                sink.emit(event)
+            except Exception:
+                logger.exception("event sink %r failed on %s #%d; continuing", sink, field, event.sequence)
+        return event
+
+
+_PAYLOAD_FIELD: dict[str, str] = {
+    f.message_type.full_name: f.name
+    for f in events_pb2.Event.DESCRIPTOR.oneofs_by_name["payload"].fields
+    if f.message_type is not None
+}

@@ -1,0 +1,1 @@
+"""Generated protobuf modules (do not edit; run `make proto`)."""

@@ -1,0 +1,224 @@
+import datetime
+
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from goldfive_core.pb.v1 import types_pb2 as _types_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class RunStarted(_message.Message):
+    __slots__ = ("input", "adapter", "root_task_id")
+    INPUT_FIELD_NUMBER: _ClassVar[int]
+    ADAPTER_FIELD_NUMBER: _ClassVar[int]
+    ROOT_TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    input: str
+    adapter: str
+    root_task_id: str
+    def __init__(self, input: _Optional[str] = ..., adapter: _Optional[str] = ..., root_task_id: _Optional[str] = ...) -> None: ...
+
+class RunCompleted(_message.Message):
+    __slots__ = ("status", "summary")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    SUMMARY_FIELD_NUMBER: _ClassVar[int]
+    status: _types_pb2.RunStatus
+    summary: str
+    def __init__(self, status: _Optional[_Union[_types_pb2.RunStatus, str]] = ..., summary: _Optional[str] = ...) -> None: ...
+
+class RunAborted(_message.Message):
+    __slots__ = ("reason", "drift_id", "status")
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    DRIFT_ID_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    reason: str
+    drift_id: str
+    status: _types_pb2.RunStatus
+    def __init__(self, reason: _Optional[str] = ..., drift_id: _Optional[str] = ..., status: _Optional[_Union[_types_pb2.RunStatus, str]] = ...) -> None: ...
+
+class TaskStarted(_message.Message):
+    __slots__ = ("task_id", "title", "parent_id")
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    TITLE_FIELD_NUMBER: _ClassVar[int]
+    PARENT_ID_FIELD_NUMBER: _ClassVar[int]
+    task_id: str
+    title: str
+    parent_id: str
+    def __init__(self, task_id: _Optional[str] = ..., title: _Optional[str] = ..., parent_id: _Optional[str] = ...) -> None: ...
+
+class TaskProgress(_message.Message):
+    __slots__ = ("task_id", "message", "fraction")
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    FRACTION_FIELD_NUMBER: _ClassVar[int]
+    task_id: str
+    message: str
+    fraction: float
+    def __init__(self, task_id: _Optional[str] = ..., message: _Optional[str] = ..., fraction: _Optional[float] = ...) -> None: ...
+
+class TaskCompleted(_message.Message):
+    __slots__ = ("task_id", "result")
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    task_id: str
+    result: str
+    def __init__(self, task_id: _Optional[str] = ..., result: _Optional[str] = ...) -> None: ...
+
+class TaskFailed(_message.Message):
+    __slots__ = ("task_id", "reason", "recoverable")
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    RECOVERABLE_FIELD_NUMBER: _ClassVar[int]
+    task_id: str
+    reason: str
+    recoverable: bool
+    def __init__(self, task_id: _Optional[str] = ..., reason: _Optional[str] = ..., recoverable: _Optional[bool] = ...) -> None: ...
+
+class TaskBlocked(_message.Message):
+    __slots__ = ("task_id", "blocker", "needed")
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    BLOCKER_FIELD_NUMBER: _ClassVar[int]
+    NEEDED_FIELD_NUMBER: _ClassVar[int]
+    task_id: str
+    blocker: str
+    needed: str
+    def __init__(self, task_id: _Optional[str] = ..., blocker: _Optional[str] = ..., needed: _Optional[str] = ...) -> None: ...
+
+class TaskCancelled(_message.Message):
+    __slots__ = ("task_id", "reason")
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    task_id: str
+    reason: str
+    def __init__(self, task_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class DriftDetected(_message.Message):
+    __slots__ = ("drift_id", "kind", "severity", "detail", "task_id", "ladder_level")
+    DRIFT_ID_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    SEVERITY_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    LADDER_LEVEL_FIELD_NUMBER: _ClassVar[int]
+    drift_id: str
+    kind: _types_pb2.DriftKind
+    severity: _types_pb2.DriftSeverity
+    detail: str
+    task_id: str
+    ladder_level: int
+    def __init__(self, drift_id: _Optional[str] = ..., kind: _Optional[_Union[_types_pb2.DriftKind, str]] = ..., severity: _Optional[_Union[_types_pb2.DriftSeverity, str]] = ..., detail: _Optional[str] = ..., task_id: _Optional[str] = ..., ladder_level: _Optional[int] = ...) -> None: ...
+
+class ApprovalRequested(_message.Message):
+    __slots__ = ("target_id", "kind", "prompt", "task_id", "metadata", "args_digest", "expires_at", "timeout_ms")
+    class MetadataEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    TARGET_ID_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    ARGS_DIGEST_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    target_id: str
+    kind: str
+    prompt: str
+    task_id: str
+    metadata: _containers.ScalarMap[str, str]
+    args_digest: str
+    expires_at: _timestamp_pb2.Timestamp
+    timeout_ms: int
+    def __init__(self, target_id: _Optional[str] = ..., kind: _Optional[str] = ..., prompt: _Optional[str] = ..., task_id: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ..., args_digest: _Optional[str] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+
+class ApprovalGranted(_message.Message):
+    __slots__ = ("target_id", "detail", "decided_by", "edited_args_json")
+    TARGET_ID_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
+    DECIDED_BY_FIELD_NUMBER: _ClassVar[int]
+    EDITED_ARGS_JSON_FIELD_NUMBER: _ClassVar[int]
+    target_id: str
+    detail: str
+    decided_by: str
+    edited_args_json: str
+    def __init__(self, target_id: _Optional[str] = ..., detail: _Optional[str] = ..., decided_by: _Optional[str] = ..., edited_args_json: _Optional[str] = ...) -> None: ...
+
+class ApprovalRejected(_message.Message):
+    __slots__ = ("target_id", "detail", "decided_by")
+    TARGET_ID_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
+    DECIDED_BY_FIELD_NUMBER: _ClassVar[int]
+    target_id: str
+    detail: str
+    decided_by: str
+    def __init__(self, target_id: _Optional[str] = ..., detail: _Optional[str] = ..., decided_by: _Optional[str] = ...) -> None: ...
+
+class ApprovalTimedOut(_message.Message):
+    __slots__ = ("target_id", "timeout_ms", "still_open", "detail")
+    TARGET_ID_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    STILL_OPEN_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
+    target_id: str
+    timeout_ms: int
+    still_open: bool
+    detail: str
+    def __init__(self, target_id: _Optional[str] = ..., timeout_ms: _Optional[int] = ..., still_open: _Optional[bool] = ..., detail: _Optional[str] = ...) -> None: ...
+
+class ApprovalCancelled(_message.Message):
+    __slots__ = ("target_id", "reason")
+    TARGET_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    target_id: str
+    reason: str
+    def __init__(self, target_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class Event(_message.Message):
+    __slots__ = ("event_id", "run_id", "sequence", "emitted_at", "session_id", "run_started", "task_started", "task_progress", "task_completed", "task_failed", "task_blocked", "task_cancelled", "drift_detected", "run_completed", "run_aborted", "approval_requested", "approval_granted", "approval_rejected", "approval_timed_out", "approval_cancelled")
+    EVENT_ID_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    EMITTED_AT_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    RUN_STARTED_FIELD_NUMBER: _ClassVar[int]
+    TASK_STARTED_FIELD_NUMBER: _ClassVar[int]
+    TASK_PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    TASK_COMPLETED_FIELD_NUMBER: _ClassVar[int]
+    TASK_FAILED_FIELD_NUMBER: _ClassVar[int]
+    TASK_BLOCKED_FIELD_NUMBER: _ClassVar[int]
+    TASK_CANCELLED_FIELD_NUMBER: _ClassVar[int]
+    DRIFT_DETECTED_FIELD_NUMBER: _ClassVar[int]
+    RUN_COMPLETED_FIELD_NUMBER: _ClassVar[int]
+    RUN_ABORTED_FIELD_NUMBER: _ClassVar[int]
+    APPROVAL_REQUESTED_FIELD_NUMBER: _ClassVar[int]
+    APPROVAL_GRANTED_FIELD_NUMBER: _ClassVar[int]
+    APPROVAL_REJECTED_FIELD_NUMBER: _ClassVar[int]
+    APPROVAL_TIMED_OUT_FIELD_NUMBER: _ClassVar[int]
+    APPROVAL_CANCELLED_FIELD_NUMBER: _ClassVar[int]
+    event_id: str
+    run_id: str
+    sequence: int
+    emitted_at: _timestamp_pb2.Timestamp
+    session_id: str
+    run_started: RunStarted
+    task_started: TaskStarted
+    task_progress: TaskProgress
+    task_completed: TaskCompleted
+    task_failed: TaskFailed
+    task_blocked: TaskBlocked
+    task_cancelled: TaskCancelled
+    drift_detected: DriftDetected
+    run_completed: RunCompleted
+    run_aborted: RunAborted
+    approval_requested: ApprovalRequested
+    approval_granted: ApprovalGranted
+    approval_rejected: ApprovalRejected
+    approval_timed_out: ApprovalTimedOut
+    approval_cancelled: ApprovalCancelled
+    def __init__(self, event_id: _Optional[str] = ..., run_id: _Optional[str] = ..., sequence: _Optional[int] = ..., emitted_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., session_id: _Optional[str] = ..., run_started: _Optional[_Union[RunStarted, _Mapping]] = ..., task_started: _Optional[_Union[TaskStarted, _Mapping]] = ..., task_progress: _Optional[_Union[TaskProgress, _Mapping]] = ..., task_completed: _Optional[_Union[TaskCompleted, _Mapping]] = ..., task_failed: _Optional[_Union[TaskFailed, _Mapping]] = ..., task_blocked: _Optional[_Union[TaskBlocked, _Mapping]] = ..., task_cancelled: _Optional[_Union[TaskCancelled, _Mapping]] = ..., drift_detected: _Optional[_Union[DriftDetected, _Mapping]] = ..., run_completed: _Optional[_Union[RunCompleted, _Mapping]] = ..., run_aborted: _Optional[_Union[RunAborted, _Mapping]] = ..., approval_requested: _Optional[_Union[ApprovalRequested, _Mapping]] = ..., approval_granted: _Optional[_Union[ApprovalGranted, _Mapping]] = ..., approval_rejected: _Optional[_Union[ApprovalRejected, _Mapping]] = ..., approval_timed_out: _Optional[_Union[ApprovalTimedOut, _Mapping]] = ..., approval_cancelled: _Optional[_Union[ApprovalCancelled, _Mapping]] = ...) -> None: ...

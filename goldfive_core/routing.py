@@ -1,0 +1,116 @@
+"""ControlRouter: one control channel serving every active run of a runner or plugin.
+
+Approvals route by ``target_id`` to the run that holds the record. Run-level
+controls (PAUSE, RESUME, STEER, CANCEL, STATUS_QUERY, ...) go to the run named
+by ``payload["run_id"]``, ``payload["session_id"]`` or ``payload["target"]``,
+and without a name to every active run. The router binds the channel while at
+least one run is attached, so messages sent with no run active wait for one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .control import AckResult, ControlAck, ControlChannel, ControlKind, ControlMessage
+from .session import Session, decision_from_payload
+
+__all__ = ["ControlRouter"]
+
+_RUN_KEYS = ("run_id", "session_id", "target")
+
+
+def _preflight(msg: object) -> ControlAck | None:
+    if not isinstance(msg, ControlMessage):
+        return ControlAck.failure("", f"expected a ControlMessage, got {type(msg).__name__}")
+    if not isinstance(msg.kind, ControlKind):
+        known = ", ".join(k.value for k in ControlKind if k is not ControlKind.UNSPECIFIED)
+        return ControlAck.failure(msg.id, f"unknown control kind {msg.kind!r} (expected one of: {known})")
+    if msg.kind is ControlKind.UNSPECIFIED:
+        return ControlAck.failure(msg.id, "control kind UNSPECIFIED: say what the message asks for")
+    if not isinstance(msg.payload, Mapping):
+        return ControlAck.failure(msg.id, f"payload must be a mapping, got {type(msg.payload).__name__}")
+    for key in _RUN_KEYS:
+        value = msg.payload.get(key)
+        if value is not None and not isinstance(value, str):
+            return ControlAck.failure(msg.id, f"payload[{key!r}] must be a string, got {type(value).__name__}")
+    return None
+
+
+class ControlRouter:
+    """Routes control messages from one channel to the sessions attached to it."""
+
+    def __init__(self, channel: ControlChannel | None) -> None:
+        self.channel = channel
+        self._sessions: dict[str, Session] = {}
+
+    @property
+    def sessions(self) -> list[Session]:
+        """The attached sessions, oldest first."""
+        return list(self._sessions.values())
+
+    def attach(self, session: Session) -> None:
+        """Start routing to ``session``; binds the channel (dispatching waiting messages) if first."""
+        self._sessions[session.run_id] = session
+        if self.channel is not None and len(self._sessions) == 1:
+            self.channel.bind(self.dispatch, owner=self)
+
+    def detach(self, session: Session) -> None:
+        """Stop routing to ``session``; unbinds the channel when none is left."""
+        self._sessions.pop(session.run_id, None)
+        if self.channel is not None and not self._sessions:
+            self.channel.unbind(self.dispatch)
+
+    def find(self, name: str) -> Session | None:
+        """The attached session whose run id or host session id is ``name``."""
+        session = self._sessions.get(name)
+        if session is not None:
+            return session
+        return next((s for s in self._sessions.values() if s.session_id == name), None)
+
+    def dispatch(self, msg: ControlMessage) -> ControlAck:
+        """Apply ``msg`` to the run(s) it addresses. Never raises."""
+        problem = _preflight(msg)
+        if problem is not None:
+            return problem
+        named = next((msg.payload[k] for k in _RUN_KEYS if msg.payload.get(k)), None)
+        if named is not None:
+            session = self.find(named)
+            if session is None:
+                active = ", ".join(repr(s.run_id) for s in self.sessions[:5]) or "none"
+                return ControlAck.failure(msg.id, f"no active run {named!r} (active: {active})")
+            return session.dispatch(msg)
+        if msg.kind in (ControlKind.APPROVE, ControlKind.REJECT):
+            return self._dispatch_decision(msg)
+        sessions = self.sessions
+        if not sessions:
+            return ControlAck.failure(msg.id, "no active run")
+        if len(sessions) == 1:
+            return sessions[0].dispatch(msg)
+        acks = [(s, s.dispatch(msg)) for s in sessions]
+        result = AckResult.SUCCESS if all(a.ok for _, a in acks) else AckResult.FAILURE
+        detail = "; ".join(f"{s.run_id}: {a.detail}" for s, a in acks)
+        data: dict[str, Any] | None = None
+        if msg.kind is ControlKind.STATUS_QUERY:
+            data = {"runs": [a.data for _, a in acks]}
+        return ControlAck(msg.id, result, detail, data=data)
+
+    def _dispatch_decision(self, msg: ControlMessage) -> ControlAck:
+        target = msg.payload.get("target_id")
+        if not isinstance(target, str) or not target:
+            try:
+                decision_from_payload(ControlKind(msg.kind), msg.payload)
+            except ValueError as exc:
+                return ControlAck.failure(msg.id, str(exc))
+            return ControlAck.failure(msg.id, "missing target_id")  # unreachable: the parser requires it
+        holders = [s for s in self._sessions.values() if s.approvals.knows(target)]
+        if len(holders) == 1:
+            return holders[0].dispatch(msg)
+        if len(holders) > 1:
+            runs = ", ".join(repr(s.run_id) for s in holders)
+            return ControlAck.failure(
+                msg.id, f"target_id {target!r} is open in several runs ({runs}); name one with payload['run_id']"
+            )
+        pending = [t for s in self._sessions.values() for t in s.approvals.open_targets()]
+        listed = ", ".join(repr(t) for t in pending[:5]) or "none"
+        return ControlAck.failure(msg.id, f"unknown target_id {target!r}: no pending approval (pending: {listed})")

@@ -1,0 +1,190 @@
+"""Runner and wrap(): run an agent under a Session, with the control channel routed to it."""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import contextlib
+import dataclasses
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from enum import StrEnum
+from typing import Any
+
+from ._util import new_id, shorten
+from .control import ControlChannel
+from .errors import RunCancelledError, RunTerminatedError
+from .events import EventSink
+from .pb.v1 import events_pb2, types_pb2
+from .routing import ControlRouter
+from .session import Session
+from .steering import SteeringConfig
+from .tasks import Task, TaskStatus
+
+__all__ = ["Adapter", "RunResult", "RunStatus", "Runner", "SteererFactory", "wrap"]
+
+logger = logging.getLogger(__name__)
+
+
+class RunStatus(StrEnum):
+    """How a run ended."""
+
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+    ABORTED = "ABORTED"
+
+
+_PB_RUN_STATUS = {
+    RunStatus.COMPLETED: types_pb2.RUN_STATUS_COMPLETED,
+    RunStatus.FAILED: types_pb2.RUN_STATUS_FAILED,
+    RunStatus.CANCELLED: types_pb2.RUN_STATUS_CANCELLED,
+    RunStatus.ABORTED: types_pb2.RUN_STATUS_ABORTED,
+}
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RunResult:
+    """What ``await runner.run(input)`` returns."""
+
+    run_id: str
+    status: RunStatus
+    root_task_id: str
+    output: Any = None
+    reason: str = ""
+    error: BaseException | None = None
+    tasks: Mapping[str, TaskStatus] = dataclasses.field(default_factory=dict)
+
+
+class Adapter(abc.ABC):
+    """Drives one kind of agent inside a goldfive Session."""
+
+    name: str = "adapter"
+
+    @abc.abstractmethod
+    async def run(self, session: Session, task: Task) -> Any:
+        """Run the agent on ``task`` and return its output."""
+
+
+SteererFactory = Callable[[Session, ControlChannel | None], Any]
+"""Builds the steerer for a new session (the ladder); set as ``Runner.steerer_factory``."""
+
+
+class Runner:
+    """Runs an adapter's agent, one Session per ``run()``; several runs may share the runner."""
+
+    def __init__(
+        self,
+        adapter: Adapter,
+        *,
+        control: ControlChannel | None = None,
+        sinks: Iterable[EventSink] = (),
+        config: SteeringConfig | None = None,
+    ) -> None:
+        self.adapter = adapter
+        self.control = control
+        self.sinks = tuple(sinks)
+        self.config = config if config is not None else SteeringConfig.from_env()
+        self.router = ControlRouter(control)
+        self.steerer_factory: SteererFactory | None = None
+        self._last: Session | None = None
+
+    @property
+    def session(self) -> Session | None:
+        """The session of the latest run (live while it runs)."""
+        return self._last
+
+    async def run(self, input: object = None, *, task_id: str | None = None, title: str = "") -> RunResult:
+        """Run the agent once and return how it ended. Cancelling this call cancels the agent."""
+        session = Session(sinks=self.sinks, config=self.config, has_channel=self.control is not None)
+        if self.steerer_factory is not None:
+            session.steerer = self.steerer_factory(session, self.control)
+        self._last = session
+        root = session.tasks.add(task_id or new_id("task"), title=title or "run", input=input)
+        session.events.emit(
+            events_pb2.RunStarted(input=shorten(str(input), 4096), adapter=self.adapter.name, root_task_id=root.id)
+        )
+        self.router.attach(session)  # waiting messages (a PAUSE sent first) apply now
+        try:
+            session.start_task(root.id)
+            agent = asyncio.create_task(self._drive(session, root), name=f"goldfive-{session.run_id}")
+
+            def stop_agent(_reason: str) -> None:
+                agent.cancel()
+
+            session.on_cancel(stop_agent)
+            try:
+                await asyncio.wait({agent})
+            except asyncio.CancelledError:
+                agent.cancel()
+                with contextlib.suppress(BaseException):
+                    await agent
+                session.cancel("the caller cancelled the run")
+                raise
+            result = self._result(session, root, agent)
+            self._close_tasks(session, result)
+            result = dataclasses.replace(result, tasks={t.id: t.status for t in session.tasks.all()})
+            if result.status is RunStatus.COMPLETED:
+                session.events.emit(
+                    events_pb2.RunCompleted(status=_PB_RUN_STATUS[result.status], summary=result.reason)
+                )
+            else:
+                session.events.emit(events_pb2.RunAborted(reason=result.reason, status=_PB_RUN_STATUS[result.status]))
+            return result
+        finally:
+            session.finish()
+            self.router.detach(session)
+
+    async def _drive(self, session: Session, root: Task) -> Any:
+        await session.gate()
+        return await self.adapter.run(session, root)
+
+    @staticmethod
+    def _result(session: Session, root: Task, agent: asyncio.Task[Any]) -> RunResult:
+        base: dict[str, Any] = {"run_id": session.run_id, "root_task_id": root.id}
+        if agent.cancelled() or isinstance(agent.exception(), RunCancelledError | RunTerminatedError):
+            if session.state == "terminated":
+                return RunResult(status=RunStatus.ABORTED, reason=session.stop_reason, **base)
+            return RunResult(status=RunStatus.CANCELLED, reason=session.stop_reason or "cancelled", **base)
+        error = agent.exception()
+        if error is not None:
+            logger.error("agent of run %s raised", session.run_id, exc_info=error)
+            return RunResult(status=RunStatus.FAILED, reason=f"agent raised {error!r}", error=error, **base)
+        if root.status is TaskStatus.FAILED:
+            return RunResult(status=RunStatus.FAILED, reason="the root task failed", output=agent.result(), **base)
+        return RunResult(status=RunStatus.COMPLETED, output=agent.result(), **base)
+
+    @staticmethod
+    def _close_tasks(session: Session, result: RunResult) -> None:
+        for task in session.tasks.all():
+            if task.status.terminal:
+                continue
+            if (
+                result.status is RunStatus.COMPLETED
+                and task.status is not TaskStatus.PENDING
+                and task.id == result.root_task_id
+            ):
+                session.tasks.transition(task.id, TaskStatus.COMPLETED)
+                session.events.emit(events_pb2.TaskCompleted(task_id=task.id))
+            else:
+                session.tasks.transition(task.id, TaskStatus.CANCELLED)
+                session.events.emit(events_pb2.TaskCancelled(task_id=task.id, reason=result.reason or "the run ended"))
+
+
+def wrap(
+    agent: Adapter | Callable[..., Any],
+    *,
+    control: ControlChannel | None = None,
+    sinks: Iterable[EventSink] = (),
+    config: SteeringConfig | None = None,
+) -> Runner:
+    """Put ``agent`` under goldfive: an :class:`Adapter`, or ``async def agent(task, tools)``."""
+    if isinstance(agent, Adapter):
+        adapter = agent
+    elif callable(agent):
+        from .adapters.callable import CallableAdapter
+
+        adapter = CallableAdapter(agent)
+    else:
+        raise TypeError(f"wrap() takes an Adapter or an async callable agent(task, tools), got {type(agent).__name__}")
+    return Runner(adapter, control=control, sinks=sinks, config=config)

@@ -1,0 +1,458 @@
+"""Session: the state of one run — tasks, approvals, pause state, guidance and events.
+
+Control messages are applied synchronously by :meth:`Session.dispatch` the
+moment they arrive; PAUSE, CANCEL and escalations set state that
+:meth:`Session.gate` honours at the agent's next step boundary.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import dataclasses
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Literal, Protocol
+
+from ._util import canonical_json, new_id, shorten
+from .approvals import (
+    ApprovalBook,
+    ApprovalOutcome,
+    ApprovalRecord,
+    ApprovalRequest,
+    Decision,
+    DecisionVerdict,
+)
+from .control import ControlAck, ControlKind, ControlMessage
+from .convert import timestamp_from_ms
+from .drift import Drift, DriftKind, DriftSeverity, InterventionLevel
+from .errors import RunCancelledError, RunTerminatedError
+from .events import EventEmitter, EventSink
+from .pb.v1 import events_pb2
+from .steering import SteeringConfig
+from .tasks import TaskBoard, TaskStatus
+
+__all__ = ["MAX_TEXT", "Guidance", "RunState", "Session", "Steerer", "approval_timeout_drift", "decision_from_payload"]
+
+logger = logging.getLogger(__name__)
+
+MAX_TEXT = 65_536
+"""Longest free text (detail, steer text) a control message may carry."""
+
+RunState = Literal["running", "paused", "cancelled", "terminated", "finished"]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Guidance:
+    """A note for the agent's next turn: a person's steer, an injected message or a ladder nudge."""
+
+    text: str
+    source: Literal["steer", "inject", "nudge", "escalation"]
+    control_id: str = ""
+
+
+class Steerer(Protocol):
+    """Decides what a drift leads to (the intervention ladder lives behind this)."""
+
+    async def handle_drift(self, drift: Drift) -> InterventionLevel:
+        """Act on one drift and return the level applied."""
+
+
+class _BadPayload(Exception):
+    pass
+
+
+def _text(payload: Mapping[str, Any], key: str, *, required: bool = False) -> str:
+    value = payload.get(key)
+    if value is None:
+        if required:
+            raise _BadPayload(f"missing {key}: payload[{key!r}] must be a non-empty string")
+        return ""
+    if not isinstance(value, str):
+        raise _BadPayload(f"payload[{key!r}] must be a string, got {type(value).__name__}")
+    if required and not value.strip():
+        raise _BadPayload(f"missing {key}: payload[{key!r}] is empty")
+    if len(value) > MAX_TEXT:
+        raise _BadPayload(f"payload[{key!r}] is {len(value)} characters; the limit is {MAX_TEXT}")
+    return value
+
+
+def decision_from_payload(kind: ControlKind, payload: Mapping[str, Any]) -> tuple[str, Decision]:
+    """Parse an APPROVE/REJECT payload; raises ValueError with a message fit for an ack."""
+    try:
+        target_id = _text(payload, "target_id", required=True)
+        detail = _text(payload, "detail") or _text(payload, "reason")
+        decided_by = _text(payload, "decided_by")
+        digest = _text(payload, "args_digest")
+    except _BadPayload as exc:
+        raise ValueError(f"{kind.value}: {exc}") from None
+    edited = payload.get("edited_args")
+    if edited is not None:
+        if kind is not ControlKind.APPROVE:
+            raise ValueError("REJECT: edited_args only go with APPROVE")
+        if not isinstance(edited, Mapping):
+            raise ValueError(f"APPROVE: payload['edited_args'] must be an object, got {type(edited).__name__}")
+        try:
+            canonical_json(edited)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"APPROVE: edited_args are not JSON: {exc}") from None
+        edited = dict(edited)
+    return target_id, Decision(
+        approved=kind is ControlKind.APPROVE,
+        detail=detail,
+        decided_by=decided_by,
+        edited_args=edited,
+        args_digest=digest,
+    )
+
+
+class Session:
+    """One run: owns its tasks, approval records, pause state and event sequence."""
+
+    def __init__(
+        self,
+        *,
+        run_id: str | None = None,
+        session_id: str = "",
+        sinks: Iterable[EventSink] = (),
+        config: SteeringConfig | None = None,
+        has_channel: bool = False,
+    ) -> None:
+        self.run_id = run_id or new_id("run")
+        self.session_id = session_id
+        self.config = config if config is not None else SteeringConfig.from_env()
+        self.events = EventEmitter(self.run_id, sinks, session_id=session_id)
+        self.tasks = TaskBoard()
+        self.approvals = ApprovalBook(history=self.config.decided_history)
+        self.has_channel = has_channel
+        """Whether a person can answer (a control channel is bound); Flow A says "unavailable" otherwise."""
+        self.steerer: Steerer | None = None
+        self.pending_drift: dict[str, Any] | None = None
+        """The escalation a paused run waits on (payload of GOLDFIVE_PAUSE_ESCALATE), if any."""
+        self._state: RunState = "running"
+        self._pause_reason = ""
+        self._stop_reason = ""
+        self._wake = asyncio.Event()
+        self._guidance: collections.deque[Guidance] = collections.deque()
+        self._cancel_hooks: list[Callable[[str], None]] = []
+
+    # -- run state -------------------------------------------------------------
+    @property
+    def state(self) -> RunState:
+        """running, paused, cancelled, terminated or finished."""
+        return self._state
+
+    @property
+    def paused(self) -> bool:
+        """True while the run waits at its next step boundary."""
+        return self._state == "paused"
+
+    @property
+    def stop_reason(self) -> str:
+        """Why the run was cancelled or terminated ("" otherwise)."""
+        return self._stop_reason
+
+    def on_cancel(self, hook: Callable[[str], None]) -> None:
+        """Call ``hook(reason)`` when the run is cancelled or terminated (adapters stop their host)."""
+        self._cancel_hooks.append(hook)
+
+    def pause(self, reason: str, *, escalation: Mapping[str, Any] | None = None) -> None:
+        """Stop the run at its next step boundary until RESUME, STEER or CANCEL."""
+        if self._state in ("running", "paused"):
+            self._state = "paused"
+            self._pause_reason = reason
+            if escalation is not None:
+                self.pending_drift = dict(escalation)
+
+    def resume(self) -> bool:
+        """Let a paused run continue; returns whether it was paused."""
+        if self._state != "paused":
+            return False
+        self._state = "running"
+        self._pause_reason = ""
+        self.pending_drift = None
+        self._notify()
+        return True
+
+    def cancel(self, reason: str) -> None:
+        """Cancel the run: close open approvals, wake the gate, tell the adapter."""
+        self._stop("cancelled", reason)
+
+    def terminate(self, reason: str) -> None:
+        """Abort the run on goldfive's own decision (ladder TERMINATE, deadline)."""
+        self._stop("terminated", reason)
+
+    def finish(self) -> None:
+        """Mark the run over; withdraw anything still open."""
+        if self._state in ("running", "paused"):
+            self._state = "finished"
+        self._close_open_approvals("the run ended")
+        self._notify()
+
+    async def gate(self) -> None:
+        """The step boundary: return at once when running; wait while paused.
+
+        Raises RunCancelledError / RunTerminatedError once the run was stopped.
+        """
+        while True:
+            if self._state == "cancelled":
+                raise RunCancelledError(self._stop_reason or "cancelled")
+            if self._state == "terminated":
+                raise RunTerminatedError(self._stop_reason or "terminated")
+            if self._state != "paused":
+                return
+            wake = self._wake
+            await wake.wait()
+
+    def add_guidance(
+        self, text: str, source: Literal["steer", "inject", "nudge", "escalation"], control_id: str = ""
+    ) -> None:
+        """Queue a note for the agent's next turn."""
+        self._guidance.append(Guidance(text=text, source=source, control_id=control_id))
+
+    def take_guidance(self) -> list[Guidance]:
+        """Every queued note, oldest first; the queue is emptied."""
+        notes = list(self._guidance)
+        self._guidance.clear()
+        return notes
+
+    # -- approvals -------------------------------------------------------------
+    async def request_approval(self, request: ApprovalRequest) -> ApprovalOutcome:
+        """Open ``request``, emit ApprovalRequested, wait (bounded) and return the outcome.
+
+        Decisions emit ApprovalGranted/ApprovalRejected as they are dispatched.
+        A timeout emits ApprovalTimedOut; a cancelled wait emits
+        ApprovalCancelled and re-raises.
+        """
+        record, superseded = self.approvals.open(request)
+        if superseded is not None:
+            self.events.emit(
+                events_pb2.ApprovalCancelled(target_id=superseded.target_id, reason="superseded by a new request")
+            )
+        self._emit_requested(request)
+        if record.decision is not None:  # an early decision, applied at open
+            self._emit_decision(record)
+            return ApprovalOutcome(
+                target_id=record.target_id,
+                decision="approve" if record.decision.approved else "reject",
+                detail=record.decision.detail,
+                decided_by=record.decision.decided_by,
+                edited_args=record.decision.edited_args,
+            )
+        try:
+            outcome = await self.approvals.wait(record, request.timeout_ms / 1000)
+        except asyncio.CancelledError:
+            self.events.emit(events_pb2.ApprovalCancelled(target_id=request.target_id, reason="the wait was cancelled"))
+            raise
+        if outcome.decision == "timeout":
+            self.events.emit(
+                events_pb2.ApprovalTimedOut(
+                    target_id=request.target_id,
+                    timeout_ms=request.timeout_ms,
+                    still_open=request.keep_open_on_timeout,
+                    detail=f"no decision within {request.timeout_ms} ms",
+                )
+            )
+        return outcome
+
+    def expect_approval(self, target_id: str) -> None:
+        """Announce a target the host has shown to the person, so an early decision is kept."""
+        self.approvals.expect(target_id)
+
+    # -- drift -------------------------------------------------------------------
+    def emit_drift(self, drift: Drift, level: InterventionLevel = InterventionLevel.OBSERVE) -> events_pb2.Event:
+        """Emit DriftDetected for ``drift`` (no ladder)."""
+        return self.events.emit(
+            events_pb2.DriftDetected(
+                drift_id=drift.drift_id,
+                kind=drift.kind.name,
+                severity=drift.severity.name,
+                detail=drift.detail,
+                task_id=drift.task_id or "",
+                ladder_level=int(level),
+            )
+        )
+
+    async def handle_drift(self, drift: Drift) -> InterventionLevel:
+        """Route a drift through the steerer's ladder, or just emit it when there is none."""
+        if self.steerer is not None:
+            return await self.steerer.handle_drift(drift)
+        self.emit_drift(drift)
+        return InterventionLevel.OBSERVE
+
+    # -- tasks -------------------------------------------------------------------
+    def start_task(self, task_id: str, *, title: str = "", parent_id: str | None = None, input: object = None) -> None:
+        """Register ``task_id`` (if new), mark it RUNNING and emit TaskStarted."""
+        task = self.tasks.add(task_id, title=title, parent_id=parent_id, input=input)
+        if task.status is TaskStatus.RUNNING:
+            return
+        self.tasks.transition(task_id, TaskStatus.RUNNING)
+        self.events.emit(events_pb2.TaskStarted(task_id=task_id, title=task.title, parent_id=task.parent_id or ""))
+
+    def block_task(self, task_id: str, blocker: str, needed: str) -> None:
+        """Mark a task BLOCKED and emit TaskBlocked."""
+        task = self.tasks.transition(task_id, TaskStatus.BLOCKED)
+        task.blocker, task.needed = blocker, needed
+        self.events.emit(events_pb2.TaskBlocked(task_id=task_id, blocker=blocker, needed=needed))
+
+    # -- control dispatch ------------------------------------------------------------
+    def dispatch(self, msg: ControlMessage) -> ControlAck:
+        """Apply one control message now and say what happened. Never raises."""
+        kind = msg.kind
+        payload = msg.payload
+        try:
+            if kind in (ControlKind.APPROVE, ControlKind.REJECT):
+                return self._dispatch_decision(msg)
+            if kind is ControlKind.PAUSE:
+                reason = _text(payload, "reason") or "paused by a person"
+                was = self._state
+                self.pause(reason)
+                return self._state_ack(msg, was, "paused: the run stops at its next step boundary")
+            if kind is ControlKind.RESUME:
+                if self.resume():
+                    return ControlAck.success(msg.id, "resumed")
+                return ControlAck.success(
+                    msg.id, f"run {self.run_id} was not paused ({self._state}); nothing to resume"
+                )
+            if kind in (ControlKind.STEER, ControlKind.GOLDFIVE_STEER, ControlKind.INJECT_MESSAGE):
+                return self._dispatch_text(msg)
+            if kind is ControlKind.CANCEL:
+                if self._state in ("cancelled", "terminated", "finished"):
+                    return ControlAck.success(msg.id, f"run {self.run_id} is already {self._state}")
+                self.cancel(_text(payload, "reason") or "cancelled by a person")
+                return ControlAck.success(msg.id, "cancelled: the run stops at its next step boundary")
+            if kind is ControlKind.STATUS_QUERY:
+                return ControlAck.success(msg.id, f"run {self.run_id} is {self._state}", data=self.status())
+            if kind is ControlKind.GOLDFIVE_PAUSE_ESCALATE:
+                was = self._state
+                self.pause(_text(payload, "reason") or "escalated to a person", escalation=payload)
+                return self._state_ack(msg, was, "paused for a person: RESUME, STEER or CANCEL to go on")
+            if kind in (ControlKind.REWIND_TO, ControlKind.INTERCEPT_TRANSFER):
+                return ControlAck.unsupported(msg.id, f"{kind} is not supported by this run")
+            return ControlAck.failure(msg.id, f"control kind {kind!r} cannot be dispatched to a run")
+        except _BadPayload as exc:
+            return ControlAck.failure(msg.id, f"{kind}: {exc}")
+
+    def status(self) -> dict[str, Any]:
+        """A JSON-able snapshot: state, pending drift, open approvals and tasks (emits nothing)."""
+        return {
+            "run_id": self.run_id,
+            "session_id": self.session_id,
+            "state": self._state,
+            "pause_reason": self._pause_reason,
+            "pending_drift": self.pending_drift,
+            "pending_approvals": [
+                {
+                    "target_id": r.target_id,
+                    "status": r.status.value,
+                    "kind": r.request.kind if r.request else "",
+                    "prompt": r.request.prompt if r.request else "",
+                    "task_id": r.request.task_id if r.request else "",
+                    "args_digest": r.request.args_digest if r.request else "",
+                }
+                for r in self.approvals.open_records()
+            ],
+            "tasks": [{"task_id": t.id, "status": t.status.value} for t in self.tasks.all()],
+        }
+
+    # -- internals -------------------------------------------------------------------
+    def _state_ack(self, msg: ControlMessage, was: RunState, detail: str) -> ControlAck:
+        if was == "paused" and self._state == "paused":
+            return ControlAck.success(msg.id, "already paused")
+        if self._state != "paused":
+            return ControlAck.failure(msg.id, f"run {self.run_id} is {self._state}; it cannot be paused")
+        return ControlAck.success(msg.id, detail)
+
+    def _dispatch_text(self, msg: ControlMessage) -> ControlAck:
+        text = _text(msg.payload, "text", required=True)
+        if self._state not in ("running", "paused"):
+            return ControlAck.failure(msg.id, f"run {self.run_id} is {self._state}; nobody will read this")
+        if msg.kind is ControlKind.INJECT_MESSAGE:
+            self.add_guidance(text, "inject", msg.id)
+            return ControlAck.success(msg.id, "message queued for the agent's next turn")
+        self.add_guidance(text, "steer", msg.id)
+        resumed = self.resume()
+        return ControlAck.success(
+            msg.id, "steer queued for the agent's next turn" + ("; run resumed" if resumed else "")
+        )
+
+    def _dispatch_decision(self, msg: ControlMessage) -> ControlAck:
+        assert isinstance(msg.kind, ControlKind)
+        try:
+            target_id, decision = decision_from_payload(msg.kind, msg.payload)
+        except ValueError as exc:
+            return ControlAck.failure(msg.id, str(exc))
+        result = self.approvals.decide(target_id, decision)
+        if result.verdict in (DecisionVerdict.APPLIED, DecisionVerdict.APPLIED_LATE):
+            assert result.record is not None
+            self._emit_decision(result.record)
+            return ControlAck.success(msg.id, result.detail)
+        if result.verdict is DecisionVerdict.KEPT_EARLY:
+            return ControlAck.success(msg.id, result.detail)
+        return ControlAck.failure(msg.id, result.detail)
+
+    def _emit_requested(self, request: ApprovalRequest) -> None:
+        event = events_pb2.ApprovalRequested(
+            target_id=request.target_id,
+            kind=request.kind,
+            prompt=request.prompt,
+            task_id=request.task_id,
+            metadata=dict(request.metadata),
+            args_digest=request.args_digest,
+            timeout_ms=request.timeout_ms,
+        )
+        record = self.approvals.get(request.target_id)
+        if record is not None and record.requested_at_ms:
+            event.expires_at.CopyFrom(timestamp_from_ms(record.requested_at_ms + request.timeout_ms))
+        self.events.emit(event)
+
+    def _emit_decision(self, record: ApprovalRecord) -> None:
+        decision = record.decision
+        assert decision is not None
+        if decision.approved:
+            self.events.emit(
+                events_pb2.ApprovalGranted(
+                    target_id=record.target_id,
+                    detail=decision.detail,
+                    decided_by=decision.decided_by,
+                    edited_args_json=canonical_json(decision.edited_args) if decision.edited_args is not None else "",
+                )
+            )
+        else:
+            self.events.emit(
+                events_pb2.ApprovalRejected(
+                    target_id=record.target_id, detail=decision.detail, decided_by=decision.decided_by
+                )
+            )
+
+    def _close_open_approvals(self, reason: str) -> None:
+        for record in self.approvals.close_all(reason):
+            self.events.emit(events_pb2.ApprovalCancelled(target_id=record.target_id, reason=reason))
+
+    def _stop(self, state: Literal["cancelled", "terminated"], reason: str) -> None:
+        if self._state in ("cancelled", "terminated", "finished"):
+            return
+        self._state = state
+        self._stop_reason = reason
+        self._close_open_approvals(f"the run was {state}: {shorten(reason)}")
+        self._notify()
+        for hook in list(self._cancel_hooks):
+            try:
+                hook(reason)
+            except Exception:
+                logger.exception("cancel hook %r failed", hook)
+
+    def _notify(self) -> None:
+        self._wake.set()
+        self._wake = asyncio.Event()
+
+
+# Drift helpers the reporting tools and adapters share.
+def approval_timeout_drift(task_id: str, target_id: str, timeout_ms: int) -> Drift:
+    """The HUMAN_INTERVENTION_REQUIRED WARNING emitted when an approval wait times out."""
+    return Drift(
+        DriftKind.HUMAN_INTERVENTION_REQUIRED,
+        DriftSeverity.WARNING,
+        f"no decision on approval {target_id!r} within {timeout_ms} ms",
+        task_id=task_id or None,
+    )
