@@ -32,7 +32,7 @@ from .events import EventEmitter, EventSink, InMemorySink, JsonlSink, LoggingSin
 from .reporting import REPORTING_TOOL_NAMES, TOOL_SPECS, ToolSpec, call_reporting_tool
 from .routing import ControlRouter
 from .runner import Adapter, Runner, RunResult, RunStatus, wrap
-from .session import Guidance, Session
+from .session import Detector, Guidance, Session
 from .steering import SteeringConfig
 from .tasks import Task, TaskStatus
 
@@ -59,6 +59,7 @@ __all__ = [
     "ControlMessage",
     "ControlRouter",
     "Decision",
+    "Detector",
     "Drift",
     "DriftKind",
     "DriftSeverity",

@@ -32,7 +32,16 @@ from .pb.v1 import events_pb2
 from .steering import SteeringConfig
 from .tasks import TaskBoard, TaskStatus
 
-__all__ = ["MAX_TEXT", "Guidance", "RunState", "Session", "Steerer", "approval_timeout_drift", "decision_from_payload"]
+__all__ = [
+    "MAX_TEXT",
+    "Detector",
+    "Guidance",
+    "RunState",
+    "Session",
+    "Steerer",
+    "approval_timeout_drift",
+    "decision_from_payload",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +65,27 @@ class Steerer(Protocol):
 
     async def handle_drift(self, drift: Drift) -> InterventionLevel:
         """Act on one drift and return the level applied."""
+
+
+class Detector:
+    """Watches a run's steps and reports drift. Subclass and override what you watch.
+
+    Adapters call the ``Session.observe_*`` methods at their step boundaries;
+    the session asks every detector and routes what they report through
+    :meth:`Session.handle_drift`.
+    """
+
+    def on_tool_call(self, session: Session, tool_name: str, args: Mapping[str, Any]) -> Drift | None:
+        """A tool is about to run."""
+        return None
+
+    def on_model_call(self, session: Session) -> Drift | None:
+        """The model is about to be called (one agent step)."""
+        return None
+
+    def on_transfer(self, session: Session, to_agent: str) -> Drift | None:
+        """Control is being handed to another agent."""
+        return None
 
 
 class _BadPayload(Exception):
@@ -127,6 +157,7 @@ class Session:
         self.has_channel = has_channel
         """Whether a person can answer (a control channel is bound); Flow A says "unavailable" otherwise."""
         self.steerer: Steerer | None = None
+        self.detectors: list[Detector] = []
         self.pending_drift: dict[str, Any] | None = None
         """The escalation a paused run waits on (payload of GOLDFIVE_PAUSE_ESCALATE), if any."""
         self._state: RunState = "running"
@@ -279,6 +310,30 @@ class Session:
             return await self.steerer.handle_drift(drift)
         self.emit_drift(drift)
         return InterventionLevel.OBSERVE
+
+    async def observe_tool_call(self, tool_name: str, args: Mapping[str, Any]) -> InterventionLevel:
+        """Step boundary before a tool runs: ask the detectors; return the highest level applied.
+
+        At CANCEL_REINVOKE or above the adapter skips the call and hands the
+        model the queued guidance instead; at PAUSE_ESCALATE its next
+        :meth:`gate` blocks.
+        """
+        return await self._observe([d.on_tool_call(self, tool_name, args) for d in self.detectors])
+
+    async def observe_model_call(self) -> InterventionLevel:
+        """Step boundary before a model call: ask the detectors (e.g. a step budget)."""
+        return await self._observe([d.on_model_call(self) for d in self.detectors])
+
+    async def observe_transfer(self, to_agent: str) -> InterventionLevel:
+        """Control moves to ``to_agent``: ask the detectors (e.g. runaway delegation)."""
+        return await self._observe([d.on_transfer(self, to_agent) for d in self.detectors])
+
+    async def _observe(self, drifts: list[Drift | None]) -> InterventionLevel:
+        level = InterventionLevel.OBSERVE
+        for drift in drifts:
+            if drift is not None:
+                level = max(level, await self.handle_drift(drift))
+        return level
 
     # -- tasks -------------------------------------------------------------------
     def start_task(self, task_id: str, *, title: str = "", parent_id: str | None = None, input: object = None) -> None:
