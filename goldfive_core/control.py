@@ -189,20 +189,21 @@ class ControlChannel:
     # -- binding (runs call these) ----------------------------------------
     def bind(self, dispatcher: Dispatcher, *, owner: object | None = None) -> None:
         """Attach the run's dispatcher and dispatch every waiting message in order."""
-        if self._dispatcher is not None and self._dispatcher is not dispatcher:
+        # Compare with ==: a bound method (router.dispatch) is a new object on every attribute access.
+        if self._dispatcher is not None and self._dispatcher != dispatcher:
             raise ChannelBusyError(
                 f"this ControlChannel is already bound to {self._owner!r}; use one channel per runner"
             )
         self._dispatcher = dispatcher
         self._owner = owner
-        while self._backlog and self._dispatcher is dispatcher:
+        while self._backlog and self._dispatcher == dispatcher:
             msg, fut = self._backlog.popleft()
             if not fut.done():
                 fut.set_result(self._dispatch(msg))
 
     def unbind(self, dispatcher: Dispatcher) -> None:
         """Detach ``dispatcher``; later messages wait for the next run."""
-        if self._dispatcher is dispatcher:
+        if self._dispatcher == dispatcher:
             self._dispatcher = None
             self._owner = None
 
