@@ -29,6 +29,7 @@ __all__ = [
     "ControlKind",
     "ControlMessage",
     "Dispatcher",
+    "check_message",
 ]
 
 logger = logging.getLogger(__name__)
@@ -128,6 +129,26 @@ class ChannelStatistics:
 def _control_id(msg: object) -> str:
     ident = getattr(msg, "id", None)
     return ident if isinstance(ident, str) else ""
+
+
+def check_message(msg: object) -> ControlAck | None:
+    """A FAILURE ack if ``msg`` is not a well-formed ControlMessage, else None.
+
+    Every dispatcher runs this first so that malformed input (wrong types,
+    unknown kinds, a payload that is not a mapping) is answered, never raised.
+    """
+    if not isinstance(msg, ControlMessage):
+        return ControlAck.failure("", f"expected a ControlMessage, got {type(msg).__name__}")
+    if not isinstance(msg.id, str):
+        return ControlAck.failure("", f"control message id must be a string, got {type(msg.id).__name__}")
+    if not isinstance(msg.kind, ControlKind):
+        known = ", ".join(k.value for k in ControlKind if k is not ControlKind.UNSPECIFIED)
+        return ControlAck.failure(msg.id, f"unknown control kind {shorten(repr(msg.kind))} (expected one of: {known})")
+    if msg.kind is ControlKind.UNSPECIFIED:
+        return ControlAck.failure(msg.id, "control kind UNSPECIFIED: say what the message asks for")
+    if not isinstance(msg.payload, Mapping):
+        return ControlAck.failure(msg.id, f"payload must be a mapping, got {type(msg.payload).__name__}")
+    return None
 
 
 class ControlChannel:

@@ -9,10 +9,9 @@ least one run is attached, so messages sent with no run active wait for one.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
-from .control import AckResult, ControlAck, ControlChannel, ControlKind, ControlMessage
+from .control import AckResult, ControlAck, ControlChannel, ControlKind, ControlMessage, check_message
 from .session import Session, decision_from_payload
 
 __all__ = ["ControlRouter"]
@@ -21,15 +20,10 @@ _RUN_KEYS = ("run_id", "session_id", "target")
 
 
 def _preflight(msg: object) -> ControlAck | None:
-    if not isinstance(msg, ControlMessage):
-        return ControlAck.failure("", f"expected a ControlMessage, got {type(msg).__name__}")
-    if not isinstance(msg.kind, ControlKind):
-        known = ", ".join(k.value for k in ControlKind if k is not ControlKind.UNSPECIFIED)
-        return ControlAck.failure(msg.id, f"unknown control kind {msg.kind!r} (expected one of: {known})")
-    if msg.kind is ControlKind.UNSPECIFIED:
-        return ControlAck.failure(msg.id, "control kind UNSPECIFIED: say what the message asks for")
-    if not isinstance(msg.payload, Mapping):
-        return ControlAck.failure(msg.id, f"payload must be a mapping, got {type(msg.payload).__name__}")
+    problem = check_message(msg)
+    if problem is not None:
+        return problem
+    assert isinstance(msg, ControlMessage)
     for key in _RUN_KEYS:
         value = msg.payload.get(key)
         if value is not None and not isinstance(value, str):

@@ -23,7 +23,7 @@ from .approvals import (
     Decision,
     DecisionVerdict,
 )
-from .control import ControlAck, ControlKind, ControlMessage
+from .control import ControlAck, ControlKind, ControlMessage, check_message
 from .convert import timestamp_from_ms
 from .drift import Drift, DriftKind, DriftSeverity, InterventionLevel
 from .errors import RunCancelledError, RunTerminatedError
@@ -353,6 +353,9 @@ class Session:
     # -- control dispatch ------------------------------------------------------------
     def dispatch(self, msg: ControlMessage) -> ControlAck:
         """Apply one control message now and say what happened. Never raises."""
+        problem = check_message(msg)
+        if problem is not None:
+            return problem
         kind = msg.kind
         payload = msg.payload
         try:
