@@ -37,6 +37,7 @@ __all__ = [
     "Decision",
     "DecisionResult",
     "DecisionVerdict",
+    "MAX_TIMEOUT_MS",
 ]
 
 ApprovalKind = Literal["task", "tool"]
@@ -52,6 +53,12 @@ class ApprovalStatus(StrEnum):
     TIMED_OUT = "timed_out"
     GRANTED = "granted"
     REJECTED = "rejected"
+    CANCELLED = "cancelled"
+    """Withdrawn before a decision (the wait was cancelled, or the run stopped or ended)."""
+
+
+MAX_TIMEOUT_MS = 366 * 24 * 3600 * 1000
+"""Longest wait a request may ask for (a year): keeps every deadline representable on the wire."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -69,6 +76,19 @@ class ApprovalRequest:
     """Flow A: after a timeout a late decision still resolves the record."""
     validate_edit: EditValidator | None = dataclasses.field(default=None, compare=False, repr=False)
     """Checks edited arguments; returns an error message or None. None = edits are refused."""
+
+    def __post_init__(self) -> None:
+        # Checked here, before anything is registered, so a bad request never leaves a record behind.
+        if not isinstance(self.target_id, str) or not self.target_id:
+            raise ValueError(f"target_id must be a non-empty string, got {self.target_id!r}")
+        if self.kind not in ("task", "tool"):
+            raise ValueError(f"kind must be 'task' or 'tool', got {self.kind!r}")
+        timeout = self.timeout_ms
+        if isinstance(timeout, bool) or not isinstance(timeout, int) or not 0 < timeout <= MAX_TIMEOUT_MS:
+            raise ValueError(f"timeout_ms must be an integer in 1..{MAX_TIMEOUT_MS}, got {timeout!r}")
+        bad = [k for k, v in self.metadata.items() if not isinstance(k, str) or not isinstance(v, str)]
+        if bad:
+            raise ValueError(f"metadata must map strings to strings; bad entries: {bad[:5]!r}")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -109,6 +129,8 @@ class ApprovalRecord:
     requested_at_ms: int = 0
     decision: Decision | None = None
     waiter: asyncio.Future[ApprovalOutcome] | None = None
+    closed_reason: str = ""
+    """Why :meth:`ApprovalBook.close` withdrew the record ("" if it did not)."""
 
 
 class DecisionVerdict(StrEnum):
@@ -292,6 +314,7 @@ class ApprovalBook:
         except asyncio.CancelledError:
             if self._live.get(record.target_id) is record:
                 del self._live[record.target_id]
+                record.status = ApprovalStatus.CANCELLED
             raise
         finally:
             record.waiter = None
@@ -299,7 +322,12 @@ class ApprovalBook:
     def close(self, target_id: str, reason: str) -> ApprovalRecord | None:
         """Withdraw a live request (run cancelled or ended); its waiter returns ``cancelled``."""
         record = self._live.pop(target_id, None)
-        if record is not None and record.waiter is not None and not record.waiter.done():
+        if record is None:
+            return None
+        record.closed_reason = reason or "withdrawn"
+        if record.status is not ApprovalStatus.EXPECTED:
+            record.status = ApprovalStatus.CANCELLED
+        if record.waiter is not None and not record.waiter.done():
             record.waiter.set_result(ApprovalOutcome(target_id=target_id, decision="cancelled", detail=reason))
         return record
 

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from ._util import shorten
-from .approvals import ApprovalRequest
+from .approvals import MAX_TIMEOUT_MS, ApprovalRequest, ApprovalStatus
 from .drift import Drift, DriftKind, DriftSeverity
 from .errors import ApprovalError, InvalidTransitionError
 from .pb.v1 import events_pb2
@@ -109,6 +109,7 @@ TOOL_SPECS: dict[str, ToolSpec] = {
                 task_id=_TASK_ID,
                 timeout_ms={
                     "type": "integer",
+                    "maximum": MAX_TIMEOUT_MS,
                     "description": "How long to wait for a decision; omit or <= 0 for the default.",
                 },
             ),
@@ -128,9 +129,18 @@ def _type_ok(kind: str, value: object) -> bool:
         return isinstance(value, bool)
     if isinstance(value, bool) or not isinstance(value, int | float):
         return False
-    if not math.isfinite(value):
-        return False
-    return kind == "number" or float(value).is_integer()
+    if isinstance(value, int):  # no float(): a huge int would overflow
+        return True
+    return math.isfinite(value) and (kind == "number" or value.is_integer())
+
+
+def _safe_repr(value: object) -> str:
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
+        return f"an integer of {value.bit_length()} bits"  # repr() of a huge int raises ValueError
+    try:
+        return shorten(repr(value), 60)
+    except Exception:  # a foreign object with a broken __repr__ must not break the error message
+        return f"a {type(value).__name__}"
 
 
 def validate_args(name: str, args: object) -> tuple[dict[str, Any] | None, str | None]:
@@ -150,11 +160,13 @@ def validate_args(name: str, args: object) -> tuple[dict[str, Any] | None, str |
                 return None, f"{key!r} is required ({_PY_TYPES[prop['type']]})"
             continue
         if not _type_ok(prop["type"], value):
-            return None, f"{key!r} must be {_PY_TYPES[prop['type']]}, got {shorten(repr(value), 60)}"
+            return None, f"{key!r} must be {_PY_TYPES[prop['type']]}, got {_safe_repr(value)}"
         if prop["type"] == "integer":
             value = int(value)
-        if ("minimum" in prop and value < prop["minimum"]) or ("maximum" in prop and value > prop["maximum"]):
-            return None, f"{key!r} must be between {prop['minimum']} and {prop['maximum']}, got {value!r}"
+        if "minimum" in prop and value < prop["minimum"]:
+            return None, f"{key!r} must be at least {prop['minimum']}, got {_safe_repr(value)}"
+        if "maximum" in prop and value > prop["maximum"]:
+            return None, f"{key!r} must be at most {prop['maximum']}, got {_safe_repr(value)}"
         if key in spec.parameters["required"] and isinstance(value, str) and not value.strip():
             return None, f"{key!r} must not be empty"
         clean[key] = value
@@ -269,8 +281,12 @@ async def _awaiting_approval(session: Session, args: dict[str, Any]) -> dict[str
     task = _task(session, args)
     if task.status.terminal:
         raise InvalidTransitionError(f"task {task.id!r} is {task.status.value}; it cannot wait for approval")
+    existing = session.approvals.get(task.id)
+    if existing is not None and existing.status is ApprovalStatus.PENDING:
+        # Checked before BLOCKED so a duplicate call changes nothing.
+        raise InvalidTransitionError(f"task {task.id!r} is already waiting for a decision on an approval request")
     requested = args.get("timeout_ms", 0)
-    timeout_ms = requested if requested > 0 else session.config.approval_default_timeout_ms
+    timeout_ms = min(requested if requested > 0 else session.config.approval_default_timeout_ms, MAX_TIMEOUT_MS)
     prompt = args["prompt"]
     if task.status is TaskStatus.PENDING:
         session.start_task(task.id)
@@ -316,8 +332,10 @@ _HANDLERS: dict[str, Callable[[Session, dict[str, Any]], Awaitable[dict[str, Any
 
 async def call_reporting_tool(session: Session, name: str, args: object) -> dict[str, Any]:
     """Run reporting tool ``name`` for ``session``; bad input returns ``{"error": ...}``, never raises."""
-    if name not in _HANDLERS:
-        return {"error": f"unknown reporting tool {name!r}; expected one of: {', '.join(REPORTING_TOOL_NAMES)}"}
+    if not isinstance(name, str) or name not in _HANDLERS:
+        return {
+            "error": f"unknown reporting tool {_safe_repr(name)}; expected one of: {', '.join(REPORTING_TOOL_NAMES)}"
+        }
     clean, problem = validate_args(name, args)
     if clean is None:
         return _error(name, problem or "invalid arguments")

@@ -273,7 +273,12 @@ class Session:
         try:
             outcome = await self.approvals.wait(record, request.timeout_ms / 1000)
         except asyncio.CancelledError:
-            self.events.emit(events_pb2.ApprovalCancelled(target_id=request.target_id, reason="the wait was cancelled"))
+            # A run cancel closes the record (and announces it) before cancelling the agent; announce only
+            # a withdrawal nobody announced yet, and nothing when a decision landed first.
+            if record.decision is None and not record.closed_reason:
+                self.events.emit(
+                    events_pb2.ApprovalCancelled(target_id=request.target_id, reason="the wait was cancelled")
+                )
             raise
         if outcome.decision == "timeout":
             self.events.emit(
