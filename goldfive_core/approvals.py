@@ -189,6 +189,10 @@ class ApprovalBook:
         """True if a decision for ``target_id`` would be answered by this book (not "unknown")."""
         return target_id in self._live or target_id in self._decided
 
+    def is_open(self, target_id: str) -> bool:
+        """True if ``target_id`` is live here: pending, timed out (still open) or expected."""
+        return target_id in self._live
+
     def get(self, target_id: str) -> ApprovalRecord | None:
         """The live record for ``target_id``, else the remembered decided one, else None."""
         return self._live.get(target_id) or self._decided.get(target_id)

@@ -97,7 +97,11 @@ class ControlRouter:
             except ValueError as exc:
                 return ControlAck.failure(msg.id, str(exc))
             return ControlAck.failure(msg.id, "missing target_id")  # unreachable: the parser requires it
-        holders = [s for s in self._sessions.values() if s.approvals.knows(target)]
+        # A run still waiting on the target wins over runs that merely remember deciding it (task ids such
+        # as "buy" can repeat across runs of one runner).
+        holders = [s for s in self._sessions.values() if s.approvals.is_open(target)]
+        if not holders:
+            holders = [s for s in self._sessions.values() if s.approvals.knows(target)]
         if len(holders) == 1:
             return holders[0].dispatch(msg)
         if len(holders) > 1:
