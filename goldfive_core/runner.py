@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import abc
 import asyncio
-import contextlib
 import dataclasses
 import logging
 from collections.abc import Callable, Iterable, Mapping
@@ -116,10 +115,25 @@ class Runner:
             try:
                 await asyncio.wait({agent})
             except asyncio.CancelledError:
-                agent.cancel()
-                with contextlib.suppress(BaseException):
-                    await agent
+                # Withdraw open approvals (announced once) and stop the agent, then tell observers how the
+                # run ended before the caller's cancellation propagates.
                 session.cancel("the caller cancelled the run")
+                agent.cancel()
+                try:
+                    await asyncio.wait({agent})
+                finally:
+                    if agent.done() and not agent.cancelled():
+                        agent.exception()  # retrieved on purpose: the caller's cancellation is what propagates
+                    aborted = RunResult(
+                        run_id=session.run_id,
+                        status=RunStatus.CANCELLED,
+                        root_task_id=root.id,
+                        reason=session.stop_reason,
+                    )
+                    self._close_tasks(session, aborted)
+                    session.events.emit(
+                        events_pb2.RunAborted(reason=aborted.reason, status=_PB_RUN_STATUS[aborted.status])
+                    )
                 raise
             result = self._result(session, root, agent)
             self._close_tasks(session, result)
@@ -142,11 +156,17 @@ class Runner:
     @staticmethod
     def _result(session: Session, root: Task, agent: asyncio.Task[Any]) -> RunResult:
         base: dict[str, Any] = {"run_id": session.run_id, "root_task_id": root.id}
-        if agent.cancelled() or isinstance(agent.exception(), RunCancelledError | RunTerminatedError):
+        # The session's state is authoritative: an agent that swallowed its cancellation still ran in a
+        # cancelled (or terminated) run.
+        error = None if agent.cancelled() else agent.exception()
+        if (
+            session.state in ("cancelled", "terminated")
+            or agent.cancelled()
+            or isinstance(error, RunCancelledError | RunTerminatedError)
+        ):
             if session.state == "terminated":
                 return RunResult(status=RunStatus.ABORTED, reason=session.stop_reason, **base)
             return RunResult(status=RunStatus.CANCELLED, reason=session.stop_reason or "cancelled", **base)
-        error = agent.exception()
         if error is not None:
             logger.error("agent of run %s raised", session.run_id, exc_info=error)
             return RunResult(status=RunStatus.FAILED, reason=f"agent raised {error!r}", error=error, **base)
