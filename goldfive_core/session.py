@@ -11,6 +11,8 @@ import asyncio
 import collections
 import dataclasses
 import logging
+import math
+import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal, Protocol
 
@@ -158,11 +160,19 @@ class Session:
         """Whether a person can answer (a control channel is bound); Flow A says "unavailable" otherwise."""
         self.steerer: Steerer | None = None
         self.detectors: list[Detector] = []
+        self.reinvoke_handler: Callable[[str], bool] | None = None
+        """Set by an adapter that can cancel and re-run the in-flight step (ladder level 3).
+
+        Called with the reason; returns False when it will not (e.g. its
+        re-invocation budget is spent), and the steerer escalates instead.
+        """
         self.pending_drift: dict[str, Any] | None = None
         """The escalation a paused run waits on (payload of GOLDFIVE_PAUSE_ESCALATE), if any."""
         self._state: RunState = "running"
         self._pause_reason = ""
         self._stop_reason = ""
+        self._stop_drift_id = ""
+        self._pause_deadline: float | None = None  # time.monotonic() when an escalation stops waiting
         self._wake = asyncio.Event()
         self._guidance: collections.deque[Guidance] = collections.deque()
         self._cancel_hooks: list[Callable[[str], None]] = []
@@ -183,17 +193,29 @@ class Session:
         """Why the run was cancelled or terminated ("" otherwise)."""
         return self._stop_reason
 
+    @property
+    def stop_drift_id(self) -> str:
+        """The drift that made goldfive abort the run ("" when none did); RunAborted carries it."""
+        return self._stop_drift_id
+
     def on_cancel(self, hook: Callable[[str], None]) -> None:
         """Call ``hook(reason)`` when the run is cancelled or terminated (adapters stop their host)."""
         self._cancel_hooks.append(hook)
 
     def pause(self, reason: str, *, escalation: Mapping[str, Any] | None = None) -> None:
-        """Stop the run at its next step boundary until RESUME, STEER or CANCEL."""
+        """Stop the run at its next step boundary until RESUME, STEER or CANCEL.
+
+        An ``escalation`` (a GOLDFIVE_PAUSE_ESCALATE payload) becomes
+        :attr:`pending_drift`; its ``deadline_s`` bounds the wait, after which
+        the run is aborted. Raises ValueError for a bad ``deadline_s``.
+        """
+        deadline_s = _deadline_s(escalation) if escalation is not None else None
         if self._state in ("running", "paused"):
             self._state = "paused"
             self._pause_reason = reason
             if escalation is not None:
                 self.pending_drift = dict(escalation)
+                self._pause_deadline = None if deadline_s is None else time.monotonic() + deadline_s
 
     def resume(self) -> bool:
         """Let a paused run continue; returns whether it was paused."""
@@ -202,6 +224,7 @@ class Session:
         self._state = "running"
         self._pause_reason = ""
         self.pending_drift = None
+        self._pause_deadline = None
         self._notify()
         return True
 
@@ -209,8 +232,10 @@ class Session:
         """Cancel the run: close open approvals, wake the gate, tell the adapter."""
         self._stop("cancelled", reason)
 
-    def terminate(self, reason: str) -> None:
-        """Abort the run on goldfive's own decision (ladder TERMINATE, deadline)."""
+    def terminate(self, reason: str, *, drift_id: str = "") -> None:
+        """Abort the run on goldfive's own decision (ladder TERMINATE, deadline); ``drift_id`` names the cause."""
+        if self._state in ("running", "paused"):
+            self._stop_drift_id = drift_id
         self._stop("terminated", reason)
 
     def finish(self) -> None:
@@ -233,7 +258,18 @@ class Session:
             if self._state != "paused":
                 return
             wake = self._wake
-            await wake.wait()
+            if self._pause_deadline is None:
+                await wake.wait()
+                continue
+            remaining = self._pause_deadline - time.monotonic()
+            if remaining <= 0:
+                self._escalation_expired()
+                continue
+            try:
+                async with asyncio.timeout(remaining):
+                    await wake.wait()
+            except TimeoutError:
+                pass  # the loop re-checks the state and the deadline
 
     def add_guidance(
         self, text: str, source: Literal["steer", "inject", "nudge", "escalation"], control_id: str = ""
@@ -388,7 +424,10 @@ class Session:
                 return ControlAck.success(msg.id, f"run {self.run_id} is {self._state}", data=self.status())
             if kind is ControlKind.GOLDFIVE_PAUSE_ESCALATE:
                 was = self._state
-                self.pause(_text(payload, "reason") or "escalated to a person", escalation=payload)
+                try:
+                    self.pause(_text(payload, "reason") or "escalated to a person", escalation=payload)
+                except ValueError as exc:
+                    return ControlAck.failure(msg.id, f"{kind}: {exc}")
                 return self._state_ack(msg, was, "paused for a person: RESUME, STEER or CANCEL to go on")
             if kind in (ControlKind.REWIND_TO, ControlKind.INTERCEPT_TRANSFER):
                 return ControlAck.unsupported(msg.id, f"{kind} is not supported by this run")
@@ -404,6 +443,9 @@ class Session:
             "state": self._state,
             "pause_reason": self._pause_reason,
             "pending_drift": self.pending_drift,
+            "escalation_deadline_in_s": (
+                None if self._pause_deadline is None else max(0.0, round(self._pause_deadline - time.monotonic(), 3))
+            ),
             "pending_approvals": [
                 {
                     "target_id": r.target_id,
@@ -497,6 +539,7 @@ class Session:
             return
         self._state = state
         self._stop_reason = reason
+        self._pause_deadline = None
         self._close_open_approvals(f"the run was {state}: {shorten(reason)}")
         self._notify()
         for hook in list(self._cancel_hooks):
@@ -508,6 +551,24 @@ class Session:
     def _notify(self) -> None:
         self._wake.set()
         self._wake = asyncio.Event()
+
+    def _escalation_expired(self) -> None:
+        drift = self.pending_drift or {}
+        deadline = drift.get("deadline_s")
+        self.terminate(
+            f"aborted by goldfive: nobody answered the escalation of {drift.get('drift_kind') or 'a drift'} "
+            f"(drift {drift.get('drift_id') or '?'}) within its deadline of {deadline:g} s: {drift.get('reason', '')}",
+            drift_id=str(drift.get("drift_id") or ""),
+        )
+
+
+def _deadline_s(escalation: Mapping[str, Any]) -> float | None:
+    value = escalation.get("deadline_s")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"payload['deadline_s'] must be a positive number of seconds, got {value!r}")
+    return float(value)
 
 
 # Drift helpers the reporting tools and adapters share.
