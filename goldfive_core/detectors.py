@@ -1,0 +1,104 @@
+"""Built-in deterministic detectors: repeated tool calls, a step budget, runaway delegation.
+
+Each instance watches one session (``install_default_steering`` makes fresh
+ones per session); thresholds come from :class:`SteeringConfig`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from ._util import args_digest, canonical_json, shorten
+from .drift import Drift, DriftKind, DriftSeverity
+from .session import Detector, Session
+from .steering import SteeringConfig
+
+__all__ = ["DelegationDetector", "LoopingToolCallDetector", "StepBudgetDetector", "default_detectors"]
+
+logger = logging.getLogger(__name__)
+
+
+def _current_task(session: Session) -> str | None:
+    task = session.tasks.current
+    return task.id if task is not None else None
+
+
+class LoopingToolCallDetector(Detector):
+    """The same tool with the same arguments, again and again in a row: LOOPING_TOOL_CALL.
+
+    WARNING when the streak reaches ``warning_repeats`` (if below
+    ``critical_repeats``), CRITICAL on every call from ``critical_repeats`` on.
+    Any other call ends the streak. Alternating loops (A, B, A, B) are not
+    this detector's business.
+    """
+
+    def __init__(self, warning_repeats: int = 3, critical_repeats: int = 5) -> None:
+        self.warning_repeats = warning_repeats
+        self.critical_repeats = critical_repeats
+        self._last: str | None = None
+        self.streak = 0
+        """How many times in a row the latest call was made."""
+
+    def on_tool_call(self, session: Session, tool_name: str, args: Mapping[str, Any]) -> Drift | None:
+        """Count the streak of identical calls; report at the thresholds."""
+        try:
+            key = args_digest(tool_name, args)
+            shown = canonical_json(args)
+        except (TypeError, ValueError):  # arguments that are not JSON still compare by their repr
+            key = shown = f"{tool_name}:{args!r}"
+        self.streak = self.streak + 1 if key == self._last else 1
+        self._last = key
+        if self.streak >= self.critical_repeats:
+            severity = DriftSeverity.CRITICAL
+        elif self.streak == self.warning_repeats:
+            severity = DriftSeverity.WARNING
+        else:
+            return None
+        detail = f"{tool_name}({shorten(shown, 120)}) called {self.streak} times in a row with the same arguments"
+        return Drift(DriftKind.LOOPING_TOOL_CALL, severity, detail, task_id=_current_task(session))
+
+
+class StepBudgetDetector(Detector):
+    """More steps (model calls) than the budget: TOO_MANY_STEPS at CRITICAL, once per budget used up."""
+
+    def __init__(self, max_steps: int) -> None:
+        self.max_steps = max_steps
+        self.steps = 0
+        """Steps seen so far."""
+
+    def on_model_call(self, session: Session) -> Drift | None:
+        """Count the step; report the first step beyond each multiple of the budget."""
+        self.steps += 1
+        if self.steps <= self.max_steps or (self.steps - 1) % self.max_steps:
+            return None
+        detail = f"step {self.steps} is beyond the step budget of {self.max_steps}"
+        return Drift(DriftKind.TOO_MANY_STEPS, DriftSeverity.CRITICAL, detail, task_id=_current_task(session))
+
+
+class DelegationDetector(Detector):
+    """More agent transfers than the cap: RUNAWAY_DELEGATION at CRITICAL on every transfer beyond it."""
+
+    def __init__(self, max_transfers: int) -> None:
+        self.max_transfers = max_transfers
+        self.transfers = 0
+        """Transfers seen so far."""
+
+    def on_transfer(self, session: Session, to_agent: str) -> Drift | None:
+        """Count the transfer; report it when it is beyond the cap."""
+        self.transfers += 1
+        if self.transfers <= self.max_transfers:
+            return None
+        detail = f"transfer {self.transfers} (to {to_agent!r}) is beyond the cap of {self.max_transfers} transfers"
+        return Drift(DriftKind.RUNAWAY_DELEGATION, DriftSeverity.CRITICAL, detail, task_id=_current_task(session))
+
+
+def default_detectors(config: SteeringConfig) -> list[Detector]:
+    """Fresh built-in detectors for one session, as ``config`` sets them (``None`` thresholds are off)."""
+    detectors: list[Detector] = [LoopingToolCallDetector(config.loop_warning_repeats, config.loop_critical_repeats)]
+    if config.max_steps is not None:
+        detectors.append(StepBudgetDetector(config.max_steps))
+    if config.max_transfers is not None:
+        detectors.append(DelegationDetector(config.max_transfers))
+    return detectors
