@@ -16,8 +16,8 @@ from .errors import RunCancelledError, RunTerminatedError
 from .events import EventSink
 from .pb.v1 import events_pb2, types_pb2
 from .routing import ControlRouter
-from .session import Session
-from .steering import SteeringConfig
+from .session import Session, Steerer
+from .steering import SteeringConfig, install_default_steering
 from .tasks import Task, TaskStatus
 
 __all__ = ["Adapter", "RunResult", "RunStatus", "Runner", "SteererFactory", "wrap"]
@@ -60,6 +60,13 @@ class Adapter(abc.ABC):
 
     name: str = "adapter"
 
+    supports_reinvoke: bool = False
+    """Whether the Runner may cancel :meth:`run` and call it again (ladder level 3, CANCEL_REINVOKE).
+
+    Only for agents that pick up where they were from the session (its tasks
+    and queued guidance); others get the corrective note but keep running.
+    """
+
     @abc.abstractmethod
     async def run(self, session: Session, task: Task) -> Any:
         """Run the agent on ``task`` and return its output."""
@@ -85,13 +92,19 @@ class Runner:
         self.sinks = tuple(sinks)
         self.config = config if config is not None else SteeringConfig.from_env()
         self.router = ControlRouter(control)
-        self.steerer_factory: SteererFactory | None = None
+        self.steerer_factory: SteererFactory | None = install_default_steering
+        """Installs each run's steerer; the default is the DESIGN §2 ladder with the built-in detectors."""
         self._last: Session | None = None
 
     @property
     def session(self) -> Session | None:
         """The session of the latest run (live while it runs)."""
         return self._last
+
+    @property
+    def steerer(self) -> Steerer | None:
+        """The steerer of the latest run (``await runner.steerer.handle_drift(Drift(...))`` feeds it drift)."""
+        return self._last.steerer if self._last is not None else None
 
     async def run(self, input: object = None, *, task_id: str | None = None, title: str = "") -> RunResult:
         """Run the agent once and return how it ended. Cancelling this call cancels the agent."""
@@ -143,7 +156,11 @@ class Runner:
                     events_pb2.RunCompleted(status=_PB_RUN_STATUS[result.status], summary=result.reason)
                 )
             else:
-                session.events.emit(events_pb2.RunAborted(reason=result.reason, status=_PB_RUN_STATUS[result.status]))
+                session.events.emit(
+                    events_pb2.RunAborted(
+                        reason=result.reason, status=_PB_RUN_STATUS[result.status], drift_id=session.stop_drift_id
+                    )
+                )
             return result
         finally:
             session.finish()
@@ -151,7 +168,41 @@ class Runner:
 
     async def _drive(self, session: Session, root: Task) -> Any:
         await session.gate()
-        return await self.adapter.run(session, root)
+        if not self.adapter.supports_reinvoke:
+            return await self.adapter.run(session, root)
+        reinvokes = 0
+        while True:
+            step = asyncio.create_task(self.adapter.run(session, root), name=f"goldfive-step-{session.run_id}")
+            requested = False
+
+            def reinvoke(reason: str, step: asyncio.Task[Any] = step) -> bool:
+                nonlocal requested, reinvokes
+                if requested:  # a second level-3 drift in the same step: already on its way
+                    return True
+                if step.done() or reinvokes >= self.config.max_reinvokes:
+                    return False
+                requested = True
+                reinvokes += 1
+                logger.info(
+                    "run %s: cancelling the agent to re-invoke it (%d/%d): %s",
+                    session.run_id,
+                    reinvokes,
+                    self.config.max_reinvokes,
+                    reason,
+                )
+                step.cancel()
+                return True
+
+            session.reinvoke_handler = reinvoke
+            try:
+                return await step
+            except asyncio.CancelledError:
+                this = asyncio.current_task()
+                if not requested or (this is not None and this.cancelling()):
+                    raise  # the run itself is being cancelled
+            finally:
+                session.reinvoke_handler = None
+            await session.gate()  # a re-invocation is a step boundary too
 
     @staticmethod
     def _result(session: Session, root: Task, agent: asyncio.Task[Any]) -> RunResult:
