@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import inspect
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from ..drift import InterventionLevel
 from ..reporting import REPORTING_TOOL_NAMES, TOOL_SPECS, ToolSpec, call_reporting_tool
 from ..runner import Adapter
 from ..session import Guidance, Session
@@ -38,9 +40,30 @@ class AgentTools:
         return await call_reporting_tool(self.session, name, {} if args is None else args)
 
     async def checkpoint(self) -> list[str]:
-        """A step boundary: wait while paused, then return the notes queued for the agent."""
+        """A step boundary (counts toward the step budget): wait while paused, then return the queued notes."""
         await self.session.gate()
+        await self._settle(await self.session.observe_model_call())
         return self.guidance()
+
+    async def before_tool(self, name: str, args: Mapping[str, Any] | None = None) -> bool:
+        """Say you are about to run your own tool ``name`` with ``args``; False means do not run it.
+
+        The drift detectors see the call (e.g. the same call again and again).
+        False comes with a note in :meth:`guidance` saying why; when the ladder
+        pauses the run this waits for a person first, and when it re-invokes
+        the agent this call does not return (the agent is called again).
+        """
+        await self.session.gate()
+        level = await self.session.observe_tool_call(name, {} if args is None else args)
+        await self._settle(level)
+        return level < InterventionLevel.CANCEL_REINVOKE
+
+    async def _settle(self, level: InterventionLevel) -> None:
+        if level >= InterventionLevel.CANCEL_REINVOKE:
+            # Yield once so a cancellation the ladder just requested (re-invoke, abort) lands here,
+            # before the agent acts on the step.
+            await asyncio.sleep(0)
+        await self.session.gate()
 
     def guidance(self) -> list[str]:
         """Notes for the agent (a person's steers, ladder nudges), oldest first; each is returned once."""
@@ -97,9 +120,15 @@ class AgentTools:
 
 
 class CallableAdapter(Adapter):
-    """Runs ``async def agent(task, tools)``; its return value is the run's output."""
+    """Runs ``async def agent(task, tools)``; its return value is the run's output.
+
+    At ladder level 3 (CANCEL_REINVOKE) the Runner cancels the agent and calls
+    it again, up to ``SteeringConfig.max_reinvokes`` times; the corrective note
+    is waiting in ``tools.guidance()``.
+    """
 
     name = "callable"
+    supports_reinvoke = True  # the agent re-reads its state from tools; a re-run starts with the corrective note
 
     def __init__(self, fn: AgentFn) -> None:
         if not callable(fn):
