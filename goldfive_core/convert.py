@@ -56,10 +56,25 @@ def _str_field(payload: Mapping[str, Any], key: str) -> str:
     return value
 
 
+def _check_keys(value: Any, where: str) -> None:
+    # json.dumps would silently turn 1 into "1"; the wire must give back what was sent.
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise ValueError(f"{where} has a non-string key {key!r}; JSON objects take string keys")
+            _check_keys(item, f"{where}[{key!r}]")
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            _check_keys(item, f"{where}[{index}]")
+
+
 def message_to_proto(msg: ControlMessage) -> control_pb2.ControlEvent:
     """Encode a :class:`ControlMessage`; raises ValueError for payloads the wire cannot carry."""
     if not isinstance(msg.kind, ControlKind):
         raise ValueError(f"unknown control kind {msg.kind!r}")
+    if not isinstance(msg.payload, Mapping):
+        raise ValueError(f"payload must be a mapping, got {type(msg.payload).__name__}")
+    _check_keys(msg.payload, "payload")
     payload = dict(msg.payload)
     event = control_pb2.ControlEvent(
         id=msg.id,
@@ -101,9 +116,11 @@ def message_to_proto(msg: ControlMessage) -> control_pb2.ControlEvent:
 
 
 def message_from_proto(event: control_pb2.ControlEvent) -> ControlMessage:
-    """Decode a ControlEvent into a :class:`ControlMessage`."""
+    """Decode a ControlEvent into a :class:`ControlMessage`; raises ValueError for a malformed one."""
     kind = ControlKind(control_pb2.ControlKind.Name(event.kind))
     payload: dict[str, Any] = json.loads(event.params_json) if event.params_json else {}
+    if not isinstance(payload, dict):
+        raise ValueError(f"params_json must hold a JSON object, got {type(payload).__name__}")
     if event.target:
         payload["target"] = event.target
     which = event.WhichOneof("payload")
