@@ -1,0 +1,117 @@
+"""Flow B helpers: the skip responses a model sees and the check that edited arguments fit a tool."""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import typing
+from collections.abc import Callable, Mapping
+from typing import Any, Literal
+
+from google.adk.tools.base_tool import BaseTool
+from google.adk.tools.function_tool import FunctionTool
+
+__all__ = ["SkipReason", "edit_validator", "skip"]
+
+logger = logging.getLogger(__name__)
+
+SkipReason = Literal["user_rejected", "approval_timeout", "run_cancelled", "goldfive_intervention", "approval_error"]
+
+EditValidator = Callable[[Mapping[str, Any]], "str | None"]
+
+# Parameters ADK fills in itself; a person never edits them (FunctionTool._ignore_params).
+_INJECTED = frozenset({"tool_context", "input_stream"})
+_SIMPLE_TYPES: dict[Any, tuple[type, ...]] = {str: (str,), int: (int,), float: (int, float), bool: (bool,)}
+
+
+def skip(tool_name: str, reason: SkipReason, detail: str, **extra: Any) -> dict[str, Any]:
+    """The function response ADK hands the model instead of running the tool."""
+    return {"skipped": True, "reason": reason, "tool_name": tool_name, "detail": detail, **extra}
+
+
+def _type_problem(name: str, annotation: Any, value: Any) -> str | None:
+    allowed = _SIMPLE_TYPES.get(annotation)
+    if allowed is None:
+        return None  # anything richer is left to the tool's own validation
+    if isinstance(value, bool) and annotation is not bool:
+        return f"{name!r} must be {annotation.__name__}, got a boolean"
+    if not isinstance(value, allowed):
+        return f"{name!r} must be {annotation.__name__}, got {type(value).__name__}"
+    return None
+
+
+def _from_signature(func: Callable[..., Any]) -> EditValidator | None:
+    try:
+        signature = inspect.signature(func)
+    except (TypeError, ValueError):
+        return None
+    try:
+        hints = typing.get_type_hints(func)
+    except Exception:  # unresolvable string annotations: check names only
+        logger.debug("cannot resolve annotations of %r; edited args are checked by name only", func)
+        hints = {}
+    params: dict[str, inspect.Parameter] = {}
+    open_ended = False
+    for name, param in signature.parameters.items():
+        if param.kind is inspect.Parameter.VAR_KEYWORD:
+            open_ended = True
+            continue
+        if param.kind is inspect.Parameter.VAR_POSITIONAL or name in _INJECTED:
+            continue
+        params[name] = param
+    required = [n for n, p in params.items() if p.default is inspect.Parameter.empty]
+
+    def validate(edited: Mapping[str, Any]) -> str | None:
+        unknown = sorted(str(k) for k in edited if k not in params)
+        if unknown and not open_ended:
+            takes = ", ".join(params) or "none"
+            return f"unknown parameter(s) {', '.join(map(repr, unknown))}; the tool takes: {takes}"
+        missing = [n for n in required if n not in edited]
+        if missing:
+            return f"missing required parameter(s) {', '.join(map(repr, missing))}"
+        for key, value in edited.items():
+            problem = _type_problem(str(key), hints.get(str(key)), value)
+            if problem is not None:
+                return problem
+        return None
+
+    return validate
+
+
+def _from_declaration(tool: BaseTool) -> EditValidator | None:
+    declaration = tool._get_declaration()  # the schema the model was given; ADK tools all implement it
+    if declaration is None:
+        return None
+    props: set[str]
+    required: set[str]
+    schema = declaration.parameters_json_schema
+    if isinstance(schema, Mapping):
+        props = set(schema.get("properties") or {})
+        required = set(schema.get("required") or [])
+    elif declaration.parameters is not None:
+        props = set(declaration.parameters.properties or {})
+        required = set(declaration.parameters.required or [])
+    else:
+        props, required = set(), set()
+
+    def validate(edited: Mapping[str, Any]) -> str | None:
+        unknown = sorted(str(k) for k in edited if k not in props)
+        if unknown:
+            return f"unknown parameter(s) {', '.join(map(repr, unknown))}; the tool takes: {', '.join(sorted(props))}"
+        missing = sorted(required - set(edited))
+        if missing:
+            return f"missing required parameter(s) {', '.join(map(repr, missing))}"
+        return None
+
+    return validate
+
+
+def edit_validator(tool: BaseTool) -> EditValidator | None:
+    """A check for a person's edited arguments against ``tool``'s parameters; None = edits are refused."""
+    if isinstance(tool, FunctionTool) and tool.func is not None:
+        return _from_signature(tool.func)
+    try:
+        return _from_declaration(tool)
+    except Exception:
+        logger.warning("tool %r has no usable declaration; edited args will be refused", tool.name, exc_info=True)
+        return None

@@ -1,0 +1,31 @@
+"""Bookkeeping of the goldfive runs a plugin serves: one run per active ADK session.
+
+A goldfive run starts at the first callback of an ADK invocation in a session
+that has no active run, and ends when the last invocation running in it ends
+(``after_run_callback``, ``on_run_error_callback``, or the agent task being
+cancelled). Concurrent invocations of one ADK session share the run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+
+from goldfive_core.session import Session
+
+__all__ = ["AdkRun"]
+
+
+@dataclasses.dataclass(eq=False)
+class AdkRun:
+    """goldfive's state for one active ADK session."""
+
+    adk_session_id: str
+    session: Session
+    root_task_id: str
+    invocations: dict[str, set[asyncio.Task[object]]] = dataclasses.field(default_factory=dict)
+    """Invocation id → the agent tasks seen running it (watched so a cancelled invocation ends the run)."""
+    aborted: bool = False
+    """A client abort (``abort_signal``) or cancellation ended one of the invocations."""
+    error: str = ""
+    """Why an invocation failed (on_run_error_callback), if one did."""

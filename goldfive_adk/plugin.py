@@ -1,0 +1,414 @@
+"""The goldfive ADK plugin: tool confirmation in-process (Flow B), the step gate and run events.
+
+Register one instance on the App: ``App(name=..., root_agent=..., plugins=[GoldfivePlugin(...)])``.
+
+How ADK maps onto goldfive
+--------------------------
+* **Runs.** One goldfive :class:`~goldfive_core.session.Session` per *active* ADK session:
+  ``session_id`` = the ADK session id, ``run_id`` = a new ``run-…`` id. It starts at the first
+  callback of an invocation and ends (RunCompleted / RunAborted) when the last invocation running
+  in that ADK session ends. Usually that is exactly one ``runner.run_async(...)`` call; the next
+  call on the same ADK session is a new goldfive run.
+* **Root task.** The run's root task id is the ADK invocation id (``e-<uuid>``) of the invocation
+  that started the run; the reporting tools default to it, so it is stable within a run.
+* **Controls.** All runs share one :class:`~goldfive_core.routing.ControlRouter` on the plugin's
+  channel: APPROVE/REJECT route by ``target_id`` (the function call id); PAUSE, RESUME, STEER,
+  CANCEL name a run with ``payload["run_id"]`` or ``payload["session_id"]`` (the ADK session id)
+  and without a name apply to every active run.
+* **Ending.** ``after_run_callback`` (success, early close, ``abort_signal``) and
+  ``on_run_error_callback`` end an invocation. ADK calls neither when the consumer's task is
+  cancelled, so the plugin also watches the agent task it sees in ``before_model_callback``:
+  when that task is cancelled the invocation ends (RunAborted, status CANCELLED) and every
+  approval it held is withdrawn. ``close()`` (``Runner.close()``) ends whatever is left.
+
+Short-circuits
+--------------
+``before_model_callback`` returns an ``LlmResponse`` only when the run was cancelled (it also
+sets ``end_invocation``); ``before_tool_callback`` returns a dict (which ADK uses as the tool's
+response, so the body never runs) for a rejection, a timeout, a cancelled run or a goldfive
+intervention. Everything else returns ``None`` so other plugins and the agent's callbacks run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from google.adk.agents.base_agent import BaseAgent
+from google.adk.agents.invocation_context import InvocationContext
+from google.adk.agents.llm_agent import LlmAgent
+from google.adk.events import Event
+from google.adk.models.llm_request import LlmRequest
+from google.adk.models.llm_response import LlmResponse
+from google.adk.plugins import BasePlugin
+from google.adk.tools.base_tool import BaseTool
+from google.adk.tools.tool_confirmation import ToolConfirmation
+from google.adk.tools.tool_context import ToolContext
+from google.genai import types
+
+from goldfive_core._util import args_digest, canonical_json, new_id, shorten
+from goldfive_core.approvals import ApprovalRequest
+from goldfive_core.control import ControlChannel
+from goldfive_core.drift import InterventionLevel
+from goldfive_core.errors import ApprovalError, RunCancelledError, RunTerminatedError
+from goldfive_core.events import EventSink
+from goldfive_core.pb.v1 import events_pb2, types_pb2
+from goldfive_core.routing import ControlRouter
+from goldfive_core.session import Guidance, Session, approval_timeout_drift
+from goldfive_core.steering import SteeringConfig
+from goldfive_core.tasks import TaskStatus
+
+from ._confirm import edit_validator, skip
+from ._runs import AdkRun
+
+__all__ = ["GoldfivePlugin", "SessionSetup"]
+
+logger = logging.getLogger(__name__)
+
+SessionSetup = Callable[[Session, ControlChannel | None], Any]
+"""Called with each new goldfive Session (e.g. to set ``session.steerer`` or ``session.detectors``)."""
+
+_ENDED_MEMORY = 1024
+_MISSING = object()
+_STOPPED = (RunCancelledError, RunTerminatedError)
+
+
+def _guidance_content(notes: list[Guidance]) -> types.Content:
+    lines = [f"- ({note.source}) {note.text}" for note in notes]
+    text = "[goldfive] A person overseeing this run says:\n" + "\n".join(lines)
+    return types.Content(role="user", parts=[types.Part(text=text)])
+
+
+def _user_text(ic: InvocationContext) -> str:
+    content = ic.user_content
+    if content is None or not content.parts:
+        return ""
+    return " ".join(p.text for p in content.parts if p.text)
+
+
+class _GoldfiveADKPlugin(BasePlugin):
+    """goldfive as an ADK plugin (public name: ``GoldfivePlugin``).
+
+    ``control``: the channel a person answers on; ``None`` means nobody can answer, so
+    confirmation tools stay with ADK's native flow and ``report_awaiting_approval`` says
+    "unavailable". ``sinks`` receive every event of every run. ``config`` defaults to
+    ``SteeringConfig.from_env()``; the tool-approval wait is ``effective_tool_approval_timeout_ms``.
+    ``session_setup`` is called with each new Session (steerer, detectors).
+    """
+
+    def __init__(
+        self,
+        *,
+        control: ControlChannel | None = None,
+        sinks: Iterable[EventSink] = (),
+        config: SteeringConfig | None = None,
+        name: str = "goldfive",
+        session_setup: SessionSetup | None = None,
+    ) -> None:
+        super().__init__(name=name)
+        self.control = control
+        self.sinks = tuple(sinks)
+        self.config = config if config is not None else SteeringConfig.from_env()
+        self.router = ControlRouter(control)
+        self.session_setup = session_setup
+        self._runs: dict[str, AdkRun] = {}
+        self._ended: collections.OrderedDict[str, None] = collections.OrderedDict()
+        self._tools: dict[tuple[int, str, str], BaseTool | None] = {}
+
+    # -- public surface ----------------------------------------------------------------
+    @property
+    def sessions(self) -> list[Session]:
+        """The goldfive sessions of the ADK sessions running now."""
+        return [run.session for run in self._runs.values()]
+
+    def session_for(self, adk_session_id: str) -> Session | None:
+        """The goldfive session of an active ADK session, if it is running."""
+        run = self._runs.get(adk_session_id)
+        return run.session if run is not None else None
+
+    def reporting_tools(self) -> list[BaseTool]:
+        """The goldfive reporting tools (Flow A) bound to this plugin; add them to an agent's ``tools``."""
+        from .tools import reporting_tools
+
+        return reporting_tools(self)
+
+    # -- run lifecycle ------------------------------------------------------------------
+    def _run_for(self, adk_session_id: str, invocation_id: str) -> AdkRun | None:
+        run = self._runs.get(adk_session_id)
+        if run is not None:
+            if invocation_id in run.invocations:
+                return run
+            if invocation_id in self._ended:
+                return None  # a late callback of an invocation that already ended
+            run.invocations[invocation_id] = set()
+            return run
+        if invocation_id in self._ended:
+            return None
+        return self._start(adk_session_id, invocation_id, None)
+
+    def _start(self, adk_session_id: str, invocation_id: str, ic: InvocationContext | None) -> AdkRun:
+        session = Session(
+            session_id=adk_session_id, sinks=self.sinks, config=self.config, has_channel=self.control is not None
+        )
+        if self.session_setup is not None:
+            self.session_setup(session, self.control)
+        text = _user_text(ic) if ic is not None else ""
+        agent = ic.agent.name if ic is not None and ic.agent is not None else "agent"
+        root = session.tasks.add(invocation_id, title=f"ADK invocation of {agent}", input=text)
+        run = AdkRun(adk_session_id=adk_session_id, session=session, root_task_id=root.id)
+        run.invocations[invocation_id] = set()
+        self._runs[adk_session_id] = run
+        session.events.emit(events_pb2.RunStarted(input=shorten(text, 4096), adapter="adk", root_task_id=root.id))
+        self.router.attach(session)  # messages sent before the run (a PAUSE first) apply now
+        session.start_task(root.id)
+        return run
+
+    def _end_invocation(self, adk_session_id: str, invocation_id: str) -> None:
+        run = self._runs.get(adk_session_id)
+        self._ended[invocation_id] = None
+        while len(self._ended) > _ENDED_MEMORY:
+            self._ended.popitem(last=False)
+        if run is None or run.invocations.pop(invocation_id, _MISSING) is _MISSING:
+            return
+        if not run.invocations:
+            self._finish(run)
+
+    def _finish(self, run: AdkRun, reason: str = "") -> None:
+        self._runs.pop(run.adk_session_id, None)
+        session = run.session
+        try:
+            if session.state == "cancelled":
+                status, why = types_pb2.RUN_STATUS_CANCELLED, session.stop_reason or "cancelled by a person"
+            elif session.state == "terminated":
+                status, why = types_pb2.RUN_STATUS_ABORTED, session.stop_reason or "terminated by goldfive"
+            elif run.error:
+                status, why = types_pb2.RUN_STATUS_FAILED, run.error
+            elif run.aborted or reason:
+                status, why = types_pb2.RUN_STATUS_CANCELLED, reason or "the client aborted the invocation"
+            else:
+                status, why = types_pb2.RUN_STATUS_COMPLETED, ""
+            self._close_tasks(session, run.root_task_id, completed=status == types_pb2.RUN_STATUS_COMPLETED, why=why)
+            session.finish()  # withdraws open approvals (ApprovalCancelled) before the run's last event
+            if status == types_pb2.RUN_STATUS_COMPLETED:
+                session.events.emit(events_pb2.RunCompleted(status=status))
+            else:
+                session.events.emit(events_pb2.RunAborted(reason=why, status=status))
+        finally:
+            self.router.detach(session)
+
+    @staticmethod
+    def _close_tasks(session: Session, root_id: str, *, completed: bool, why: str) -> None:
+        for task in session.tasks.all():
+            if task.status.terminal:
+                continue
+            if completed and task.id == root_id and task.status is TaskStatus.RUNNING:
+                session.tasks.transition(task.id, TaskStatus.COMPLETED)
+                session.events.emit(events_pb2.TaskCompleted(task_id=task.id))
+            else:
+                session.tasks.transition(task.id, TaskStatus.CANCELLED)
+                session.events.emit(events_pb2.TaskCancelled(task_id=task.id, reason=why or "the run ended"))
+
+    def _watch(self, run: AdkRun, invocation_id: str) -> None:
+        tasks = run.invocations.get(invocation_id)
+        task = asyncio.current_task()
+        if tasks is None or task is None or task in tasks:
+            return
+        tasks.add(task)
+
+        def done(t: asyncio.Task[Any]) -> None:
+            # ADK calls no plugin hook when the consumer is cancelled; a cancelled agent task is our notice.
+            if t.cancelled() and invocation_id in run.invocations:
+                run.aborted = True
+                self._end_invocation(run.adk_session_id, invocation_id)
+
+        task.add_done_callback(done)
+
+    async def before_run_callback(self, *, invocation_context: InvocationContext) -> types.Content | None:
+        """Start (or join) the goldfive run of this ADK session."""
+        ic = invocation_context
+        if ic.invocation_id in self._ended:
+            return None
+        if ic.session.id not in self._runs:
+            self._start(ic.session.id, ic.invocation_id, ic)
+        else:
+            self._run_for(ic.session.id, ic.invocation_id)
+        return None
+
+    async def after_run_callback(self, *, invocation_context: InvocationContext) -> None:
+        """The invocation ended (also after an early close or ``abort_signal``)."""
+        ic = invocation_context
+        run = self._runs.get(ic.session.id)
+        if run is not None and ic.is_aborted:
+            run.aborted = True
+        self._end_invocation(ic.session.id, ic.invocation_id)
+
+    async def on_run_error_callback(self, *, invocation_context: InvocationContext, error: Exception) -> None:
+        """The invocation failed; the run ends with RunAborted (FAILED) unless another invocation goes on."""
+        ic = invocation_context
+        run = self._runs.get(ic.session.id)
+        if run is not None and ic.invocation_id in run.invocations:
+            run.error = f"the invocation failed: {shorten(repr(error), 500)}"
+        self._end_invocation(ic.session.id, ic.invocation_id)
+
+    async def close(self) -> None:
+        """End every run still active (``Runner.close()``)."""
+        for run in list(self._runs.values()):
+            run.invocations.clear()
+            self._finish(run, "the runner was closed")
+
+    # -- step boundaries -----------------------------------------------------------------
+    async def before_model_callback(
+        self, *, callback_context: ToolContext, llm_request: LlmRequest
+    ) -> LlmResponse | None:
+        """Step gate before a model call; hands the model any queued guidance (STEER text, nudges)."""
+        ic = callback_context._invocation_context  # ADK passes no public handle for end_invocation
+        run = self._run_for(ic.session.id, ic.invocation_id)
+        if run is None:
+            return None
+        self._watch(run, ic.invocation_id)
+        session = run.session
+        await session.observe_model_call()
+        try:
+            await session.gate()
+        except _STOPPED as exc:
+            ic.end_invocation = True
+            text = f"[goldfive] The run was stopped: {exc}"
+            return LlmResponse(content=types.Content(role="model", parts=[types.Part(text=text)]))
+        notes = session.take_guidance()
+        if notes:
+            llm_request.contents.append(_guidance_content(notes))
+        return None
+
+    async def before_tool_callback(
+        self, *, tool: BaseTool, tool_args: dict[str, Any], tool_context: ToolContext
+    ) -> dict[str, Any] | None:
+        """Step gate before a tool; asks a person first when the tool requires confirmation."""
+        ic = tool_context._invocation_context
+        run = self._run_for(ic.session.id, ic.invocation_id)
+        if run is None:
+            return None
+        session = run.session
+        name = tool.name
+        call_id = tool_context.function_call_id
+        level = await session.observe_tool_call(name, tool_args)
+        try:
+            await session.gate()
+        except _STOPPED as exc:
+            ic.end_invocation = True
+            if call_id:
+                session.approvals.forget_expected(call_id)
+            return skip(name, "run_cancelled", f"the run was stopped: {exc}")
+        if level >= InterventionLevel.CANCEL_REINVOKE:
+            if call_id:
+                session.approvals.forget_expected(call_id)
+            notes = "; ".join(note.text for note in session.take_guidance())
+            return skip(name, "goldfive_intervention", notes or f"goldfive stopped this call ({level.name})")
+        if self.control is None or tool_context.tool_confirmation is not None:
+            # No channel: ADK's native confirmation stays in charge. A set confirmation: already decided
+            # (ADK's native resume, or another plugin).
+            return None
+        if await tool.check_require_confirmation(tool_args, tool_context) is not True:
+            if call_id:
+                session.approvals.forget_expected(call_id)
+            return None
+        return await self._confirm(run, tool, tool_args, tool_context)
+
+    async def _confirm(
+        self, run: AdkRun, tool: BaseTool, tool_args: dict[str, Any], tool_context: ToolContext
+    ) -> dict[str, Any] | None:
+        session = run.session
+        name = tool.name
+        target_id = tool_context.function_call_id or new_id("adk")
+        try:
+            args_json = canonical_json(tool_args)
+            digest = args_digest(name, tool_args)
+        except (TypeError, ValueError) as exc:
+            return skip(name, "approval_error", f"the call's arguments are not JSON ({exc}); it cannot be approved")
+        current = session.tasks.current
+        task_id = current.id if current is not None else run.root_task_id
+        timeout_ms = session.config.effective_tool_approval_timeout_ms
+        request = ApprovalRequest(
+            target_id=target_id,
+            kind="tool",
+            prompt=f"Allow {name}({shorten(args_json, 300)})?",
+            task_id=task_id,
+            metadata={"tool_name": name, "args_json": args_json, "agent_name": tool_context.agent_name},
+            args_digest=digest,
+            timeout_ms=timeout_ms,
+            validate_edit=edit_validator(tool),
+        )
+        try:
+            outcome = await session.request_approval(request)
+        except ApprovalError as exc:
+            return skip(name, "approval_error", str(exc))
+        if outcome.decision == "approve":
+            if outcome.edited_args is not None:
+                tool_args.clear()  # in place: ADK passes this same dict on to the tool
+                tool_args.update(outcome.edited_args)
+            # ADK 2.x re-checks the confirmation after the callbacks; without this it starts its own flow.
+            tool_context.tool_confirmation = ToolConfirmation(confirmed=True)
+            return None
+        extra: dict[str, Any] = {"decided_by": outcome.decided_by} if outcome.decided_by else {}
+        if outcome.decision == "reject":
+            return skip(name, "user_rejected", outcome.detail or "a person rejected this call", **extra)
+        if outcome.decision == "timeout":
+            session.emit_drift(approval_timeout_drift(task_id, target_id, timeout_ms))
+            return skip(
+                name,
+                "approval_timeout",
+                f"no decision within {timeout_ms} ms; the call was not made. Do not assume it was approved.",
+            )
+        if session.state in ("cancelled", "terminated"):
+            tool_context._invocation_context.end_invocation = True
+        return skip(name, "run_cancelled", outcome.detail or "the run was cancelled")
+
+    # -- events ----------------------------------------------------------------------------
+    async def on_event_callback(self, *, invocation_context: InvocationContext, event: Event) -> Event | None:
+        """Announce function calls that will need confirmation (early decisions) and report transfers."""
+        ic = invocation_context
+        run = self._runs.get(ic.session.id)
+        if run is None or ic.invocation_id not in run.invocations:
+            return None
+        transfer = event.actions.transfer_to_agent
+        if transfer:
+            await run.session.observe_transfer(transfer)
+        if self.control is not None and event.content is not None:
+            for call in event.get_function_calls():
+                if call.id and call.name and await self._needs_confirmation(ic, event.author, call):
+                    run.session.expect_approval(call.id)
+        return None
+
+    async def _needs_confirmation(self, ic: InvocationContext, author: str, call: types.FunctionCall) -> bool:
+        tool = self._find_tool(ic, author, call.name or "")
+        if tool is None or type(tool).check_require_confirmation is BaseTool.check_require_confirmation:
+            return False
+        flag = getattr(tool, "_require_confirmation", _MISSING)  # FunctionTool / McpTool keep it here
+        if isinstance(flag, bool):
+            return flag
+        try:
+            context = ToolContext(ic, function_call_id=call.id)
+            return await tool.check_require_confirmation(dict(call.args or {}), context) is True
+        except Exception:
+            # Only an early announcement: before_tool_callback evaluates the predicate again for real.
+            logger.warning("require_confirmation predicate of %r failed on %s", tool.name, call.id, exc_info=True)
+            return False
+
+    def _find_tool(self, ic: InvocationContext, author: str, tool_name: str) -> BaseTool | None:
+        root = ic.agent.root_agent if isinstance(ic.agent, BaseAgent) else None
+        key = (id(root), author, tool_name)
+        cached = self._tools.get(key, _MISSING)
+        if cached is not _MISSING:
+            return cached if isinstance(cached, BaseTool) else None
+        found: BaseTool | None = None
+        agent = root.find_agent(author) if root is not None else None
+        if isinstance(agent, LlmAgent):
+            found = next((t for t in agent.tools if isinstance(t, BaseTool) and t.name == tool_name), None)
+        self._tools[key] = found
+        return found
+
+
+GoldfivePlugin = _GoldfiveADKPlugin
+"""The public name of the goldfive ADK plugin."""
