@@ -1,0 +1,121 @@
+"""Events: per-run gap-free sequence from 0, a run id on each, and sinks that never fail a run."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pytest
+from google.protobuf import json_format
+
+from goldfive_core import ControlKind, ControlMessage, EventEmitter, InMemorySink, JsonlSink, LoggingSink
+from goldfive_core.pb.v1 import events_pb2
+
+
+async def _approving_agent(task, tools):
+    await tools.report_task_progress("looking at prices", fraction=0.5)
+    decision = await tools.report_awaiting_approval(prompt="buy it?", timeout_ms=60_000)
+    await tools.report_task_completed(result=decision["decision"])
+    return decision
+
+
+async def test_sequences_are_gap_free_from_zero_per_run(harness) -> None:
+    h = harness(_approving_agent)
+    runs = []
+    for _ in range(2):
+        h.start()
+        requested = await h.sink.wait_for("approval_requested", count=len(runs) + 1)
+        ack = await h.channel.send(
+            ControlMessage(ControlKind.APPROVE, {"target_id": requested.approval_requested.target_id})
+        )
+        assert ack.ok
+        runs.append(await h.result())
+    assert runs[0].run_id != runs[1].run_id
+    for result in runs:
+        events = [e for e in h.sink.events if e.run_id == result.run_id]
+        assert [e.sequence for e in events] == list(range(len(events)))
+        assert events[0].WhichOneof("payload") == "run_started"
+        assert events[-1].WhichOneof("payload") == "run_completed"
+        assert all(e.event_id and e.emitted_at.seconds > 0 for e in events)
+    assert len({e.event_id for e in h.sink.events}) == len(h.sink.events)
+    assert all(e.run_id for e in h.sink.events)
+
+
+def test_emitter_needs_a_run_id() -> None:
+    with pytest.raises(ValueError, match="run_id"):
+        EventEmitter("")
+
+
+def test_in_memory_sink_helpers() -> None:
+    sink = InMemorySink()
+    emitter = EventEmitter("run-x", [sink], session_id="s-1")
+    emitter.emit(events_pb2.TaskStarted(task_id="a"))
+    emitter.emit(events_pb2.ApprovalRequested(target_id="a", kind="task"))
+    assert sink.kinds() == ["task_started", "approval_requested"]
+    assert [e.approval_requested.target_id for e in sink.of("approval_requested")] == ["a"]
+    assert all(isinstance(e, events_pb2.Event) and e.session_id == "s-1" for e in sink.events)
+    assert emitter.next_sequence == 2
+
+
+async def test_jsonl_sink_lines_parse_back_into_the_same_events(tmp_path: Path, harness) -> None:
+    path = tmp_path / "events.jsonl"
+    jsonl = JsonlSink(path)
+    h = harness(_approving_agent)
+    h.runner.sinks = (*h.runner.sinks, jsonl)
+    h.start()
+    requested = await h.sink.wait_for("approval_requested")
+    await h.channel.send(
+        ControlMessage(ControlKind.REJECT, {"target_id": requested.approval_requested.target_id, "detail": "no"})
+    )
+    await h.result()
+    jsonl.close()
+    lines = path.read_text(encoding="utf-8").splitlines()
+    assert len(lines) == len(h.sink.events)
+    parsed = [json_format.Parse(line, events_pb2.Event()) for line in lines]
+    assert parsed == h.sink.events
+    assert json.loads(lines[0])["run_started"]["adapter"] == "callable"
+    with pytest.raises(ValueError, match="closed"):
+        jsonl.emit(h.sink.events[0])
+
+
+def test_logging_sink_logs_one_line_per_event(caplog: pytest.LogCaptureFixture) -> None:
+    emitter = EventEmitter("run-log", [LoggingSink()])
+    with caplog.at_level(logging.INFO, logger="goldfive.events"):
+        emitter.emit(events_pb2.ApprovalGranted(target_id="t-9", decided_by="ana"))
+    (record,) = caplog.records
+    message = record.getMessage()
+    assert "run-log #0" in message and "approval_granted" in message and "t-9" in message and "ana" in message
+    quiet = logging.getLogger("quiet-test")
+    quiet.setLevel(logging.WARNING)
+    caplog.clear()
+    EventEmitter("run-q", [LoggingSink(quiet, logging.DEBUG)]).emit(events_pb2.TaskStarted(task_id="a"))
+    assert caplog.records == []
+
+
+class _Exploding:
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def emit(self, event: events_pb2.Event) -> None:
+        self.calls += 1
+        raise OSError("disk full")
+
+
+async def test_a_raising_sink_never_fails_the_run_or_a_decision(harness, caplog: pytest.LogCaptureFixture) -> None:
+    broken = _Exploding()
+    h = harness(_approving_agent)
+    h.runner.sinks = (broken, *h.runner.sinks)
+    with caplog.at_level(logging.ERROR, logger="goldfive_core.events"):
+        h.start()
+        requested = await h.sink.wait_for("approval_requested")
+        ack = await h.channel.send(
+            ControlMessage(ControlKind.APPROVE, {"target_id": requested.approval_requested.target_id})
+        )
+        result = await h.result()
+    assert ack.ok
+    assert result.status == "COMPLETED"
+    assert result.output["decision"] == "approve"
+    assert broken.calls == len(h.sink.events)  # every event still reached the sinks after it
+    assert "disk full" in caplog.text
+    assert [e.sequence for e in h.sink.events] == list(range(len(h.sink.events)))
