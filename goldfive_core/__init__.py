@@ -17,6 +17,7 @@ from .approvals import (
     Decision,
 )
 from .control import AckResult, ControlAck, ControlChannel, ControlKind, ControlMessage
+from .detectors import DelegationDetector, LoopingToolCallDetector, StepBudgetDetector
 from .drift import Drift, DriftKind, DriftSeverity, InterventionLevel
 from .errors import (
     ApprovalError,
@@ -29,16 +30,18 @@ from .errors import (
     RunTerminatedError,
 )
 from .events import EventEmitter, EventSink, InMemorySink, JsonlSink, LoggingSink
+from .ladder import DEFAULT_LADDER, LadderRow
 from .reporting import REPORTING_TOOL_NAMES, TOOL_SPECS, ToolSpec, call_reporting_tool
 from .routing import ControlRouter
 from .runner import Adapter, Runner, RunResult, RunStatus, wrap
 from .session import Detector, Guidance, Session
-from .steering import SteeringConfig
+from .steering import DefaultSteerer, SteeringConfig, install_default_steering
 from .tasks import Task, TaskStatus
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "DEFAULT_LADDER",
     "REPORTING_TOOL_NAMES",
     "TOOL_SPECS",
     "AckResult",
@@ -59,6 +62,8 @@ __all__ = [
     "ControlMessage",
     "ControlRouter",
     "Decision",
+    "DefaultSteerer",
+    "DelegationDetector",
     "Detector",
     "Drift",
     "DriftKind",
@@ -71,7 +76,9 @@ __all__ = [
     "InterventionLevel",
     "InvalidTransitionError",
     "JsonlSink",
+    "LadderRow",
     "LoggingSink",
+    "LoopingToolCallDetector",
     "MissingExtraError",
     "RunCancelledError",
     "RunResult",
@@ -79,6 +86,7 @@ __all__ = [
     "RunTerminatedError",
     "Runner",
     "Session",
+    "StepBudgetDetector",
     "SteeringConfig",
     "Task",
     "TaskStatus",
@@ -86,5 +94,6 @@ __all__ = [
     "args_digest",
     "call_reporting_tool",
     "canonical_json",
+    "install_default_steering",
     "wrap",
 ]
