@@ -65,3 +65,8 @@ class Harness:
 @pytest.fixture
 def harness() -> Callable[..., Harness]:
     return Harness
+
+
+@pytest.fixture
+def sink() -> AwaitableSink:
+    return AwaitableSink()
