@@ -95,10 +95,10 @@ class WaitSink(InMemorySink):
         *,
         count: int = 1,
         where: Callable[[events_pb2.Event], bool] | None = None,
-        timeout: float = 5.0,
+        within: float = 5.0,
     ) -> list[events_pb2.Event]:
         """The first ``count`` events of kind ``payload`` (matching ``where``), once they exist."""
-        async with asyncio.timeout(timeout):
+        async with asyncio.timeout(within):
             while True:
                 found = [e for e in self.of(payload) if where is None or where(e)]
                 if len(found) >= count:
@@ -138,14 +138,14 @@ class Harness:
         message = types.Content(role="user", parts=[types.Part(text=text)])
         return [
             event
-            async for event in self.runner.run_async(
-                user_id="u", session_id=session_id, new_message=message, **kwargs
-            )
+            async for event in self.runner.run_async(user_id="u", session_id=session_id, new_message=message, **kwargs)
         ]
 
     async def session_events(self, session_id: str) -> list[Event]:
         """Every event ADK persisted for the session."""
-        session = await self.runner.session_service.get_session(app_name=self.app.name, user_id="u", session_id=session_id)
+        session = await self.runner.session_service.get_session(
+            app_name=self.app.name, user_id="u", session_id=session_id
+        )
         assert session is not None
         return list(session.events)
 
