@@ -1,0 +1,518 @@
+"""goldfive for the Claude Agent SDK: approvals, the step gate and escalation for ``claude_agent_sdk`` agents.
+
+Needs ``pip install 'goldfive[claude]'``. One :class:`GoldfiveClaude` holds the
+control channel, sinks and which tools need a person; each conversation runs
+in ``async with gf.run(options) as run:``, which owns one goldfive
+:class:`~goldfive_core.session.Session` (attached to the channel while it is
+open, finished and detached at the end)::
+
+    gf = GoldfiveClaude(control=channel, sinks=[sink], gate_tools=["mcp__shop__refund", "Bash"])
+    async with gf.run(ClaudeAgentOptions(mcp_servers={"shop": shop_server})) as run:
+        await run.query("Refund order 42")
+        async for message in run.receive_response():
+            ...
+    print(run.result.status)
+
+``run.options`` is the user's options with goldfive merged in (never
+replaced): the reporting tools as the in-process MCP server ``goldfive``
+(``mcp__goldfive__report_*``; ``report_awaiting_approval`` is Flow A), a
+``can_use_tool`` that is the step gate and asks a person for gated tools
+(keyed by the SDK's ``tool_use_id``), and hooks. To drive the SDK yourself,
+pass ``run.options`` to ``query()`` and wrap its stream in ``run.track()``.
+
+What the model sees: approve runs the call (edited arguments become
+``updated_input``); reject denies it with the person's reason; a timeout
+denies it with an ``approval_timeout`` message; CANCEL interrupts the client
+and denies held calls with ``interrupt=True``. PAUSE and
+GOLDFIVE_PAUSE_ESCALATE hold the next tool use until RESUME, STEER or CANCEL;
+a steer (or escalation note) that finds a tool use held is handed to the
+model in place of that call. Other notes reach the model as
+``additionalContext`` of the next PostToolUse, Stop or UserPromptSubmit hook.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping
+from typing import Any, cast
+
+from .._util import args_digest, canonical_json, new_id, shorten
+from ..approvals import ApprovalRequest, EditValidator
+from ..control import ControlChannel
+from ..drift import InterventionLevel
+from ..errors import ApprovalError, ConfigError, MissingExtraError, RunCancelledError, RunTerminatedError
+from ..events import EventSink
+from ..pb.v1 import events_pb2, types_pb2
+from ..reporting import TOOL_SPECS, call_reporting_tool
+from ..routing import ControlRouter
+from ..runner import RunResult, RunStatus, SteererFactory
+from ..session import Guidance, Session, approval_timeout_drift
+from ..steering import SteeringConfig
+from ..tasks import TaskStatus
+
+try:
+    import jsonschema  # type: ignore[import-untyped]  # a dependency of claude-agent-sdk; ships no type hints
+    from claude_agent_sdk import (
+        AssistantMessage,
+        ClaudeAgentOptions,
+        ClaudeSDKClient,
+        HookContext,
+        HookInput,
+        HookJSONOutput,
+        HookMatcher,
+        McpSdkServerConfig,
+        Message,
+        PermissionResult,
+        PermissionResultAllow,
+        PermissionResultDeny,
+        ResultMessage,
+        SystemMessage,
+        ToolPermissionContext,
+        ToolResultBlock,
+        ToolUseBlock,
+        Transport,
+        UserMessage,
+        create_sdk_mcp_server,
+        tool,
+    )
+    from claude_agent_sdk.types import HookEvent
+except ImportError as exc:  # pragma: no cover - depends on what is installed
+    raise MissingExtraError("goldfive_core.adapters.claude", "claude") from exc
+
+from ._claude_fake import FakeClaudeCLI, FakeToolUse
+from ._claude_options import GatePredicate, GateSpec, ToolGate, check_server_name, mcp_tool_name, merge_options
+
+__all__ = ["ClaudeRun", "FakeClaudeCLI", "FakeToolUse", "GatePredicate", "GateSpec", "GoldfiveClaude"]
+
+logger = logging.getLogger(__name__)
+
+_SERVER_VERSION = "0.1.0"
+_STEP_GATE_REASON = "goldfive: every tool use passes the step gate"
+_RUN_STATUS = {
+    RunStatus.COMPLETED: types_pb2.RUN_STATUS_COMPLETED,
+    RunStatus.FAILED: types_pb2.RUN_STATUS_FAILED,
+    RunStatus.CANCELLED: types_pb2.RUN_STATUS_CANCELLED,
+    RunStatus.ABORTED: types_pb2.RUN_STATUS_ABORTED,
+}
+
+
+class GoldfiveClaude:
+    """goldfive for Claude Agent SDK conversations; one :meth:`run` per conversation.
+
+    ``gate_tools``: the tools that need a person's approval, as model-visible
+    names (``"Bash"``, ``"mcp__shop__refund"``), ``fnmatch`` patterns
+    (``"mcp__shop__*"``), or ``predicate(tool_name, tool_input) -> bool``.
+    ``tool_schemas``: JSON Schemas of gated tools' inputs, by tool name; an
+    approval with edited arguments is checked against them (any JSON object
+    is accepted for tools without one). ``steerer_factory`` builds each run's
+    steerer (the intervention ladder), as on :class:`~goldfive_core.runner.Runner`.
+    """
+
+    def __init__(
+        self,
+        *,
+        control: ControlChannel | None = None,
+        sinks: Iterable[EventSink] = (),
+        config: SteeringConfig | None = None,
+        gate_tools: GateSpec = None,
+        tool_schemas: Mapping[str, Mapping[str, Any]] | None = None,
+        server_name: str = "goldfive",
+    ) -> None:
+        if control is not None and not isinstance(control, ControlChannel):
+            raise ConfigError(f"control must be a ControlChannel or None, got {type(control).__name__}")
+        self.control = control
+        self.sinks = tuple(sinks)
+        self.config = config if config is not None else SteeringConfig.from_env()
+        self.gate = ToolGate(gate_tools)
+        self.tool_schemas = _check_schemas(tool_schemas or {})
+        self.server_name = check_server_name(server_name)
+        self.router = ControlRouter(control)
+        self.steerer_factory: SteererFactory | None = None
+
+    @property
+    def reporting_tools(self) -> list[str]:
+        """The reporting tools as the model sees them (``mcp__<server_name>__report_*``)."""
+        return [mcp_tool_name(self.server_name, name) for name in TOOL_SPECS]
+
+    def run(
+        self,
+        options: ClaudeAgentOptions | None = None,
+        *,
+        transport: Transport | None = None,
+        title: str = "",
+        task_id: str | None = None,
+    ) -> ClaudeRun:
+        """A new run (use as ``async with``); raises ConfigError if ``options`` would bypass the gate.
+
+        ``transport`` goes to the ``ClaudeSDKClient`` that :meth:`ClaudeRun.query`
+        connects (None = the bundled CLI); ``title`` names the run's root task.
+        """
+        return ClaudeRun(self, options, transport=transport, title=title, task_id=task_id)
+
+
+class ClaudeRun:
+    """One Claude conversation under goldfive: its Session, the merged options and, once used, a client.
+
+    ``async with`` attaches the session to the control channel and emits
+    RunStarted; leaving it disconnects the client, emits RunCompleted or
+    RunAborted, finishes the session and detaches it. :attr:`result` then
+    says how the run ended.
+    """
+
+    def __init__(
+        self,
+        owner: GoldfiveClaude,
+        options: ClaudeAgentOptions | None,
+        *,
+        transport: Transport | None,
+        title: str,
+        task_id: str | None,
+    ) -> None:
+        self._owner = owner
+        self.session = Session(sinks=owner.sinks, config=owner.config, has_channel=owner.control is not None)
+        if owner.steerer_factory is not None:
+            self.session.steerer = owner.steerer_factory(self.session, owner.control)
+        self.options: ClaudeAgentOptions = merge_options(
+            options,
+            gate=owner.gate,
+            server_name=owner.server_name,
+            server=self._reporting_server(),
+            can_use_tool=self._can_use_tool,
+            hooks=self._hooks(),
+        )
+        """What to hand to the SDK: the user's options with goldfive's server, callback and hooks added."""
+        self.client: ClaudeSDKClient | None = None
+        self.last_result: ResultMessage | None = None
+        """The latest ResultMessage seen by :meth:`receive_response` / :meth:`track`."""
+        self.result: RunResult | None = None
+        """How the run ended; set when the ``async with`` block exits."""
+        self._transport = transport
+        self._title = title
+        self._root = self.session.tasks.add(task_id or new_id("task"), title=title or "claude run")
+        self._reporting = frozenset(owner.reporting_tools)
+        self._interrupts: set[asyncio.Task[None]] = set()
+
+    # -- lifecycle ------------------------------------------------------------------------------------------
+    async def __aenter__(self) -> ClaudeRun:
+        session = self.session
+        session.events.emit(
+            events_pb2.RunStarted(input=shorten(self._title, 4096), adapter="claude", root_task_id=self._root.id)
+        )
+        self._owner.router.attach(session)  # a message sent before the run (e.g. PAUSE) applies now
+        session.start_task(self._root.id)
+        session.on_cancel(self._on_cancel)
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        try:
+            for task in list(self._interrupts):
+                task.cancel()
+            await asyncio.gather(*self._interrupts, return_exceptions=True)
+            if self.client is not None:
+                await self.client.disconnect()
+        finally:
+            self.result = self._finish(exc)
+
+    # -- driving the SDK ----------------------------------------------------------------------------------------
+    async def connect(self) -> ClaudeSDKClient:
+        """The run's ``ClaudeSDKClient`` (connected on first use, disconnected when the run ends)."""
+        if self.client is None:
+            client = ClaudeSDKClient(options=self.options, transport=self._transport)
+            await client.connect()
+            self.client = client
+        return self.client
+
+    async def query(self, prompt: str) -> None:
+        """Send a prompt; waits while the run is paused, raises RunCancelledError once it was cancelled."""
+        await self.session.gate()
+        client = await self.connect()
+        await client.query(prompt)
+
+    async def receive_response(self) -> AsyncIterator[Message]:
+        """The client's messages up to and including the next ResultMessage, seen by goldfive on the way."""
+        if self.client is None:
+            raise RuntimeError("the run has no client yet: call `await run.query(prompt)` first")
+        async for message in self.client.receive_response():
+            self.note(message)
+            yield message
+
+    async def track(self, messages: AsyncIterable[Message]) -> AsyncIterator[Message]:
+        """Pass ``messages`` (e.g. ``query(prompt=..., options=run.options)``) through goldfive."""
+        async for message in messages:
+            self.note(message)
+            yield message
+
+    def note(self, message: Message) -> None:
+        """Let goldfive see one SDK message (session id, tool uses shown to a person, the result)."""
+        if isinstance(message, SystemMessage) and message.subtype == "init":
+            self._learn_session_id(message.data.get("session_id"))
+        elif isinstance(message, ResultMessage):
+            self._learn_session_id(message.session_id)
+            self.last_result = message
+        elif isinstance(message, AssistantMessage):
+            for block in message.content:
+                if isinstance(block, ToolUseBlock):
+                    self._expect(block.id, block.name, block.input)
+        elif isinstance(message, UserMessage) and isinstance(message.content, list):
+            for item in message.content:
+                if isinstance(item, ToolResultBlock):  # an announced call that was never asked about
+                    self.session.approvals.forget_expected(item.tool_use_id)
+
+    # -- the permission callback: step gate, detectors, approvals ---------------------------------------------------
+    async def _can_use_tool(
+        self, tool_name: str, tool_input: dict[str, Any], context: ToolPermissionContext
+    ) -> PermissionResult:
+        session = self.session
+        target_id = context.tool_use_id or new_id("claude")
+        try:
+            await session.gate()
+            level = await session.observe_tool_call(tool_name, tool_input)
+            if level >= InterventionLevel.PAUSE_ESCALATE:
+                await session.gate()  # hold this call until RESUME, STEER or CANCEL
+        except (RunCancelledError, RunTerminatedError) as exc:
+            return PermissionResultDeny(message=f"the run was stopped: {exc}", interrupt=True)
+        redirect = self._take_redirect(level)
+        if redirect:
+            return PermissionResultDeny(message=f"This {tool_name} call was not run. {_guidance_text(redirect)}")
+        if tool_name in self._reporting or not self._gated(tool_name, tool_input):
+            return PermissionResultAllow()
+        return await self._ask_person(tool_name, tool_input, target_id, context)
+
+    async def _ask_person(
+        self, tool_name: str, tool_input: dict[str, Any], target_id: str, context: ToolPermissionContext
+    ) -> PermissionResult:
+        session = self.session
+        if not session.has_channel:
+            return PermissionResultDeny(
+                message=f"approval_unavailable: {tool_name} needs a person's approval and no one can answer "
+                "(no control channel). The call was not run; choose a safe alternative or stop."
+            )
+        current = session.tasks.current
+        task_id = current.id if current is not None else self._root.id
+        timeout_ms = session.config.effective_tool_approval_timeout_ms
+        request = ApprovalRequest(
+            target_id=target_id,
+            kind="tool",
+            prompt=context.title or f"Claude wants to call {tool_name}",
+            task_id=task_id,
+            metadata={"tool_name": tool_name, "args_json": canonical_json(tool_input)},
+            args_digest=args_digest(tool_name, tool_input),
+            timeout_ms=timeout_ms,
+            validate_edit=self._edit_validator(tool_name),
+        )
+        try:
+            outcome = await session.request_approval(request)
+        except ApprovalError as exc:
+            return PermissionResultDeny(message=f"{tool_name} was not run: {exc}")
+        if outcome.decision == "approve":
+            edited = dict(outcome.edited_args) if outcome.edited_args is not None else None
+            return PermissionResultAllow(updated_input=edited)
+        if outcome.decision == "reject":
+            by = f" ({outcome.decided_by})" if outcome.decided_by else ""
+            reason = outcome.detail or "no reason given"
+            return PermissionResultDeny(message=f"A person{by} rejected this {tool_name} call: {reason}")
+        if outcome.decision == "timeout":
+            session.emit_drift(approval_timeout_drift(task_id, target_id, timeout_ms))
+            return PermissionResultDeny(
+                message=f"approval_timeout: no decision on this {tool_name} call within {timeout_ms} ms; it was not "
+                "run. Do not retry it as if approved."
+            )
+        return PermissionResultDeny(message=f"the run was stopped: {outcome.detail}", interrupt=True)
+
+    def _gated(self, tool_name: str, tool_input: Mapping[str, Any]) -> bool:
+        try:
+            return self._owner.gate.gates(tool_name, tool_input)
+        except Exception:
+            logger.exception("gate_tools predicate raised on %s; asking a person to be safe", tool_name)
+            return True
+
+    def _take_redirect(self, level: InterventionLevel) -> list[Guidance]:
+        """Notes to hand the model instead of the held call: steers and escalations, or all at CANCEL_REINVOKE+."""
+        notes = self.session.take_guidance()
+        if level >= InterventionLevel.CANCEL_REINVOKE:
+            return notes
+        redirect = [n for n in notes if n.source in ("steer", "escalation")]
+        for note in notes:
+            if note not in redirect:  # the rest wait for the next hook
+                self.session.add_guidance(note.text, note.source, note.control_id)
+        return redirect
+
+    def _edit_validator(self, tool_name: str) -> EditValidator:
+        schema = self._owner.tool_schemas.get(tool_name)
+
+        def validate(edited: Mapping[str, Any]) -> str | None:
+            if not isinstance(edited, Mapping):
+                return f"edited arguments must be a JSON object, got {type(edited).__name__}"
+            if schema is None:
+                return None
+            error = jsonschema.exceptions.best_match(
+                jsonschema.validators.validator_for(schema)(schema).iter_errors(dict(edited))
+            )
+            if error is None:
+                return None
+            where = "/".join(str(p) for p in error.absolute_path) or "the top level"
+            return f"{error.message} (at {where}, checked against {tool_name}'s input schema)"
+
+        return validate
+
+    # -- hooks ----------------------------------------------------------------------------------------------
+    def _hooks(self) -> dict[HookEvent, list[HookMatcher]]:
+        return {
+            "PreToolUse": [HookMatcher(matcher=None, hooks=[self._pre_tool_use])],
+            "PostToolUse": [HookMatcher(matcher=None, hooks=[self._post_tool_use])],
+            "Stop": [HookMatcher(matcher=None, hooks=[self._stop])],
+            "UserPromptSubmit": [HookMatcher(matcher=None, hooks=[self._user_prompt_submit])],
+        }
+
+    async def _pre_tool_use(
+        self, hook_input: HookInput, tool_use_id: str | None, context: HookContext
+    ) -> HookJSONOutput:
+        """Announce a gated call (so an early decision is kept) and send every call to ``can_use_tool``."""
+        data = cast("Mapping[str, Any]", hook_input)
+        self._learn_session_id(data.get("session_id"))
+        tool_name, tool_input = data.get("tool_name"), data.get("tool_input")
+        target = tool_use_id or data.get("tool_use_id")
+        if isinstance(target, str) and isinstance(tool_name, str) and isinstance(tool_input, Mapping):
+            self._expect(target, tool_name, tool_input)
+        # "ask" makes the CLI consult can_use_tool even for calls its own rules would allow,
+        # so PAUSE holds every tool use and the detectors see every call.
+        return {
+            "hookSpecificOutput": {
+                "hookEventName": "PreToolUse",
+                "permissionDecision": "ask",
+                "permissionDecisionReason": _STEP_GATE_REASON,
+            }
+        }
+
+    async def _post_tool_use(
+        self, hook_input: HookInput, tool_use_id: str | None, context: HookContext
+    ) -> HookJSONOutput:
+        return self._deliver("PostToolUse", hook_input)
+
+    async def _stop(self, hook_input: HookInput, tool_use_id: str | None, context: HookContext) -> HookJSONOutput:
+        return self._deliver("Stop", hook_input)
+
+    async def _user_prompt_submit(
+        self, hook_input: HookInput, tool_use_id: str | None, context: HookContext
+    ) -> HookJSONOutput:
+        return self._deliver("UserPromptSubmit", hook_input)
+
+    def _deliver(self, event: str, hook_input: HookInput) -> HookJSONOutput:
+        """Queued guidance for the model, as the hook's ``additionalContext``."""
+        self._learn_session_id(cast("Mapping[str, Any]", hook_input).get("session_id"))
+        if self.session.state not in ("running", "paused"):
+            return {}
+        notes = self.session.take_guidance()
+        if not notes:
+            return {}
+        return cast(
+            "HookJSONOutput",
+            {"hookSpecificOutput": {"hookEventName": event, "additionalContext": _guidance_text(notes)}},
+        )
+
+    # -- reporting tools --------------------------------------------------------------------------------------
+    def _reporting_server(self) -> McpSdkServerConfig:
+        tools = [
+            tool(spec.name, spec.description, spec.parameters)(self._reporting_handler(spec.name))
+            for spec in TOOL_SPECS.values()
+        ]
+        return create_sdk_mcp_server(self._owner.server_name, version=_SERVER_VERSION, tools=tools)
+
+    def _reporting_handler(self, name: str) -> Any:
+        async def handle(args: dict[str, Any]) -> dict[str, Any]:
+            result = await call_reporting_tool(self.session, name, args)
+            return {"content": [{"type": "text", "text": canonical_json(result)}], "is_error": "error" in result}
+
+        return handle
+
+    # -- internals -------------------------------------------------------------------------------------------
+    def _expect(self, tool_use_id: str, tool_name: str, tool_input: Mapping[str, Any]) -> None:
+        approvals = self.session.approvals
+        if tool_name in self._reporting or approvals.knows(tool_use_id) or self.session.state != "running":
+            return
+        if self._gated(tool_name, tool_input):
+            approvals.expect(tool_use_id)
+
+    def _learn_session_id(self, session_id: object) -> None:
+        if isinstance(session_id, str) and session_id and not self.session.session_id:
+            self.session.session_id = session_id
+            self.session.events.session_id = session_id
+
+    def _on_cancel(self, reason: str) -> None:
+        client = self.client
+        if client is None:
+            return  # held calls are denied with interrupt=True; nothing else to stop yet
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            logger.warning(
+                "run %s cancelled outside the event loop; the client is not interrupted", self.session.run_id
+            )
+            return
+        task = loop.create_task(self._interrupt(client), name=f"goldfive-interrupt-{self.session.run_id}")
+        self._interrupts.add(task)
+        task.add_done_callback(self._interrupts.discard)
+
+    async def _interrupt(self, client: ClaudeSDKClient) -> None:
+        try:
+            await client.interrupt()
+        except Exception:
+            logger.warning("could not interrupt Claude for run %s", self.session.run_id, exc_info=True)
+
+    def _finish(self, exc: BaseException | None) -> RunResult:
+        session = self.session
+        last = self.last_result
+        output = last.result if last is not None else None
+        if session.state == "terminated":
+            status, reason = RunStatus.ABORTED, session.stop_reason
+        elif session.state == "cancelled" or isinstance(exc, asyncio.CancelledError | RunCancelledError):
+            status, reason = RunStatus.CANCELLED, session.stop_reason or "cancelled"
+        elif exc is not None:
+            status, reason = RunStatus.FAILED, f"the run raised {exc!r}"
+        elif last is not None and last.is_error:
+            status, reason = RunStatus.FAILED, f"Claude ended with {last.subtype}"
+        else:
+            status, reason = RunStatus.COMPLETED, ""
+        try:
+            for task in session.tasks.all():
+                if task.status.terminal:
+                    continue
+                if status is RunStatus.COMPLETED and task.id == self._root.id and task.status is TaskStatus.RUNNING:
+                    session.tasks.transition(task.id, TaskStatus.COMPLETED)
+                    session.events.emit(events_pb2.TaskCompleted(task_id=task.id))
+                else:
+                    session.tasks.transition(task.id, TaskStatus.CANCELLED)
+                    session.events.emit(events_pb2.TaskCancelled(task_id=task.id, reason=reason or "the run ended"))
+            if status is RunStatus.COMPLETED:
+                session.events.emit(events_pb2.RunCompleted(status=_RUN_STATUS[status], summary=output or ""))
+            else:
+                session.events.emit(events_pb2.RunAborted(reason=reason, status=_RUN_STATUS[status]))
+        finally:
+            session.finish()
+            self._owner.router.detach(session)
+        return RunResult(
+            run_id=session.run_id,
+            status=status,
+            root_task_id=self._root.id,
+            output=output,
+            reason=reason,
+            error=exc if status is RunStatus.FAILED else None,
+            tasks={t.id: t.status for t in session.tasks.all()},
+        )
+
+
+def _guidance_text(notes: list[Guidance]) -> str:
+    lines = "\n".join(f"- {note.text}" for note in notes)
+    return f"Guidance from the people supervising this run (follow it over your earlier plan):\n{lines}"
+
+
+def _check_schemas(schemas: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    checked = {}
+    for name, schema in schemas.items():
+        try:
+            jsonschema.validators.validator_for(schema).check_schema(schema)
+        except jsonschema.exceptions.SchemaError as exc:
+            raise ConfigError(f"tool_schemas[{name!r}] is not a valid JSON Schema: {exc.message}") from None
+        checked[name] = dict(schema)
+    return checked
