@@ -58,7 +58,8 @@ class ScriptedLlm(BaseLlm):
         self, llm_request: LlmRequest, stream: bool = False
     ) -> AsyncGenerator[LlmResponse, None]:
         """Answer with the next scripted turn."""
-        self.requests.append(llm_request.model_copy(deep=True))
+        # Only the contents: the rest (tools, config) holds live objects that do not copy.
+        self.requests.append(LlmRequest(contents=[c.model_copy(deep=True) for c in llm_request.contents]))
         step = 0
         for content in reversed(llm_request.contents):
             if _genuine_user_text(content):
