@@ -33,3 +33,14 @@ def args_digest(tool_name: str, args: Any) -> str:
 def shorten(text: str, limit: int = 200) -> str:
     """Clip a string for use inside an error message."""
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def safe_repr(value: object, limit: int = 200) -> str:
+    """``repr(value)`` clipped for an error message; never raises (a broken ``__repr__``, a huge int)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 256:
+        return f"<an integer of {value.bit_length()} bits>"  # repr() of a huge int raises ValueError
+    try:
+        text = repr(value)
+    except Exception:
+        return f"<a {type(value).__name__} whose repr() failed>"
+    return shorten(text, limit)

@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from enum import StrEnum
 from typing import Any, Literal
 
-from ._util import now_ms
+from ._util import now_ms, safe_repr
 from .errors import ApprovalError
 
 __all__ = [
@@ -264,7 +264,7 @@ class ApprovalBook:
             pending = ", ".join(repr(t) for t in self.open_targets()[:5]) or "none"
             return DecisionResult(
                 DecisionVerdict.UNKNOWN_TARGET,
-                f"unknown target_id {target_id!r}: no pending approval (pending: {pending})",
+                f"unknown target_id {safe_repr(target_id)}: no pending approval (pending: {pending})",
             )
         if record.status is ApprovalStatus.EXPECTED:
             if record.decision is not None:

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from enum import StrEnum
 from typing import Any
 
-from ._util import new_id, now_ms, shorten
+from ._util import new_id, now_ms, safe_repr, shorten
 from .errors import ChannelBusyError
 
 __all__ = [
@@ -143,7 +143,7 @@ def check_message(msg: object) -> ControlAck | None:
         return ControlAck.failure("", f"control message id must be a string, got {type(msg.id).__name__}")
     if not isinstance(msg.kind, ControlKind):
         known = ", ".join(k.value for k in ControlKind if k is not ControlKind.UNSPECIFIED)
-        return ControlAck.failure(msg.id, f"unknown control kind {shorten(repr(msg.kind))} (expected one of: {known})")
+        return ControlAck.failure(msg.id, f"unknown control kind {safe_repr(msg.kind)} (expected one of: {known})")
     if msg.kind is ControlKind.UNSPECIFIED:
         return ControlAck.failure(msg.id, "control kind UNSPECIFIED: say what the message asks for")
     if not isinstance(msg.payload, Mapping):

@@ -13,7 +13,7 @@ import math
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from ._util import shorten
+from ._util import safe_repr
 from .approvals import MAX_TIMEOUT_MS, ApprovalRequest, ApprovalStatus
 from .drift import Drift, DriftKind, DriftSeverity
 from .errors import ApprovalError, InvalidTransitionError
@@ -135,12 +135,7 @@ def _type_ok(kind: str, value: object) -> bool:
 
 
 def _safe_repr(value: object) -> str:
-    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
-        return f"an integer of {value.bit_length()} bits"  # repr() of a huge int raises ValueError
-    try:
-        return shorten(repr(value), 60)
-    except Exception:  # a foreign object with a broken __repr__ must not break the error message
-        return f"a {type(value).__name__}"
+    return safe_repr(value, 60)
 
 
 def validate_args(name: str, args: object) -> tuple[dict[str, Any] | None, str | None]:

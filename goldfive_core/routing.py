@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._util import safe_repr
 from .control import AckResult, ControlAck, ControlChannel, ControlKind, ControlMessage, check_message
 from .session import Session, decision_from_payload
 
@@ -72,7 +73,7 @@ class ControlRouter:
             session = self.find(named)
             if session is None:
                 active = ", ".join(repr(s.run_id) for s in self.sessions[:5]) or "none"
-                return ControlAck.failure(msg.id, f"no active run {named!r} (active: {active})")
+                return ControlAck.failure(msg.id, f"no active run {safe_repr(named)} (active: {active})")
             return session.dispatch(msg)
         if msg.kind in (ControlKind.APPROVE, ControlKind.REJECT):
             return self._dispatch_decision(msg)
@@ -107,8 +108,11 @@ class ControlRouter:
         if len(holders) > 1:
             runs = ", ".join(repr(s.run_id) for s in holders)
             return ControlAck.failure(
-                msg.id, f"target_id {target!r} is open in several runs ({runs}); name one with payload['run_id']"
+                msg.id,
+                f"target_id {safe_repr(target)} is open in several runs ({runs}); name one with payload['run_id']",
             )
         pending = [t for s in self._sessions.values() for t in s.approvals.open_targets()]
         listed = ", ".join(repr(t) for t in pending[:5]) or "none"
-        return ControlAck.failure(msg.id, f"unknown target_id {target!r}: no pending approval (pending: {listed})")
+        return ControlAck.failure(
+            msg.id, f"unknown target_id {safe_repr(target)}: no pending approval (pending: {listed})"
+        )

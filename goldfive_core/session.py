@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal, Protocol
 
-from ._util import canonical_json, new_id, shorten
+from ._util import canonical_json, new_id, safe_repr, shorten
 from .approvals import (
     ApprovalBook,
     ApprovalOutcome,
@@ -566,9 +566,22 @@ def _deadline_s(escalation: Mapping[str, Any]) -> float | None:
     value = escalation.get("deadline_s")
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
-        raise ValueError(f"payload['deadline_s'] must be a positive number of seconds, got {value!r}")
+    # Compare before math.isfinite(): a huge int overflows float conversion.
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not 0 < value <= _MAX_DEADLINE_S
+        or not math.isfinite(value)
+    ):
+        raise ValueError(
+            f"payload['deadline_s'] must be a positive number of seconds (at most {_MAX_DEADLINE_S}), "
+            f"got {safe_repr(value)}"
+        )
     return float(value)
+
+
+_MAX_DEADLINE_S = 366 * 24 * 3600
+"""A year: longer deadlines overflow the event loop's clock arithmetic for no benefit."""
 
 
 # Drift helpers the reporting tools and adapters share.
