@@ -240,3 +240,49 @@ async def test_adk_without_a_channel_the_escalation_is_emitted_and_the_repeat_ab
     ]
     assert run.log.of("run_aborted")[0].run_aborted.status == types_pb2.RUN_STATUS_ABORTED
     assert run.tools.searches == 2
+
+
+class PingPongLlm(BaseLlm):
+    """Hands control to ``to`` on every turn (two of these make a delegation loop)."""
+
+    model: str = "ping-pong"
+    to: str = ""
+
+    async def generate_content_async(
+        self, llm_request: LlmRequest, stream: bool = False
+    ) -> AsyncGenerator[LlmResponse, None]:
+        """One turn: transfer."""
+        call = types.FunctionCall(name="transfer_to_agent", args={"agent_name": self.to})
+        yield LlmResponse(content=types.Content(role="model", parts=[types.Part(function_call=call)]))
+
+
+async def test_adk_runaway_delegation_escalates_to_a_person() -> None:
+    log = EventLog()
+    channel = ControlChannel()
+    config = loop_config(max_transfers=2)
+    plugin = GoldfivePlugin(control=channel, sinks=[log], config=config, session_setup=install_default_steering)
+    helper = LlmAgent(name="helper", model=PingPongLlm(to="boss"))
+    boss = LlmAgent(name="boss", model=PingPongLlm(to="helper"), sub_agents=[helper])
+    app = App(name="delegation_test", root_agent=boss, plugins=[plugin])
+    runner = Runner(app=app, session_service=InMemorySessionService())
+    session = await runner.session_service.create_session(app_name=app.name, user_id="u")
+    message = types.Content(role="user", parts=[types.Part(text="sort it out between you")])
+
+    async def consume() -> list[Event]:
+        return [e async for e in runner.run_async(user_id="u", session_id=session.id, new_message=message)]
+
+    consuming = asyncio.create_task(consume())
+    await log.wait_for(human_needed)
+    ack = await channel.send(ControlMessage(ControlKind.CANCEL, {"reason": "stop passing it around"}))
+    async with asyncio.timeout(10):
+        await consuming
+    assert ack.ok
+    assert log.drifts() == [
+        ("RUNAWAY_DELEGATION", "CRITICAL", 3),
+        ("RUNAWAY_DELEGATION", "CRITICAL", 4),
+        ("HUMAN_INTERVENTION_REQUIRED", "CRITICAL", 4),
+    ]
+    first = log.of("drift_detected")[0].drift_detected
+    assert first.detail == "transfer 3 (to 'helper') is beyond the cap of 2 transfers"
+    (aborted,) = log.of("run_aborted")
+    assert aborted.run_aborted.status == types_pb2.RUN_STATUS_CANCELLED
