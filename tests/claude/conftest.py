@@ -6,7 +6,7 @@ import pytest
 
 pytest.importorskip("claude_agent_sdk")
 
-from tests.claude.claude_support import Harness, make_harness  # noqa: E402  (after the skip)
+from tests.claude.claude_support import Harness, make_harness
 
 
 @pytest.fixture

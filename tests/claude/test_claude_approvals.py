@@ -8,7 +8,6 @@ from claude_agent_sdk import ResultMessage
 
 from goldfive_core import ControlKind, DriftKind, DriftSeverity, SteeringConfig, args_digest, canonical_json
 from goldfive_core.adapters.claude import FakeToolUse
-
 from tests.claude.claude_support import REFUND, Harness, converse, make_harness
 
 ARGS = {"order_id": "42", "amount": 30}
