@@ -1,0 +1,191 @@
+"""An ADK agent that wants to move money; a person approves, edits or rejects the call in-process.
+
+Runs offline (a scripted model stands in for Gemini; no API key)::
+
+    python examples/adk_approval.py                       # asks in the terminal
+    python examples/adk_approval.py --decision reject --reason "wrong payee"
+    python examples/adk_approval.py --decision edit --amount 120 --to "ACME Ltd"
+
+With no terminal and no ``--decision`` it approves, and says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import AsyncGenerator
+from typing import Any
+
+from google.adk.agents.llm_agent import LlmAgent
+from google.adk.apps import App
+from google.adk.models.base_llm import BaseLlm
+from google.adk.models.llm_request import LlmRequest
+from google.adk.models.llm_response import LlmResponse
+from google.adk.runners import Runner
+from google.adk.sessions import InMemorySessionService
+from google.adk.tools.function_tool import FunctionTool
+from google.genai import types
+
+from goldfive_adk import GoldfivePlugin
+from goldfive_core import ControlChannel, ControlKind, ControlMessage, SteeringConfig
+from goldfive_core.events import event_to_dict, payload_name
+from goldfive_core.pb.v1 import events_pb2
+
+LEDGER: list[dict[str, Any]] = []
+
+
+def transfer_funds(amount: int, to: str) -> dict[str, Any]:
+    """Send ``amount`` euros to the account ``to``."""
+    LEDGER.append({"amount": amount, "to": to})
+    return {"status": "sent", "amount": amount, "to": to}
+
+
+class ScriptedTreasurer(BaseLlm):
+    """Stands in for a real model: asks to pay an invoice, then reports what happened."""
+
+    model: str = "scripted-treasurer"
+
+    async def generate_content_async(
+        self, llm_request: LlmRequest, stream: bool = False
+    ) -> AsyncGenerator[LlmResponse, None]:
+        """Call transfer_funds once; then describe the tool's answer."""
+        answers = [p.function_response for c in llm_request.contents for p in c.parts or [] if p.function_response]
+        if not answers:
+            call = types.FunctionCall(name="transfer_funds", args={"amount": 250, "to": "ACME Corp"})
+            parts = [types.Part(text="Paying invoice #1042."), types.Part(function_call=call)]
+        else:
+            result = answers[-1].response or {}
+            if result.get("status") == "sent":
+                text = f"Done: sent {result['amount']} EUR to {result['to']}."
+            else:
+                text = f"I did not pay: {result.get('reason')} ({result.get('detail')})."
+            parts = [types.Part(text=text)]
+        yield LlmResponse(
+            content=types.Content(role="model", parts=parts),
+            usage_metadata=types.GenerateContentResponseUsageMetadata(prompt_token_count=1, candidates_token_count=1),
+        )
+
+
+class PrintSink:
+    """Prints each goldfive event on one line and hands approval requests to the person."""
+
+    def __init__(self) -> None:
+        self.requests: asyncio.Queue[events_pb2.ApprovalRequested] = asyncio.Queue()
+
+    def emit(self, event: events_pb2.Event) -> None:
+        """Print and, for an approval request, queue it."""
+        name = payload_name(event)
+        body = event_to_dict(event).get(name, {})
+        print(f"  goldfive #{event.sequence:<2} {name:<20} {json.dumps(body, ensure_ascii=False)[:110]}")
+        if name == "approval_requested":
+            self.requests.put_nowait(event.approval_requested)
+
+
+async def ask(prompt: str) -> str:
+    """Read one line from the terminal without blocking the event loop ("" at end of input)."""
+    try:
+        return (await asyncio.to_thread(input, prompt)).strip()
+    except EOFError:
+        return ""
+
+
+async def ask_int(prompt: str) -> int | None:
+    """Read a whole number; empty keeps the proposal."""
+    while True:
+        answer = await ask(prompt)
+        if not answer:
+            return None
+        try:
+            return int(answer)
+        except ValueError:
+            print(f"    {answer!r} is not a whole number")
+
+
+async def choose(args: argparse.Namespace, request: events_pb2.ApprovalRequested) -> ControlMessage:
+    """Turn the person's answer (terminal or flags) into an APPROVE/REJECT control message."""
+    proposed = json.loads(request.metadata["args_json"])
+    decision = args.decision
+    if decision is None and sys.stdin.isatty():
+        print(f"\n>>> The agent wants to call {request.metadata['tool_name']}({proposed})")
+        while decision is None:
+            answer = (await ask("    [a]pprove, [e]dit, [r]eject? ")).lower()[:1]
+            decision = {"a": "approve", "e": "edit", "r": "reject"}.get(answer)
+        if decision == "edit":
+            args.amount = await ask_int(f"    amount [{proposed['amount']}]: ")
+            args.to = await ask(f"    to [{proposed['to']}]: ") or None
+        elif decision == "reject":
+            args.reason = await ask("    reason: ") or args.reason
+    elif decision is None:
+        print("\n>>> no terminal and no --decision: approving by default (pass --decision to choose)")
+        decision = "approve"
+    payload: dict[str, Any] = {"target_id": request.target_id, "decided_by": "demo-user"}
+    if decision == "reject":
+        payload["detail"] = args.reason
+        return ControlMessage(ControlKind.REJECT, payload)
+    if decision == "edit":
+        edited = dict(proposed)
+        if args.amount is not None:
+            edited["amount"] = args.amount
+        if args.to is not None:
+            edited["to"] = args.to
+        payload["edited_args"] = edited
+    return ControlMessage(ControlKind.APPROVE, payload)
+
+
+async def main(args: argparse.Namespace) -> int:
+    """Run the agent once with goldfive watching; return the exit status."""
+    channel = ControlChannel()
+    sink = PrintSink()
+    plugin = GoldfivePlugin(control=channel, sinks=[sink], config=SteeringConfig(tool_approval_timeout_ms=120_000))
+    agent = LlmAgent(
+        name="treasurer",
+        model=ScriptedTreasurer(),
+        instruction="Pay the invoices you are given.",
+        tools=[FunctionTool(transfer_funds, require_confirmation=True)],
+    )
+    app = App(name="adk_approval_demo", root_agent=agent, plugins=[plugin])
+    runner = Runner(app=app, session_service=InMemorySessionService())
+    session = await runner.session_service.create_session(app_name=app.name, user_id="demo")
+
+    async def person() -> None:
+        request = await sink.requests.get()
+        while True:
+            message = await choose(args, request)
+            ack = await channel.send(message)
+            print(f">>> {message.kind.value}: {ack.result.value} — {ack.detail}\n")
+            if ack.ok or args.decision is not None or not sys.stdin.isatty():
+                return
+
+    decider = asyncio.create_task(person())
+    message = types.Content(role="user", parts=[types.Part(text="Pay invoice #1042 from ACME Corp.")])
+    try:
+        async for event in runner.run_async(user_id="demo", session_id=session.id, new_message=message):
+            for part in event.content.parts if event.content and event.content.parts else []:
+                if part.text:
+                    print(f"[{event.author}] {part.text}")
+                if part.function_call:
+                    print(f"[{event.author}] calls {part.function_call.name}({part.function_call.args})")
+                if part.function_response:
+                    print(f"[{event.author}] {part.function_response.name} -> {part.function_response.response}")
+    finally:
+        if not decider.done():
+            decider.cancel()
+        await runner.close()
+    print(f"\nledger: {LEDGER}")
+    return 0
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    """Command-line flags (used when there is no terminal, or to skip the prompt)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--decision", choices=["approve", "edit", "reject"], help="answer without a prompt")
+    parser.add_argument("--amount", type=int, help="with --decision edit: the amount to send instead")
+    parser.add_argument("--to", help="with --decision edit: the payee to pay instead")
+    parser.add_argument("--reason", default="rejected in the demo", help="with --decision reject: why")
+    return parser.parse_args(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main(parse())))
