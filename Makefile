@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(PY) examples/approval_gated_agent.py
+	$(PY) examples/adk_approval.py
 
 test: lint types pytest
 
