@@ -151,6 +151,7 @@ class Runner:
             result = self._result(session, root, agent)
             self._close_tasks(session, result)
             result = dataclasses.replace(result, tasks={t.id: t.status for t in session.tasks.all()})
+            session.finish()  # withdraw what is still open (ApprovalCancelled) before the run's last event
             if result.status is RunStatus.COMPLETED:
                 session.events.emit(
                     events_pb2.RunCompleted(status=_PB_RUN_STATUS[result.status], summary=result.reason)
