@@ -203,3 +203,18 @@ async def test_a_sync_agent_fails_the_run_with_a_clear_error(harness) -> None:
     result = await h.result()
     assert result.status is RunStatus.FAILED
     assert "must be async" in str(result.error)
+
+
+async def test_the_run_end_event_is_last_even_with_an_open_timed_out_approval(harness) -> None:
+    async def agent(task, tools):
+        out = await tools.report_awaiting_approval(prompt="pay?", timeout_ms=1)
+        await tools.report_task_completed(result="not paid")
+        return out["decision"]
+
+    h = harness(agent)
+    h.start(task_id="pay")
+    result = await h.result()
+    assert result.output == "timeout"
+    kinds = h.sink.kinds()
+    assert kinds[-2:] == ["approval_cancelled", "run_completed"]
+    assert h.sink.of("approval_cancelled")[0].approval_cancelled.reason == "the run ended"
