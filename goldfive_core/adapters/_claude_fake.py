@@ -18,7 +18,7 @@ import itertools
 import json
 import logging
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 import anyio
@@ -59,11 +59,20 @@ class FakeClaudeCLI(Transport):
 
     ``builtin_tools`` maps non-MCP tool names (``"Bash"``) to ``async fn(input) -> str``;
     ``mcp__<server>__<tool>`` calls go to the SDK's in-process MCP servers.
+    ``auto_allow`` plays the CLI's allow rules (``allowed_tools``, settings): those
+    tools skip ``can_use_tool`` unless a PreToolUse hook answers "ask".
     """
 
-    def __init__(self, *, session_id: str = "fake-session-1", builtin_tools: Mapping[str, BuiltinTool] | None = None):
+    def __init__(
+        self,
+        *,
+        session_id: str = "fake-session-1",
+        builtin_tools: Mapping[str, BuiltinTool] | None = None,
+        auto_allow: Iterable[str] = (),
+    ) -> None:
         self.session_id = session_id
         self.builtin_tools = dict(builtin_tools or {})
+        self.auto_allow = frozenset(auto_allow)
         self.written: list[JSON] = []
         """Every frame the SDK wrote, in order."""
         self.model_context: list[str] = []
@@ -284,7 +293,7 @@ class FakeClaudeCLI(Transport):
         ]
         if "deny" in decisions:
             return await self._tool_result(use, f"PreToolUse:{name} hook denied the call", is_error=True)
-        if "allow" in decisions and "ask" not in decisions:
+        if "ask" not in decisions and ("allow" in decisions or name in self.auto_allow):
             use.permission = {"behavior": "allow", "updatedInput": tool_input}
         else:
             use.permission = await self.request(

@@ -95,9 +95,12 @@ async def test_user_hooks_servers_and_allowed_tools_are_merged_not_replaced(h: H
         assert use.ran
         await h.cli.result()
 
+    h.cli.auto_allow = frozenset(merged.allowed_tools)  # the CLI's allow rule for lookup
     async with run:
         await converse(run, h.cli, "look up", script)
     assert seen == [f"user saw {LOOKUP}"]
+    # goldfive's PreToolUse "ask" still sends the allowed call through the step gate
+    assert any(f.get("response", {}).get("request_id") == "perm-toolu_M" for f in h.cli.written)
     assert h.shop.lookups == [{"order_id": "5"}]
     registered = h.cli.initialize_request
     assert registered is not None and len(registered["hooks"]["PreToolUse"]) == 2
