@@ -229,13 +229,25 @@ class _GoldfiveADKPlugin(BasePlugin):
     async def before_run_callback(self, *, invocation_context: InvocationContext) -> types.Content | None:
         """Start (or join) the goldfive run of this ADK session."""
         ic = invocation_context
-        if ic.invocation_id in self._ended:
-            return None
+        # A resumed invocation (ADK's native confirm-and-resume, or run_async(invocation_id=...)) reuses
+        # the id of one that already ended: this call is the start of a new goldfive run, not a late callback.
+        self._ended.pop(ic.invocation_id, None)
+        run = self._runs.get(ic.session.id)
+        if run is not None:
+            self._drop_dead_invocations(run)
         if ic.session.id not in self._runs:
             self._start(ic.session.id, ic.invocation_id, ic)
         else:
             self._run_for(ic.session.id, ic.invocation_id)
         return None
+
+    def _drop_dead_invocations(self, run: AdkRun) -> None:
+        # An invocation whose agent tasks are all done yet never reported its end was cancelled where
+        # the plugin could not see it; end it before a new invocation joins the run.
+        for invocation_id, tasks in list(run.invocations.items()):
+            if tasks and all(t.done() for t in tasks):
+                run.aborted = True
+                self._end_invocation(run.adk_session_id, invocation_id)
 
     async def after_run_callback(self, *, invocation_context: InvocationContext) -> None:
         """The invocation ended (also after an early close or ``abort_signal``)."""

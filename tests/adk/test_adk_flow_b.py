@@ -211,9 +211,14 @@ async def test_without_a_channel_the_native_flow_keeps_the_tool_from_running(ban
             )
         ],
     )
-    [e async for e in h.runner.run_async(user_id="u", session_id=sid, new_message=answer)]
+    resumed = [e async for e in h.runner.run_async(user_id="u", session_id=sid, new_message=answer)]
     assert bank.transfers == [{"amount": 5, "to": "bob"}]
     assert sink.of("approval_requested") == []
+    # The resumed invocation (same invocation id) is a second goldfive run, watched like the first.
+    starts = sink.of("run_started")
+    assert len(starts) == 2 and starts[1].run_started.root_task_id == resumed[0].invocation_id
+    assert starts[0].run_id != starts[1].run_id
+    assert sink.kinds()[-1] == "run_completed" and plugin.sessions == []
 
 
 @pytest.mark.parametrize("order", ["first_then_second", "second_then_first"])
@@ -256,6 +261,25 @@ async def test_a_decision_sent_when_the_client_sees_the_call_is_applied(
     assert ack.ok and "kept" in ack.detail
     assert bank.transfers == [{"amount": 5, "to": "bob"}]
     assert sink.of("approval_granted")[0].approval_granted.decided_by == "fast"
+
+
+async def test_an_early_decision_is_kept_when_a_callable_predicate_says_the_call_needs_it(
+    bank: Bank, plugin: GoldfivePlugin, channel: ControlChannel, sink: WaitSink
+) -> None:
+    def big(amount: int, to: str) -> bool:
+        return amount > 100
+
+    turns = [[("transfer_funds", {"amount": 5, "to": "a"}), ("transfer_funds", {"amount": 500, "to": "b"})], "ok"]
+    h = Harness(tools=bank.tools(confirm=big), turns=turns, plugin=plugin)
+    sid = await h.new_session()
+    message = types.Content(role="user", parts=[types.Part(text="go")])
+    acks = {}
+    async for event in h.runner.run_async(user_id="u", session_id=sid, new_message=message):
+        for fc in event.get_function_calls():
+            acks[(fc.args or {})["amount"]] = await _decide(channel, ControlKind.REJECT, target_id=fc.id, detail="no")
+    assert acks[500].ok and "kept" in acks[500].detail
+    assert not acks[5].ok  # that call needs no confirmation: nothing to decide
+    assert bank.transfers == [{"amount": 5, "to": "a"}]
 
 
 async def test_an_early_decision_is_not_kept_for_a_call_that_needs_no_confirmation(
