@@ -1,4 +1,8 @@
-"""Steering: SteeringConfig (the knobs, with environment overrides); the ladder lives beside it."""
+"""Steering: SteeringConfig (the knobs, with environment overrides) and DefaultSteerer (the ladder, acted on).
+
+``install_default_steering(session, channel)`` gives a session the steerer and
+the built-in detectors; ``wrap()``'s runner and the ADK plugin call it per run.
+"""
 
 from __future__ import annotations
 
@@ -28,7 +32,7 @@ ENV_PREFIX = "GOLDFIVE_STEER_"
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class SteeringConfig:
-    """How long goldfive waits and how much it remembers.
+    """How long goldfive waits, how much it remembers, and when its detectors and ladder step in.
 
     Build one directly for explicit values, or with :meth:`from_env` (what
     ``wrap`` and the plugins do when no config is given) to let
