@@ -484,6 +484,7 @@ class ClaudeRun:
                 else:
                     session.tasks.transition(task.id, TaskStatus.CANCELLED)
                     session.events.emit(events_pb2.TaskCancelled(task_id=task.id, reason=reason or "the run ended"))
+            session.finish()  # withdraw what is still open (ApprovalCancelled) before the run's last event
             if status is RunStatus.COMPLETED:
                 session.events.emit(events_pb2.RunCompleted(status=_RUN_STATUS[status], summary=output or ""))
             else:
