@@ -368,3 +368,19 @@ async def test_a_malformed_escalation_deadline_is_refused(deadline: object) -> N
 
 def test_levels_are_ordered() -> None:
     assert list(InterventionLevel) == sorted(InterventionLevel)
+
+
+async def test_an_approval_timeout_stays_emit_only_under_the_default_ladder() -> None:
+    async def agent(task: Task, tools: AgentTools) -> str:
+        first = await tools.report_awaiting_approval("deploy?", timeout_ms=1)
+        second = await tools.report_awaiting_approval("deploy now?", timeout_ms=1)
+        return f"{first['decision']}/{second['decision']}"
+
+    run = Run(agent, config=loop_config())
+    result = await run.result()
+    assert result.output == "timeout/timeout"
+    # Two HUMAN_INTERVENTION_REQUIRED warnings at level 0: no pause, no escalation, no abort.
+    assert run.log.drifts() == [("HUMAN_INTERVENTION_REQUIRED", "WARNING", 0)] * 2
+    steerer = run.runner.steerer
+    assert isinstance(steerer, DefaultSteerer) and steerer.decisions == []
+    assert run.channel is not None and run.channel.statistics().dispatched == 0
