@@ -279,8 +279,10 @@ async def main(args: argparse.Namespace) -> None:
     print(f"   goldfive is {speedup:.0f}x faster (target >= 10x)")
     print("\n3. floor")
     print(f"   bare asyncio.Event set -> wake           {med_ms(floor)}")
-    ok1 = statistics.median(with_) / statistics.median(without) <= 1.03
-    verdicts = [("overhead <= 1.03", ok1), ("calls <= 50", per_call <= 50), (">= 10x", speedup >= 10)]
+    # Judged on the paired statistic: neighbours in time share the machine's load, so their ratio is the
+    # least noisy estimate on a shared VM; the ratio of the two medians is printed beside it.
+    ok1 = statistics.median(o / b for b, o in zip(without, with_, strict=True)) <= 1.03
+    verdicts = [("overhead (paired) <= 1.03", ok1), ("calls <= 50", per_call <= 50), (">= 10x", speedup >= 10)]
     print("\ntargets: " + "; ".join(f"{name} {'met' if ok else 'NOT met'}" for name, ok in verdicts))
 
 
