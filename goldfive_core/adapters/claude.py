@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from typing import Any, cast
 
 from .._util import args_digest, canonical_json, new_id, shorten
@@ -192,9 +192,13 @@ class ClaudeRun:
         self._root = self.session.tasks.add(task_id or new_id("task"), title=title or "claude run")
         self._reporting = frozenset(owner.reporting_tools)
         self._interrupts: set[asyncio.Task[None]] = set()
+        self._entered = False
 
     # -- lifecycle ------------------------------------------------------------------------------------------
     async def __aenter__(self) -> ClaudeRun:
+        if self._entered:
+            raise RuntimeError(f"run {self.session.run_id} was already started; call gf.run() for a new one")
+        self._entered = True
         session = self.session
         session.events.emit(
             events_pb2.RunStarted(input=shorten(self._title, 4096), adapter="claude", root_task_id=self._root.id)
@@ -238,7 +242,11 @@ class ClaudeRun:
             yield message
 
     async def track(self, messages: AsyncIterable[Message]) -> AsyncIterator[Message]:
-        """Pass ``messages`` (e.g. ``query(prompt=..., options=run.options)``) through goldfive."""
+        """Pass ``messages`` (e.g. ``query(prompt=..., options=run.options)``) through goldfive.
+
+        Without a client there is nothing to interrupt: a CANCEL then denies held
+        and later tool uses with ``interrupt=True``, which ends the CLI's turn.
+        """
         async for message in messages:
             self.note(message)
             yield message
@@ -419,7 +427,7 @@ class ClaudeRun:
         ]
         return create_sdk_mcp_server(self._owner.server_name, version=_SERVER_VERSION, tools=tools)
 
-    def _reporting_handler(self, name: str) -> Any:
+    def _reporting_handler(self, name: str) -> Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]:
         async def handle(args: dict[str, Any]) -> dict[str, Any]:
             result = await call_reporting_tool(self.session, name, args)
             return {"content": [{"type": "text", "text": canonical_json(result)}], "is_error": "error" in result}

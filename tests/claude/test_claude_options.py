@@ -149,3 +149,27 @@ async def test_the_same_options_drive_query_too(h: Harness) -> None:
     assert type(messages[-1]).__name__ == "ResultMessage"
     assert h.shop.lookups == [{"order_id": "3"}]
     assert run.result is not None and run.result.output == "done" and run.session.session_id == "sess-claude-1"
+
+
+def test_the_public_names_are_pinned() -> None:
+    from goldfive_core.adapters import claude
+
+    assert claude.__all__ == sorted(claude.__all__)
+    assert claude.__all__ == [
+        "ClaudeRun",
+        "FakeClaudeCLI",
+        "FakeToolUse",
+        "GatePredicate",
+        "GateSpec",
+        "GoldfiveClaude",
+    ]
+
+
+async def test_a_run_is_entered_once(h: Harness) -> None:
+    run = h.run()
+    async with run:
+        pass
+    with pytest.raises(RuntimeError, match="already started"):
+        async with run:
+            pass
+    assert run.result is not None and run.result.status == "COMPLETED"
