@@ -324,9 +324,12 @@ def install_default_steering(
 
     ``wrap()``'s runner and the ADK plugin call this for every session they
     create; ``channel`` is the control channel a person answers on (``None``: no person).
+    Calling it again on the same session returns the steerer already installed.
     """
     from .detectors import default_detectors  # detectors import session, which imports this module
 
+    if isinstance(session.steerer, DefaultSteerer):
+        return session.steerer
     steerer = DefaultSteerer(session, channel, config)
     session.steerer = steerer
     session.detectors.extend(default_detectors(steerer.config))

@@ -78,6 +78,7 @@ def test_install_default_steering_gives_each_session_fresh_detectors_and_honours
     assert [type(d) for d in one.detectors] == [LoopingToolCallDetector, StepBudgetDetector, DelegationDetector]
     assert [type(d) for d in two.detectors] == [LoopingToolCallDetector]
     assert one.detectors[0] is not two.detectors[0]
+    assert install_default_steering(one) is steerer and len(one.detectors) == 3  # idempotent
 
 
 async def test_observe_tool_call_returns_the_level_and_nudges_land_as_guidance() -> None:
