@@ -301,27 +301,33 @@ class ApprovalBook:
             return _outcome(record.target_id, record.decision)
         if record.status is not ApprovalStatus.PENDING or self._live.get(record.target_id) is not record:
             raise ApprovalError(f"record {record.target_id!r} is {record.status.value}, not pending")
-        waiter: asyncio.Future[ApprovalOutcome] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[ApprovalOutcome] = loop.create_future()
         record.waiter = waiter
+        # A plain timer that resolves the waiter, not asyncio.timeout(): half the cost and memory per wait,
+        # and running out of time never looks like a cancellation to the waiting task.
+        timer = None if timeout_s is None else loop.call_later(timeout_s, _expire, waiter, record.target_id)
         try:
-            async with asyncio.timeout(timeout_s):
-                return await waiter
-        except TimeoutError:
-            if record.decision is not None:  # decided in the same instant the timer fired
-                return _outcome(record.target_id, record.decision)
-            keep_open = record.request is not None and record.request.keep_open_on_timeout
-            if keep_open:
-                record.status = ApprovalStatus.TIMED_OUT
-            else:
-                self._live.pop(record.target_id, None)
-            return ApprovalOutcome(target_id=record.target_id, decision="timeout")
+            outcome = await waiter
         except asyncio.CancelledError:
             if self._live.get(record.target_id) is record:
                 del self._live[record.target_id]
                 record.status = ApprovalStatus.CANCELLED
             raise
         finally:
+            if timer is not None:
+                timer.cancel()
             record.waiter = None
+        if outcome.decision != "timeout":
+            return outcome
+        if record.decision is not None:  # decided after the timer fired but before this task resumed
+            return _outcome(record.target_id, record.decision)
+        keep_open = record.request is not None and record.request.keep_open_on_timeout
+        if keep_open:
+            record.status = ApprovalStatus.TIMED_OUT
+        elif self._live.get(record.target_id) is record:
+            del self._live[record.target_id]
+        return outcome
 
     def close(self, target_id: str, reason: str) -> ApprovalRecord | None:
         """Withdraw a live request (run cancelled or ended); its waiter returns ``cancelled``."""
@@ -384,6 +390,11 @@ class ApprovalBook:
             self._decided.popitem(last=False)
         if record.waiter is not None and not record.waiter.done():
             record.waiter.set_result(_outcome(record.target_id, decision))
+
+
+def _expire(waiter: asyncio.Future[ApprovalOutcome], target_id: str) -> None:
+    if not waiter.done():
+        waiter.set_result(ApprovalOutcome(target_id=target_id, decision="timeout"))
 
 
 def _already(record: ApprovalRecord) -> str:
