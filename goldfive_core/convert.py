@@ -39,9 +39,8 @@ _REJECT_KEYS = ("target_id", "detail", "decided_by", "args_digest")
 
 def timestamp_from_ms(ms: int) -> Timestamp:
     """A protobuf Timestamp for epoch milliseconds."""
-    ts = Timestamp()
-    ts.FromMilliseconds(ms)
-    return ts
+    # Floor division keeps nanos in [0, 1e9) for times before the epoch, as Timestamp requires.
+    return Timestamp(seconds=ms // 1000, nanos=(ms % 1000) * 1_000_000)
 
 
 def timestamp_to_ms(ts: Timestamp) -> int:
