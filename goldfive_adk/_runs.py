@@ -25,6 +25,8 @@ class AdkRun:
     root_task_id: str
     invocations: dict[str, set[asyncio.Task[object]]] = dataclasses.field(default_factory=dict)
     """Invocation id → the agent tasks seen running it (watched so a cancelled invocation ends the run)."""
+    expected: set[str] = dataclasses.field(default_factory=set)
+    """Function call ids announced for an early decision and not yet requested."""
     aborted: bool = False
     """A client abort (``abort_signal``) or cancellation ended one of the invocations."""
     error: str = ""

@@ -58,7 +58,7 @@ from goldfive_core.events import EventSink
 from goldfive_core.pb.v1 import events_pb2, types_pb2
 from goldfive_core.routing import ControlRouter
 from goldfive_core.session import Guidance, Session, approval_timeout_drift
-from goldfive_core.steering import SteeringConfig
+from goldfive_core.steering import SteeringConfig, install_default_steering
 from goldfive_core.tasks import TaskStatus
 
 from ._confirm import edit_validator, skip
@@ -96,7 +96,9 @@ class _GoldfiveADKPlugin(BasePlugin):
     confirmation tools stay with ADK's native flow and ``report_awaiting_approval`` says
     "unavailable". ``sinks`` receive every event of every run. ``config`` defaults to
     ``SteeringConfig.from_env()``; the tool-approval wait is ``effective_tool_approval_timeout_ms``.
-    ``session_setup`` is called with each new Session (steerer, detectors).
+    ``session_setup`` is called with each new Session; the default, like ``wrap()``'s runner, is
+    :func:`~goldfive_core.steering.install_default_steering` (the DESIGN §2 ladder and the built-in
+    detectors); ``None`` installs nothing (drift is only emitted).
     """
 
     def __init__(
@@ -106,7 +108,7 @@ class _GoldfiveADKPlugin(BasePlugin):
         sinks: Iterable[EventSink] = (),
         config: SteeringConfig | None = None,
         name: str = "goldfive",
-        session_setup: SessionSetup | None = None,
+        session_setup: SessionSetup | None = install_default_steering,
     ) -> None:
         super().__init__(name=name)
         self.control = control
@@ -116,7 +118,8 @@ class _GoldfiveADKPlugin(BasePlugin):
         self.session_setup = session_setup
         self._runs: dict[str, AdkRun] = {}
         self._ended: collections.OrderedDict[str, None] = collections.OrderedDict()
-        self._tools: dict[tuple[int, str, str], BaseTool | None] = {}
+        self._policies: dict[tuple[int, str, str], bool | BaseTool] = {}
+        """(agent, author, tool name) → needs confirmation: never, always, or evaluate the tool's predicate."""
 
     # -- public surface ----------------------------------------------------------------
     @property
@@ -277,10 +280,13 @@ class _GoldfiveADKPlugin(BasePlugin):
     ) -> LlmResponse | None:
         """Step gate before a model call; hands the model any queued guidance (STEER text, nudges)."""
         ic = callback_context._invocation_context  # ADK passes no public handle for end_invocation
-        run = self._run_for(ic.session.id, ic.invocation_id)
-        if run is None:
-            return None
-        self._watch(run, ic.invocation_id)
+        run = self._runs.get(ic.session.id)
+        if run is None or ic.invocation_id not in run.invocations:  # the common case skips the slow path
+            run = self._run_for(ic.session.id, ic.invocation_id)
+            if run is None:
+                return None
+        if asyncio.current_task() not in run.invocations[ic.invocation_id]:
+            self._watch(run, ic.invocation_id)
         session = run.session
         await session.observe_model_call()
         try:
@@ -299,9 +305,11 @@ class _GoldfiveADKPlugin(BasePlugin):
     ) -> dict[str, Any] | None:
         """Step gate before a tool; asks a person first when the tool requires confirmation."""
         ic = tool_context._invocation_context
-        run = self._run_for(ic.session.id, ic.invocation_id)
-        if run is None:
-            return None
+        run = self._runs.get(ic.session.id)
+        if run is None or ic.invocation_id not in run.invocations:
+            run = self._run_for(ic.session.id, ic.invocation_id)
+            if run is None:
+                return None
         session = run.session
         name = tool.name
         call_id = tool_context.function_call_id
@@ -310,12 +318,12 @@ class _GoldfiveADKPlugin(BasePlugin):
             await session.gate()
         except _STOPPED as exc:
             ic.end_invocation = True
-            if call_id:
-                session.approvals.forget_expected(call_id)
+            if call_id in run.expected:
+                self._unexpect(run, call_id)
             return skip(name, "run_cancelled", f"the run was stopped: {exc}")
         if level >= InterventionLevel.CANCEL_REINVOKE:
-            if call_id:
-                session.approvals.forget_expected(call_id)
+            if call_id in run.expected:
+                self._unexpect(run, call_id)
             notes = "; ".join(note.text for note in session.take_guidance())
             return skip(name, "goldfive_intervention", notes or f"goldfive stopped this call ({level.name})")
         if self.control is None or tool_context.tool_confirmation is not None:
@@ -323,10 +331,15 @@ class _GoldfiveADKPlugin(BasePlugin):
             # (ADK's native resume, or another plugin).
             return None
         if await tool.check_require_confirmation(tool_args, tool_context) is not True:
-            if call_id:
-                session.approvals.forget_expected(call_id)
+            if call_id in run.expected:
+                self._unexpect(run, call_id)
             return None
         return await self._confirm(run, tool, tool_args, tool_context)
+
+    @staticmethod
+    def _unexpect(run: AdkRun, call_id: str) -> None:
+        run.expected.discard(call_id)
+        run.session.approvals.forget_expected(call_id)
 
     async def _confirm(
         self, run: AdkRun, tool: BaseTool, tool_args: dict[str, Any], tool_context: ToolContext
@@ -334,6 +347,7 @@ class _GoldfiveADKPlugin(BasePlugin):
         session = run.session
         name = tool.name
         target_id = tool_context.function_call_id or new_id("adk")
+        run.expected.discard(target_id)  # opened now (an early decision on it applies at open)
         try:
             args_json = canonical_json(tool_args)
             digest = args_digest(name, tool_args)
@@ -387,19 +401,39 @@ class _GoldfiveADKPlugin(BasePlugin):
         transfer = event.actions.transfer_to_agent
         if transfer:
             await run.session.observe_transfer(transfer)
-        if self.control is not None and event.content is not None:
-            for call in event.get_function_calls():
-                if call.id and call.name and await self._needs_confirmation(ic, event.author, call):
-                    run.session.expect_approval(call.id)
+        content = event.content
+        if self.control is None or content is None or not content.parts:
+            return None
+        for part in content.parts:
+            call = part.function_call
+            if call is None or not call.id or not call.name:
+                continue
+            policy = self._policies.get((id(ic.agent), event.author, call.name), _MISSING)
+            if policy is _MISSING:
+                policy = self._policy(ic, event.author, call.name)
+            if policy is True or (isinstance(policy, BaseTool) and await self._predicate(policy, ic, call)):
+                run.session.expect_approval(call.id)
+                run.expected.add(call.id)
         return None
 
-    async def _needs_confirmation(self, ic: InvocationContext, author: str, call: types.FunctionCall) -> bool:
-        tool = self._find_tool(ic, author, call.name or "")
-        if tool is None or type(tool).check_require_confirmation is BaseTool.check_require_confirmation:
-            return False
-        flag = getattr(tool, "_require_confirmation", _MISSING)  # FunctionTool / McpTool keep it here
-        if isinstance(flag, bool):
-            return flag
+    def _policy(self, ic: InvocationContext, author: str, tool_name: str) -> bool | BaseTool:
+        """Whether calls of ``tool_name`` by ``author`` need confirmation: always, never, or ask the tool."""
+        found: BaseTool | None = None
+        root = ic.agent.root_agent if isinstance(ic.agent, BaseAgent) else None
+        agent = root.find_agent(author) if root is not None else None
+        if isinstance(agent, LlmAgent):
+            found = next((t for t in agent.tools if isinstance(t, BaseTool) and t.name == tool_name), None)
+        policy: bool | BaseTool
+        if found is None or type(found).check_require_confirmation is BaseTool.check_require_confirmation:
+            policy = False
+        else:
+            flag = getattr(found, "_require_confirmation", _MISSING)  # FunctionTool / McpTool keep it here
+            policy = flag if isinstance(flag, bool) else found
+        self._policies[(id(ic.agent), author, tool_name)] = policy
+        return policy
+
+    @staticmethod
+    async def _predicate(tool: BaseTool, ic: InvocationContext, call: types.FunctionCall) -> bool:
         try:
             context = ToolContext(ic, function_call_id=call.id)
             return await tool.check_require_confirmation(dict(call.args or {}), context) is True
@@ -407,19 +441,6 @@ class _GoldfiveADKPlugin(BasePlugin):
             # Only an early announcement: before_tool_callback evaluates the predicate again for real.
             logger.warning("require_confirmation predicate of %r failed on %s", tool.name, call.id, exc_info=True)
             return False
-
-    def _find_tool(self, ic: InvocationContext, author: str, tool_name: str) -> BaseTool | None:
-        root = ic.agent.root_agent if isinstance(ic.agent, BaseAgent) else None
-        key = (id(root), author, tool_name)
-        cached = self._tools.get(key, _MISSING)
-        if cached is not _MISSING:
-            return cached if isinstance(cached, BaseTool) else None
-        found: BaseTool | None = None
-        agent = root.find_agent(author) if root is not None else None
-        if isinstance(agent, LlmAgent):
-            found = next((t for t in agent.tools if isinstance(t, BaseTool) and t.name == tool_name), None)
-        self._tools[key] = found
-        return found
 
 
 GoldfivePlugin = _GoldfiveADKPlugin
