@@ -183,6 +183,11 @@ class ControlChannel:
             return await fut
         try:
             return await asyncio.wait_for(asyncio.shield(fut), timeout)
+        except asyncio.CancelledError:
+            if not fut.done():  # as without a timeout: a cancelled sender's message is never dispatched later
+                self._withdraw(fut)
+                fut.cancel()
+            raise
         except TimeoutError:
             if fut.done():  # dispatched in the same instant the timer fired
                 return fut.result()

@@ -289,8 +289,13 @@ class Session:
 
         Decisions emit ApprovalGranted/ApprovalRejected as they are dispatched.
         A timeout emits ApprovalTimedOut; a cancelled wait emits
-        ApprovalCancelled and re-raises.
+        ApprovalCancelled and re-raises. A run that is already over opens
+        nothing and answers ``cancelled`` at once (nobody would be asked).
         """
+        if self._state in ("cancelled", "terminated", "finished"):
+            return ApprovalOutcome(
+                target_id=request.target_id, decision="cancelled", detail=f"the run is {self._state}"
+            )
         record, superseded = self.approvals.open(request)
         if superseded is not None:
             self.events.emit(

@@ -264,3 +264,16 @@ async def test_status_lists_open_approvals(sink) -> None:
 def test_bad_requests_are_refused_before_anything_is_registered(changes: dict[str, Any], words: str) -> None:
     with pytest.raises(ValueError, match=words):
         req(**changes)
+
+
+@pytest.mark.parametrize("end", ["cancel", "terminate", "finish"])
+async def test_a_run_that_is_over_asks_nobody(sink, end: str) -> None:
+    session = new_session(sink)
+    if end == "finish":
+        session.finish()
+    else:
+        getattr(session, end)("stop")
+    outcome = await session.request_approval(req("t"))
+    assert outcome.decision == "cancelled"
+    assert not sink.of("approval_requested")
+    assert session.approvals.statistics().live == 0

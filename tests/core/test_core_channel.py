@@ -204,3 +204,17 @@ async def test_a_broken_dispatcher_still_yields_an_ack() -> None:
     channel.bind(returns_junk)
     ack = await channel.send(ControlMessage(ControlKind.PAUSE, id="y"))
     assert ack.result is AckResult.FAILURE and "not a ControlAck" in ack.detail
+
+
+async def test_a_cancelled_sender_with_a_timeout_withdraws_its_message_too() -> None:
+    channel = ControlChannel()
+    sender = asyncio.create_task(channel.send(ControlMessage(ControlKind.PAUSE), timeout=60))
+    await settle()
+    assert channel.statistics().backlog == 1
+    sender.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await sender
+    assert channel.statistics().backlog == 0
+    session = Session(has_channel=True)
+    ControlRouter(channel).attach(session)
+    assert not session.paused
