@@ -50,6 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=OUT_DIR)
     ns = parser.parse_args(argv)
+    ns.out = ns.out.resolve()  # so a relative path to the package directory also replaces stale files
     if ns.out == OUT_DIR:
         for old in OUT_DIR.glob("*_pb2.py*"):
             old.unlink()
