@@ -19,7 +19,11 @@ How ADK maps onto goldfive
   ``on_run_error_callback`` end an invocation. ADK calls neither when the consumer's task is
   cancelled, so the plugin also watches the agent task it sees in ``before_model_callback``:
   when that task is cancelled the invocation ends (RunAborted, status CANCELLED) and every
-  approval it held is withdrawn. ``close()`` (``Runner.close()``) ends whatever is left.
+  approval it held is withdrawn. An invocation cancelled before its first model call is noticed
+  when the next invocation of that ADK session starts. ``close()`` (``Runner.close()``) ends
+  whatever is left.
+* **Resumes.** ADK's native confirm-and-resume and ``run_async(invocation_id=...)`` reuse an
+  invocation id; each ``before_run_callback`` starts a new goldfive run all the same.
 
 Short-circuits
 --------------
@@ -27,6 +31,13 @@ Short-circuits
 sets ``end_invocation``); ``before_tool_callback`` returns a dict (which ADK uses as the tool's
 response, so the body never runs) for a rejection, a timeout, a cancelled run or a goldfive
 intervention. Everything else returns ``None`` so other plugins and the agent's callbacks run.
+ADK 2.13 gives callbacks no public handle on ``InvocationContext.end_invocation``
+(``Context.get_invocation_context()`` returns a copy), so the plugin sets it through
+``context._invocation_context``; the CANCEL tests pin that behaviour.
+
+Confirmation predicates (``require_confirmation=callable``) are evaluated by the plugin when the
+function-call event passes (to keep early decisions) and again in ``before_tool_callback``, on
+top of ADK's own two checks: keep them pure and cheap, as ADK already asks.
 """
 
 from __future__ import annotations
