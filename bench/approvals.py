@@ -6,10 +6,11 @@
 Reports, next to the targets of issue 2:
 
 * memory goldfive holds per pending approval (tracemalloc), measured two ways:
-  A. per waiting ``Session.request_approval`` task, minus a baseline of the same number of
-     tasks each awaiting a bare Future (what remains is goldfive's: the request, the record,
-     its index entry, the waiter future, the deadline timer and goldfive's own coroutine
-     frames; the task object and the caller's frame cancel out);
+  A. per waiting task whose caller coroutine awaits ``Session.request_approval``, minus a
+     baseline of as many tasks whose same-shaped caller awaits a bare Future (each phase in
+     a fresh event loop). What remains is goldfive's: the request, the record, its index
+     entry, the waiter future, the deadline timer and goldfive's own two coroutine frames
+     (request_approval, wait); the task object and the caller's frame cancel out;
   B. the state alone: ``ApprovalRequest`` + ``ApprovalBook.open`` + a waiter Future + a
      deadline TimerHandle, with no task at all.
   The target applies to A (the larger, honest one).
@@ -86,57 +87,70 @@ async def measure_tasks(n: int, make: Callable[[int], Coroutine[Any, Any, Any]])
     return held, tasks
 
 
-async def memory(n: int) -> dict[str, float]:
+async def _bare_tasks(n: int) -> int:
+    """Baseline: ``n`` tasks, each a caller coroutine awaiting a bare Future."""
     loop = asyncio.get_running_loop()
-    tracemalloc.start(1)
-    try:
-        # A. baseline: tasks that await a bare Future, in a coroutine the same shape as the real caller.
-        futures: list[asyncio.Future[None]] = []
+    futures: list[asyncio.Future[None]] = []
 
-        async def bare(i: int) -> None:
-            fut: asyncio.Future[None] = loop.create_future()
-            futures.append(fut)
-            await fut
+    async def caller(i: int) -> None:
+        fut: asyncio.Future[None] = loop.create_future()
+        futures.append(fut)
+        await fut
 
-        base_bytes, base_tasks = await measure_tasks(n, bare)
-        for fut in futures:
-            fut.set_result(None)
-        await asyncio.gather(*base_tasks)
-        base_tasks.clear()
-        futures.clear()
+    held, tasks = await measure_tasks(n, caller)
+    for fut in futures:
+        fut.set_result(None)
+    await asyncio.gather(*tasks)
+    return held
 
-        session = new_session()
 
-        async def real(i: int) -> None:
-            await session.request_approval(request(i))
+async def _approval_tasks(n: int) -> int:
+    """``n`` tasks, each the same caller coroutine awaiting ``session.request_approval``."""
+    session = new_session()
 
-        real_bytes, real_tasks = await measure_tasks(n, real)
-        stats = session.approvals.statistics()
-        assert stats.pending == n and stats.waiters == n, stats
-        session.finish()  # withdraws them all
-        await asyncio.gather(*real_tasks)
-        real_tasks.clear()
+    async def caller(i: int) -> None:
+        await session.request_approval(request(i))
 
-        # B. the state alone, no task: request + record + index entry + waiter Future + deadline timer.
-        book = ApprovalBook()
-        handles: list[asyncio.TimerHandle] = []
+    held, tasks = await measure_tasks(n, caller)
+    stats = session.approvals.statistics()
+    assert stats.pending == n and stats.waiters == n, stats
+    session.finish()  # withdraws them all
+    await asyncio.gather(*tasks)
+    return held
+
+
+async def _state_only(n: int) -> int:
+    """Request + record + index entry + waiter Future + deadline timer, as ApprovalBook.wait holds them."""
+    loop = asyncio.get_running_loop()
+    book = ApprovalBook()
+    handles: list[asyncio.TimerHandle] = []
+    gc.collect()
+    before = tracemalloc.take_snapshot()
+    for i in range(n):
+        record, _ = book.open(request(i))
+        record.waiter = loop.create_future()
+        handles.append(loop.call_later(TIMEOUT_MS / 1000, _expire, record.waiter, record.target_id))
+    gc.collect()
+    after = tracemalloc.take_snapshot()
+    for handle in handles:
+        handle.cancel()
+    return sum(stat.size_diff for stat in after.compare_to(before, "filename"))
+
+
+def memory(n: int) -> dict[str, float]:
+    """Each phase in a fresh event loop, so each pays for its own container growth (task set, timer heap)."""
+    results = {}
+    for name, phase in (("bare", _bare_tasks), ("approvals", _approval_tasks), ("state", _state_only)):
         gc.collect()
-        before = tracemalloc.take_snapshot()
-        for i in range(n):
-            record, _ = book.open(request(i))
-            record.waiter = loop.create_future()
-            handles.append(loop.call_later(TIMEOUT_MS / 1000, _expire, record.waiter, record.target_id))
-        gc.collect()
-        after = tracemalloc.take_snapshot()
-        state_bytes = sum(stat.size_diff for stat in after.compare_to(before, "filename"))
-        for handle in handles:
-            handle.cancel()
-    finally:
-        tracemalloc.stop()
+        tracemalloc.start(1)
+        try:
+            results[name] = asyncio.run(phase(n)) / n
+        finally:
+            tracemalloc.stop()
     return {
-        "task_baseline": base_bytes / n,
-        "per_pending_A": (real_bytes - base_bytes) / n,
-        "per_pending_B": state_bytes / n,
+        "task_baseline": results["bare"],
+        "per_pending_A": results["approvals"] - results["bare"],
+        "per_pending_B": results["state"],
     }
 
 
@@ -243,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
     n = args.n
 
     print(f"goldfive approvals benchmark: {n:,} pending at once, Python {sys.version.split()[0]}")
-    mem = asyncio.run(memory(n))
+    mem = memory(n)
     rounds = [asyncio.run(throughput(n)) for _ in range(args.rounds)]
     rate = {key: statistics.median(r[key] for r in rounds) for key in rounds[0]}
     lat = asyncio.run(latency(args.samples, n))
