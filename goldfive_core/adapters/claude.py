@@ -48,7 +48,7 @@ from ..reporting import TOOL_SPECS, call_reporting_tool
 from ..routing import ControlRouter
 from ..runner import RunResult, RunStatus, SteererFactory
 from ..session import Guidance, Session, approval_timeout_drift
-from ..steering import SteeringConfig
+from ..steering import SteeringConfig, install_default_steering
 from ..tasks import TaskStatus
 
 try:
@@ -105,8 +105,8 @@ class GoldfiveClaude:
     (``"mcp__shop__*"``), or ``predicate(tool_name, tool_input) -> bool``.
     ``tool_schemas``: JSON Schemas of gated tools' inputs, by tool name; an
     approval with edited arguments is checked against them (any JSON object
-    is accepted for tools without one). ``steerer_factory`` builds each run's
-    steerer (the intervention ladder), as on :class:`~goldfive_core.runner.Runner`.
+    is accepted for tools without one). ``steerer_factory`` sets up each run's
+    steerer and detectors (the intervention ladder), as on :class:`~goldfive_core.runner.Runner`.
     """
 
     def __init__(
@@ -128,7 +128,8 @@ class GoldfiveClaude:
         self.tool_schemas = _check_schemas(tool_schemas or {})
         self.server_name = check_server_name(server_name)
         self.router = ControlRouter(control)
-        self.steerer_factory: SteererFactory | None = None
+        self.steerer_factory: SteererFactory | None = install_default_steering
+        """Gives each run's session its steerer and detectors (default: the DESIGN §2 ladder); None = emit only."""
 
     @property
     def reporting_tools(self) -> list[str]:
@@ -216,6 +217,9 @@ class ClaudeRun:
             if self.client is not None:
                 await self.client.disconnect()
         finally:
+            self.client = None  # nothing left to interrupt
+            if isinstance(exc, asyncio.CancelledError):
+                self.session.cancel("the caller cancelled the run")  # withdraws open approvals, announced once
             self.result = self._finish(exc)
 
     # -- driving the SDK ----------------------------------------------------------------------------------------
@@ -496,7 +500,9 @@ class ClaudeRun:
             if status is RunStatus.COMPLETED:
                 session.events.emit(events_pb2.RunCompleted(status=_RUN_STATUS[status], summary=output or ""))
             else:
-                session.events.emit(events_pb2.RunAborted(reason=reason, status=_RUN_STATUS[status]))
+                session.events.emit(
+                    events_pb2.RunAborted(reason=reason, status=_RUN_STATUS[status], drift_id=session.stop_drift_id)
+                )
         finally:
             session.finish()
             self._owner.router.detach(session)

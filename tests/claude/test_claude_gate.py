@@ -15,9 +15,11 @@ from tests.claude.claude_support import LOOKUP, REFUND, Harness, converse
 ARGS = {"order_id": "42", "amount": 30}
 
 
-async def _held(h: Harness, tool_use_id: str, name: str = LOOKUP) -> asyncio.Task[Any]:
+async def _held(
+    h: Harness, tool_use_id: str, name: str = LOOKUP, args: dict[str, Any] | None = None
+) -> asyncio.Task[Any]:
     """Start a tool use and return once its permission request is waiting at the gate."""
-    task = asyncio.create_task(h.cli.use_tool(tool_use_id, name, {"order_id": "1"}))
+    task = asyncio.create_task(h.cli.use_tool(tool_use_id, name, args or {"order_id": "1"}))
     await h.cli.wait_sent(f"perm-{tool_use_id}")
     # A round trip through the SDK: it handles requests in arrival order, so the permission
     # callback has reached the gate before this answer comes back.
@@ -165,3 +167,47 @@ async def test_detectors_see_every_call_and_a_reinvoke_replaces_the_call_with_th
     assert recorder.calls == [(LOOKUP, {"order_id": "1"}), (REFUND, ARGS)]
     assert h.sink.of("drift_detected")[0].drift_detected.ladder_level == InterventionLevel.CANCEL_REINVOKE
     assert h.sink.of("approval_requested") == []
+
+
+async def test_the_default_ladder_nudges_then_replaces_then_escalates_a_looping_call(h: Harness) -> None:
+    same = {"order_id": "7"}
+
+    async def script() -> None:
+        for n in range(1, 5):
+            use = await h.cli.use_tool(f"toolu_{n}", LOOKUP, same)
+            assert use.ran, n
+            if n == 3:  # WARNING -> NUDGE: the note rides on this call's result
+                assert "[goldfive] LOOPING_TOOL_CALL" in h.cli.model_context[-1]
+        fifth = await h.cli.use_tool("toolu_5", LOOKUP, same)  # CRITICAL -> CANCEL_REINVOKE: replaced by the note
+        assert not fifth.ran and fifth.permission is not None
+        assert "[goldfive] LOOPING_TOOL_CALL" in fifth.permission["message"]
+        sixth = await _held(h, "toolu_6", args=same)  # CRITICAL again -> PAUSE_ESCALATE: held for a person
+        session = h.gf.router.sessions[0]
+        assert session.paused and session.pending_drift is not None
+        assert (await h.control(ControlKind.RESUME)).ok
+        assert (await sixth).ran
+        await h.cli.result()
+
+    async with h.run() as run:
+        await converse(run, h.cli, "look up 7", script)
+    levels = [e.drift_detected.ladder_level for e in h.sink.of("drift_detected")]
+    assert levels[:3] == [InterventionLevel.NUDGE, InterventionLevel.CANCEL_REINVOKE, InterventionLevel.PAUSE_ESCALATE]
+    assert len(h.shop.lookups) == 5
+    assert run.result is not None and run.result.status == "COMPLETED"
+
+
+async def test_cancelling_the_caller_withdraws_the_approval_and_aborts_the_run(h: Harness) -> None:
+    async def body_with_run() -> None:
+        async with h.run() as run:
+            task = asyncio.create_task(h.cli.use_tool("toolu_Z", REFUND, ARGS))
+            await run.query("refund")
+            await h.cli.next_prompt()
+            await h.sink.wait_for("approval_requested")
+            task.cancel()
+            raise asyncio.CancelledError
+
+    with pytest.raises(asyncio.CancelledError):
+        await body_with_run()
+    assert h.sink.of("approval_cancelled")[0].approval_cancelled.target_id == "toolu_Z"
+    assert h.sink.kinds()[-1] == "run_aborted"
+    assert h.shop.refunds == []
