@@ -22,7 +22,6 @@ from goldfive_core import (
     DriftSeverity,
     InterventionLevel,
     Session,
-    SteeringConfig,
 )
 from goldfive_core.pb.v1 import types_pb2
 from tests.adk.conftest import Bank
@@ -226,8 +225,3 @@ async def test_a_transfer_is_reported_to_the_detectors(channel: ControlChannel, 
     events = await h.run(sid)
     assert watch.transfers == ["helper"]
     assert any(e.author == "helper" for e in events)
-
-
-def test_config_is_used_for_the_tool_wait() -> None:
-    plugin = GoldfivePlugin(control=ControlChannel(), config=SteeringConfig(tool_approval_timeout_ms=1234))
-    assert plugin.config.effective_tool_approval_timeout_ms == 1234
