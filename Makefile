@@ -33,6 +33,7 @@ proto: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) bench/approvals.py
+	$(PY) bench/adk_overhead.py
 
 clean:
 	rm -rf $(VENV)
