@@ -430,6 +430,11 @@ class Session:
             if kind is ControlKind.GOLDFIVE_PAUSE_ESCALATE:
                 was = self._state
                 try:
+                    # Kept as pending_drift and answered in STATUS_QUERY: it must be able to go on the wire.
+                    canonical_json(payload)
+                except (TypeError, ValueError) as exc:
+                    return ControlAck.failure(msg.id, f"{kind}: the payload is not a JSON object: {safe_repr(exc)}")
+                try:
                     self.pause(_text(payload, "reason") or "escalated to a person", escalation=payload)
                 except ValueError as exc:
                     return ControlAck.failure(msg.id, f"{kind}: {exc}")

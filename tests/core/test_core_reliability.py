@@ -23,6 +23,7 @@ from goldfive_core import (
     SteeringConfig,
     wrap,
 )
+from goldfive_core.convert import ack_to_proto
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -92,6 +93,7 @@ def _is_ack(ack: object, msg: object) -> None:
     assert isinstance(ack.detail, str)
     if isinstance(msg, ControlMessage) and isinstance(msg.id, str):
         assert ack.control_id == msg.id
+    ack_to_proto(ack)  # every ack can go on the wire (a store or a remote UI relays it)
 
 
 @SETTINGS
@@ -102,9 +104,11 @@ def test_session_and_router_dispatch_always_answer(items: list[Any]) -> None:
         session.start_task("t")
         router = ControlRouter(None)
         router.attach(session)
+        status = ControlMessage(ControlKind.STATUS_QUERY)
         for item in items:
             _is_ack(session.dispatch(item), item)
             _is_ack(router.dispatch(item), item)
+            _is_ack(session.dispatch(status), status)  # the state it left can still be reported
 
     asyncio.run(scenario())
 
@@ -247,6 +251,8 @@ async def test_ten_thousand_decided_requests_keep_memory_bounded() -> None:
         ControlMessage(ControlKind.GOLDFIVE_PAUSE_ESCALATE, {"deadline_s": 10**400}),
         ControlMessage(ControlKind.GOLDFIVE_PAUSE_ESCALATE, {"deadline_s": _Weird()}),
         ControlMessage(ControlKind.GOLDFIVE_PAUSE_ESCALATE, {"deadline_s": float("nan")}),
+        ControlMessage(ControlKind.GOLDFIVE_PAUSE_ESCALATE, {"reason": "r", "extra": {1, 2}}),
+        ControlMessage(ControlKind.GOLDFIVE_PAUSE_ESCALATE, {"reason": "r", 3: "non-string key"}),
         ControlMessage(_Weird(), {}),  # type: ignore[arg-type]
         ControlMessage(ControlKind.PAUSE, {"reason": HUGE}),
         ControlMessage(ControlKind.APPROVE, {"target_id": HUGE}),
