@@ -220,3 +220,24 @@ async def test_runner_close_ends_whatever_is_left(bank: Bank, plugin: GoldfivePl
     root = session.tasks.get(sink.of("run_started")[0].run_started.root_task_id)
     assert root is not None and root.status is TaskStatus.CANCELLED
     assert sink.of("run_aborted")[0].run_aborted.reason == "the runner was closed"
+
+
+async def test_concurrent_invocations_of_one_adk_session_share_one_run(
+    bank: Bank, plugin: GoldfivePlugin, channel: ControlChannel, sink: WaitSink
+) -> None:
+    h = Harness(tools=bank.tools(), turns=[[("transfer_funds", {"amount": 1, "to": "x"})], "ok"], plugin=plugin)
+    sid = await h.new_session()
+
+    async def approve_both() -> None:
+        reqs = await sink.wait_for("approval_requested", count=2)
+        assert len(plugin.sessions) == 1 and len({e.run_id for e in reqs}) == 1
+        for e in reqs:
+            target = e.approval_requested.target_id
+            assert (await channel.send(ControlMessage(ControlKind.APPROVE, {"target_id": target}))).ok
+
+    decider = asyncio.create_task(approve_both())
+    await asyncio.gather(h.run(sid, "a"), h.run(sid, "b"))
+    await decider
+    assert len(bank.transfers) == 2
+    assert sink.kinds().count("run_started") == 1 and sink.kinds()[-1] == "run_completed"
+    assert plugin.sessions == [] and not channel.bound
