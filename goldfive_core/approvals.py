@@ -7,7 +7,8 @@
                     ▼                                        ▼
               (applied at open)                   TIMED_OUT (keep_open) ─decide()─► GRANTED | REJECTED
                                                   or closed (Flow B)
-    a cancelled wait, a run cancel or the run's end removes the live record.
+    a cancelled wait, a run cancel, the run's end or a re-request (of a timed-out
+    target) removes the live record: CANCELLED.
 
 A decision resolves a record exactly once. Decided records are remembered
 (bounded) so a second decision is answered "already decided". This module
@@ -245,6 +246,8 @@ class ApprovalBook:
                 raise ApprovalError(f"target_id {request.target_id!r} already has a pending approval request")
             if existing.status is ApprovalStatus.TIMED_OUT:
                 superseded = existing
+                superseded.status = ApprovalStatus.CANCELLED
+                superseded.closed_reason = "superseded by a new request"
             else:
                 early = existing.decision
             del self._live[request.target_id]

@@ -277,3 +277,13 @@ async def test_a_run_that_is_over_asks_nobody(sink, end: str) -> None:
     assert outcome.decision == "cancelled"
     assert not sink.of("approval_requested")
     assert session.approvals.statistics().live == 0
+
+
+def test_a_re_request_supersedes_a_timed_out_record() -> None:
+    book = ApprovalBook()
+    first, _ = book.open(req("t", keep_open_on_timeout=True))
+    first.status = ApprovalStatus.TIMED_OUT  # as ApprovalBook.wait leaves it after a Flow A timeout
+    second, superseded = book.open(req("t"))
+    assert superseded is first
+    assert (first.status, first.closed_reason) == (ApprovalStatus.CANCELLED, "superseded by a new request")
+    assert second.status is ApprovalStatus.PENDING and book.open_targets() == ["t"]
