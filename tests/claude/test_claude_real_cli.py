@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import subprocess
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -157,3 +158,33 @@ async def test_real_cli_cancel_interrupts_the_run(tmp_path: Path) -> None:
     assert h.shop.refunds == [] and len(api.requests) == 1
     assert run.result.status == "CANCELLED"
     assert h.sink.of("run_aborted")[0].run_aborted.reason == "wrong customer"
+
+
+def test_the_example_takes_the_real_path_when_an_api_key_is_set(tmp_path: Path) -> None:
+    def respond(body: dict[str, Any]) -> list[Block]:
+        if _tool_results(body) == 0:
+            return [tool_use("toolu_01Example", REFUND, {"order_id": "1042", "amount": 250})]
+        return [text("all done")]
+
+    with MockMessagesAPI(respond) as api:
+        env = {
+            **os.environ,
+            "ANTHROPIC_BASE_URL": api.url,
+            "ANTHROPIC_API_KEY": "sk-ant-offline-test",
+            "HOME": str(tmp_path),
+            "CLAUDE_CONFIG_DIR": str(tmp_path),
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "NO_PROXY": "127.0.0.1,localhost",
+        }
+        done = subprocess.run(
+            [sys.executable, "examples/claude_agent.py", "--decision", "edit", "--amount", "99"],
+            cwd=Path(__file__).resolve().parents[2],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=90,
+        )
+    assert done.returncode == 0, done.stderr
+    assert "(running the real Claude)" in done.stdout
+    assert "ledger: [{'amount': 99, 'order_id': '1042'}]" in done.stdout
