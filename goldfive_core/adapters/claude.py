@@ -24,10 +24,15 @@ What the model sees: approve runs the call (edited arguments become
 ``updated_input``); reject denies it with the person's reason; a timeout
 denies it with an ``approval_timeout`` message; CANCEL interrupts the client
 and denies held calls with ``interrupt=True``. PAUSE and
-GOLDFIVE_PAUSE_ESCALATE hold the next tool use until RESUME, STEER or CANCEL;
-a steer (or escalation note) that finds a tool use held is handed to the
-model in place of that call. Other notes reach the model as
-``additionalContext`` of the next PostToolUse, Stop or UserPromptSubmit hook.
+GOLDFIVE_PAUSE_ESCALATE hold the next tool use until RESUME, STEER or CANCEL.
+A steer is handed to the model in place of the next tool use (the call is
+denied with the person's words, so nothing runs on the old plan), or, when
+the model ends its turn first, through the Stop hook's ``additionalContext``
+(the conversation goes on). Ladder nudges and injected messages ride on the
+next PostToolUse, Stop or UserPromptSubmit hook; at CANCEL_REINVOKE the
+ladder's note replaces the call. Every tool use passes through
+``can_use_tool`` (goldfive's PreToolUse hook answers "ask"), so PAUSE and the
+detectors also see tools your ``allowed_tools`` let through.
 """
 
 from __future__ import annotations
