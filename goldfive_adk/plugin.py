@@ -209,7 +209,7 @@ class _GoldfiveADKPlugin(BasePlugin):
             if status == types_pb2.RUN_STATUS_COMPLETED:
                 session.events.emit(events_pb2.RunCompleted(status=status))
             else:
-                session.events.emit(events_pb2.RunAborted(reason=why, status=status))
+                session.events.emit(events_pb2.RunAborted(reason=why, status=status, drift_id=session.stop_drift_id))
         finally:
             self.router.detach(session)
 

@@ -225,3 +225,31 @@ async def test_a_transfer_is_reported_to_the_detectors(channel: ControlChannel, 
     events = await h.run(sid)
     assert watch.transfers == ["helper"]
     assert any(e.author == "helper" for e in events)
+
+
+async def test_a_terminate_from_the_ladder_aborts_the_run_naming_the_drift(
+    bank: Bank, channel: ControlChannel, sink: WaitSink
+) -> None:
+    class Terminator(_Steerer):
+        async def handle_drift(self, drift: Drift) -> InterventionLevel:
+            self.drifts.append(drift)
+            self.session.terminate(f"goldfive stopped the run: {drift.detail}", drift_id=drift.drift_id)
+            return InterventionLevel.TERMINATE
+
+    steerers: list[_Steerer] = []
+
+    def setup(session: Session, _: ControlChannel | None) -> None:
+        session.detectors.append(_Watch())
+        steerers.append(Terminator(session, InterventionLevel.TERMINATE))
+        session.steerer = steerers[-1]
+
+    plugin = GoldfivePlugin(control=channel, sinks=[sink], session_setup=setup)
+    h = Harness(tools=bank.tools(), turns=[[LOOKUP], [LOOKUP], "never"], plugin=plugin)
+    sid = await h.new_session()
+    events = await h.run(sid)
+    assert bank.lookups == []
+    assert [(r.response or {}).get("reason") for r in responses(events)] == ["run_cancelled"]
+    aborted = sink.of("run_aborted")[0].run_aborted
+    assert aborted.status == types_pb2.RUN_STATUS_ABORTED
+    assert aborted.drift_id == steerers[0].drifts[0].drift_id and "lookup again" in aborted.reason
+    assert len(h.model.requests) == 1
