@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed-stamp
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev,adk,claude]'
+	$(PY) -m pip install --quiet -e '.[dev,adk,claude,postgres]'
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -1,0 +1,748 @@
+"""The SQL both backends share: schema migrations and every query, written once.
+
+Queries use ``?`` placeholders; a dialect rewrites them for its driver. Each
+thread gets its own connection. Backend errors are translated at this boundary
+into :class:`StoreUnavailableError` (cannot reach / open / lock) or
+:class:`StoreError`.
+"""
+
+from __future__ import annotations
+
+import abc
+import contextlib
+import json
+import logging
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, ClassVar, TypeVar
+
+from .._util import canonical_json, now_ms
+from ..control import ControlAck, ControlMessage
+from ..convert import timestamp_to_ms
+from ..events import payload_name
+from ..pb.v1 import events_pb2
+from .audit import GENESIS_HASH, canonical_event_bytes, chain_hash, verify_chain
+from .base import (
+    HOST,
+    OPEN_STATUSES,
+    ApprovalRow,
+    AuditReport,
+    AuditRow,
+    ExecutionRow,
+    ExecutionState,
+    InboxRow,
+    RunRow,
+    SchemaVersionError,
+    Store,
+    StoredDecision,
+    StoreError,
+    StoreUnavailableError,
+    ack_from_columns,
+)
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+SCHEMA_VERSION = 2
+
+# Migrations: (version, statements). Types are filled in per dialect: {id} an auto-increment
+# primary key, {blob} bytes, {big} a 64-bit integer. Never edit a released step; add one.
+MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
+    (
+        1,
+        (
+            "CREATE TABLE gf_chain_head (id INTEGER PRIMARY KEY, seq {big} NOT NULL, hash TEXT NOT NULL)",
+            "INSERT INTO gf_chain_head (id, seq, hash) VALUES (1, 0, '" + GENESIS_HASH + "')",
+            """CREATE TABLE gf_audit (
+                seq {id}, run_id TEXT NOT NULL, sequence {big} NOT NULL, kind TEXT NOT NULL,
+                event_id TEXT NOT NULL, emitted_at_ms {big} NOT NULL, body {blob} NOT NULL,
+                prev_hash TEXT NOT NULL, hash TEXT NOT NULL)""",
+            "CREATE INDEX gf_audit_run ON gf_audit (run_id, sequence)",
+            """CREATE TABLE gf_runs (
+                run_id TEXT PRIMARY KEY, session_id TEXT NOT NULL, adapter TEXT NOT NULL, pid {big} NOT NULL,
+                host TEXT NOT NULL, status TEXT NOT NULL, started_at_ms {big} NOT NULL,
+                heartbeat_at_ms {big} NOT NULL, ended_at_ms {big} NOT NULL)""",
+            """CREATE TABLE gf_approvals (
+                id {id}, run_id TEXT NOT NULL, session_id TEXT NOT NULL, target_id TEXT NOT NULL,
+                kind TEXT NOT NULL, prompt TEXT NOT NULL, task_id TEXT NOT NULL, tool_name TEXT NOT NULL,
+                args_json TEXT NOT NULL, args_digest TEXT NOT NULL, metadata_json TEXT NOT NULL,
+                status TEXT NOT NULL, requested_at_ms {big} NOT NULL, expires_at_ms {big} NOT NULL,
+                timeout_ms {big} NOT NULL, decided_at_ms {big} NOT NULL, decided_by TEXT NOT NULL,
+                decision TEXT NOT NULL, detail TEXT NOT NULL, edited_args_json TEXT NOT NULL,
+                decided_via TEXT NOT NULL, UNIQUE (run_id, target_id))""",
+            "CREATE INDEX gf_approvals_target ON gf_approvals (target_id)",
+            "CREATE INDEX gf_approvals_status ON gf_approvals (status)",
+            """CREATE TABLE gf_inbox (
+                id {id}, control_id TEXT NOT NULL UNIQUE, kind TEXT NOT NULL, payload_json TEXT NOT NULL,
+                run_id TEXT NOT NULL, issued_at_ms {big} NOT NULL, status TEXT NOT NULL,
+                claimed_by TEXT NOT NULL, claimed_at_ms {big} NOT NULL, ack_result TEXT NOT NULL,
+                ack_detail TEXT NOT NULL, ack_data_json TEXT NOT NULL, acked_at_ms {big} NOT NULL)""",
+            "CREATE INDEX gf_inbox_status ON gf_inbox (status, id)",
+        ),
+    ),
+    (
+        2,
+        (
+            # The at-most-once ledger for approved tool bodies (replay after a restart).
+            """CREATE TABLE gf_executions (
+                target_id TEXT PRIMARY KEY, run_id TEXT NOT NULL, state TEXT NOT NULL,
+                started_at_ms {big} NOT NULL, finished_at_ms {big} NOT NULL, result_json TEXT NOT NULL,
+                pid {big} NOT NULL, host TEXT NOT NULL)""",
+        ),
+    ),
+)
+
+_APPROVAL_COLS = (
+    "id, run_id, session_id, target_id, kind, prompt, task_id, tool_name, args_json, args_digest, metadata_json, "
+    "status, requested_at_ms, expires_at_ms, timeout_ms, decided_at_ms, decided_by, decision, detail, "
+    "edited_args_json, decided_via"
+)
+_RUN_COLS = "run_id, session_id, adapter, pid, host, status, started_at_ms, heartbeat_at_ms, ended_at_ms"
+_AUDIT_COLS = "seq, run_id, sequence, kind, event_id, emitted_at_ms, body, prev_hash, hash"
+_EXEC_COLS = "target_id, run_id, state, started_at_ms, finished_at_ms, result_json, pid, host"
+
+
+def _approval(row: Sequence[Any]) -> ApprovalRow:
+    return ApprovalRow(
+        id=row[0],
+        run_id=row[1],
+        session_id=row[2],
+        target_id=row[3],
+        kind=row[4],
+        prompt=row[5],
+        task_id=row[6],
+        tool_name=row[7],
+        args_json=row[8],
+        args_digest=row[9],
+        metadata=json.loads(row[10] or "{}"),
+        status=row[11],
+        requested_at_ms=row[12],
+        expires_at_ms=row[13],
+        timeout_ms=row[14],
+        decided_at_ms=row[15],
+        decided_by=row[16],
+        decision=row[17],
+        detail=row[18],
+        edited_args_json=row[19],
+        decided_via=row[20],
+    )
+
+
+def _run(row: Sequence[Any]) -> RunRow:
+    return RunRow(
+        run_id=row[0],
+        session_id=row[1],
+        adapter=row[2],
+        pid=row[3],
+        host=row[4],
+        status=row[5],
+        started_at_ms=row[6],
+        heartbeat_at_ms=row[7],
+        ended_at_ms=row[8],
+    )
+
+
+def _audit(row: Sequence[Any]) -> AuditRow:
+    return AuditRow(
+        seq=row[0],
+        run_id=row[1],
+        sequence=row[2],
+        kind=row[3],
+        event_id=row[4],
+        emitted_at_ms=row[5],
+        body=bytes(row[6]),
+        prev_hash=row[7],
+        hash=row[8],
+    )
+
+
+def _execution(row: Sequence[Any]) -> ExecutionRow:
+    return ExecutionRow(
+        target_id=row[0],
+        run_id=row[1],
+        state=ExecutionState(row[2]),
+        started_at_ms=row[3],
+        finished_at_ms=row[4],
+        result_json=row[5],
+        pid=row[6],
+        host=row[7],
+    )
+
+
+class SqlStore(Store):
+    """Every Store method over a DB-API connection; dialects supply connections and wake-ups."""
+
+    placeholder = "?"
+    ddl_types: ClassVar[Mapping[str, str]] = {}
+    unavailable_errors: tuple[type[BaseException], ...] = ()
+    backend_errors: tuple[type[BaseException], ...] = ()
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+        self._sql_cache: dict[str, str] = {}
+
+    # -- dialect hooks -----------------------------------------------------------------
+    @abc.abstractmethod
+    def _connect(self) -> Any:
+        """A new connection in autocommit mode."""
+
+    @abc.abstractmethod
+    def _transaction(self, conn: Any) -> contextlib.AbstractContextManager[None]:
+        """A write transaction that serializes with other writers."""
+
+    def _lock_chain_head(self, conn: Any) -> tuple[int, str]:
+        row = self._exec(conn, "SELECT seq, hash FROM gf_chain_head WHERE id = 1").fetchone()
+        if row is None:
+            raise SchemaVersionError(f"{self.url}: the audit chain head is missing; this is not a goldfive store")
+        return int(row[0]), str(row[1])
+
+    def _notify(self, conn: Any, channel: str, payload: str) -> None:
+        """Wake listeners (PostgreSQL NOTIFY); pollers need nothing."""
+
+    def _migration_lock(self, conn: Any) -> None:
+        """Serialize concurrent migrations (inside the migration transaction)."""
+
+    # -- plumbing ------------------------------------------------------------------------
+    def _conn(self) -> Any:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._connect()
+            self._local.conn = conn
+        return conn
+
+    def _sql(self, sql: str) -> str:
+        if self.placeholder == "?":
+            return sql
+        cached = self._sql_cache.get(sql)
+        if cached is None:
+            cached = sql.replace("?", self.placeholder)
+            self._sql_cache[sql] = cached
+        return cached
+
+    def _exec(self, conn: Any, sql: str, params: Sequence[Any] = ()) -> Any:
+        return conn.execute(self._sql(sql), tuple(params))
+
+    @contextlib.contextmanager
+    def _guard(self, what: str) -> Iterator[None]:
+        try:
+            yield
+        except StoreError:
+            raise
+        except self.unavailable_errors as exc:
+            self._drop_conn()
+            raise StoreUnavailableError(f"store {self.url} is unavailable while {what}: {exc}") from exc
+        except self.backend_errors as exc:
+            self._drop_conn()
+            raise StoreError(f"store {self.url} failed while {what}: {exc}") from exc
+
+    def _drop_conn(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        self._local.conn = None
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                conn.close()
+
+    def close(self) -> None:
+        """Close this thread's connection."""
+        self._drop_conn()
+
+    def migrate(self) -> int:
+        """Bring the schema to the current version; returns the version found before."""
+        with self._guard("migrating the schema"):
+            conn = self._conn()
+            with self._transaction(conn):
+                self._migration_lock(conn)
+                self._exec(conn, "CREATE TABLE IF NOT EXISTS gf_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+                found = self._read_version(conn)
+                if found > SCHEMA_VERSION:
+                    raise SchemaVersionError(
+                        f"{self.url} has schema version {found}, newer than this goldfive understands "
+                        f"({SCHEMA_VERSION}); upgrade goldfive"
+                    )
+                for version, statements in MIGRATIONS:
+                    if version <= found:
+                        continue
+                    for statement in statements:
+                        self._exec(conn, statement.format(**self.ddl_types))
+                    self._exec(
+                        conn,
+                        "INSERT INTO gf_meta (key, value) VALUES ('schema_version', ?) "
+                        "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                        (str(version),),
+                    )
+                    logger.info("store %s: migrated schema to version %d", self.url, version)
+            return found
+
+    def migrate_to(self, version: int) -> None:
+        """Apply migrations up to ``version`` only (tests of the migration path use this)."""
+        with self._guard("migrating the schema"):
+            conn = self._conn()
+            with self._transaction(conn):
+                self._migration_lock(conn)
+                self._exec(conn, "CREATE TABLE IF NOT EXISTS gf_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+                found = self._read_version(conn)
+                for step, statements in MIGRATIONS:
+                    if found < step <= version:
+                        for statement in statements:
+                            self._exec(conn, statement.format(**self.ddl_types))
+                        self._exec(
+                            conn,
+                            "INSERT INTO gf_meta (key, value) VALUES ('schema_version', ?) "
+                            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                            (str(step),),
+                        )
+
+    def _read_version(self, conn: Any) -> int:
+        row = self._exec(conn, "SELECT value FROM gf_meta WHERE key = 'schema_version'").fetchone()
+        return int(row[0]) if row is not None else 0
+
+    def schema_version(self) -> int:
+        """The schema version of the database."""
+        with self._guard("reading the schema version"):
+            return self._read_version(self._conn())
+
+    # -- events and the audit chain ----------------------------------------------------
+    def append_events(self, events: Sequence[events_pb2.Event], *, pid: int, host: str) -> None:
+        """Append events to the chain and apply them to approvals and runs (one transaction)."""
+        if not events:
+            return
+        with self._guard(f"appending {len(events)} events"):
+            conn = self._conn()
+            with self._transaction(conn):
+                head_seq, head_hash = self._lock_chain_head(conn)
+                for event in events:
+                    head_seq, head_hash = self._append_one(conn, event, head_hash)
+                    self._apply(conn, event, pid=pid, host=host)
+                self._exec(conn, "UPDATE gf_chain_head SET seq = ?, hash = ? WHERE id = 1", (head_seq, head_hash))
+
+    def _append_one(self, conn: Any, event: events_pb2.Event, prev_hash: str) -> tuple[int, str]:
+        body = canonical_event_bytes(event)
+        digest = chain_hash(prev_hash, body)
+        row = self._exec(
+            conn,
+            "INSERT INTO gf_audit (run_id, sequence, kind, event_id, emitted_at_ms, body, prev_hash, hash) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq",
+            (
+                event.run_id,
+                event.sequence,
+                payload_name(event),
+                event.event_id,
+                timestamp_to_ms(event.emitted_at),
+                body,
+                prev_hash,
+                digest,
+            ),
+        ).fetchone()
+        return int(row[0]), digest
+
+    def _apply(self, conn: Any, event: events_pb2.Event, *, pid: int, host: str) -> None:
+        kind = payload_name(event)
+        at = timestamp_to_ms(event.emitted_at) or now_ms()
+        if kind == "run_started":
+            self._exec(
+                conn,
+                f"INSERT INTO gf_runs ({_RUN_COLS}) VALUES (?, ?, ?, ?, ?, 'running', ?, ?, 0) "
+                "ON CONFLICT (run_id) DO UPDATE SET pid = excluded.pid, host = excluded.host, status = 'running', "
+                "heartbeat_at_ms = excluded.heartbeat_at_ms",
+                (event.run_id, event.session_id, event.run_started.adapter, pid, host, at, now_ms()),
+            )
+        elif kind in ("run_completed", "run_aborted"):
+            self._exec(
+                conn, "UPDATE gf_runs SET status = 'finished', ended_at_ms = ? WHERE run_id = ?", (at, event.run_id)
+            )
+        elif kind == "approval_requested":
+            req = event.approval_requested
+            meta = dict(req.metadata)
+            expires = timestamp_to_ms(req.expires_at) if req.HasField("expires_at") else 0
+            self._exec(
+                conn,
+                f"INSERT INTO gf_approvals ({_APPROVAL_COLS.removeprefix('id, ')}) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, 0, '', '', '', '', '') "
+                "ON CONFLICT (run_id, target_id) DO UPDATE SET kind = excluded.kind, prompt = excluded.prompt, "
+                "task_id = excluded.task_id, tool_name = excluded.tool_name, args_json = excluded.args_json, "
+                "args_digest = excluded.args_digest, metadata_json = excluded.metadata_json, status = 'pending', "
+                "requested_at_ms = excluded.requested_at_ms, expires_at_ms = excluded.expires_at_ms, "
+                "timeout_ms = excluded.timeout_ms, decided_at_ms = 0, decided_by = '', decision = '', detail = '', "
+                "edited_args_json = '', decided_via = ''",
+                (
+                    event.run_id,
+                    event.session_id,
+                    req.target_id,
+                    req.kind,
+                    req.prompt,
+                    req.task_id,
+                    meta.get("tool_name", ""),
+                    meta.get("args_json", ""),
+                    req.args_digest,
+                    canonical_json(meta),
+                    at,
+                    expires,
+                    req.timeout_ms,
+                ),
+            )
+        elif kind in ("approval_granted", "approval_rejected"):
+            granted = kind == "approval_granted"
+            msg = event.approval_granted if granted else event.approval_rejected
+            edited = event.approval_granted.edited_args_json if granted else ""
+            self._exec(
+                conn,
+                "UPDATE gf_approvals SET status = ?, decision = ?, detail = ?, decided_by = ?, decided_at_ms = ?, "
+                "edited_args_json = ?, decided_via = 'run' WHERE run_id = ? AND target_id = ?",
+                (
+                    "granted" if granted else "rejected",
+                    "approve" if granted else "reject",
+                    msg.detail,
+                    msg.decided_by,
+                    at,
+                    edited,
+                    event.run_id,
+                    msg.target_id,
+                ),
+            )
+        elif kind == "approval_timed_out":
+            out = event.approval_timed_out
+            self._exec(
+                conn,
+                "UPDATE gf_approvals SET status = ?, detail = ? WHERE run_id = ? AND target_id = ? AND status = ?",
+                ("timed_out" if out.still_open else "expired", out.detail, event.run_id, out.target_id, "pending"),
+            )
+        elif kind == "approval_cancelled":
+            cancelled = event.approval_cancelled
+            self._exec(
+                conn,
+                "UPDATE gf_approvals SET status = 'cancelled', detail = ? "
+                "WHERE run_id = ? AND target_id = ? AND status IN (?, ?)",
+                (cancelled.reason, event.run_id, cancelled.target_id, *OPEN_STATUSES),
+            )
+
+    def heartbeat(self, run_ids: Sequence[str]) -> None:
+        """Refresh the heartbeat of live runs."""
+        if not run_ids:
+            return
+        with self._guard("writing a heartbeat"):
+            conn = self._conn()
+            at = now_ms()
+            with self._transaction(conn):
+                for run_id in run_ids:
+                    self._exec(
+                        conn,
+                        "UPDATE gf_runs SET heartbeat_at_ms = ? WHERE run_id = ? AND status = 'running'",
+                        (at, run_id),
+                    )
+
+    def audit_rows(self, *, after_seq: int = 0, run_id: str | None = None, limit: int = 1000) -> list[AuditRow]:
+        """Audit rows after ``after_seq``, in chain order."""
+        with self._guard("reading the audit log"):
+            if run_id:
+                cur = self._exec(
+                    self._conn(),
+                    f"SELECT {_AUDIT_COLS} FROM gf_audit WHERE seq > ? AND run_id = ? ORDER BY seq LIMIT ?",
+                    (after_seq, run_id, limit),
+                )
+            else:
+                cur = self._exec(
+                    self._conn(),
+                    f"SELECT {_AUDIT_COLS} FROM gf_audit WHERE seq > ? ORDER BY seq LIMIT ?",
+                    (after_seq, limit),
+                )
+            return [_audit(r) for r in cur.fetchall()]
+
+    def verify_audit(self) -> AuditReport:
+        """Walk the whole chain (in pages) and report every break."""
+        with self._guard("verifying the audit log"):
+            conn = self._conn()
+            head = self._exec(conn, "SELECT seq, hash FROM gf_chain_head WHERE id = 1").fetchone()
+
+            def pages() -> Iterator[AuditRow]:
+                after = 0
+                while True:
+                    page = self.audit_rows(after_seq=after, limit=2000)
+                    if not page:
+                        return
+                    yield from page
+                    after = page[-1].seq
+
+            return verify_chain(pages(), head_seq=int(head[0]), head_hash=str(head[1]))
+
+    # -- approvals ----------------------------------------------------------------------------
+    def approvals(self, *, open_only: bool = True, run_id: str | None = None, limit: int = 500) -> list[ApprovalRow]:
+        """Approval records, newest first."""
+        where: list[str] = []
+        params: list[Any] = []
+        if open_only:
+            where.append("status IN (?, ?)")
+            params.extend(OPEN_STATUSES)
+        if run_id:
+            where.append("run_id = ?")
+            params.append(run_id)
+        clause = f"WHERE {' AND '.join(where)} " if where else ""
+        with self._guard("listing approvals"):
+            cur = self._exec(
+                self._conn(),
+                f"SELECT {_APPROVAL_COLS} FROM gf_approvals {clause}ORDER BY id DESC LIMIT ?",
+                (*params, limit),
+            )
+            return [_approval(r) for r in cur.fetchall()]
+
+    def approvals_for(self, target_id: str) -> list[ApprovalRow]:
+        """Every record for ``target_id``, newest first."""
+        with self._guard(f"reading approval {target_id!r}"):
+            cur = self._exec(
+                self._conn(),
+                f"SELECT {_APPROVAL_COLS} FROM gf_approvals WHERE target_id = ? ORDER BY id DESC",
+                (target_id,),
+            )
+            return [_approval(r) for r in cur.fetchall()]
+
+    def run(self, run_id: str) -> RunRow | None:
+        """The run row, if recorded."""
+        with self._guard(f"reading run {run_id!r}"):
+            row = self._exec(self._conn(), f"SELECT {_RUN_COLS} FROM gf_runs WHERE run_id = ?", (run_id,)).fetchone()
+            return _run(row) if row is not None else None
+
+    def runs(self, *, running_only: bool = True) -> list[RunRow]:
+        """Runs, newest first."""
+        clause = "WHERE status = 'running' " if running_only else ""
+        with self._guard("listing runs"):
+            cur = self._exec(self._conn(), f"SELECT {_RUN_COLS} FROM gf_runs {clause}ORDER BY started_at_ms DESC")
+            return [_run(r) for r in cur.fetchall()]
+
+    def decide_in_store(
+        self,
+        approval_id: int,
+        *,
+        approved: bool,
+        detail: str,
+        decided_by: str,
+        edited_args_json: str = "",
+    ) -> bool:
+        """Record a decision (exactly once among concurrent deciders) and audit it as an event of its run."""
+        with self._guard(f"recording a decision on approval #{approval_id}"):
+            conn = self._conn()
+            with self._transaction(conn):
+                at = now_ms()
+                cur = self._exec(
+                    conn,
+                    "UPDATE gf_approvals SET status = ?, decision = ?, detail = ?, decided_by = ?, decided_at_ms = ?, "
+                    "edited_args_json = ?, decided_via = 'store' WHERE id = ? AND status IN (?, ?)",
+                    (
+                        "granted" if approved else "rejected",
+                        "approve" if approved else "reject",
+                        detail,
+                        decided_by,
+                        at,
+                        edited_args_json,
+                        approval_id,
+                        *OPEN_STATUSES,
+                    ),
+                )
+                if cur.rowcount != 1:
+                    return False
+                row = self._exec(
+                    conn, "SELECT run_id, session_id, target_id FROM gf_approvals WHERE id = ?", (approval_id,)
+                ).fetchone()
+                run_id, session_id, target_id = str(row[0]), str(row[1]), str(row[2])
+                last = self._exec(conn, "SELECT MAX(sequence) FROM gf_audit WHERE run_id = ?", (run_id,)).fetchone()
+                event = events_pb2.Event(
+                    event_id=f"ev-store-{approval_id}-{at}",
+                    run_id=run_id,
+                    session_id=session_id,
+                    sequence=(int(last[0]) + 1) if last is not None and last[0] is not None else 0,
+                )
+                event.emitted_at.FromMilliseconds(at)
+                note = "recorded in the store while the run's process was not running"
+                if approved:
+                    event.approval_granted.target_id = target_id
+                    event.approval_granted.detail = f"{detail} ({note})" if detail else note
+                    event.approval_granted.decided_by = decided_by
+                    event.approval_granted.edited_args_json = edited_args_json
+                else:
+                    event.approval_rejected.target_id = target_id
+                    event.approval_rejected.detail = f"{detail} ({note})" if detail else note
+                    event.approval_rejected.decided_by = decided_by
+                head_seq, head_hash = self._lock_chain_head(conn)
+                head_seq, head_hash = self._append_one(conn, event, head_hash)
+                self._exec(conn, "UPDATE gf_chain_head SET seq = ?, hash = ? WHERE id = 1", (head_seq, head_hash))
+                return True
+
+    def find_decision(self, target_id: str) -> StoredDecision | None:
+        """The newest decision for ``target_id`` that no execution has claimed."""
+        with self._guard(f"looking up a decision for {target_id!r}"):
+            row = self._exec(
+                self._conn(),
+                f"SELECT {_APPROVAL_COLS} FROM gf_approvals a "
+                "WHERE target_id = ? AND status IN ('granted', 'rejected') "
+                "AND NOT EXISTS (SELECT 1 FROM gf_executions e WHERE e.target_id = a.target_id) "
+                "ORDER BY id DESC LIMIT 1",
+                (target_id,),
+            ).fetchone()
+        if row is None:
+            return None
+        rec = _approval(row)
+        edited = json.loads(rec.edited_args_json) if rec.edited_args_json else None
+        return StoredDecision(
+            approval_id=rec.id,
+            run_id=rec.run_id,
+            target_id=rec.target_id,
+            approved=rec.status == "granted",
+            detail=rec.detail,
+            decided_by=rec.decided_by,
+            args_digest=rec.args_digest,
+            edited_args=edited,
+            decided_at_ms=rec.decided_at_ms,
+            decided_via=rec.decided_via,
+        )
+
+    # -- execution ledger ---------------------------------------------------------------------
+    def mark_executing(self, target_id: str, *, run_id: str, pid: int = 0, host: str = HOST) -> bool:
+        """Claim the tool body for ``target_id``; True exactly once."""
+        with self._guard(f"marking {target_id!r} executing"):
+            conn = self._conn()
+            with self._transaction(conn):
+                cur = self._exec(
+                    conn,
+                    f"INSERT INTO gf_executions ({_EXEC_COLS}) VALUES (?, ?, 'executing', ?, 0, '', ?, ?) "
+                    "ON CONFLICT (target_id) DO NOTHING",
+                    (target_id, run_id, now_ms(), pid, host),
+                )
+                return bool(cur.rowcount == 1)
+
+    def mark_done(self, target_id: str, *, result_json: str) -> None:
+        """Record the finished tool body and its result."""
+        with self._guard(f"marking {target_id!r} done"):
+            conn = self._conn()
+            with self._transaction(conn):
+                self._exec(
+                    conn,
+                    "UPDATE gf_executions SET state = 'done', finished_at_ms = ?, result_json = ? WHERE target_id = ?",
+                    (now_ms(), result_json, target_id),
+                )
+
+    def execution(self, target_id: str) -> ExecutionRow | None:
+        """The ledger entry for ``target_id``."""
+        with self._guard(f"reading execution {target_id!r}"):
+            row = self._exec(
+                self._conn(), f"SELECT {_EXEC_COLS} FROM gf_executions WHERE target_id = ?", (target_id,)
+            ).fetchone()
+            return _execution(row) if row is not None else None
+
+    def executions(self, *, state: ExecutionState | None = None) -> list[ExecutionRow]:
+        """Ledger entries, newest first."""
+        with self._guard("listing executions"):
+            if state is None:
+                cur = self._exec(self._conn(), f"SELECT {_EXEC_COLS} FROM gf_executions ORDER BY started_at_ms DESC")
+            else:
+                cur = self._exec(
+                    self._conn(),
+                    f"SELECT {_EXEC_COLS} FROM gf_executions WHERE state = ? ORDER BY started_at_ms DESC",
+                    (state.value,),
+                )
+            return [_execution(r) for r in cur.fetchall()]
+
+    # -- control inbox --------------------------------------------------------------------------
+    def post_control(self, msg: ControlMessage, *, run_id: str = "") -> int:
+        """Insert a message; raises StoreError when its payload is not JSON."""
+        try:
+            payload_json = canonical_json(dict(msg.payload))
+        except (TypeError, ValueError) as exc:
+            raise StoreError(f"control message {msg.id}: payload is not JSON: {exc}") from None
+        with self._guard(f"posting control message {msg.id}"):
+            conn = self._conn()
+            with self._transaction(conn):
+                row = self._exec(
+                    conn,
+                    "INSERT INTO gf_inbox (control_id, kind, payload_json, run_id, issued_at_ms, status, claimed_by, "
+                    "claimed_at_ms, ack_result, ack_detail, ack_data_json, acked_at_ms) "
+                    "VALUES (?, ?, ?, ?, ?, 'pending', '', 0, '', '', '', 0) RETURNING id",
+                    (msg.id, str(msg.kind), payload_json, run_id, msg.issued_at_ms),
+                ).fetchone()
+                self._notify(conn, "inbox", "")
+                return int(row[0])
+
+    def pending_controls(self, *, limit: int = 100) -> list[InboxRow]:
+        """Unclaimed messages, oldest first."""
+        with self._guard("reading the control inbox"):
+            cur = self._exec(
+                self._conn(),
+                "SELECT id, control_id, kind, payload_json, run_id, issued_at_ms, status FROM gf_inbox "
+                "WHERE status = 'pending' ORDER BY id LIMIT ?",
+                (limit,),
+            )
+            return [
+                InboxRow(
+                    id=r[0],
+                    control_id=r[1],
+                    kind=r[2],
+                    payload=json.loads(r[3]),
+                    run_id=r[4],
+                    issued_at_ms=r[5],
+                    status=r[6],
+                )
+                for r in cur.fetchall()
+            ]
+
+    def claim_controls(self, ids: Sequence[int], *, endpoint: str) -> list[int]:
+        """Claim unclaimed messages; returns the ids won."""
+        if not ids:
+            return []
+        won = []
+        with self._guard("claiming control messages"):
+            conn = self._conn()
+            with self._transaction(conn):
+                at = now_ms()
+                for ident in ids:
+                    cur = self._exec(
+                        conn,
+                        "UPDATE gf_inbox SET status = 'claimed', claimed_by = ?, claimed_at_ms = ? "
+                        "WHERE id = ? AND status = 'pending'",
+                        (endpoint, at, ident),
+                    )
+                    if cur.rowcount == 1:
+                        won.append(ident)
+        return won
+
+    def ack_controls(self, acks: Sequence[tuple[int, ControlAck]]) -> None:
+        """Store acks and wake the senders."""
+        if not acks:
+            return
+        with self._guard("storing control acks"):
+            conn = self._conn()
+            with self._transaction(conn):
+                for ident, ack in acks:
+                    try:
+                        data_json = canonical_json(dict(ack.data)) if ack.data is not None else ""
+                    except (TypeError, ValueError):
+                        data_json = canonical_json({"unserializable": repr(ack.data)[:500]})
+                    self._exec(
+                        conn,
+                        "UPDATE gf_inbox SET status = 'acked', ack_result = ?, ack_detail = ?, ack_data_json = ?, "
+                        "acked_at_ms = ? WHERE id = ?",
+                        (ack.result.value, ack.detail, data_json, ack.acked_at_ms, ident),
+                    )
+                    self._notify(conn, "ack", ack.control_id)
+
+    def get_ack(self, control_id: str) -> ControlAck | None:
+        """The ack once the message was answered."""
+        with self._guard(f"reading the ack of {control_id}"):
+            row = self._exec(
+                self._conn(),
+                "SELECT status, ack_result, ack_detail, ack_data_json, acked_at_ms FROM gf_inbox WHERE control_id = ?",
+                (control_id,),
+            ).fetchone()
+        if row is None or row[0] != "acked":
+            return None
+        data = json.loads(row[3]) if row[3] else None
+        return ack_from_columns(control_id, row[1], row[2], data, row[4])
+
+    def withdraw_control(self, control_id: str) -> bool:
+        """Withdraw an unclaimed message."""
+        with self._guard(f"withdrawing {control_id}"):
+            conn = self._conn()
+            with self._transaction(conn):
+                cur = self._exec(
+                    conn,
+                    "UPDATE gf_inbox SET status = 'withdrawn' WHERE control_id = ? AND status = 'pending'",
+                    (control_id,),
+                )
+                return bool(cur.rowcount == 1)

@@ -1,0 +1,357 @@
+"""The store interface: approval records, the audit log, the control inbox and the execution ledger.
+
+A store is the rendezvous between an agent process and whoever decides from
+elsewhere (the ``goldfive`` command, another process, another host). Every
+method is synchronous and thread-safe (one connection per thread); async code
+calls them through a worker thread. Backends: :class:`~goldfive_core.store.sqlite.SqliteStore`
+(embedded default) and :class:`~goldfive_core.store.postgres.PostgresStore`.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+import os
+import socket
+from collections.abc import Mapping, Sequence
+from enum import StrEnum
+from typing import Any
+
+from .._util import now_ms
+from ..control import AckResult, ControlAck, ControlMessage
+from ..errors import GoldfiveError
+from ..pb.v1 import events_pb2
+
+__all__ = [
+    "DEFAULT_STALE_AFTER_MS",
+    "ApprovalRow",
+    "AuditReport",
+    "AuditRow",
+    "ExecutionRow",
+    "ExecutionState",
+    "InboxRow",
+    "RunRow",
+    "SchemaVersionError",
+    "Store",
+    "StoreError",
+    "StoreUnavailableError",
+    "StoredDecision",
+    "run_liveness",
+]
+
+DEFAULT_STALE_AFTER_MS = 15_000
+"""A run whose process has not written a heartbeat for this long is considered gone."""
+
+HEARTBEAT_INTERVAL_S = 2.0
+"""How often a process with live runs refreshes their heartbeat."""
+
+HOST = socket.gethostname()
+
+
+class StoreError(GoldfiveError):
+    """A store operation failed (bad input or a backend error)."""
+
+
+class StoreUnavailableError(StoreError):
+    """The store cannot be reached or opened (missing file, server down, locked too long)."""
+
+
+class SchemaVersionError(StoreError):
+    """The database was written by a newer goldfive (or is not a goldfive store)."""
+
+
+OPEN_STATUSES = ("pending", "timed_out")
+"""Approval statuses that still accept a decision."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class ApprovalRow:
+    """One approval record as stored (the latest request for ``(run_id, target_id)``)."""
+
+    id: int
+    run_id: str
+    session_id: str
+    target_id: str
+    kind: str
+    prompt: str
+    task_id: str
+    tool_name: str
+    args_json: str
+    args_digest: str
+    metadata: Mapping[str, str]
+    status: str
+    requested_at_ms: int
+    expires_at_ms: int
+    timeout_ms: int
+    decided_at_ms: int
+    decided_by: str
+    decision: str
+    detail: str
+    edited_args_json: str
+    decided_via: str
+    """"run" (the live agent applied it) or "store" (recorded while the agent was not running)."""
+
+    @property
+    def open(self) -> bool:
+        """True while a decision would still resolve this record."""
+        return self.status in OPEN_STATUSES
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-able view."""
+        out = dataclasses.asdict(self)
+        out["metadata"] = dict(self.metadata)
+        return out
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class RunRow:
+    """A run seen by a store sink, with the process that hosts it."""
+
+    run_id: str
+    session_id: str
+    adapter: str
+    pid: int
+    host: str
+    status: str
+    started_at_ms: int
+    heartbeat_at_ms: int
+    ended_at_ms: int
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class AuditRow:
+    """One audit log entry: an event and its place in the hash chain."""
+
+    seq: int
+    run_id: str
+    sequence: int
+    kind: str
+    event_id: str
+    emitted_at_ms: int
+    body: bytes
+    prev_hash: str
+    hash: str
+
+    def event(self) -> events_pb2.Event:
+        """The stored event."""
+        event = events_pb2.Event()
+        event.ParseFromString(self.body)
+        return event
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class AuditReport:
+    """The result of checking the audit chain."""
+
+    ok: bool
+    rows: int
+    head_hash: str
+    problems: tuple[str, ...] = ()
+    first_bad_seq: int | None = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class InboxRow:
+    """A control message waiting in (or answered through) the store's inbox."""
+
+    id: int
+    control_id: str
+    kind: str
+    payload: Mapping[str, Any]
+    run_id: str
+    issued_at_ms: int
+    status: str
+
+    def message(self) -> ControlMessage:
+        """The control message (an unknown kind stays a string; dispatch answers it)."""
+        return ControlMessage(self.kind, dict(self.payload), id=self.control_id, issued_at_ms=self.issued_at_ms)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class StoredDecision:
+    """A decision found in the store for a target (e.g. recorded while its agent was down)."""
+
+    approval_id: int
+    run_id: str
+    target_id: str
+    approved: bool
+    detail: str
+    decided_by: str
+    args_digest: str
+    edited_args: Mapping[str, Any] | None
+    decided_at_ms: int
+    decided_via: str
+
+
+class ExecutionState(StrEnum):
+    """Where the tool body of an approved call stands (the at-most-once ledger)."""
+
+    NONE = "none"
+    EXECUTING = "executing"
+    DONE = "done"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class ExecutionRow:
+    """One entry of the execution ledger."""
+
+    target_id: str
+    run_id: str
+    state: ExecutionState
+    started_at_ms: int
+    finished_at_ms: int
+    result_json: str
+    pid: int
+    host: str
+
+
+def run_liveness(run: RunRow | None, *, stale_after_ms: int = DEFAULT_STALE_AFTER_MS, now: int | None = None) -> str:
+    """``"live"``, ``"finished"`` or a sentence saying why the run's process is gone."""
+    if run is None:
+        return "no process ever reported this run (no heartbeat recorded)"
+    if run.status != "running":
+        return "finished"
+    now = now_ms() if now is None else now
+    if run.host == HOST and run.pid > 0 and not _pid_alive(run.pid):
+        return f"its process {run.pid} on {run.host} is gone (killed or crashed)"
+    age = now - run.heartbeat_at_ms
+    if age > stale_after_ms:
+        return f"no heartbeat from process {run.pid} on {run.host} for {age / 1000:.0f} s"
+    return "live"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    return True
+
+
+def ack_from_columns(control_id: str, result: str, detail: str, data: Mapping[str, Any] | None, at: int) -> ControlAck:
+    """Rebuild a ControlAck from stored columns (an unknown result reads as FAILURE)."""
+    try:
+        parsed = AckResult(result)
+    except ValueError:
+        parsed = AckResult.FAILURE
+    return ControlAck(control_id, parsed, detail, acked_at_ms=at, data=data)
+
+
+class Store(abc.ABC):
+    """What every backend provides. Thread-safe; every call is short and bounded."""
+
+    url: str
+    """Where the store lives, for messages (a path or a DSN without its password)."""
+
+    stale_after_ms: int = DEFAULT_STALE_AFTER_MS
+
+    # -- lifecycle ---------------------------------------------------------------
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Close this thread's connections (others close when their thread ends)."""
+
+    @abc.abstractmethod
+    def schema_version(self) -> int:
+        """The schema version of the database."""
+
+    # -- events and the audit chain ----------------------------------------------
+    @abc.abstractmethod
+    def append_events(self, events: Sequence[events_pb2.Event], *, pid: int, host: str) -> None:
+        """Append events to the audit chain and update approvals and runs, in one transaction."""
+
+    @abc.abstractmethod
+    def heartbeat(self, run_ids: Sequence[str]) -> None:
+        """Say that the runs are still alive in this process."""
+
+    @abc.abstractmethod
+    def audit_rows(self, *, after_seq: int = 0, run_id: str | None = None, limit: int = 1000) -> list[AuditRow]:
+        """Audit rows with ``seq > after_seq`` in chain order."""
+
+    @abc.abstractmethod
+    def verify_audit(self) -> AuditReport:
+        """Recompute the whole chain and report every break."""
+
+    # -- approvals ---------------------------------------------------------------------
+    @abc.abstractmethod
+    def approvals(self, *, open_only: bool = True, run_id: str | None = None, limit: int = 500) -> list[ApprovalRow]:
+        """Approval records, newest first (only those still accepting a decision by default)."""
+
+    @abc.abstractmethod
+    def approvals_for(self, target_id: str) -> list[ApprovalRow]:
+        """Every record for ``target_id`` (one per run that asked), newest first."""
+
+    @abc.abstractmethod
+    def run(self, run_id: str) -> RunRow | None:
+        """The run row, if a sink recorded it."""
+
+    @abc.abstractmethod
+    def runs(self, *, running_only: bool = True) -> list[RunRow]:
+        """Runs, newest first."""
+
+    @abc.abstractmethod
+    def decide_in_store(
+        self,
+        approval_id: int,
+        *,
+        approved: bool,
+        detail: str,
+        decided_by: str,
+        edited_args_json: str = "",
+    ) -> bool:
+        """Record a decision for an open record whose agent is not running; False if it was already decided."""
+
+    @abc.abstractmethod
+    def find_decision(self, target_id: str) -> StoredDecision | None:
+        """The newest decision for ``target_id`` that no execution has used yet."""
+
+    # -- the execution ledger (at most once per approval) ---------------------------
+    @abc.abstractmethod
+    def mark_executing(self, target_id: str, *, run_id: str, pid: int, host: str) -> bool:
+        """Claim the right to run the tool body; False when it was claimed before (done or in doubt)."""
+
+    @abc.abstractmethod
+    def mark_done(self, target_id: str, *, result_json: str) -> None:
+        """Record that the tool body finished, with its result."""
+
+    @abc.abstractmethod
+    def execution(self, target_id: str) -> ExecutionRow | None:
+        """The ledger entry for ``target_id``."""
+
+    @abc.abstractmethod
+    def executions(self, *, state: ExecutionState | None = None) -> list[ExecutionRow]:
+        """Ledger entries, newest first."""
+
+    # -- the control inbox -------------------------------------------------------------
+    @abc.abstractmethod
+    def post_control(self, msg: ControlMessage, *, run_id: str = "") -> int:
+        """Insert a message for the agent that owns ``run_id`` ("" = any); returns its inbox id."""
+
+    @abc.abstractmethod
+    def pending_controls(self, *, limit: int = 100) -> list[InboxRow]:
+        """Messages nobody has claimed yet, oldest first."""
+
+    @abc.abstractmethod
+    def claim_controls(self, ids: Sequence[int], *, endpoint: str) -> list[int]:
+        """Claim messages for dispatch; returns the ids this caller won."""
+
+    @abc.abstractmethod
+    def ack_controls(self, acks: Sequence[tuple[int, ControlAck]]) -> None:
+        """Store the acks of claimed messages (and wake whoever waits for them)."""
+
+    @abc.abstractmethod
+    def get_ack(self, control_id: str) -> ControlAck | None:
+        """The ack of a message, once there is one."""
+
+    @abc.abstractmethod
+    def withdraw_control(self, control_id: str) -> bool:
+        """Withdraw an unclaimed message so it is never dispatched; False if it was already claimed."""
+
+    @abc.abstractmethod
+    def wait_inbox(self, timeout_s: float) -> None:
+        """Block until the inbox may have changed or ``timeout_s`` passed."""
+
+    @abc.abstractmethod
+    def wait_ack(self, control_id: str, timeout_s: float) -> ControlAck | None:
+        """Block until the message is acked (its ack) or ``timeout_s`` passed (None)."""

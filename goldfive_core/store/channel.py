@@ -1,0 +1,285 @@
+"""StoreChannel: a control channel whose rendezvous is a store, so decisions can come from other processes.
+
+It offers the surface runners and routers use on :class:`~goldfive_core.control.ControlChannel`
+(``bind``/``unbind``/``bound``/``send``/``send_nowait``/``statistics``), so
+``wrap(agent, control=StoreChannel(store), sinks=[channel.sink])`` works unchanged.
+
+Agent side: while bound, a task on the run's event loop waits for the store's
+inbox to change (SQLite: ``data_version`` polling; PostgreSQL: LISTEN/NOTIFY),
+claims the messages addressed to its runs, dispatches each through the bound
+dispatcher (synchronously, on the loop) and writes the ack back. Store I/O
+runs on one worker thread so the loop never waits on the database.
+
+Decider side (the command line, another process): ``send`` inserts the message
+into the inbox and waits, bounded, for its ack. A message nobody took in time
+is withdrawn, never dispatched later, and answered with a FAILURE ack.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import functools
+import logging
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from .._util import new_id, shorten
+from ..control import ChannelStatistics, ControlAck, ControlKind, ControlMessage, Dispatcher
+from ..errors import ChannelBusyError
+from ..routing import ControlRouter
+from .base import HOST, InboxRow, Store, StoreError, StoreUnavailableError
+from .sink import StoreSink
+
+__all__ = ["DeliveryTimeout", "StoreChannel"]
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+_WAIT_SLICE_S = 0.5
+"""Longest single wait for the inbox; bounds how long an unbind takes to be noticed."""
+
+
+class DeliveryTimeout(StoreError):
+    """No agent took the message within the timeout; it was withdrawn and will never be dispatched."""
+
+
+class StoreChannel:
+    """A control channel backed by a :class:`~goldfive_core.store.base.Store`."""
+
+    def __init__(
+        self,
+        store: Store | str | Path,
+        *,
+        ack_timeout_s: float = 30.0,
+        batch_size: int = 100,
+        name: str | None = None,
+    ) -> None:
+        if isinstance(store, str | Path):
+            from . import open_store
+
+            store = open_store(store)
+        if ack_timeout_s <= 0:
+            raise ValueError(f"ack_timeout_s must be > 0, got {ack_timeout_s}")
+        self.store = store
+        self.ack_timeout_s = ack_timeout_s
+        self.endpoint = name or f"{HOST}:{os.getpid()}:{new_id('ch')}"
+        self._batch_size = batch_size
+        self._sink: StoreSink | None = None
+        self._dispatcher: Dispatcher | None = None
+        self._owner: object | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._generation = 0
+        self._dispatched = 0
+        self._backlog = 0
+        self._idle: set[asyncio.Task[None]] = set()
+
+    @property
+    def sink(self) -> StoreSink:
+        """The StoreSink writing this channel's runs to the same store (pass it in ``sinks=``)."""
+        if self._sink is None:
+            self._sink = StoreSink(self.store)
+        return self._sink
+
+    # -- decider side ------------------------------------------------------------------------------
+    def address(self, msg: ControlMessage) -> str:
+        """The run a message goes to: ``payload["run_id"]``, else the run holding its open approval, else any."""
+        payload = msg.payload
+        for key in ("run_id", "session_id", "target"):
+            value = payload.get(key)
+            if isinstance(value, str) and value and (key == "run_id" or self.store.run(value) is not None):
+                return value
+        if msg.kind in (ControlKind.APPROVE, ControlKind.REJECT):
+            target = payload.get("target_id")
+            if isinstance(target, str) and target:
+                holders = {row.run_id for row in self.store.approvals_for(target) if row.open}
+                if len(holders) == 1:
+                    return holders.pop()
+        return ""
+
+    def deliver(self, msg: ControlMessage, *, timeout_s: float | None = None, run_id: str | None = None) -> ControlAck:
+        """Post ``msg`` and block until its ack (thread-safe; the command line calls this).
+
+        Raises :class:`DeliveryTimeout` when no agent took it in time (it is
+        withdrawn), StoreUnavailableError when the store cannot be reached.
+        """
+        timeout_s = self.ack_timeout_s if timeout_s is None else timeout_s
+        deadline = time.monotonic() + timeout_s
+        self.store.post_control(msg, run_id=self.address(msg) if run_id is None else run_id)
+        ack = self._await_ack(msg.id, deadline)
+        if ack is not None:
+            return ack
+        if self.store.withdraw_control(msg.id):
+            raise DeliveryTimeout(f"no agent took control message {msg.id} within {timeout_s:g}s; it was withdrawn")
+        # Claimed at the last moment: the dispatch is under way, its ack follows within moments.
+        ack = self._await_ack(msg.id, time.monotonic() + 5.0)
+        if ack is None:
+            raise DeliveryTimeout(f"control message {msg.id} was taken by an agent but not acked within {timeout_s:g}s")
+        return ack
+
+    def _await_ack(self, control_id: str, deadline: float) -> ControlAck | None:
+        delay = 0.05
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                return self.store.wait_ack(control_id, max(left, 0.0))
+            except StoreUnavailableError as exc:
+                # The message is durable in the inbox; keep waiting while the store comes back.
+                if time.monotonic() + delay >= deadline:
+                    raise
+                logger.warning("store unavailable while waiting for %s; retrying: %s", control_id, exc)
+                time.sleep(delay)
+                delay = min(delay * 2, 1.0)
+
+    async def send(self, msg: ControlMessage, *, timeout: float | None = None) -> ControlAck:  # noqa: ASYNC109 (a deadline on the wait for an agent)
+        """Post ``msg`` and return its ack; every problem comes back as a FAILURE ack."""
+        control_id = msg.id if isinstance(msg, ControlMessage) else ""
+        if not isinstance(msg, ControlMessage):
+            return ControlAck.failure(control_id, f"expected a ControlMessage, got {type(msg).__name__}")
+        try:
+            return await asyncio.to_thread(self.deliver, msg, timeout_s=timeout)
+        except DeliveryTimeout as exc:
+            return ControlAck.failure(control_id, f"not dispatched: {exc}")
+        except StoreError as exc:
+            return ControlAck.failure(control_id, f"not delivered: {shorten(str(exc))}")
+
+    def send_nowait(self, msg: ControlMessage) -> asyncio.Future[ControlAck]:
+        """Start :meth:`send` and return a future of the ack."""
+        return asyncio.ensure_future(self.send(msg))
+
+    # -- agent side ---------------------------------------------------------------------------------
+    def bind(self, dispatcher: Dispatcher, *, owner: object | None = None) -> None:
+        """Start serving the inbox on the running loop, dispatching through ``dispatcher``."""
+        if self._dispatcher is not None:
+            if self._dispatcher is dispatcher:
+                return
+            raise ChannelBusyError(f"this StoreChannel is already bound to {self._owner!r}; use one channel per runner")
+        loop = asyncio.get_running_loop()
+        self._dispatcher = dispatcher
+        self._owner = owner
+        self._generation += 1
+        self._warn_without_sink(owner)
+        self._task = loop.create_task(self._serve(self._generation, dispatcher), name=f"goldfive-store-{self.endpoint}")
+
+    def unbind(self, dispatcher: Dispatcher) -> None:
+        """Stop serving; messages sent from now on wait in the store for the next bind."""
+        if self._dispatcher is not dispatcher:
+            return
+        self._dispatcher = None
+        self._owner = None
+        self._generation += 1
+        task, self._task = self._task, None
+        if task is not None and task in self._idle:
+            task.cancel()
+
+    @property
+    def bound(self) -> bool:
+        """Whether a run is serving the inbox in this process."""
+        return self._dispatcher is not None
+
+    def statistics(self) -> ChannelStatistics:
+        """Counts for observability (backlog = messages seen waiting at the last look)."""
+        return ChannelStatistics(bound=self.bound, backlog=self._backlog, dispatched=self._dispatched)
+
+    async def aclose(self) -> None:
+        """Stop serving and flush the sink (if one was made)."""
+        task = self._task
+        if self._dispatcher is not None:
+            self.unbind(self._dispatcher)
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        if self._sink is not None:
+            sink = self._sink
+            await asyncio.to_thread(sink.close)
+
+    # -- internals ----------------------------------------------------------------------------------
+    def _warn_without_sink(self, owner: object | None) -> None:
+        if not isinstance(owner, ControlRouter):
+            return
+        for session in owner.sessions:
+            if not any(isinstance(s, StoreSink) and s.store is self.store for s in session.events.sinks):
+                logger.warning(
+                    "run %s uses a StoreChannel but no StoreSink on the same store: the goldfive command line "
+                    "cannot see its approvals; pass sinks=[channel.sink]",
+                    session.run_id,
+                )
+
+    def _is_ours(self, row: InboxRow) -> bool:
+        if not row.run_id:
+            return True
+        owner = self._owner
+        if isinstance(owner, ControlRouter):
+            return owner.find(row.run_id) is not None
+        return True
+
+    def _dispatch(self, dispatcher: Dispatcher, row: InboxRow) -> ControlAck:
+        msg = row.message()
+        self._dispatched += 1
+        try:
+            ack = dispatcher(msg)
+        except Exception as exc:  # a dispatcher bug must not lose the ack or stop the channel
+            logger.exception("dispatching control message %s failed", row.control_id)
+            return ControlAck.failure(row.control_id, f"internal error while dispatching: {shorten(repr(exc))}")
+        if not isinstance(ack, ControlAck):
+            return ControlAck.failure(row.control_id, f"dispatcher returned {type(ack).__name__}, not a ControlAck")
+        return ack
+
+    async def _serve(self, generation: int, dispatcher: Dispatcher) -> None:
+        loop = asyncio.get_running_loop()
+        executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="goldfive-store-io")
+        task = asyncio.current_task()
+        assert task is not None
+
+        async def io(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+            return await loop.run_in_executor(executor, functools.partial(fn, *args, **kwargs))
+
+        async def idle(fn: Callable[..., T], *args: Any) -> T:
+            # Only idle waits may be cancelled by unbind; a batch in flight always finishes.
+            self._idle.add(task)
+            try:
+                return await io(fn, *args)
+            finally:
+                self._idle.discard(task)
+
+        unacked: list[tuple[int, ControlAck]] = []
+        delay = 0.05
+        try:
+            await idle(self.store.wait_inbox, 0.0)  # PostgreSQL: LISTEN before the first look
+            while True:
+                try:
+                    if unacked:  # acks of dispatched messages are written before anything else
+                        await io(self.store.ack_controls, unacked)
+                        unacked = []
+                    if self._generation != generation:
+                        return
+                    rows = await io(self.store.pending_controls, limit=self._batch_size)
+                    self._backlog = len(rows)
+                    if self._generation != generation:
+                        return
+                    mine = [r for r in rows if self._is_ours(r)]
+                    if mine:
+                        won = set(await io(self.store.claim_controls, [r.id for r in mine], endpoint=self.endpoint))
+                        unacked = [(r.id, self._dispatch(dispatcher, r)) for r in mine if r.id in won]
+                        await io(self.store.ack_controls, unacked)
+                        unacked = []
+                        continue
+                    await idle(self.store.wait_inbox, _WAIT_SLICE_S)
+                    delay = 0.05
+                except StoreError as exc:
+                    logger.warning(
+                        "store %s unavailable to the control channel; retry in %.2f s: %s", self.store.url, delay, exc
+                    )
+                    await idle(time.sleep, delay)
+                    delay = min(delay * 2, 1.0)
+        except asyncio.CancelledError:
+            if unacked:  # cancelled while writing acks: finish on the worker thread anyway
+                executor.submit(self.store.ack_controls, unacked)
+            raise
+        finally:
+            executor.submit(self.store.close)
+            executor.shutdown(wait=False)

@@ -1,0 +1,150 @@
+"""PostgresStore: a goldfive store shared by several hosts (needs ``goldfive[postgres]``).
+
+Writers serialize on the audit chain head row (``SELECT ... FOR UPDATE``);
+waiting agents and deciders sleep in LISTEN and wake on NOTIFY — no polling.
+Every table lives in ``schema`` (default ``public``), so one database can hold
+several independent stores.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import time
+from collections.abc import Iterator, Mapping
+from typing import Any, ClassVar
+
+from ..control import ControlAck
+from ..errors import MissingExtraError
+from ._sql import SqlStore
+from .base import DEFAULT_STALE_AFTER_MS, StoreUnavailableError
+
+try:
+    import psycopg
+    from psycopg import sql as pgsql
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+except ImportError as _exc:  # pragma: no cover - exercised only without the extra
+    raise MissingExtraError("goldfive_core.store.postgres (PostgresStore)", "postgres") from _exc
+
+__all__ = ["PostgresStore"]
+
+_SCHEMA_RE = re.compile(r"^[a-z_][a-z0-9_]{0,40}$")
+
+
+def _redact(dsn: str) -> str:
+    try:
+        parts = conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError:
+        return "<unparseable dsn>"
+    parts.pop("password", None)
+    return make_conninfo("", **{k: v for k, v in parts.items() if v is not None})
+
+
+class PostgresStore(SqlStore):
+    """A goldfive store in a PostgreSQL database (LISTEN/NOTIFY wakes waiters)."""
+
+    placeholder = "%s"
+    ddl_types: ClassVar[Mapping[str, str]] = {"id": "BIGSERIAL PRIMARY KEY", "blob": "BYTEA", "big": "BIGINT"}
+    unavailable_errors = (psycopg.OperationalError,)
+    backend_errors = (psycopg.Error,)
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        schema: str = "public",
+        connect_timeout_s: int = 5,
+        stale_after_ms: int = DEFAULT_STALE_AFTER_MS,
+    ) -> None:
+        super().__init__()
+        if not _SCHEMA_RE.match(schema):
+            raise ValueError(f"schema must be a lower-case SQL identifier, got {schema!r}")
+        self.dsn = dsn
+        self.schema = schema
+        self.connect_timeout_s = connect_timeout_s
+        self.stale_after_ms = stale_after_ms
+        self.url = _redact(dsn) + ("" if schema == "public" else f" (schema {schema})")
+        self._channels = {"inbox": f"gf_inbox_{schema}", "ack": f"gf_ack_{schema}"}
+        if schema != "public":
+            with self._guard("creating the schema"), self._raw_connect() as conn:
+                conn.execute(pgsql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(pgsql.Identifier(schema)))
+        self.migrate()
+
+    def _raw_connect(self) -> psycopg.Connection[Any]:
+        try:
+            return psycopg.connect(self.dsn, autocommit=True, connect_timeout=self.connect_timeout_s)
+        except psycopg.Error as exc:
+            raise StoreUnavailableError(f"cannot connect to the goldfive store {self.url}: {exc}") from exc
+
+    def _connect(self) -> Any:
+        conn = self._raw_connect()
+        conn.execute(pgsql.SQL("SET search_path TO {}").format(pgsql.Identifier(self.schema)))
+        return conn
+
+    @contextlib.contextmanager
+    def _transaction(self, conn: Any) -> Iterator[None]:
+        with conn.transaction():
+            yield
+
+    def _lock_chain_head(self, conn: Any) -> tuple[int, str]:
+        row = self._exec(conn, "SELECT seq, hash FROM gf_chain_head WHERE id = 1 FOR UPDATE").fetchone()
+        return int(row[0]), str(row[1])
+
+    def _notify(self, conn: Any, channel: str, payload: str) -> None:
+        self._exec(conn, "SELECT pg_notify(?, ?)", (self._channels[channel], payload))
+
+    def _migration_lock(self, conn: Any) -> None:
+        self._exec(conn, "SELECT pg_advisory_xact_lock(hashtext(?))", (f"goldfive-migrate-{self.schema}",))
+
+    def _listener(self, channel: str) -> psycopg.Connection[Any]:
+        """This thread's connection LISTENing on ``channel`` (created once; notifications queue up on it)."""
+        attr = f"listen_{channel}"
+        conn: psycopg.Connection[Any] | None = getattr(self._local, attr, None)
+        if conn is None or conn.closed:
+            conn = self._raw_connect()
+            conn.execute(pgsql.SQL("LISTEN {}").format(pgsql.Identifier(self._channels[channel])))
+            setattr(self._local, attr, conn)
+        return conn
+
+    def _drop_listener(self, channel: str) -> None:
+        attr = f"listen_{channel}"
+        conn = getattr(self._local, attr, None)
+        setattr(self._local, attr, None)
+        if conn is not None:
+            with contextlib.suppress(psycopg.Error):
+                conn.close()
+
+    def close(self) -> None:
+        """Close this thread's connections, listeners included."""
+        super().close()
+        for channel in self._channels:
+            self._drop_listener(channel)
+
+    def wait_inbox(self, timeout_s: float) -> None:
+        """Sleep in LISTEN until a message is posted or ``timeout_s`` passed."""
+        try:
+            with self._guard("waiting for control messages"):
+                conn = self._listener("inbox")
+                for _ in conn.notifies(timeout=max(timeout_s, 0.0), stop_after=1):
+                    break
+        except StoreUnavailableError:
+            self._drop_listener("inbox")
+            raise
+
+    def wait_ack(self, control_id: str, timeout_s: float) -> ControlAck | None:
+        """Sleep in LISTEN until the message's ack is stored or ``timeout_s`` passed."""
+        deadline = time.monotonic() + max(timeout_s, 0.0)
+        try:
+            with self._guard(f"waiting for the ack of {control_id}"):
+                conn = self._listener("ack")  # listen first, then look: no ack can slip between
+                while True:
+                    ack = self.get_ack(control_id)
+                    left = deadline - time.monotonic()
+                    if ack is not None or left <= 0:
+                        return ack
+                    for note in conn.notifies(timeout=left, stop_after=1):
+                        if note.payload == control_id:
+                            break
+        except StoreUnavailableError:
+            self._drop_listener("ack")
+            raise

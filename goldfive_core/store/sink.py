@@ -1,0 +1,216 @@
+"""StoreSink: every event of a run into the store's audit chain, approval table and run table.
+
+``emit`` only puts the event on a queue: a slow or unavailable store never
+blocks the agent or a decision. One writer thread per sink appends batches in
+one transaction each, retries while the store is unavailable (bounded), and
+refreshes the heartbeat of the runs it has seen start, so the command line can
+tell a live run from one whose process was killed.
+"""
+
+from __future__ import annotations
+
+import atexit
+import dataclasses
+import logging
+import os
+import queue
+import threading
+import time
+import weakref
+
+from ..events import payload_name
+from ..pb.v1 import events_pb2
+from .base import HEARTBEAT_INTERVAL_S, HOST, Store, StoreError, StoreUnavailableError
+
+__all__ = ["SinkStatistics", "StoreSink"]
+
+logger = logging.getLogger(__name__)
+
+_RETRY_FOR_S = 30.0
+"""How long a batch is retried while the store is unavailable before it is dropped (and logged)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SinkStatistics:
+    """Counts for observability and tests."""
+
+    queued: int
+    written: int
+    dropped: int
+    failed_writes: int
+    live_runs: int
+
+
+class _Flush:
+    def __init__(self) -> None:
+        self.done = threading.Event()
+
+
+_STOP = object()
+
+
+class StoreSink:
+    """An :class:`~goldfive_core.events.EventSink` that persists events; non-blocking."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        max_queue: int = 100_000,
+        batch_size: int = 256,
+        heartbeat_interval_s: float = HEARTBEAT_INTERVAL_S,
+    ) -> None:
+        self.store = store
+        self._queue: queue.Queue[object] = queue.Queue(maxsize=max_queue)
+        self._batch_size = batch_size
+        self._heartbeat_interval_s = heartbeat_interval_s
+        self._live: set[str] = set()
+        self._written = 0
+        self._dropped = 0
+        self._failed = 0
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="goldfive-store-sink", daemon=True)
+        self._thread.start()
+        ref = weakref.ref(self)
+        atexit.register(_close_at_exit, ref)
+
+    def emit(self, event: events_pb2.Event) -> None:
+        """Queue the event for the writer thread (never blocks)."""
+        if self._closed:
+            raise StoreError("StoreSink is closed")
+        try:
+            self._queue.put_nowait(event)
+        except queue.Full:
+            self._dropped += 1
+            logger.error(
+                "store sink queue full (%d events); dropped %s #%d of run %s",
+                self._queue.maxsize,
+                payload_name(event),
+                event.sequence,
+                event.run_id,
+            )
+
+    def flush(self, timeout: float | None = 5.0) -> bool:
+        """Wait until every event emitted so far was written (or dropped); False on timeout."""
+        if not self._thread.is_alive():
+            return self._queue.empty()
+        marker = _Flush()
+        self._queue.put(marker)
+        return marker.done.wait(timeout)
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Write what is queued, then stop the writer thread."""
+        if self._closed:
+            return
+        self._closed = True
+        self._queue.put(_STOP)
+        self._thread.join(timeout)
+
+    def statistics(self) -> SinkStatistics:
+        """A snapshot of the counts."""
+        return SinkStatistics(
+            queued=self._queue.qsize(),
+            written=self._written,
+            dropped=self._dropped,
+            failed_writes=self._failed,
+            live_runs=len(self._live),
+        )
+
+    # -- the writer thread --------------------------------------------------------------------
+    def _run(self) -> None:
+        pid = os.getpid()
+        next_beat = time.monotonic() + self._heartbeat_interval_s
+        try:
+            while True:
+                timeout = max(next_beat - time.monotonic(), 0.0)
+                try:
+                    item = self._queue.get(timeout=timeout)
+                except queue.Empty:
+                    item = None
+                batch: list[events_pb2.Event] = []
+                markers: list[_Flush] = []
+                stop = False
+                while item is not None:
+                    if item is _STOP:
+                        stop = True
+                    elif isinstance(item, _Flush):
+                        markers.append(item)
+                    elif isinstance(item, events_pb2.Event):
+                        batch.append(item)
+                    if len(batch) >= self._batch_size:
+                        break
+                    try:
+                        item = self._queue.get_nowait()
+                    except queue.Empty:
+                        item = None
+                if batch:
+                    self._write(batch, pid)
+                for marker in markers:
+                    marker.done.set()
+                if time.monotonic() >= next_beat:
+                    self._beat()
+                    next_beat = time.monotonic() + self._heartbeat_interval_s
+                if stop:
+                    return
+        finally:
+            self.store.close()
+
+    def _track(self, batch: list[events_pb2.Event]) -> None:
+        for event in batch:
+            kind = payload_name(event)
+            if kind == "run_started":
+                self._live.add(event.run_id)
+            elif kind in ("run_completed", "run_aborted"):
+                self._live.discard(event.run_id)
+
+    def _write(self, batch: list[events_pb2.Event], pid: int) -> None:
+        self._track(batch)
+        deadline = time.monotonic() + _RETRY_FOR_S
+        delay = 0.02
+        while True:
+            try:
+                self.store.append_events(batch, pid=pid, host=HOST)
+                self._written += len(batch)
+                return
+            except StoreUnavailableError as exc:
+                self._failed += 1
+                if time.monotonic() >= deadline:
+                    self._dropped += len(batch)
+                    logger.error(
+                        "store %s unavailable for %.0f s; dropped %d events: %s",
+                        self.store.url,
+                        _RETRY_FOR_S,
+                        len(batch),
+                        exc,
+                    )
+                    return
+                logger.warning(
+                    "store %s unavailable; retrying %d events in %.2f s: %s", self.store.url, len(batch), delay, exc
+                )
+                time.sleep(delay)
+                delay = min(delay * 2, 1.0)
+            except StoreError:
+                self._failed += 1
+                if len(batch) == 1:
+                    self._dropped += 1
+                    logger.exception(
+                        "store sink could not write %s of run %s; dropped", payload_name(batch[0]), batch[0].run_id
+                    )
+                    return
+                for event in batch:  # isolate the event the store refuses
+                    self._write([event], pid)
+                return
+
+    def _beat(self) -> None:
+        if not self._live:
+            return
+        try:
+            self.store.heartbeat(sorted(self._live))
+        except StoreError as exc:
+            logger.warning("store %s: heartbeat failed: %s", self.store.url, exc)
+
+
+def _close_at_exit(ref: weakref.ref[StoreSink]) -> None:
+    sink = ref()
+    if sink is not None:
+        sink.close(timeout=2.0)

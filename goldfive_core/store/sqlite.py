@@ -1,0 +1,121 @@
+"""SqliteStore: the embedded default — one file, WAL, safe for several processes on one host.
+
+Writers serialize with ``BEGIN IMMEDIATE`` (and wait up to ``busy_timeout_s``
+for each other); readers never block. Waiting agents wake by polling
+``PRAGMA data_version``, which changes only when another connection commits:
+a check costs microseconds and touches no table.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+from ..control import ControlAck
+from ._sql import SqlStore
+from .base import DEFAULT_STALE_AFTER_MS, StoreUnavailableError
+
+__all__ = ["DEFAULT_DB_PATH", "SqliteStore"]
+
+DEFAULT_DB_PATH = "goldfive.db"
+"""Where the command line and examples look when no ``--db`` / ``GOLDFIVE_DB`` is given."""
+
+
+class SqliteStore(SqlStore):
+    """A goldfive store in one SQLite file.
+
+    ``create=False`` refuses to create a missing file (the command line uses
+    this, so a typo in ``--db`` is an error rather than an empty store).
+    ``synchronous="NORMAL"`` (the default) survives a killed process; choose
+    ``"FULL"`` to survive power loss too, at the cost of an fsync per commit.
+    """
+
+    placeholder = "?"
+    ddl_types: ClassVar[Mapping[str, str]] = {
+        "id": "INTEGER PRIMARY KEY AUTOINCREMENT",
+        "blob": "BLOB",
+        "big": "INTEGER",
+    }
+    unavailable_errors = (sqlite3.OperationalError,)
+    backend_errors = (sqlite3.Error,)
+
+    def __init__(
+        self,
+        path: str | Path = DEFAULT_DB_PATH,
+        *,
+        create: bool = True,
+        synchronous: Literal["NORMAL", "FULL"] = "NORMAL",
+        busy_timeout_s: float = 5.0,
+        poll_interval_s: float = 0.002,
+        stale_after_ms: int = DEFAULT_STALE_AFTER_MS,
+    ) -> None:
+        super().__init__()
+        if synchronous not in ("NORMAL", "FULL"):
+            raise ValueError(f"synchronous must be 'NORMAL' or 'FULL', got {synchronous!r}")
+        if poll_interval_s <= 0:
+            raise ValueError(f"poll_interval_s must be > 0, got {poll_interval_s}")
+        self.path = Path(path)
+        self.url = str(self.path)
+        self.synchronous = synchronous
+        self.busy_timeout_s = busy_timeout_s
+        self.poll_interval_s = poll_interval_s
+        self.stale_after_ms = stale_after_ms
+        if not create and not self.path.exists():
+            raise StoreUnavailableError(
+                f"no goldfive store at {self.url} (start an agent with a StoreChannel first, or pass --db PATH)"
+            )
+        with self._guard("opening"):
+            self._conn().execute("PRAGMA journal_mode=WAL")
+        self.migrate()
+
+    def _connect(self) -> Any:
+        try:
+            conn = sqlite3.connect(self.path, timeout=self.busy_timeout_s, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise StoreUnavailableError(f"cannot open the goldfive store {self.url}: {exc}") from exc
+        conn.execute(f"PRAGMA synchronous={self.synchronous}")
+        conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout_s * 1000)}")
+        return conn
+
+    @contextlib.contextmanager
+    def _transaction(self, conn: Any) -> Iterator[None]:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    def _data_version(self) -> int:
+        row = self._conn().execute("PRAGMA data_version").fetchone()
+        return int(row[0])
+
+    def wait_inbox(self, timeout_s: float) -> None:
+        """Return when another connection committed (the inbox may have news) or at the deadline."""
+        deadline = time.monotonic() + max(timeout_s, 0.0)
+        with self._guard("waiting for control messages"):
+            seen = getattr(self._local, "data_version", None)
+            current = self._data_version()
+            self._local.data_version = current
+            if seen is None or current != seen:
+                return
+            while time.monotonic() < deadline:
+                time.sleep(self.poll_interval_s)
+                current = self._data_version()
+                if current != seen:
+                    self._local.data_version = current
+                    return
+
+    def wait_ack(self, control_id: str, timeout_s: float) -> ControlAck | None:
+        """Poll for the ack until ``timeout_s`` passed."""
+        deadline = time.monotonic() + max(timeout_s, 0.0)
+        while True:
+            ack = self.get_ack(control_id)
+            if ack is not None or time.monotonic() >= deadline:
+                return ack
+            time.sleep(self.poll_interval_s)
