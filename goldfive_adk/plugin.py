@@ -49,6 +49,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from google.adk.agents.base_agent import BaseAgent
+from google.adk.agents.callback_context import CallbackContext
 from google.adk.agents.invocation_context import InvocationContext
 from google.adk.agents.llm_agent import LlmAgent
 from google.adk.events import Event
@@ -287,7 +288,7 @@ class _GoldfiveADKPlugin(BasePlugin):
 
     # -- step boundaries -----------------------------------------------------------------
     async def before_model_callback(
-        self, *, callback_context: ToolContext, llm_request: LlmRequest
+        self, *, callback_context: CallbackContext, llm_request: LlmRequest
     ) -> LlmResponse | None:
         """Step gate before a model call; hands the model any queued guidance (STEER text, nudges)."""
         ic = callback_context._invocation_context  # ADK passes no public handle for end_invocation
