@@ -34,7 +34,7 @@ from .base import (
     StoreUnavailableError,
     run_liveness,
 )
-from .channel import DeliveryTimeout, StoreChannel
+from .channel import DeliveryTimeout, RunGone, StoreChannel
 from .sink import SinkStatistics, StoreSink
 from .sqlite import DEFAULT_DB_PATH, SqliteStore
 
@@ -51,6 +51,7 @@ __all__ = [
     "ExecutionState",
     "InboxRow",
     "PostgresStore",
+    "RunGone",
     "RunRow",
     "SchemaVersionError",
     "SinkStatistics",

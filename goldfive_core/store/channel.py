@@ -31,14 +31,17 @@ from .._util import new_id, shorten
 from ..control import ChannelStatistics, ControlAck, ControlKind, ControlMessage, Dispatcher
 from ..errors import ChannelBusyError
 from ..routing import ControlRouter
-from .base import HOST, InboxRow, Store, StoreError, StoreUnavailableError
+from .base import HOST, InboxRow, Store, StoreError, StoreUnavailableError, run_liveness
 from .sink import StoreSink
 
-__all__ = ["DeliveryTimeout", "StoreChannel"]
+__all__ = ["DeliveryTimeout", "RunGone", "StoreChannel"]
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+_LIVENESS_SLICE_S = 0.25
+"""While waiting for an ack, how often the sender checks that the addressed run is still alive."""
 
 _WAIT_SLICE_S = 0.5
 """Longest single wait for the inbox; bounds how long an unbind takes to be noticed."""
@@ -46,6 +49,10 @@ _WAIT_SLICE_S = 0.5
 
 class DeliveryTimeout(StoreError):
     """No agent took the message within the timeout; it was withdrawn and will never be dispatched."""
+
+
+class RunGone(DeliveryTimeout):
+    """The addressed run ended (or its process died) before taking the message; it was withdrawn."""
 
 
 class StoreChannel:
@@ -109,10 +116,17 @@ class StoreChannel:
         """
         timeout_s = self.ack_timeout_s if timeout_s is None else timeout_s
         deadline = time.monotonic() + timeout_s
-        self.store.post_control(msg, run_id=self.address(msg) if run_id is None else run_id)
-        ack = self._await_ack(msg.id, deadline)
-        if ack is not None:
-            return ack
+        address = self.address(msg) if run_id is None else run_id
+        self.store.post_control(msg, run_id=address)
+        while True:
+            ack = self._await_ack(msg.id, min(deadline, time.monotonic() + _LIVENESS_SLICE_S))
+            if ack is not None:
+                return ack
+            gone = self._gone(address)
+            if gone and self.store.withdraw_control(msg.id):
+                raise RunGone(f"run {address} is not running ({gone}); control message {msg.id} was withdrawn")
+            if time.monotonic() >= deadline:
+                break
         if self.store.withdraw_control(msg.id):
             raise DeliveryTimeout(f"no agent took control message {msg.id} within {timeout_s:g}s; it was withdrawn")
         # Claimed at the last moment: the dispatch is under way, its ack follows within moments.
@@ -120,6 +134,12 @@ class StoreChannel:
         if ack is None:
             raise DeliveryTimeout(f"control message {msg.id} was taken by an agent but not acked within {timeout_s:g}s")
         return ack
+
+    def _gone(self, run_id: str) -> str:
+        if not run_id:
+            return ""
+        liveness = run_liveness(self.store.run(run_id), stale_after_ms=self.store.stale_after_ms)
+        return "" if liveness == "live" else liveness
 
     def _await_ack(self, control_id: str, deadline: float) -> ControlAck | None:
         delay = 0.05

@@ -1,0 +1,488 @@
+"""The ``goldfive`` command: see and answer a running agent's approvals from another terminal.
+
+Works against a store (``--db PATH`` / ``GOLDFIVE_DB``, default ``./goldfive.db``;
+``--dsn URL`` / ``GOLDFIVE_DSN`` for PostgreSQL). Decisions go through the
+store's control inbox to the live agent, and the command prints the agent's
+ack. When the agent's process is gone, ``approve``/``reject`` record the
+decision in the store; a restarted run that replays the call picks it up.
+
+Exit codes: 0 done · 1 refused (unknown id, already decided, stale digest, FAILURE ack) ·
+2 usage error · 3 store unreachable · 4 no agent answered in time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import getpass
+import json
+import os
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+from ._util import canonical_json, shorten
+from .control import ControlAck, ControlKind, ControlMessage
+from .events import event_to_dict
+from .store import (
+    DEFAULT_DB_PATH,
+    ApprovalRow,
+    DeliveryTimeout,
+    ExecutionState,
+    RunGone,
+    Store,
+    StoreChannel,
+    StoreError,
+    StoreUnavailableError,
+    open_store,
+    run_liveness,
+)
+
+__all__ = ["EXIT_FAILURE", "EXIT_OK", "EXIT_TIMEOUT", "EXIT_UNREACHABLE", "EXIT_USAGE", "main"]
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+EXIT_UNREACHABLE = 3
+EXIT_TIMEOUT = 4
+
+
+def _say(text: str, *, err: bool = False) -> None:
+    stream = sys.stderr if err else sys.stdout
+    stream.write(text + "\n")
+
+
+class _Exit(Exception):
+    def __init__(self, code: int, message: str, data: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = data
+
+
+class _Out:
+    def __init__(self, as_json: bool) -> None:
+        self.json = as_json
+
+    def emit(self, text: str, data: Any) -> None:
+        if self.json:
+            _say(json.dumps(data, sort_keys=True, default=str))
+        else:
+            _say(text)
+
+
+def _when(ms: int) -> str:
+    if not ms:
+        return "-"
+    return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _ago(ms: int) -> str:
+    seconds = max(0.0, (time.time() * 1000 - ms) / 1000)
+    if seconds < 120:
+        return f"{seconds:.0f}s ago"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f}m ago"
+    return f"{seconds / 3600:.1f}h ago"
+
+
+# -- parsing ------------------------------------------------------------------------------------------
+def _parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--db", default=argparse.SUPPRESS, help="SQLite store file (env GOLDFIVE_DB)")
+    common.add_argument("--dsn", default=argparse.SUPPRESS, help="PostgreSQL DSN (env GOLDFIVE_DSN)")
+    common.add_argument("--schema", default=argparse.SUPPRESS, help="PostgreSQL schema (env GOLDFIVE_PG_SCHEMA)")
+    common.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="machine-readable output")
+    common.add_argument(
+        "--timeout", type=float, default=argparse.SUPPRESS, help="seconds to wait for the agent's ack (default 30)"
+    )
+    parser = argparse.ArgumentParser(
+        prog="goldfive",
+        description="See and answer the approvals of agents running under goldfive.",
+        epilog="exit codes: 0 ok, 1 refused, 2 usage, 3 store unreachable, 4 no agent answered in time",
+        parents=[common],
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    def cmd(name: str, help_text: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=help_text, description=help_text, parents=[common])
+
+    p = cmd("pending", "list approvals waiting for a decision (and tool calls in doubt)")
+    p.add_argument("--run", help="only this run")
+    p = cmd("show", "show one approval in full")
+    p.add_argument("id", help="the approval's target id")
+    p.add_argument("--run", help="the run, when the id is open in several")
+    p = cmd("approve", "approve a pending request")
+    p.add_argument("id", help="the approval's target id")
+    p.add_argument("--edit", metavar="JSON", help="approve with these arguments instead (a JSON object)")
+    p.add_argument("--by", help="who decides (default: $GOLDFIVE_USER or your login)")
+    p.add_argument("--reason", default="", help="a note the agent sees")
+    p.add_argument("--digest", help="refuse unless the call still has this args digest (from 'show')")
+    p.add_argument("--run", help="the run, when the id is open in several")
+    p = cmd("reject", "reject a pending request")
+    p.add_argument("id", help="the approval's target id")
+    p.add_argument("--reason", required=True, help="why (the model sees it)")
+    p.add_argument("--by", help="who decides (default: $GOLDFIVE_USER or your login)")
+    p.add_argument("--digest", help="refuse unless the call still has this args digest")
+    p.add_argument("--run", help="the run, when the id is open in several")
+    for name, text in (
+        ("pause", "pause a run at its next step"),
+        ("resume", "resume a paused run"),
+        ("cancel", "cancel a run"),
+    ):
+        p = cmd(name, text)
+        p.add_argument("--run", help="the run (default: the only live one)")
+        if name != "resume":
+            p.add_argument("--reason", default="", help="why")
+    p = cmd("steer", "give a run a new direction (resumes it if paused)")
+    p.add_argument("text", help="what the agent should do instead")
+    p.add_argument("--run", help="the run (default: the only live one)")
+    p = cmd("events", "print the audit log of events")
+    p.add_argument("--run", help="only this run")
+    p.add_argument("--follow", "-f", action="store_true", help="keep printing new events (Ctrl-C stops)")
+    p.add_argument("--limit", type=int, default=200, help="at most this many past events (default 200)")
+    cmd("runs", "list runs and whether their process is alive")
+    p = cmd("audit", "check the audit log")
+    p.add_argument("action", choices=["verify"], help="verify: recompute the hash chain")
+    return parser
+
+
+def _open(args: argparse.Namespace) -> Store:
+    dsn = getattr(args, "dsn", None) or None
+    db = getattr(args, "db", None) or None
+    if dsn and db:
+        raise _Exit(EXIT_USAGE, "give --db or --dsn, not both")
+    location = dsn or db or os.environ.get("GOLDFIVE_DSN") or os.environ.get("GOLDFIVE_DB") or DEFAULT_DB_PATH
+    return open_store(location, create=False, schema=getattr(args, "schema", None))
+
+
+def _decider(args: argparse.Namespace) -> str:
+    return str(args.by or os.environ.get("GOLDFIVE_USER") or getpass.getuser())
+
+
+# -- commands -------------------------------------------------------------------------------------------
+def _status_of(store: Store, row: ApprovalRow) -> tuple[str, str]:
+    if not row.open:
+        return row.status, ""
+    live = run_liveness(store.run(row.run_id), stale_after_ms=store.stale_after_ms)
+    if live == "live":
+        return row.status, ""
+    return "orphaned", f"run {row.run_id} is not running: {live}"
+
+
+def _pending(store: Store, args: argparse.Namespace, out: _Out) -> int:
+    rows = store.approvals(run_id=args.run)
+    listed = []
+    for row in reversed(rows):
+        status, why = _status_of(store, row)
+        listed.append({**row.as_dict(), "status": status, "orphaned_reason": why})
+    doubts = _in_doubt(store)
+    if out.json:
+        out.emit("", {"pending": listed, "in_doubt": doubts})
+        return EXIT_OK
+    if not listed:
+        _say("no pending approvals")
+    for item in listed:
+        what = f"{item['tool_name']} {shorten(item['args_json'], 60)}" if item["tool_name"] else item["prompt"]
+        _say(
+            f"{item['target_id']}  [{item['status']}]  {item['kind']}: {shorten(what, 80)}  "
+            f"(run {item['run_id']}, asked {_ago(item['requested_at_ms'])})"
+        )
+        if item["orphaned_reason"]:
+            _say(f"    orphaned: {item['orphaned_reason']}; a decision is kept for a replay of the call")
+    for doubt in doubts:
+        _say(f"IN DOUBT  {doubt['target_id']}: {doubt['detail']}")
+    return EXIT_OK
+
+
+def _in_doubt(store: Store) -> list[dict[str, Any]]:
+    doubts = []
+    for ex in store.executions(state=ExecutionState.EXECUTING):
+        live = run_liveness(store.run(ex.run_id), stale_after_ms=store.stale_after_ms)
+        if live == "live":
+            continue
+        doubts.append(
+            {
+                "target_id": ex.target_id,
+                "run_id": ex.run_id,
+                "started_at_ms": ex.started_at_ms,
+                "detail": f"the approved tool started {_when(ex.started_at_ms)} in run {ex.run_id}, whose process "
+                f"stopped before recording a result ({live}); it may or may not have run — check before retrying",
+            }
+        )
+    return doubts
+
+
+def _resolve(store: Store, ident: str, run: str | None) -> ApprovalRow:
+    rows = [r for r in store.approvals_for(ident) if run is None or r.run_id == run]
+    if not rows:
+        pending = ", ".join(repr(r.target_id) for r in store.approvals(limit=5)) or "none"
+        raise _Exit(EXIT_FAILURE, f"unknown approval id {ident!r}: no such request (pending: {pending})")
+    open_rows = [r for r in rows if r.open]
+    if len(open_rows) > 1:
+        runs = ", ".join(r.run_id for r in open_rows)
+        raise _Exit(EXIT_USAGE, f"{ident!r} is open in several runs ({runs}); name one with --run")
+    return open_rows[0] if open_rows else rows[0]
+
+
+def _show(store: Store, args: argparse.Namespace, out: _Out) -> int:
+    row = _resolve(store, args.id, args.run)
+    status, why = _status_of(store, row)
+    ex = store.execution(row.target_id)
+    data = {**row.as_dict(), "status": status, "orphaned_reason": why, "execution": ex.state.value if ex else "none"}
+    lines = [
+        f"approval   {row.target_id}  ({row.kind})",
+        f"status     {status}" + (f" — {why}" if why else ""),
+        f"run        {row.run_id}" + (f"  session {row.session_id}" if row.session_id else ""),
+        f"asked      {_when(row.requested_at_ms)}  (expires {_when(row.expires_at_ms)})",
+        f"prompt     {row.prompt}" if row.prompt else "",
+        f"tool       {row.tool_name}" if row.tool_name else "",
+        f"args       {row.args_json}" if row.args_json else "",
+        f"digest     {row.args_digest}" if row.args_digest else "",
+    ]
+    if row.decision:
+        who = row.decided_by or "?"
+        lines.append(f"decision   {row.decision} by {who} at {_when(row.decided_at_ms)} (via {row.decided_via})")
+        if row.detail:
+            lines.append(f"detail     {row.detail}")
+        if row.edited_args_json:
+            lines.append(f"edited     {row.edited_args_json}")
+    elif row.detail:
+        lines.append(f"detail     {row.detail}")
+    if ex is not None:
+        lines.append(f"execution  {ex.state.value} (started {_when(ex.started_at_ms)})")
+    out.emit("\n".join(line for line in lines if line), data)
+    return EXIT_OK
+
+
+def _ack_exit(ack: ControlAck, out: _Out) -> int:
+    data = {"result": ack.result.value, "detail": ack.detail, "control_id": ack.control_id, "data": ack.data}
+    out.emit(f"{'ok' if ack.ok else 'refused'}: {ack.detail}", data)
+    return EXIT_OK if ack.ok else EXIT_FAILURE
+
+
+def _deliver(store: Store, msg: ControlMessage, run_id: str, args: argparse.Namespace) -> ControlAck:
+    channel = StoreChannel(store)
+    timeout = getattr(args, "timeout", None)
+    try:
+        return channel.deliver(msg, timeout_s=30.0 if timeout is None else timeout, run_id=run_id)
+    except RunGone:
+        raise
+    except DeliveryTimeout as exc:
+        raise _Exit(EXIT_TIMEOUT, f"no answer: {exc}") from None
+
+
+def _already(row: ApprovalRow) -> _Exit:
+    who = f" by {row.decided_by}" if row.decided_by else ""
+    past = "approved" if row.decision == "approve" else "rejected"
+    return _Exit(EXIT_FAILURE, f"already decided: {row.target_id!r} was {past}{who}; nothing was changed")
+
+
+def _decide(store: Store, args: argparse.Namespace, out: _Out, *, approve: bool) -> int:
+    edited: dict[str, Any] | None = None
+    if approve and args.edit is not None:
+        try:
+            edited = json.loads(args.edit)
+        except json.JSONDecodeError as exc:
+            raise _Exit(EXIT_USAGE, f"--edit must be a JSON object: {exc}") from None
+        if not isinstance(edited, dict):
+            raise _Exit(EXIT_USAGE, f"--edit must be a JSON object, got {type(edited).__name__}")
+    row = _resolve(store, args.id, args.run)
+    verb = "approved" if approve else "rejected"
+    if not row.open:
+        if row.decision:
+            raise _already(row)
+        raise _Exit(EXIT_FAILURE, f"{row.target_id!r} is {row.status} ({row.detail or 'no detail'}); nothing to decide")
+    digest = args.digest or row.args_digest
+    by = _decider(args)
+    reason = args.reason or ""
+    live = run_liveness(store.run(row.run_id), stale_after_ms=store.stale_after_ms)
+    if live != "live":
+        if args.digest and row.args_digest and args.digest != row.args_digest:
+            raise _Exit(
+                EXIT_FAILURE, f"refused: args_digest {args.digest!r} does not match the call ({row.args_digest!r})"
+            )
+        recorded = store.decide_in_store(
+            row.id,
+            approved=approve,
+            detail=reason,
+            decided_by=by,
+            edited_args_json=canonical_json(edited) if edited is not None else "",
+        )
+        if not recorded:
+            raise _Exit(EXIT_FAILURE, f"already decided: {row.target_id!r} was decided by someone else just now")
+        out.emit(
+            f"recorded: {verb} {row.target_id!r} in the store; run {row.run_id} is not running ({live}). "
+            "It applies when the call is replayed.",
+            {"result": "RECORDED", "target_id": row.target_id, "run_id": row.run_id, "detail": live},
+        )
+        return EXIT_OK
+    payload: dict[str, Any] = {"target_id": row.target_id, "run_id": row.run_id, "decided_by": by}
+    if reason:
+        payload["detail"] = reason
+    if digest:
+        payload["args_digest"] = digest
+    if edited is not None:
+        payload["edited_args"] = edited
+    kind = ControlKind.APPROVE if approve else ControlKind.REJECT
+    try:
+        ack = _deliver(store, ControlMessage(kind, payload), row.run_id, args)
+    except RunGone as exc:
+        # The run ended or died while we waited: say what the record says now.
+        now = next((r for r in store.approvals_for(row.target_id) if r.id == row.id), row)
+        if now.decision:
+            raise _already(now) from None
+        if now.open and store.decide_in_store(
+            now.id,
+            approved=approve,
+            detail=reason,
+            decided_by=by,
+            edited_args_json=canonical_json(edited) if edited is not None else "",
+        ):
+            out.emit(
+                f"recorded: {verb} {row.target_id!r} in the store; {exc}. It applies when the call is replayed.",
+                {"result": "RECORDED", "target_id": row.target_id, "run_id": row.run_id, "detail": str(exc)},
+            )
+            return EXIT_OK
+        raise _Exit(EXIT_FAILURE, f"{row.target_id!r} is {now.status}: {now.detail or exc}") from None
+    return _ack_exit(ack, out)
+
+
+def _live_run(store: Store, run: str | None) -> str:
+    if run:
+        return run
+    live = [r.run_id for r in store.runs() if run_liveness(r, stale_after_ms=store.stale_after_ms) == "live"]
+    if not live:
+        raise _Exit(EXIT_FAILURE, "no live run in this store (is the agent running with a StoreChannel?)")
+    if len(live) > 1:
+        raise _Exit(EXIT_USAGE, f"several runs are live ({', '.join(live)}); name one with --run")
+    return live[0]
+
+
+def _run_control(store: Store, args: argparse.Namespace, out: _Out, kind: ControlKind) -> int:
+    run_id = _live_run(store, args.run)
+    payload: dict[str, Any] = {"run_id": run_id}
+    if kind is ControlKind.STEER:
+        payload["text"] = args.text
+    elif getattr(args, "reason", ""):
+        payload["reason"] = args.reason
+    return _ack_exit(_deliver(store, ControlMessage(kind, payload), run_id, args), out)
+
+
+def _event_line(row: Any) -> tuple[str, dict[str, Any]]:
+    event = row.event()
+    body = event_to_dict(event)
+    payload = body.get(row.kind, {})
+    text = f"#{row.seq:<5} {_when(row.emitted_at_ms)}  {row.run_id} [{row.sequence}] {row.kind} " + shorten(
+        json.dumps(payload, sort_keys=True), 160
+    )
+    return text, {"seq": row.seq, "hash": row.hash, "event": body}
+
+
+def _events(store: Store, args: argparse.Namespace, out: _Out) -> int:
+    rows = store.audit_rows(run_id=args.run, limit=1_000_000)
+    rows = rows[-args.limit :] if args.limit > 0 else rows
+    last = rows[-1].seq if rows else 0
+    for row in rows:
+        out.emit(*_event_line(row))
+    if not args.follow:
+        return EXIT_OK
+    try:
+        while True:
+            new = store.audit_rows(after_seq=last, run_id=args.run)
+            for row in new:
+                out.emit(*_event_line(row))
+                last = row.seq
+            sys.stdout.flush()
+            if not new:
+                time.sleep(0.2)
+    except KeyboardInterrupt:
+        return EXIT_OK
+
+
+def _runs(store: Store, args: argparse.Namespace, out: _Out) -> int:
+    items = []
+    for run in store.runs(running_only=False)[:50]:
+        live = run_liveness(run, stale_after_ms=store.stale_after_ms)
+        items.append({"run_id": run.run_id, "pid": run.pid, "host": run.host, "status": run.status, "liveness": live})
+    if out.json:
+        out.emit("", {"runs": items})
+    else:
+        for item in items:
+            _say(f"{item['run_id']}  pid {item['pid']} on {item['host']}  {item['liveness']}")
+        if not items:
+            _say("no runs recorded")
+    return EXIT_OK
+
+
+def _audit(store: Store, args: argparse.Namespace, out: _Out) -> int:
+    report = store.verify_audit()
+    data = {
+        "ok": report.ok,
+        "rows": report.rows,
+        "head_hash": report.head_hash,
+        "problems": list(report.problems),
+        "first_bad_seq": report.first_bad_seq,
+    }
+    if report.ok:
+        out.emit(f"ok: the audit chain of {report.rows} events is intact (head {report.head_hash[:16]}…)", data)
+        return EXIT_OK
+    text = "TAMPERED: the audit chain is broken\n" + "\n".join(f"  {p}" for p in report.problems)
+    out.emit(text, data)
+    return EXIT_FAILURE
+
+
+def _dispatch(store: Store, args: argparse.Namespace, out: _Out) -> int:
+    command = args.command
+    if command == "pending":
+        return _pending(store, args, out)
+    if command == "show":
+        return _show(store, args, out)
+    if command in ("approve", "reject"):
+        return _decide(store, args, out, approve=command == "approve")
+    if command in ("pause", "resume", "cancel", "steer"):
+        return _run_control(store, args, out, ControlKind(command.upper()))
+    if command == "events":
+        return _events(store, args, out)
+    if command == "runs":
+        return _runs(store, args, out)
+    if command == "audit":
+        return _audit(store, args, out)
+    raise _Exit(EXIT_USAGE, f"unknown command {command!r}")  # unreachable: argparse checks
+
+
+def _fail(code: int, message: str, as_json: bool) -> NoReturn:
+    if as_json:
+        _say(json.dumps({"error": message, "exit_code": code}))
+    else:
+        _say(f"goldfive: {message}", err=True)
+    raise SystemExit(code)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``goldfive`` command; returns (and exits with) the exit code."""
+    args = _parser().parse_args(argv)
+    as_json = bool(getattr(args, "json", False))
+    out = _Out(as_json)
+    try:
+        store = _open(args)
+        try:
+            code = _dispatch(store, args, out)
+        finally:
+            store.close()
+    except _Exit as exc:
+        _fail(exc.code, exc.message, as_json)
+    except StoreUnavailableError as exc:
+        _fail(EXIT_UNREACHABLE, f"store unreachable: {exc}", as_json)
+    except StoreError as exc:
+        _fail(EXIT_UNREACHABLE, f"store error: {exc}", as_json)
+    sys.stdout.flush()
+    if code:
+        raise SystemExit(code)
+    return code
+
+
+if __name__ == "__main__":
+    main()

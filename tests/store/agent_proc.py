@@ -1,0 +1,90 @@
+"""An agent process for the cross-process store tests (run as a subprocess).
+
+It opens the store named by GOLDFIVE_DB / GOLDFIVE_DSN (+ GOLDFIVE_PG_SCHEMA),
+runs one callable agent under ``wrap(..., control=StoreChannel(...))`` and
+prints one JSON line with the outcome. Modes:
+
+- ``flow-a``: ``report_awaiting_approval`` on task ``--call-id``;
+- ``tool``: a guarded tool call (``run_approved``) with id ``--call-id`` whose
+  body appends a line to ``--marker``; ``--die-in-body`` kills the process
+  inside the body, before its result is recorded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from goldfive_core import AgentTools, Task, wrap
+from goldfive_core.store import StoreChannel, open_store
+from goldfive_core.store.execution import run_approved
+
+
+def _claimed_unacked(store: Any) -> int:
+    row = store._exec(store._conn(), "SELECT COUNT(*) FROM gf_inbox WHERE status = 'claimed'").fetchone()
+    return int(row[0])
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("mode", choices=["flow-a", "tool", "steps"])
+    parser.add_argument("--call-id", default="call-1")
+    parser.add_argument("--marker", default="")
+    parser.add_argument("--timeout-ms", type=int, default=20_000)
+    parser.add_argument("--die-in-body", action="store_true")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    store = open_store()
+    channel = StoreChannel(store)
+
+    async def body(call_args: Any) -> dict[str, Any]:
+        with Path(args.marker).open("a", encoding="utf-8") as f:
+            f.write(json.dumps(call_args, sort_keys=True) + "\n")
+        if args.die_in_body:
+            # Let the decision's ack reach the store first (the test is about a crash between "executing"
+            # and "done", not about a lost ack), then die after the side effect, before the result is recorded.
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and _claimed_unacked(store):
+                time.sleep(0.005)
+            os._exit(9)
+        return {"sent": call_args["amount"]}
+
+    async def agent(task: Task, tools: AgentTools) -> Any:
+        if args.mode == "flow-a":
+            await tools.report_task_started(args.call_id)
+            return await tools.report_awaiting_approval("deploy v2?", task_id=args.call_id, timeout_ms=args.timeout_ms)
+        if args.mode == "steps":
+            notes: list[str] = []
+            for _ in range(200):  # stops when a person cancels or steers "stop"
+                notes += await tools.checkpoint()
+                if "stop" in notes:
+                    return {"notes": notes}
+                await asyncio.sleep(0.01)
+            return {"notes": notes}
+        outcome = await run_approved(
+            tools.session,
+            store,
+            call_id=args.call_id,
+            tool_name="send_money",
+            args={"to": "bob", "amount": 10},
+            body=body,
+            prompt="send 10 to bob?",
+            timeout_ms=args.timeout_ms,
+        )
+        return {"status": outcome.status, "result": outcome.result, "detail": outcome.detail}
+
+    runner = wrap(agent, control=channel, sinks=[channel.sink])
+    result = await runner.run("test")
+    await channel.aclose()
+    print(json.dumps({"status": result.status.value, "output": result.output}), flush=True)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
