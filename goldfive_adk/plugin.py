@@ -67,11 +67,10 @@ from goldfive_core.control import ControlChannel
 from goldfive_core.drift import InterventionLevel
 from goldfive_core.errors import ApprovalError, RunCancelledError, RunTerminatedError
 from goldfive_core.events import EventSink
-from goldfive_core.pb.v1 import events_pb2, types_pb2
+from goldfive_core.lifecycle import RunStatus, close_run, open_run, stopped_status
 from goldfive_core.routing import ControlRouter
 from goldfive_core.session import Guidance, Session, approval_timeout_drift
 from goldfive_core.steering import SteeringConfig, install_default_steering
-from goldfive_core.tasks import TaskStatus
 
 from ._confirm import edit_validator, skip
 from ._runs import AdkRun
@@ -176,9 +175,7 @@ class _GoldfiveADKPlugin(BasePlugin):
         run = AdkRun(adk_session_id=adk_session_id, session=session, root_task_id=root.id)
         run.invocations[invocation_id] = set()
         self._runs[adk_session_id] = run
-        session.events.emit(events_pb2.RunStarted(input=shorten(text, 4096), adapter="adk", root_task_id=root.id))
-        self.router.attach(session)  # messages sent before the run (a PAUSE first) apply now
-        session.start_task(root.id)
+        open_run(session, self.router, root_task_id=root.id, input=text, adapter="adk")
         return run
 
     def _end_invocation(self, adk_session_id: str, invocation_id: str) -> None:
@@ -194,37 +191,16 @@ class _GoldfiveADKPlugin(BasePlugin):
     def _finish(self, run: AdkRun, reason: str = "") -> None:
         self._runs.pop(run.adk_session_id, None)
         session = run.session
-        try:
-            if session.state == "cancelled":
-                status, why = types_pb2.RUN_STATUS_CANCELLED, session.stop_reason or "cancelled by a person"
-            elif session.state == "terminated":
-                status, why = types_pb2.RUN_STATUS_ABORTED, session.stop_reason or "terminated by goldfive"
-            elif run.error:
-                status, why = types_pb2.RUN_STATUS_FAILED, run.error
-            elif run.aborted or reason:
-                status, why = types_pb2.RUN_STATUS_CANCELLED, reason or "the client aborted the invocation"
-            else:
-                status, why = types_pb2.RUN_STATUS_COMPLETED, ""
-            self._close_tasks(session, run.root_task_id, completed=status == types_pb2.RUN_STATUS_COMPLETED, why=why)
-            session.finish()  # withdraws open approvals (ApprovalCancelled) before the run's last event
-            if status == types_pb2.RUN_STATUS_COMPLETED:
-                session.events.emit(events_pb2.RunCompleted(status=status))
-            else:
-                session.events.emit(events_pb2.RunAborted(reason=why, status=status, drift_id=session.stop_drift_id))
-        finally:
-            self.router.detach(session)
-
-    @staticmethod
-    def _close_tasks(session: Session, root_id: str, *, completed: bool, why: str) -> None:
-        for task in session.tasks.all():
-            if task.status.terminal:
-                continue
-            if completed and task.id == root_id and task.status is TaskStatus.RUNNING:
-                session.tasks.transition(task.id, TaskStatus.COMPLETED)
-                session.events.emit(events_pb2.TaskCompleted(task_id=task.id))
-            else:
-                session.tasks.transition(task.id, TaskStatus.CANCELLED)
-                session.events.emit(events_pb2.TaskCancelled(task_id=task.id, reason=why or "the run ended"))
+        stopped = stopped_status(session)
+        if stopped is not None:
+            status, why = stopped
+        elif run.error:
+            status, why = RunStatus.FAILED, run.error
+        elif run.aborted or reason:
+            status, why = RunStatus.CANCELLED, reason or "the client aborted the invocation"
+        else:
+            status, why = RunStatus.COMPLETED, ""
+        close_run(session, self.router, status, root_task_id=run.root_task_id, reason=why)
 
     def _watch(self, run: AdkRun, invocation_id: str) -> None:
         tasks = run.invocations.get(invocation_id)

@@ -31,9 +31,10 @@ from .errors import (
 )
 from .events import EventEmitter, EventSink, InMemorySink, JsonlSink, LoggingSink
 from .ladder import DEFAULT_LADDER, LadderRow
+from .lifecycle import RunStatus
 from .reporting import REPORTING_TOOL_NAMES, TOOL_SPECS, ToolSpec, call_reporting_tool
 from .routing import ControlRouter
-from .runner import Adapter, Runner, RunResult, RunStatus, wrap
+from .runner import Adapter, Runner, RunResult, wrap
 from .session import Detector, Guidance, Session
 from .steering import DefaultSteerer, SteeringConfig, install_default_steering
 from .tasks import Task, TaskStatus

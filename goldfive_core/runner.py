@@ -7,14 +7,13 @@ import asyncio
 import dataclasses
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from enum import StrEnum
 from typing import Any
 
-from ._util import new_id, shorten
+from ._util import new_id
 from .control import ControlChannel
 from .errors import RunCancelledError, RunTerminatedError
 from .events import EventSink
-from .pb.v1 import events_pb2, types_pb2
+from .lifecycle import RunStatus, close_run, open_run, stopped_status
 from .routing import ControlRouter
 from .session import Session, Steerer
 from .steering import SteeringConfig, install_default_steering
@@ -23,23 +22,6 @@ from .tasks import Task, TaskStatus
 __all__ = ["Adapter", "RunResult", "RunStatus", "Runner", "SteererFactory", "wrap"]
 
 logger = logging.getLogger(__name__)
-
-
-class RunStatus(StrEnum):
-    """How a run ended."""
-
-    COMPLETED = "COMPLETED"
-    FAILED = "FAILED"
-    CANCELLED = "CANCELLED"
-    ABORTED = "ABORTED"
-
-
-_PB_RUN_STATUS = {
-    RunStatus.COMPLETED: types_pb2.RUN_STATUS_COMPLETED,
-    RunStatus.FAILED: types_pb2.RUN_STATUS_FAILED,
-    RunStatus.CANCELLED: types_pb2.RUN_STATUS_CANCELLED,
-    RunStatus.ABORTED: types_pb2.RUN_STATUS_ABORTED,
-}
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -113,59 +95,30 @@ class Runner:
             session.steerer = self.steerer_factory(session, self.control)
         self._last = session
         root = session.tasks.add(task_id or new_id("task"), title=title or "run", input=input)
-        session.events.emit(
-            events_pb2.RunStarted(input=shorten(str(input), 4096), adapter=self.adapter.name, root_task_id=root.id)
-        )
-        self.router.attach(session)  # waiting messages (a PAUSE sent first) apply now
+        open_run(session, self.router, root_task_id=root.id, input=input, adapter=self.adapter.name)
+        agent = asyncio.create_task(self._drive(session, root), name=f"goldfive-{session.run_id}")
+
+        def stop_agent(_reason: str) -> None:
+            agent.cancel()
+
+        session.on_cancel(stop_agent)
         try:
-            session.start_task(root.id)
-            agent = asyncio.create_task(self._drive(session, root), name=f"goldfive-{session.run_id}")
-
-            def stop_agent(_reason: str) -> None:
-                agent.cancel()
-
-            session.on_cancel(stop_agent)
+            await asyncio.wait({agent})
+        except asyncio.CancelledError:
+            # Withdraw open approvals (announced once) and stop the agent, then tell observers how the
+            # run ended before the caller's cancellation propagates.
+            session.cancel("the caller cancelled the run")
+            agent.cancel()
             try:
                 await asyncio.wait({agent})
-            except asyncio.CancelledError:
-                # Withdraw open approvals (announced once) and stop the agent, then tell observers how the
-                # run ended before the caller's cancellation propagates.
-                session.cancel("the caller cancelled the run")
-                agent.cancel()
-                try:
-                    await asyncio.wait({agent})
-                finally:
-                    if agent.done() and not agent.cancelled():
-                        agent.exception()  # retrieved on purpose: the caller's cancellation is what propagates
-                    aborted = RunResult(
-                        run_id=session.run_id,
-                        status=RunStatus.CANCELLED,
-                        root_task_id=root.id,
-                        reason=session.stop_reason,
-                    )
-                    self._close_tasks(session, aborted)
-                    session.events.emit(
-                        events_pb2.RunAborted(reason=aborted.reason, status=_PB_RUN_STATUS[aborted.status])
-                    )
-                raise
-            result = self._result(session, root, agent)
-            self._close_tasks(session, result)
-            result = dataclasses.replace(result, tasks={t.id: t.status for t in session.tasks.all()})
-            session.finish()  # withdraw what is still open (ApprovalCancelled) before the run's last event
-            if result.status is RunStatus.COMPLETED:
-                session.events.emit(
-                    events_pb2.RunCompleted(status=_PB_RUN_STATUS[result.status], summary=result.reason)
-                )
-            else:
-                session.events.emit(
-                    events_pb2.RunAborted(
-                        reason=result.reason, status=_PB_RUN_STATUS[result.status], drift_id=session.stop_drift_id
-                    )
-                )
-            return result
-        finally:
-            session.finish()
-            self.router.detach(session)
+            finally:
+                if agent.done() and not agent.cancelled():
+                    agent.exception()  # retrieved on purpose: the caller's cancellation is what propagates
+                close_run(session, self.router, RunStatus.CANCELLED, root_task_id=root.id, reason=session.stop_reason)
+            raise
+        result = self._result(session, root, agent)
+        tasks = close_run(session, self.router, result.status, root_task_id=root.id, reason=result.reason)
+        return dataclasses.replace(result, tasks=tasks)
 
     async def _drive(self, session: Session, root: Task) -> Any:
         await session.gate()
@@ -211,36 +164,17 @@ class Runner:
         # The session's state is authoritative: an agent that swallowed its cancellation still ran in a
         # cancelled (or terminated) run.
         error = None if agent.cancelled() else agent.exception()
-        if (
-            session.state in ("cancelled", "terminated")
-            or agent.cancelled()
-            or isinstance(error, RunCancelledError | RunTerminatedError)
-        ):
-            if session.state == "terminated":
-                return RunResult(status=RunStatus.ABORTED, reason=session.stop_reason, **base)
-            return RunResult(status=RunStatus.CANCELLED, reason=session.stop_reason or "cancelled", **base)
+        stopped = stopped_status(session)
+        if stopped is not None:
+            return RunResult(status=stopped[0], reason=stopped[1], **base)
+        if agent.cancelled() or isinstance(error, RunCancelledError | RunTerminatedError):
+            return RunResult(status=RunStatus.CANCELLED, reason="cancelled", **base)
         if error is not None:
             logger.error("agent of run %s raised", session.run_id, exc_info=error)
             return RunResult(status=RunStatus.FAILED, reason=f"agent raised {error!r}", error=error, **base)
         if root.status is TaskStatus.FAILED:
             return RunResult(status=RunStatus.FAILED, reason="the root task failed", output=agent.result(), **base)
         return RunResult(status=RunStatus.COMPLETED, output=agent.result(), **base)
-
-    @staticmethod
-    def _close_tasks(session: Session, result: RunResult) -> None:
-        for task in session.tasks.all():
-            if task.status.terminal:
-                continue
-            if (
-                result.status is RunStatus.COMPLETED
-                and task.status is not TaskStatus.PENDING
-                and task.id == result.root_task_id
-            ):
-                session.tasks.transition(task.id, TaskStatus.COMPLETED)
-                session.events.emit(events_pb2.TaskCompleted(task_id=task.id))
-            else:
-                session.tasks.transition(task.id, TaskStatus.CANCELLED)
-                session.events.emit(events_pb2.TaskCancelled(task_id=task.id, reason=result.reason or "the run ended"))
 
 
 def wrap(

@@ -42,19 +42,18 @@ import logging
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from typing import Any, cast
 
-from .._util import args_digest, canonical_json, new_id, shorten
+from .._util import args_digest, canonical_json, new_id
 from ..approvals import ApprovalRequest, EditValidator
 from ..control import ControlChannel
 from ..drift import InterventionLevel
 from ..errors import ApprovalError, ConfigError, MissingExtraError, RunCancelledError, RunTerminatedError
 from ..events import EventSink
-from ..pb.v1 import events_pb2, types_pb2
+from ..lifecycle import RunStatus, close_run, open_run, stopped_status
 from ..reporting import TOOL_SPECS, call_reporting_tool
 from ..routing import ControlRouter
-from ..runner import RunResult, RunStatus, SteererFactory
+from ..runner import RunResult, SteererFactory
 from ..session import Guidance, Session, approval_timeout_drift
 from ..steering import SteeringConfig, install_default_steering
-from ..tasks import TaskStatus
 
 try:
     import jsonschema  # type: ignore[import-untyped]  # a dependency of claude-agent-sdk; ships no type hints
@@ -94,12 +93,6 @@ logger = logging.getLogger(__name__)
 
 _SERVER_VERSION = "0.1.0"
 _STEP_GATE_REASON = "goldfive: every tool use passes the step gate"
-_RUN_STATUS = {
-    RunStatus.COMPLETED: types_pb2.RUN_STATUS_COMPLETED,
-    RunStatus.FAILED: types_pb2.RUN_STATUS_FAILED,
-    RunStatus.CANCELLED: types_pb2.RUN_STATUS_CANCELLED,
-    RunStatus.ABORTED: types_pb2.RUN_STATUS_ABORTED,
-}
 
 
 class GoldfiveClaude:
@@ -206,11 +199,7 @@ class ClaudeRun:
             raise RuntimeError(f"run {self.session.run_id} was already started; call gf.run() for a new one")
         self._entered = True
         session = self.session
-        session.events.emit(
-            events_pb2.RunStarted(input=shorten(self._title, 4096), adapter="claude", root_task_id=self._root.id)
-        )
-        self._owner.router.attach(session)  # a message sent before the run (e.g. PAUSE) applies now
-        session.start_task(self._root.id)
+        open_run(session, self._owner.router, root_task_id=self._root.id, input=self._title, adapter="claude")
         session.on_cancel(self._on_cancel)
         return self
 
@@ -481,36 +470,20 @@ class ClaudeRun:
         session = self.session
         last = self.last_result
         output = last.result if last is not None else None
-        if session.state == "terminated":
-            status, reason = RunStatus.ABORTED, session.stop_reason
-        elif session.state == "cancelled" or isinstance(exc, asyncio.CancelledError | RunCancelledError):
-            status, reason = RunStatus.CANCELLED, session.stop_reason or "cancelled"
+        stopped = stopped_status(session)
+        if stopped is not None:
+            status, reason = stopped
+        elif isinstance(exc, asyncio.CancelledError | RunCancelledError):
+            status, reason = RunStatus.CANCELLED, "cancelled"
         elif exc is not None:
             status, reason = RunStatus.FAILED, f"the run raised {exc!r}"
         elif last is not None and last.is_error:
             status, reason = RunStatus.FAILED, f"Claude ended with {last.subtype}"
         else:
             status, reason = RunStatus.COMPLETED, ""
-        try:
-            for task in session.tasks.all():
-                if task.status.terminal:
-                    continue
-                if status is RunStatus.COMPLETED and task.id == self._root.id and task.status is TaskStatus.RUNNING:
-                    session.tasks.transition(task.id, TaskStatus.COMPLETED)
-                    session.events.emit(events_pb2.TaskCompleted(task_id=task.id))
-                else:
-                    session.tasks.transition(task.id, TaskStatus.CANCELLED)
-                    session.events.emit(events_pb2.TaskCancelled(task_id=task.id, reason=reason or "the run ended"))
-            session.finish()  # withdraw what is still open (ApprovalCancelled) before the run's last event
-            if status is RunStatus.COMPLETED:
-                session.events.emit(events_pb2.RunCompleted(status=_RUN_STATUS[status], summary=output or ""))
-            else:
-                session.events.emit(
-                    events_pb2.RunAborted(reason=reason, status=_RUN_STATUS[status], drift_id=session.stop_drift_id)
-                )
-        finally:
-            session.finish()
-            self._owner.router.detach(session)
+        tasks = close_run(
+            session, self._owner.router, status, root_task_id=self._root.id, reason=reason, summary=output or ""
+        )
         return RunResult(
             run_id=session.run_id,
             status=status,
@@ -518,7 +491,7 @@ class ClaudeRun:
             output=output,
             reason=reason,
             error=exc if status is RunStatus.FAILED else None,
-            tasks={t.id: t.status for t in session.tasks.all()},
+            tasks=tasks,
         )
 
 
