@@ -30,8 +30,9 @@ from google.genai import types
 
 from goldfive_adk import GoldfivePlugin
 from goldfive_core import ControlChannel, ControlKind, ControlMessage, SteeringConfig
-from goldfive_core.events import event_to_dict, payload_name
 from goldfive_core.pb.v1 import events_pb2
+
+from _console import PrintSink, ask
 
 LEDGER: list[dict[str, Any]] = []
 
@@ -66,29 +67,6 @@ class ScriptedTreasurer(BaseLlm):
             content=types.Content(role="model", parts=parts),
             usage_metadata=types.GenerateContentResponseUsageMetadata(prompt_token_count=1, candidates_token_count=1),
         )
-
-
-class PrintSink:
-    """Prints each goldfive event on one line and hands approval requests to the person."""
-
-    def __init__(self) -> None:
-        self.requests: asyncio.Queue[events_pb2.ApprovalRequested] = asyncio.Queue()
-
-    def emit(self, event: events_pb2.Event) -> None:
-        """Print and, for an approval request, queue it."""
-        name = payload_name(event)
-        body = event_to_dict(event).get(name, {})
-        print(f"  goldfive #{event.sequence:<2} {name:<20} {json.dumps(body, ensure_ascii=False)[:110]}")
-        if name == "approval_requested":
-            self.requests.put_nowait(event.approval_requested)
-
-
-async def ask(prompt: str) -> str:
-    """Read one line from the terminal without blocking the event loop ("" at end of input)."""
-    try:
-        return (await asyncio.to_thread(input, prompt)).strip()
-    except EOFError:
-        return ""
 
 
 async def ask_int(prompt: str) -> int | None:

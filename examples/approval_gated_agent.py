@@ -26,12 +26,10 @@ import sys
 import threading
 from typing import Any
 
-from google.protobuf import json_format
-
 from goldfive_core import ControlAck, ControlChannel, ControlKind, ControlMessage, SteeringConfig, Task, wrap
 from goldfive_core.adapters.callable import AgentTools
-from goldfive_core.events import payload_name
-from goldfive_core.pb.v1 import events_pb2
+
+from _console import PrintSink
 
 AUTO_NAME = "auto (no terminal)"
 
@@ -45,29 +43,6 @@ class Flight:
 
 
 FLIGHTS = [Flight("TP 1351 Lisbon → Berlin", 189), Flight("LH 1167 Lisbon → Berlin", 243)]
-
-
-def describe(event: events_pb2.Event) -> str:
-    """One readable line: sequence, payload name and its non-empty fields."""
-    name = payload_name(event)
-    fields = json_format.MessageToDict(getattr(event, name), preserving_proto_field_name=True)
-    fields.pop("expires_at", None)
-    for key in [k for k in fields if k.endswith("_ms")]:
-        fields[key] = int(fields[key])  # int64 is a string in protobuf JSON; show a number
-    parts = [f"{key}={value!r}" if isinstance(value, str) else f"{key}={value}" for key, value in fields.items()]
-    return f"  #{event.sequence:<2} {name:<19} " + " ".join(parts)
-
-
-class PrintingSink:
-    """Prints each event as it happens and wakes the person when an approval is requested."""
-
-    def __init__(self) -> None:
-        self.requested: asyncio.Queue[events_pb2.ApprovalRequested] = asyncio.Queue()
-
-    def emit(self, event: events_pb2.Event) -> None:
-        print(describe(event))
-        if payload_name(event) == "approval_requested":
-            self.requested.put_nowait(event.approval_requested)
 
 
 def make_agent(timeout_ms: int | None) -> Any:
@@ -118,9 +93,9 @@ def ask_on_terminal(prompt: str) -> asyncio.Future[tuple[bool, str, str]]:
     return answer
 
 
-async def person(channel: ControlChannel, sink: PrintingSink, args: argparse.Namespace) -> ControlAck | None:
+async def person(channel: ControlChannel, sink: PrintSink, args: argparse.Namespace) -> ControlAck | None:
     """Wait for the request, decide (terminal or flags), send the decision; returns the ack."""
-    request = await sink.requested.get()
+    request = await sink.requests.get()
     if args.approve or args.reject is not None:
         approved, reason, name = bool(args.approve), args.reject or "", args.by
     elif args.interactive:
@@ -156,7 +131,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 async def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     channel = ControlChannel()
-    sink = PrintingSink()
+    sink = PrintSink(prefix="  ")
     runner = wrap(make_agent(args.timeout_ms), control=channel, sinks=[sink], config=SteeringConfig())
     print("goldfive events (one line each):")
     person_task = asyncio.create_task(person(channel, sink, args))

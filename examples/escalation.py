@@ -28,30 +28,8 @@ from goldfive_core import (
     wrap,
 )
 from goldfive_core.adapters.callable import AgentTools
-from goldfive_core.events import payload_name
-from goldfive_core.pb.v1 import events_pb2, types_pb2
 
-
-class PrintingSink:
-    """Prints one line per event and tells the person when the run needs them."""
-
-    def __init__(self) -> None:
-        self.needs_person = asyncio.Event()
-
-    def emit(self, event: events_pb2.Event) -> None:
-        name = payload_name(event)
-        body = getattr(event, name)
-        if name == "drift_detected":
-            kind = types_pb2.DriftKind.Name(body.kind)
-            severity = types_pb2.DriftSeverity.Name(body.severity)
-            print(f"  event #{event.sequence} drift_detected {kind} {severity} ladder_level={body.ladder_level}")
-            print(f"      {body.detail}")
-            if body.kind == types_pb2.HUMAN_INTERVENTION_REQUIRED:
-                self.needs_person.set()
-        elif name == "run_aborted":
-            print(f"  event #{event.sequence} run_aborted {types_pb2.RunStatus.Name(body.status)}: {body.reason}")
-        else:
-            print(f"  event #{event.sequence} {name}")
+from _console import PrintSink
 
 
 class Researcher:
@@ -78,7 +56,7 @@ class Researcher:
                 print("agent: goldfive skipped my search")
 
 
-async def person(args: argparse.Namespace, channel: ControlChannel, sink: PrintingSink) -> None:
+async def person(args: argparse.Namespace, channel: ControlChannel, sink: PrintSink) -> None:
     """Waits for the escalation, shows the paused run, and answers (from the flags or the terminal)."""
     await sink.needs_person.wait()
     if args.no_answer:
@@ -122,7 +100,7 @@ async def main() -> int:
     args = parser.parse_args()
 
     channel = ControlChannel()
-    sink = PrintingSink()
+    sink = PrintSink(prefix="  event ")
     config = SteeringConfig(
         loop_warning_repeats=2, loop_critical_repeats=3, max_reinvokes=1, pause_escalate_deadline_s=args.deadline
     )

@@ -19,7 +19,16 @@ from ._util import new_id, now_ms
 from .convert import timestamp_from_ms
 from .pb.v1 import events_pb2
 
-__all__ = ["EventEmitter", "EventSink", "InMemorySink", "JsonlSink", "LoggingSink", "event_to_dict", "payload_name"]
+__all__ = [
+    "EventEmitter",
+    "EventSink",
+    "InMemorySink",
+    "JsonlSink",
+    "LoggingSink",
+    "event_to_dict",
+    "format_event",
+    "payload_name",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -94,9 +103,18 @@ class LoggingSink:
     def emit(self, event: events_pb2.Event) -> None:
         """Log the event."""
         if self._logger.isEnabledFor(self._level):
-            name = payload_name(event)
-            body = json_format.MessageToDict(getattr(event, name), preserving_proto_field_name=True) if name else {}
-            self._logger.log(self._level, "[%s #%d] %s %s", event.run_id, event.sequence, name, body)
+            self._logger.log(self._level, "%s %s", event.run_id, format_event(event))
+
+
+def format_event(event: events_pb2.Event) -> str:
+    """One readable line: ``#3  approval_granted    target_id='buy' decided_by='ana'`` (enums by name)."""
+    name = payload_name(event)
+    fields = json_format.MessageToDict(getattr(event, name), preserving_proto_field_name=True) if name else {}
+    fields.pop("expires_at", None)
+    for key in [k for k in fields if k.endswith("_ms")]:
+        fields[key] = int(fields[key])  # int64 is a string in protobuf JSON; show a number
+    parts = [f"{key}={value!r}" if isinstance(value, str) else f"{key}={value}" for key, value in fields.items()]
+    return f"#{event.sequence:<2} {name:<19} " + " ".join(parts)
 
 
 def payload_name(event: events_pb2.Event) -> str:

@@ -30,5 +30,7 @@ def test_the_example_runs_offline(flags: list[str], ending: str) -> None:
         stdin=subprocess.DEVNULL,
     )
     assert proc.returncode == 0, proc.stderr
-    assert "drift_detected HUMAN_INTERVENTION_REQUIRED CRITICAL ladder_level=4" in proc.stdout
+    escalation = [line for line in proc.stdout.splitlines() if "kind='HUMAN_INTERVENTION_REQUIRED'" in line]
+    assert escalation, proc.stdout
+    assert "severity='CRITICAL'" in escalation[0] and "ladder_level=4" in escalation[0]
     assert ending in proc.stdout
