@@ -175,7 +175,8 @@ class StoreChannel:
     def bind(self, dispatcher: Dispatcher, *, owner: object | None = None) -> None:
         """Start serving the inbox on the running loop, dispatching through ``dispatcher``."""
         if self._dispatcher is not None:
-            if self._dispatcher is dispatcher:
+            # Compare with ==: a bound method (router.dispatch) is a new object on every attribute access.
+            if self._dispatcher == dispatcher:
                 return
             raise ChannelBusyError(f"this StoreChannel is already bound to {self._owner!r}; use one channel per runner")
         loop = asyncio.get_running_loop()
@@ -183,11 +184,20 @@ class StoreChannel:
         self._owner = owner
         self._generation += 1
         self._warn_without_sink(owner)
-        self._task = loop.create_task(self._serve(self._generation, dispatcher), name=f"goldfive-store-{self.endpoint}")
+        # Like the in-memory channel, messages that waited for a run are dispatched at bind, before the
+        # agent takes its first step (a PAUSE sent first holds the run). One short synchronous look.
+        early: list[tuple[int, ControlAck]] = []
+        try:
+            early = self._take_and_dispatch(dispatcher)
+        except StoreError as exc:
+            logger.warning("store %s: could not read waiting control messages at bind: %s", self.store.url, exc)
+        self._task = loop.create_task(
+            self._serve(self._generation, dispatcher, early), name=f"goldfive-store-{self.endpoint}"
+        )
 
     def unbind(self, dispatcher: Dispatcher) -> None:
         """Stop serving; messages sent from now on wait in the store for the next bind."""
-        if self._dispatcher is not dispatcher:
+        if self._dispatcher != dispatcher:
             return
         self._dispatcher = None
         self._owner = None
@@ -249,7 +259,15 @@ class StoreChannel:
             return ControlAck.failure(row.control_id, f"dispatcher returned {type(ack).__name__}, not a ControlAck")
         return ack
 
-    async def _serve(self, generation: int, dispatcher: Dispatcher) -> None:
+    def _take_and_dispatch(self, dispatcher: Dispatcher) -> list[tuple[int, ControlAck]]:
+        rows = self.store.pending_controls(limit=self._batch_size)
+        mine = [r for r in rows if self._is_ours(r)]
+        if not mine:
+            return []
+        won = set(self.store.claim_controls([r.id for r in mine], endpoint=self.endpoint))
+        return [(r.id, self._dispatch(dispatcher, r)) for r in mine if r.id in won]
+
+    async def _serve(self, generation: int, dispatcher: Dispatcher, early: list[tuple[int, ControlAck]]) -> None:
         loop = asyncio.get_running_loop()
         executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="goldfive-store-io")
         task = asyncio.current_task()
@@ -266,7 +284,7 @@ class StoreChannel:
             finally:
                 self._idle.discard(task)
 
-        unacked: list[tuple[int, ControlAck]] = []
+        unacked = early
         delay = 0.05
         try:
             await idle(self.store.wait_inbox, 0.0)  # PostgreSQL: LISTEN before the first look

@@ -27,9 +27,18 @@ from goldfive_core.store import StoreChannel, open_store
 from goldfive_core.store.execution import run_approved
 
 
-def _claimed_unacked(store: Any) -> int:
-    row = store._exec(store._conn(), "SELECT COUNT(*) FROM gf_inbox WHERE status = 'claimed'").fetchone()
-    return int(row[0])
+def _append(path: Path, line: str) -> None:
+    with path.open("a", encoding="utf-8") as f:
+        f.write(line + "\n")
+
+
+def _wait_acks_written(store: Any) -> None:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        row = store._exec(store._conn(), "SELECT COUNT(*) FROM gf_inbox WHERE status = 'claimed'").fetchone()
+        if not row[0]:
+            return
+        time.sleep(0.005)
 
 
 async def main() -> None:
@@ -45,14 +54,11 @@ async def main() -> None:
     channel = StoreChannel(store)
 
     async def body(call_args: Any) -> dict[str, Any]:
-        with Path(args.marker).open("a", encoding="utf-8") as f:
-            f.write(json.dumps(call_args, sort_keys=True) + "\n")
+        _append(Path(args.marker), json.dumps(call_args, sort_keys=True))
         if args.die_in_body:
             # Let the decision's ack reach the store first (the test is about a crash between "executing"
             # and "done", not about a lost ack), then die after the side effect, before the result is recorded.
-            deadline = time.monotonic() + 10
-            while time.monotonic() < deadline and _claimed_unacked(store):
-                time.sleep(0.005)
+            await asyncio.to_thread(_wait_acks_written, store)
             os._exit(9)
         return {"sent": call_args["amount"]}
 
@@ -83,7 +89,8 @@ async def main() -> None:
     runner = wrap(agent, control=channel, sinks=[channel.sink])
     result = await runner.run("test")
     await channel.aclose()
-    print(json.dumps({"status": result.status.value, "output": result.output}), flush=True)
+    sys.stdout.write(json.dumps({"status": result.status.value, "output": result.output}) + "\n")
+    sys.stdout.flush()
 
 
 if __name__ == "__main__":

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
+import socket
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from store_support import HERE, PYTHON, Backend, wait_until
+from store_support import HERE, PYTHON, Backend, make_event, wait_until
 
+from goldfive_core.pb.v1 import events_pb2
 from goldfive_core.store import ExecutionState
 
 AGENT = str(HERE / "agent_proc.py")
@@ -120,19 +123,14 @@ def test_unreachable_postgres_is_exit_3() -> None:
 
 def test_no_agent_answering_is_exit_4_and_the_message_is_withdrawn(backend: Backend) -> None:
     store = backend.open()
-    from goldfive_core.pb.v1 import events_pb2
-    from store_support import make_event
-
     # A run that looks live (fresh heartbeat, this test's own pid) but whose process serves no channel.
-    import os
-
     store.append_events(
         [
             make_event("run-z", 0, events_pb2.RunStarted(adapter="callable")),
             make_event("run-z", 1, events_pb2.ApprovalRequested(target_id="c9", kind="task", prompt="p")),
         ],
         pid=os.getpid(),
-        host=__import__("socket").gethostname(),
+        host=socket.gethostname(),
     )
     store.heartbeat(["run-z"])
     result = cli(backend, "approve", "c9", "--timeout", "0.3")
@@ -176,8 +174,8 @@ def test_two_approvers_at_once_exactly_one_wins(backend: Backend, agents: list[A
     assert "already decided" in loser
     winner = "ann" if results[0][0] == 0 else "bob"
     assert agent.result()["output"]["decided_by"] == winner
-    granted_or_rejected = [r for r in backend.open().audit_rows() if r.kind in ("approval_granted", "approval_rejected")]
-    assert len(granted_or_rejected) == 1
+    decisions = [r for r in backend.open().audit_rows() if r.kind in ("approval_granted", "approval_rejected")]
+    assert len(decisions) == 1
 
 
 def test_killed_agent_leaves_orphan_then_replay_uses_the_recorded_decision(

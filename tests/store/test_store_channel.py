@@ -1,0 +1,190 @@
+"""StoreChannel in one process: wrap() accepts it, decisions via the store resume the agent, faults are survived."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from typing import Any
+
+import pytest
+from store_support import Backend, await_until
+
+from goldfive_core import AgentTools, ControlKind, ControlMessage, InMemorySink, Task, wrap
+from goldfive_core.control import AckResult
+from goldfive_core.store import SqliteStore, StoreChannel, StoreUnavailableError
+
+
+def _approval_agent(target: str, timeout_ms: int = 10_000) -> Any:
+    async def agent(task: Task, tools: AgentTools) -> Any:
+        await tools.report_task_started(target)
+        return await tools.report_awaiting_approval("deploy?", task_id=target, timeout_ms=timeout_ms)
+
+    return agent
+
+
+async def _pending(backend: Backend, target: str) -> None:
+    store = backend.open()
+    await await_until(lambda: any(r.target_id == target for r in store.approvals()), what=f"{target} pending")
+
+
+async def test_wrap_accepts_a_store_channel_and_a_decision_from_another_store_object(backend: Backend) -> None:
+    channel = StoreChannel(backend.open())
+    events = InMemorySink()
+    runner = wrap(_approval_agent("t1"), control=channel, sinks=[channel.sink, events])
+    run = asyncio.create_task(runner.run("go"))
+    await _pending(backend, "t1")
+    assert channel.bound
+
+    decider = StoreChannel(backend.open())  # its own connections, like another process
+    ack = await decider.send(ControlMessage(ControlKind.APPROVE, {"target_id": "t1", "decided_by": "ann"}))
+    assert ack.result is AckResult.SUCCESS and ack.detail == "approved 't1'"
+    result = await run
+    assert result.output == {"decision": "approve", "detail": "", "decided_by": "ann"}
+    assert [e.approval_granted.decided_by for e in events.of("approval_granted")] == ["ann"]
+    assert not channel.bound
+    await channel.aclose()
+    store = backend.open()
+    row = store.approvals_for("t1")[0]
+    assert (row.status, row.decided_by, row.run_id) == ("granted", "ann", result.run_id)
+    kinds = [r.kind for r in store.audit_rows(run_id=result.run_id)]
+    assert kinds[0] == "run_started" and "approval_requested" in kinds and kinds[-1] == "run_completed"
+    assert store.verify_audit().ok
+
+
+async def test_message_sent_before_any_run_is_dispatched_at_bind(backend: Backend) -> None:
+    channel = StoreChannel(backend.open())
+    pause_ack = asyncio.ensure_future(
+        StoreChannel(backend.open()).send(ControlMessage(ControlKind.PAUSE, {"reason": "wait for me"}), timeout=10)
+    )
+    await await_until(lambda: backend.open().pending_controls(), what="the PAUSE in the inbox")
+
+    seen: list[str] = []
+
+    async def agent(task: Task, tools: AgentTools) -> str:
+        seen.append(tools.session.state)
+        return "done"
+
+    runner = wrap(agent, control=channel, sinks=[channel.sink])
+    run = asyncio.create_task(runner.run())
+    ack = await pause_ack
+    assert ack.ok and "paused" in ack.detail
+    resume = await StoreChannel(backend.open()).send(ControlMessage(ControlKind.RESUME, {}))
+    assert resume.ok
+    assert (await run).output == "done"
+    assert seen == ["running"]  # the agent only started after the RESUME
+    await channel.aclose()
+
+
+async def test_send_with_nobody_listening_times_out_and_is_never_dispatched_later(backend: Backend) -> None:
+    decider = StoreChannel(backend.open())
+    ack = await decider.send(ControlMessage(ControlKind.CANCEL, {}), timeout=0.2)
+    assert ack.result is AckResult.FAILURE and "was withdrawn" in ack.detail
+
+    channel = StoreChannel(backend.open())
+    runner = wrap(_approval_agent("t2", timeout_ms=50), control=channel, sinks=[channel.sink])
+    result = await runner.run()
+    assert result.status.value == "COMPLETED"  # the withdrawn CANCEL never reached this run
+    assert result.output["decision"] == "timeout"
+    await channel.aclose()
+
+
+async def test_two_channels_in_one_store_each_take_only_their_runs(backend: Backend) -> None:
+    a, b = StoreChannel(backend.open()), StoreChannel(backend.open())
+    run_a = asyncio.create_task(wrap(_approval_agent("ta"), control=a, sinks=[a.sink]).run())
+    run_b = asyncio.create_task(wrap(_approval_agent("tb"), control=b, sinks=[b.sink]).run())
+    await _pending(backend, "ta")
+    await _pending(backend, "tb")
+    decider = StoreChannel(backend.open())
+    ack_b = await decider.send(ControlMessage(ControlKind.REJECT, {"target_id": "tb", "detail": "no"}))
+    ack_a = await decider.send(ControlMessage(ControlKind.APPROVE, {"target_id": "ta"}))
+    assert ack_a.ok and ack_b.ok, (ack_a, ack_b)
+    assert (await run_a).output["decision"] == "approve"
+    assert (await run_b).output["decision"] == "reject"
+    assert a.statistics().dispatched == 1 and b.statistics().dispatched == 1
+    await a.aclose()
+    await b.aclose()
+
+
+async def test_bad_messages_get_failure_acks_through_the_store(backend: Backend) -> None:
+    channel = StoreChannel(backend.open())
+    run = asyncio.create_task(wrap(_approval_agent("t3"), control=channel, sinks=[channel.sink]).run())
+    await _pending(backend, "t3")
+    decider = StoreChannel(backend.open())
+    unknown = await decider.send(ControlMessage("FROBNICATE", {"run_id": ""}))
+    assert unknown.result is AckResult.FAILURE and "unknown control kind 'FROBNICATE'" in unknown.detail
+    not_json = await decider.send(ControlMessage(ControlKind.STEER, {"text": object()}))
+    assert not_json.result is AckResult.FAILURE and "payload is not JSON" in not_json.detail
+    assert (await decider.send(ControlMessage(ControlKind.APPROVE, {"target_id": "t3"}))).ok
+    await run
+    await channel.aclose()
+
+
+class FlakyStore:
+    """A real store whose named methods fail (as an unreachable store does) the first N times."""
+
+    def __init__(self, store: Any, failures: dict[str, int]) -> None:
+        self._store = store
+        self._failures = dict(failures)
+        self.failed: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._store, name)
+        if name not in self._failures:
+            return attr
+
+        def flaky(*args: Any, **kwargs: Any) -> Any:
+            if self._failures[name] > 0:
+                self._failures[name] -= 1
+                self.failed.append(name)
+                raise StoreUnavailableError(f"store {self._store.url} is unavailable while {name}: injected")
+            return attr(*args, **kwargs)
+
+        return flaky
+
+
+async def test_agent_side_store_outage_loses_no_decision(backend: Backend) -> None:
+    flaky = FlakyStore(backend.open(), {"pending_controls": 2, "claim_controls": 1, "ack_controls": 3})
+    channel = StoreChannel(flaky)  # type: ignore[arg-type]
+    events = InMemorySink()
+    run = asyncio.create_task(wrap(_approval_agent("t4"), control=channel, sinks=[channel.sink, events]).run())
+    await _pending(backend, "t4")
+    ack = await StoreChannel(backend.open()).send(ControlMessage(ControlKind.APPROVE, {"target_id": "t4"}))
+    assert ack.ok and ack.detail == "approved 't4'"
+    assert (await run).output["decision"] == "approve"
+    assert len(events.of("approval_granted")) == 1  # dispatched exactly once despite the retries
+    assert sorted(set(flaky.failed)) == ["ack_controls", "claim_controls", "pending_controls"]
+    await channel.aclose()
+
+
+def test_locked_sqlite_store_is_a_clear_error(sqlite_backend: Backend) -> None:
+    store = SqliteStore(sqlite_backend.location, busy_timeout_s=0.05)
+    locker = sqlite3.connect(sqlite_backend.location, isolation_level=None)
+    locker.execute("BEGIN EXCLUSIVE")
+    try:
+        with pytest.raises(StoreUnavailableError, match=r"is unavailable while posting control message .*locked"):
+            store.post_control(ControlMessage(ControlKind.PAUSE, {}))
+    finally:
+        locker.execute("ROLLBACK")
+    store.post_control(ControlMessage(ControlKind.PAUSE, {}))  # back once the lock is gone
+    assert len(store.pending_controls()) == 1
+
+
+async def test_postgres_connections_killed_mid_wait_are_reopened(backend: Backend) -> None:
+    if backend.name != "postgres":
+        pytest.skip("PostgreSQL connection loss")
+    import psycopg
+    from store_support import PG_DSN
+
+    channel = StoreChannel(backend.open())
+    run = asyncio.create_task(wrap(_approval_agent("t5"), control=channel, sinks=[channel.sink]).run())
+    await _pending(backend, "t5")
+    with psycopg.connect(PG_DSN, autocommit=True) as admin:
+        killed = admin.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'"
+        ).fetchone()
+    assert killed is not None and killed[0] >= 2  # the agent's listener and its query connection at least
+    ack = await StoreChannel(backend.open()).send(ControlMessage(ControlKind.APPROVE, {"target_id": "t5"}))
+    assert ack.ok, ack
+    assert (await run).output["decision"] == "approve"
+    await channel.aclose()
