@@ -34,6 +34,7 @@ proto: $(STAMP)
 bench: $(STAMP)
 	$(PY) bench/approvals.py
 	$(PY) bench/adk_overhead.py
+	$(PY) bench/store.py
 
 clean:
 	rm -rf $(VENV)
