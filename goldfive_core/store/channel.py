@@ -23,12 +23,12 @@ import functools
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
 from .._util import new_id, shorten
-from ..control import ChannelStatistics, ControlAck, ControlKind, ControlMessage, Dispatcher
+from ..control import ChannelStatistics, ControlAck, ControlChannel, ControlKind, ControlMessage, Dispatcher
 from ..errors import ChannelBusyError
 from ..routing import ControlRouter
 from .base import HOST, InboxRow, Store, StoreError, StoreUnavailableError, run_liveness
@@ -55,8 +55,14 @@ class RunGone(DeliveryTimeout):
     """The addressed run ended (or its process died) before taking the message; it was withdrawn."""
 
 
-class StoreChannel:
-    """A control channel backed by a :class:`~goldfive_core.store.base.Store`."""
+class StoreChannel(ControlChannel):
+    """A control channel backed by a :class:`~goldfive_core.store.base.Store`.
+
+    A subclass of the in-memory channel only so that every place typed for a
+    ``ControlChannel`` accepts it; it overrides the whole public surface. A
+    message this process's own run can take (goldfive's escalation PAUSE) is
+    dispatched at once, as in memory; everything else goes through the store.
+    """
 
     def __init__(
         self,
@@ -72,6 +78,7 @@ class StoreChannel:
             store = open_store(store)
         if ack_timeout_s <= 0:
             raise ValueError(f"ack_timeout_s must be > 0, got {ack_timeout_s}")
+        super().__init__()
         self.store = store
         self.ack_timeout_s = ack_timeout_s
         self.endpoint = name or f"{HOST}:{os.getpid()}:{new_id('ch')}"
@@ -82,7 +89,7 @@ class StoreChannel:
         self._task: asyncio.Task[None] | None = None
         self._generation = 0
         self._dispatched = 0
-        self._backlog = 0
+        self._seen_waiting = 0
         self._idle: set[asyncio.Task[None]] = set()
 
     @property
@@ -160,6 +167,8 @@ class StoreChannel:
         control_id = msg.id if isinstance(msg, ControlMessage) else ""
         if not isinstance(msg, ControlMessage):
             return ControlAck.failure(control_id, f"expected a ControlMessage, got {type(msg).__name__}")
+        if self._dispatcher is not None and self._local_target(msg):
+            return self._dispatch_local(self._dispatcher, msg)
         try:
             return await asyncio.to_thread(self.deliver, msg, timeout_s=timeout)
         except DeliveryTimeout as exc:
@@ -168,7 +177,11 @@ class StoreChannel:
             return ControlAck.failure(control_id, f"not delivered: {shorten(str(exc))}")
 
     def send_nowait(self, msg: ControlMessage) -> asyncio.Future[ControlAck]:
-        """Start :meth:`send` and return a future of the ack."""
+        """Start :meth:`send` and return a future of the ack (done at once for this process's own runs)."""
+        if isinstance(msg, ControlMessage) and self._dispatcher is not None and self._local_target(msg):
+            fut: asyncio.Future[ControlAck] = asyncio.get_running_loop().create_future()
+            fut.set_result(self._dispatch_local(self._dispatcher, msg))
+            return fut
         return asyncio.ensure_future(self.send(msg))
 
     # -- agent side ---------------------------------------------------------------------------------
@@ -213,7 +226,7 @@ class StoreChannel:
 
     def statistics(self) -> ChannelStatistics:
         """Counts for observability (backlog = messages seen waiting at the last look)."""
-        return ChannelStatistics(bound=self.bound, backlog=self._backlog, dispatched=self._dispatched)
+        return ChannelStatistics(bound=self.bound, backlog=self._seen_waiting, dispatched=self._dispatched)
 
     async def aclose(self) -> None:
         """Stop serving and flush the sink (if one was made)."""
@@ -247,17 +260,32 @@ class StoreChannel:
             return owner.find(row.run_id) is not None
         return True
 
-    def _dispatch(self, dispatcher: Dispatcher, row: InboxRow) -> ControlAck:
-        msg = row.message()
+    def _dispatch_row(self, dispatcher: Dispatcher, row: InboxRow) -> ControlAck:
+        return self._dispatch_local(dispatcher, row.message())
+
+    def _dispatch_local(self, dispatcher: Dispatcher, msg: ControlMessage) -> ControlAck:
         self._dispatched += 1
         try:
             ack = dispatcher(msg)
         except Exception as exc:  # a dispatcher bug must not lose the ack or stop the channel
-            logger.exception("dispatching control message %s failed", row.control_id)
-            return ControlAck.failure(row.control_id, f"internal error while dispatching: {shorten(repr(exc))}")
+            logger.exception("dispatching control message %s failed", msg.id)
+            return ControlAck.failure(msg.id, f"internal error while dispatching: {shorten(repr(exc))}")
         if not isinstance(ack, ControlAck):
-            return ControlAck.failure(row.control_id, f"dispatcher returned {type(ack).__name__}, not a ControlAck")
+            return ControlAck.failure(msg.id, f"dispatcher returned {type(ack).__name__}, not a ControlAck")
         return ack
+
+    def _local_target(self, msg: ControlMessage) -> bool:
+        """True when this process's bound router serves the run (or approval) ``msg`` names."""
+        owner = self._owner
+        if self._dispatcher is None or not isinstance(owner, ControlRouter):
+            return False
+        run_id = msg.payload.get("run_id") if isinstance(msg.payload, Mapping) else None
+        if isinstance(run_id, str) and run_id:
+            return owner.find(run_id) is not None
+        target = msg.payload.get("target_id") if isinstance(msg.payload, Mapping) else None
+        if msg.kind in (ControlKind.APPROVE, ControlKind.REJECT) and isinstance(target, str) and target:
+            return any(s.approvals.knows(target) for s in owner.sessions)
+        return False
 
     def _take_and_dispatch(self, dispatcher: Dispatcher) -> list[tuple[int, ControlAck]]:
         rows = self.store.pending_controls(limit=self._batch_size)
@@ -265,7 +293,7 @@ class StoreChannel:
         if not mine:
             return []
         won = set(self.store.claim_controls([r.id for r in mine], endpoint=self.endpoint))
-        return [(r.id, self._dispatch(dispatcher, r)) for r in mine if r.id in won]
+        return [(r.id, self._dispatch_row(dispatcher, r)) for r in mine if r.id in won]
 
     async def _serve(self, generation: int, dispatcher: Dispatcher, early: list[tuple[int, ControlAck]]) -> None:
         loop = asyncio.get_running_loop()
@@ -296,13 +324,13 @@ class StoreChannel:
                     if self._generation != generation:
                         return
                     rows = await io(self.store.pending_controls, limit=self._batch_size)
-                    self._backlog = len(rows)
+                    self._seen_waiting = len(rows)
                     if self._generation != generation:
                         return
                     mine = [r for r in rows if self._is_ours(r)]
                     if mine:
                         won = set(await io(self.store.claim_controls, [r.id for r in mine], endpoint=self.endpoint))
-                        unacked = [(r.id, self._dispatch(dispatcher, r)) for r in mine if r.id in won]
+                        unacked = [(r.id, self._dispatch_row(dispatcher, r)) for r in mine if r.id in won]
                         await io(self.store.ack_controls, unacked)
                         unacked = []
                         continue

@@ -188,3 +188,29 @@ async def test_postgres_connections_killed_mid_wait_are_reopened(backend: Backen
     assert ack.ok, ack
     assert (await run).output["decision"] == "approve"
     await channel.aclose()
+
+
+async def test_escalation_pauses_at_once_and_a_resume_through_the_store_releases_it(backend: Backend) -> None:
+    from goldfive_core import Drift, DriftKind, DriftSeverity, InterventionLevel
+
+    channel = StoreChannel(backend.open())
+    seen: dict[str, Any] = {}
+
+    async def agent(task: Task, tools: AgentTools) -> str:
+        level = await tools.session.handle_drift(
+            Drift(DriftKind.INTENT_DIVERGENCE, DriftSeverity.CRITICAL, "wandered off")
+        )
+        seen["level"], seen["paused"] = level, tools.session.paused  # the escalation applied synchronously
+        notes = await tools.checkpoint()  # blocks until a person answers
+        return " ".join(notes)
+
+    run = asyncio.create_task(wrap(agent, control=channel, sinks=[channel.sink]).run())
+    store = backend.open()
+    await await_until(
+        lambda: any(r.kind == "drift_detected" for r in store.audit_rows()), what="the escalation in the audit log"
+    )
+    assert seen == {"level": InterventionLevel.PAUSE_ESCALATE, "paused": True}
+    ack = await StoreChannel(backend.open()).send(ControlMessage(ControlKind.STEER, {"text": "go back to the plan"}))
+    assert ack.ok and "run resumed" in ack.detail
+    assert (await run).output == "go back to the plan"
+    await channel.aclose()
