@@ -239,3 +239,37 @@ def test_run_controls_from_the_command_line(backend: Backend, agents: list[Agent
     assert agent.result()["output"] == {"notes": ["stop"]}
     events = cli(backend, "events")
     assert "run_started" in events.stdout and "run_completed" in events.stdout
+
+
+_ENVELOPE = {"event_id", "run_id", "sequence", "emitted_at", "session_id"}
+
+
+def _kind(line: str) -> str:
+    """The payload name of one ``events --json`` line."""
+    assert line, "goldfive events --follow exited"
+    return next(k for k in json.loads(line)["event"] if k not in _ENVELOPE)
+
+
+def test_events_follow_prints_events_as_they_are_written(backend: Backend, agents: list[Agent]) -> None:
+    backend.open()
+    follow = subprocess.Popen(
+        [PYTHON, "-m", "goldfive_core.cli", "events", "--follow", "--json"],
+        env=backend.env(),
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        agent = start(agents, backend, "flow-a", "--call-id", "f-1")
+        assert follow.stdout is not None
+        kinds = [_kind(follow.stdout.readline())]
+        while kinds[-1] != "approval_requested":
+            kinds.append(_kind(follow.stdout.readline()))
+        assert kinds[0] == "run_started"
+        assert cli(backend, "approve", "f-1").returncode == 0
+        while kinds[-1] != "run_completed":
+            kinds.append(_kind(follow.stdout.readline()))
+        assert "approval_granted" in kinds
+        agent.result()
+    finally:
+        follow.kill()
+        follow.communicate(timeout=10)
