@@ -87,7 +87,8 @@ class SqliteStore(SqlStore):
         try:
             yield
         except BaseException:
-            conn.execute("ROLLBACK")
+            with contextlib.suppress(sqlite3.Error):  # a broken connection: the original error is the news
+                conn.execute("ROLLBACK")
             raise
         conn.execute("COMMIT")
 
