@@ -669,18 +669,33 @@ class SqlStore(Store):
                 "WHERE status = 'pending' ORDER BY id LIMIT ?",
                 (limit,),
             )
-            return [
-                InboxRow(
-                    id=r[0],
-                    control_id=r[1],
-                    kind=r[2],
-                    payload=json.loads(r[3]),
-                    run_id=r[4],
-                    issued_at_ms=r[5],
-                    status=r[6],
-                )
-                for r in cur.fetchall()
-            ]
+            return self._inbox_rows(cur)
+
+    def claimed_controls(self, *, endpoint: str) -> list[InboxRow]:
+        """Messages ``endpoint`` claimed and has not acked, oldest first."""
+        with self._guard("reading claimed control messages"):
+            cur = self._exec(
+                self._conn(),
+                "SELECT id, control_id, kind, payload_json, run_id, issued_at_ms, status FROM gf_inbox "
+                "WHERE status = 'claimed' AND claimed_by = ? ORDER BY id",
+                (endpoint,),
+            )
+            return self._inbox_rows(cur)
+
+    @staticmethod
+    def _inbox_rows(cur: Any) -> list[InboxRow]:
+        return [
+            InboxRow(
+                id=r[0],
+                control_id=r[1],
+                kind=r[2],
+                payload=json.loads(r[3]),
+                run_id=r[4],
+                issued_at_ms=r[5],
+                status=r[6],
+            )
+            for r in cur.fetchall()
+        ]
 
     def claim_controls(self, ids: Sequence[int], *, endpoint: str) -> list[int]:
         """Claim unclaimed messages; returns the ids won."""

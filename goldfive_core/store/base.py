@@ -333,6 +333,10 @@ class Store(abc.ABC):
         """Messages nobody has claimed yet, oldest first."""
 
     @abc.abstractmethod
+    def claimed_controls(self, *, endpoint: str) -> list[InboxRow]:
+        """Messages ``endpoint`` claimed and has not acked (recovery after a lost answer)."""
+
+    @abc.abstractmethod
     def claim_controls(self, ids: Sequence[int], *, endpoint: str) -> list[int]:
         """Claim messages for dispatch; returns the ids this caller won."""
 

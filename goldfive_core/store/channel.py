@@ -43,6 +43,9 @@ T = TypeVar("T")
 _LIVENESS_SLICE_S = 0.25
 """While waiting for an ack, how often the sender checks that the addressed run is still alive."""
 
+_ACK_RETRY_S = 30.0
+"""How long acks of dispatched messages are retried after the run is gone, while the store is down."""
+
 _WAIT_SLICE_S = 0.5
 """Longest single wait for the inbox; bounds how long an unbind takes to be noticed."""
 
@@ -305,7 +308,7 @@ class StoreChannel(ControlChannel):
             return await loop.run_in_executor(executor, functools.partial(fn, *args, **kwargs))
 
         async def idle(fn: Callable[..., T], *args: Any) -> T:
-            # Only idle waits may be cancelled by unbind; a batch in flight always finishes.
+            # Only idle waits may be cancelled by unbind: never while a dispatched message lacks its ack.
             self._idle.add(task)
             try:
                 return await io(fn, *args)
@@ -314,10 +317,18 @@ class StoreChannel(ControlChannel):
 
         unacked = early
         delay = 0.05
+        recovering = False
+        give_up_at: float | None = None
         try:
             await idle(self.store.wait_inbox, 0.0)  # PostgreSQL: LISTEN before the first look
             while True:
                 try:
+                    if recovering:
+                        # A claim may have committed while its answer was lost: dispatch what we hold.
+                        held = await io(self.store.claimed_controls, endpoint=self.endpoint)
+                        known = {ident for ident, _ in unacked}
+                        unacked += [(r.id, self._dispatch_row(dispatcher, r)) for r in held if r.id not in known]
+                        recovering = False
                     if unacked:  # acks of dispatched messages are written before anything else
                         await io(self.store.ack_controls, unacked)
                         unacked = []
@@ -337,15 +348,38 @@ class StoreChannel(ControlChannel):
                     await idle(self.store.wait_inbox, _WAIT_SLICE_S)
                     delay = 0.05
                 except StoreError as exc:
+                    recovering = True
+                    if self._generation != generation:
+                        give_up_at = give_up_at or time.monotonic() + _ACK_RETRY_S
+                        if time.monotonic() > give_up_at:
+                            logger.error("store %s: gave up writing %d acks: %s", self.store.url, len(unacked), exc)
+                            return
                     logger.warning(
                         "store %s unavailable to the control channel; retry in %.2f s: %s", self.store.url, delay, exc
                     )
-                    await idle(time.sleep, delay)
+                    if unacked:
+                        await io(time.sleep, delay)
+                    else:
+                        await idle(time.sleep, delay)
                     delay = min(delay * 2, 1.0)
         except asyncio.CancelledError:
-            if unacked:  # cancelled while writing acks: finish on the worker thread anyway
-                executor.submit(self.store.ack_controls, unacked)
+            if unacked:  # the loop is closing while acks are owed: keep trying on the worker thread
+                executor.submit(self._ack_eventually, unacked)
             raise
         finally:
             executor.submit(self.store.close)
             executor.shutdown(wait=False)
+
+    def _ack_eventually(self, acks: list[tuple[int, ControlAck]]) -> None:
+        deadline = time.monotonic() + _ACK_RETRY_S
+        delay = 0.05
+        while True:
+            try:
+                self.store.ack_controls(acks)
+                return
+            except StoreError as exc:
+                if time.monotonic() > deadline:
+                    logger.error("store %s: gave up writing %d acks: %s", self.store.url, len(acks), exc)
+                    return
+                time.sleep(delay)
+                delay = min(delay * 2, 1.0)

@@ -32,9 +32,9 @@ from ..approvals import ApprovalRequest
 from ..drift import Drift, DriftKind, DriftSeverity
 from ..pb.v1 import events_pb2
 from ..session import Session
-from .base import HOST, ExecutionRow, ExecutionState, Store
+from .base import HOST, ExecutionRow, ExecutionState, Store, StoredDecision
 
-__all__ = ["GuardedResult", "run_approved"]
+__all__ = ["GuardedResult", "Replay", "begin_execution", "check_replay", "finish_execution", "run_approved"]
 
 logger = logging.getLogger(__name__)
 
@@ -61,6 +61,73 @@ def _accept_object(edited: Mapping[str, Any]) -> str | None:
     return None if isinstance(edited, Mapping) else "edited arguments must be a JSON object"
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Replay:
+    """What the store knows about a call id before anyone is asked (see :func:`check_replay`)."""
+
+    kind: Literal["none", "done", "in_doubt", "decided"]
+    detail: str = ""
+    result: Any = None
+    decision: StoredDecision | None = None
+
+
+async def check_replay(session: Session, store: Store, *, call_id: str, tool_name: str, digest: str) -> Replay:
+    """Look up ``call_id`` in the ledger and the decisions; announce what applies to the run.
+
+    ``done``: the body finished before (its result is in ``result``); ``in_doubt``: it started and
+    never finished (a CRITICAL HUMAN_INTERVENTION_REQUIRED drift is emitted; do not run it);
+    ``decided``: a decision was recorded while the agent was down (ApprovalGranted/Rejected is
+    emitted for this run; a decision for other arguments is ignored); ``none``: ask a person.
+    """
+    settled = await _settled(session, store, call_id, tool_name)
+    if settled is not None:
+        kind: Literal["done", "in_doubt"] = "done" if settled.status == "already_done" else "in_doubt"
+        return Replay(kind=kind, detail=settled.detail, result=settled.result)
+    stored = await asyncio.to_thread(store.find_decision, call_id)
+    if stored is None:
+        return Replay(kind="none")
+    if stored.args_digest and digest and stored.args_digest != digest:
+        logger.warning("decision stored for %s was for other arguments (%s); asking again", call_id, stored.args_digest)
+        return Replay(kind="none")
+    note = f"decision recorded in the store (run {stored.run_id}, via {stored.decided_via}) applied to the replay"
+    if stored.approved:
+        edited = stored.edited_args
+        session.events.emit(
+            events_pb2.ApprovalGranted(
+                target_id=call_id,
+                detail=note,
+                decided_by=stored.decided_by,
+                edited_args_json=canonical_json(edited) if edited is not None else "",
+            )
+        )
+    else:
+        session.events.emit(events_pb2.ApprovalRejected(target_id=call_id, detail=note, decided_by=stored.decided_by))
+    return Replay(kind="decided", detail=stored.detail, decision=stored)
+
+
+async def begin_execution(session: Session, store: Store, *, call_id: str, tool_name: str) -> Replay | None:
+    """Record "executing" before an approved body runs; None = go ahead, else why not (done / in doubt)."""
+    claimed = await asyncio.to_thread(store.mark_executing, call_id, run_id=session.run_id, pid=os.getpid(), host=HOST)
+    if claimed:
+        return None
+    # Another process claimed it between the look and now.
+    return await check_replay(session, store, call_id=call_id, tool_name=tool_name, digest="")
+
+
+async def finish_execution(
+    store: Store, *, call_id: str, result: Any = None, error: BaseException | None = None
+) -> None:
+    """Record that the body finished, with its result (or the error it raised)."""
+    if error is not None:
+        result_json = canonical_json({"error": shorten(repr(error), 500)})
+    else:
+        try:
+            result_json = canonical_json(result)
+        except (TypeError, ValueError):
+            result_json = canonical_json({"repr": shorten(repr(result), 2000)})
+    await asyncio.to_thread(store.mark_done, call_id, result_json=result_json)
+
+
 async def run_approved(
     session: Session,
     store: Store,
@@ -75,30 +142,15 @@ async def run_approved(
 ) -> GuardedResult:
     """Ask (or find the recorded decision), then run ``body(args)`` at most once for ``call_id``."""
     digest = args_digest(tool_name, args)
-    done = await _settled(session, store, call_id, tool_name)
-    if done is not None:
-        return done
-    stored = await asyncio.to_thread(store.find_decision, call_id)
-    if stored is not None and stored.args_digest and stored.args_digest != digest:
-        logger.warning(
-            "decision recorded for %s was for other arguments (%s); asking again", call_id, stored.args_digest
-        )
-        stored = None
+    replay = await check_replay(session, store, call_id=call_id, tool_name=tool_name, digest=digest)
+    if replay.kind == "done":
+        return GuardedResult(status="already_done", result=replay.result, detail=replay.detail)
+    if replay.kind == "in_doubt":
+        return GuardedResult(status="in_doubt", detail=replay.detail)
     edited: Mapping[str, Any] | None
-    if stored is not None:
+    if replay.decision is not None:
+        stored = replay.decision
         approved, detail, decided_by, edited = stored.approved, stored.detail, stored.decided_by, stored.edited_args
-        note = f"decision recorded in the store (run {stored.run_id}, via {stored.decided_via}) applied to the replay"
-        if approved:
-            session.events.emit(
-                events_pb2.ApprovalGranted(
-                    target_id=call_id,
-                    detail=note,
-                    decided_by=decided_by,
-                    edited_args_json=canonical_json(edited) if edited is not None else "",
-                )
-            )
-        else:
-            session.events.emit(events_pb2.ApprovalRejected(target_id=call_id, detail=note, decided_by=decided_by))
     else:
         outcome = await session.request_approval(
             ApprovalRequest(
@@ -120,23 +172,16 @@ async def run_approved(
     if not approved:
         return GuardedResult(status="reject", detail=detail, decided_by=decided_by)
     call_args = dict(edited) if edited is not None else dict(args)
-    claimed = await asyncio.to_thread(store.mark_executing, call_id, run_id=session.run_id, pid=os.getpid(), host=HOST)
-    if not claimed:  # another process claimed it between our look and now
-        settled = await _settled(session, store, call_id, tool_name)
-        assert settled is not None
-        return settled
+    refused = await begin_execution(session, store, call_id=call_id, tool_name=tool_name)
+    if refused is not None:
+        status: GuardedStatus = "already_done" if refused.kind == "done" else "in_doubt"
+        return GuardedResult(status=status, result=refused.result, detail=refused.detail)
     try:
         result = await body(call_args)
     except BaseException as exc:
-        await asyncio.to_thread(
-            store.mark_done, call_id, result_json=canonical_json({"error": shorten(repr(exc), 500)})
-        )
+        await finish_execution(store, call_id=call_id, error=exc)
         raise
-    try:
-        result_json = canonical_json(result)
-    except (TypeError, ValueError):
-        result_json = canonical_json({"repr": shorten(repr(result), 2000)})
-    await asyncio.to_thread(store.mark_done, call_id, result_json=result_json)
+    await finish_execution(store, call_id=call_id, result=result)
     return GuardedResult(status="ran", result=result, detail=detail, decided_by=decided_by, args=call_args)
 
 

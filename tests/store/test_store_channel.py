@@ -122,9 +122,10 @@ async def test_bad_messages_get_failure_acks_through_the_store(backend: Backend)
 class FlakyStore:
     """A real store whose named methods fail (as an unreachable store does) the first N times."""
 
-    def __init__(self, store: Any, failures: dict[str, int]) -> None:
+    def __init__(self, store: Any, failures: dict[str, int], *, after: bool = False) -> None:
         self._store = store
         self._failures = dict(failures)
+        self._after = after  # do the work, then lose the answer (a connection dropped after commit)
         self.failed: list[str] = []
 
     def __getattr__(self, name: str) -> Any:
@@ -136,6 +137,8 @@ class FlakyStore:
             if self._failures[name] > 0:
                 self._failures[name] -= 1
                 self.failed.append(name)
+                if self._after:
+                    attr(*args, **kwargs)
                 raise StoreUnavailableError(f"store {self._store.url} is unavailable while {name}: injected")
             return attr(*args, **kwargs)
 
@@ -153,6 +156,19 @@ async def test_agent_side_store_outage_loses_no_decision(backend: Backend) -> No
     assert (await run).output["decision"] == "approve"
     assert len(events.of("approval_granted")) == 1  # dispatched exactly once despite the retries
     assert sorted(set(flaky.failed)) == ["ack_controls", "claim_controls", "pending_controls"]
+    await channel.aclose()
+
+
+async def test_a_claim_whose_answer_was_lost_is_still_dispatched_once(backend: Backend) -> None:
+    flaky = FlakyStore(backend.open(), {"claim_controls": 1}, after=True)
+    channel = StoreChannel(flaky)  # type: ignore[arg-type]
+    events = InMemorySink()
+    run = asyncio.create_task(wrap(_approval_agent("t6"), control=channel, sinks=[channel.sink, events]).run())
+    await _pending(backend, "t6")
+    ack = await StoreChannel(backend.open()).send(ControlMessage(ControlKind.APPROVE, {"target_id": "t6"}))
+    assert ack.ok and flaky.failed == ["claim_controls"]
+    assert (await run).output["decision"] == "approve"
+    assert len(events.of("approval_granted")) == 1
     await channel.aclose()
 
 
