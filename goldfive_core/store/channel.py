@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import functools
+import json
 import logging
 import os
 import time
@@ -74,6 +75,7 @@ class StoreChannel(ControlChannel):
         ack_timeout_s: float = 30.0,
         batch_size: int = 100,
         name: str | None = None,
+        sweep_interval_s: float = 5.0,
     ) -> None:
         if isinstance(store, str | Path):
             from . import open_store
@@ -86,6 +88,7 @@ class StoreChannel(ControlChannel):
         self.ack_timeout_s = ack_timeout_s
         self.endpoint = name or f"{HOST}:{os.getpid()}:{new_id('ch')}"
         self._batch_size = batch_size
+        self._sweep_interval_s = sweep_interval_s
         self._sink: StoreSink | None = None
         self._dispatcher: Dispatcher | None = None
         self._owner: object | None = None
@@ -318,6 +321,7 @@ class StoreChannel(ControlChannel):
         unacked = early
         delay = 0.05
         recovering = False
+        next_sweep = time.monotonic() + self._sweep_interval_s
         give_up_at: float | None = None
         try:
             await idle(self.store.wait_inbox, 0.0)  # PostgreSQL: LISTEN before the first look
@@ -334,6 +338,9 @@ class StoreChannel(ControlChannel):
                         unacked = []
                     if self._generation != generation:
                         return
+                    if time.monotonic() >= next_sweep:
+                        await self._sweep(io, dispatcher)
+                        next_sweep = time.monotonic() + self._sweep_interval_s
                     rows = await io(self.store.pending_controls, limit=self._batch_size)
                     self._seen_waiting = len(rows)
                     if self._generation != generation:
@@ -349,6 +356,7 @@ class StoreChannel(ControlChannel):
                     delay = 0.05
                 except StoreError as exc:
                     recovering = True
+                    next_sweep = 0.0  # after an outage, look for decisions recorded while we were cut off
                     if self._generation != generation:
                         give_up_at = give_up_at or time.monotonic() + _ACK_RETRY_S
                         if time.monotonic() > give_up_at:
@@ -369,6 +377,36 @@ class StoreChannel(ControlChannel):
         finally:
             executor.submit(self.store.close)
             executor.shutdown(wait=False)
+
+    async def _sweep(self, io: Callable[..., Any], dispatcher: Dispatcher) -> None:
+        """Apply decisions recorded in the store (``goldfive approve`` on a run that looked gone) to live requests.
+
+        The command line records a decision in the store when a run's heartbeat is stale; if the run
+        was only cut off from the store, this is how it still gets that decision.
+        """
+        owner = self._owner
+        if not isinstance(owner, ControlRouter):
+            return
+        for session in owner.sessions:
+            open_targets = set(session.approvals.open_targets())
+            if not open_targets:
+                continue
+            rows = await io(self.store.approvals, open_only=False, run_id=session.run_id)
+            for row in rows:
+                if row.decided_via != "store" or row.target_id not in open_targets:
+                    continue
+                payload: dict[str, Any] = {
+                    "target_id": row.target_id,
+                    "run_id": row.run_id,
+                    "decided_by": row.decided_by,
+                    "detail": row.detail,
+                    "args_digest": row.args_digest,
+                }
+                if row.edited_args_json:
+                    payload["edited_args"] = json.loads(row.edited_args_json)
+                kind = ControlKind.APPROVE if row.decision == "approve" else ControlKind.REJECT
+                ack = self._dispatch_local(dispatcher, ControlMessage(kind, payload))
+                logger.info("applied a decision recorded in the store to %s: %s", row.target_id, ack.detail)
 
     def _ack_eventually(self, acks: list[tuple[int, ControlAck]]) -> None:
         deadline = time.monotonic() + _ACK_RETRY_S

@@ -230,3 +230,17 @@ async def test_escalation_pauses_at_once_and_a_resume_through_the_store_releases
     assert ack.ok and "run resumed" in ack.detail
     assert (await run).output == "go back to the plan"
     await channel.aclose()
+
+
+async def test_a_decision_recorded_in_the_store_reaches_a_run_that_was_only_cut_off(backend: Backend) -> None:
+    # The command line records a decision in the store when a run's heartbeat looks stale; a run that
+    # was alive all along (say, cut off from the store for a while) must still get it.
+    channel = StoreChannel(backend.open(), sweep_interval_s=0.05)
+    run = asyncio.create_task(wrap(_approval_agent("t7"), control=channel, sinks=[channel.sink]).run())
+    await _pending(backend, "t7")
+    store = backend.open()
+    row = store.approvals()[0]
+    assert store.decide_in_store(row.id, approved=False, detail="not now", decided_by="ann")
+    result = await run
+    assert result.output == {"decision": "reject", "detail": "not now", "decided_by": "ann"}
+    await channel.aclose()
