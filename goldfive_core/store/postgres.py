@@ -72,7 +72,12 @@ class PostgresStore(SqlStore):
 
     def _raw_connect(self) -> psycopg.Connection[Any]:
         try:
-            return psycopg.connect(self.dsn, autocommit=True, connect_timeout=self.connect_timeout_s)
+            return psycopg.connect(
+                self.dsn,
+                autocommit=True,
+                connect_timeout=self.connect_timeout_s,
+                application_name=f"goldfive:{self.schema}"[:63],
+            )
         except psycopg.Error as exc:
             raise StoreUnavailableError(f"cannot connect to the goldfive store {self.url}: {exc}") from exc
 

@@ -196,8 +196,8 @@ async def test_postgres_connections_killed_mid_wait_are_reopened(backend: Backen
     await _pending(backend, "t5")
     with psycopg.connect(PG_DSN, autocommit=True) as admin:
         killed = admin.execute(
-            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-            "WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'"
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = %s",
+            (f"goldfive:{backend.schema}",),
         ).fetchone()
     assert killed is not None and killed[0] >= 2  # the agent's listener and its query connection at least
     ack = await StoreChannel(backend.open()).send(ControlMessage(ControlKind.APPROVE, {"target_id": "t5"}))
