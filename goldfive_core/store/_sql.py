@@ -448,6 +448,12 @@ class SqlStore(Store):
                 )
             return [_audit(r) for r in cur.fetchall()]
 
+    def audit_head(self) -> tuple[int, str]:
+        """The seq and hash of the last audit row."""
+        with self._guard("reading the audit head"):
+            row = self._exec(self._conn(), "SELECT seq, hash FROM gf_chain_head WHERE id = 1").fetchone()
+            return int(row[0]), str(row[1])
+
     def verify_audit(self) -> AuditReport:
         """Walk the whole chain (in pages) and report every break."""
         with self._guard("verifying the audit log"):

@@ -270,6 +270,10 @@ class Store(abc.ABC):
         """Audit rows with ``seq > after_seq`` in chain order."""
 
     @abc.abstractmethod
+    def audit_head(self) -> tuple[int, str]:
+        """The seq and hash of the last audit row (``(0, GENESIS)`` when empty)."""
+
+    @abc.abstractmethod
     def verify_audit(self) -> AuditReport:
         """Recompute the whole chain and report every break."""
 
