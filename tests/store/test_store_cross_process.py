@@ -273,3 +273,22 @@ def test_events_follow_prints_events_as_they_are_written(backend: Backend, agent
     finally:
         follow.kill()
         follow.communicate(timeout=10)
+
+
+def test_audit_verify_reports_a_corrupted_row(backend: Backend) -> None:
+    store = backend.open()
+    store.append_events(
+        [make_event("run-v", i, events_pb2.TaskProgress(task_id="t", message=f"step {i}")) for i in range(5)],
+        pid=1,
+        host="h",
+    )
+    assert cli(backend, "audit", "verify").returncode == 0
+    row = store.audit_rows()[2]
+    forged = row.event()
+    forged.task_progress.message = "nothing happened here"
+    store._exec(store._conn(), "UPDATE gf_audit SET body = ? WHERE seq = ?", (forged.SerializeToString(), row.seq))  # type: ignore[attr-defined]
+    result = cli(backend, "audit", "verify")
+    assert result.returncode == 1
+    assert "TAMPERED" in result.stdout and f"row {row.seq} (task_progress of run run-v)" in result.stdout
+    as_json = json.loads(cli(backend, "audit", "verify", "--json").stdout)
+    assert as_json["ok"] is False and as_json["first_bad_seq"] == row.seq
