@@ -21,7 +21,19 @@ from ..control import ControlAck, ControlMessage
 from ..convert import timestamp_to_ms
 from ..events import payload_name
 from ..pb.v1 import events_pb2
-from .audit import GENESIS_HASH, canonical_event_bytes, chain_hash, verify_chain
+from ._schema import (
+    APPROVAL_COLS,
+    AUDIT_COLS,
+    EXEC_COLS,
+    MIGRATIONS,
+    RUN_COLS,
+    SCHEMA_VERSION,
+    approval_row,
+    audit_row,
+    execution_row,
+    run_row,
+)
+from .audit import canonical_event_bytes, chain_hash, verify_chain
 from .base import (
     HOST,
     OPEN_STATUSES,
@@ -43,131 +55,6 @@ from .base import (
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
-
-SCHEMA_VERSION = 2
-
-# Migrations: (version, statements). Types are filled in per dialect: {id} an auto-increment
-# primary key, {blob} bytes, {big} a 64-bit integer. Never edit a released step; add one.
-MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
-    (
-        1,
-        (
-            "CREATE TABLE gf_chain_head (id INTEGER PRIMARY KEY, seq {big} NOT NULL, hash TEXT NOT NULL)",
-            "INSERT INTO gf_chain_head (id, seq, hash) VALUES (1, 0, '" + GENESIS_HASH + "')",
-            """CREATE TABLE gf_audit (
-                seq {id}, run_id TEXT NOT NULL, sequence {big} NOT NULL, kind TEXT NOT NULL,
-                event_id TEXT NOT NULL, emitted_at_ms {big} NOT NULL, body {blob} NOT NULL,
-                prev_hash TEXT NOT NULL, hash TEXT NOT NULL)""",
-            "CREATE INDEX gf_audit_run ON gf_audit (run_id, sequence)",
-            """CREATE TABLE gf_runs (
-                run_id TEXT PRIMARY KEY, session_id TEXT NOT NULL, adapter TEXT NOT NULL, pid {big} NOT NULL,
-                host TEXT NOT NULL, status TEXT NOT NULL, started_at_ms {big} NOT NULL,
-                heartbeat_at_ms {big} NOT NULL, ended_at_ms {big} NOT NULL)""",
-            """CREATE TABLE gf_approvals (
-                id {id}, run_id TEXT NOT NULL, session_id TEXT NOT NULL, target_id TEXT NOT NULL,
-                kind TEXT NOT NULL, prompt TEXT NOT NULL, task_id TEXT NOT NULL, tool_name TEXT NOT NULL,
-                args_json TEXT NOT NULL, args_digest TEXT NOT NULL, metadata_json TEXT NOT NULL,
-                status TEXT NOT NULL, requested_at_ms {big} NOT NULL, expires_at_ms {big} NOT NULL,
-                timeout_ms {big} NOT NULL, decided_at_ms {big} NOT NULL, decided_by TEXT NOT NULL,
-                decision TEXT NOT NULL, detail TEXT NOT NULL, edited_args_json TEXT NOT NULL,
-                decided_via TEXT NOT NULL, UNIQUE (run_id, target_id))""",
-            "CREATE INDEX gf_approvals_target ON gf_approvals (target_id)",
-            "CREATE INDEX gf_approvals_status ON gf_approvals (status)",
-            """CREATE TABLE gf_inbox (
-                id {id}, control_id TEXT NOT NULL UNIQUE, kind TEXT NOT NULL, payload_json TEXT NOT NULL,
-                run_id TEXT NOT NULL, issued_at_ms {big} NOT NULL, status TEXT NOT NULL,
-                claimed_by TEXT NOT NULL, claimed_at_ms {big} NOT NULL, ack_result TEXT NOT NULL,
-                ack_detail TEXT NOT NULL, ack_data_json TEXT NOT NULL, acked_at_ms {big} NOT NULL)""",
-            "CREATE INDEX gf_inbox_status ON gf_inbox (status, id)",
-        ),
-    ),
-    (
-        2,
-        (
-            # The at-most-once ledger for approved tool bodies (replay after a restart).
-            """CREATE TABLE gf_executions (
-                target_id TEXT PRIMARY KEY, run_id TEXT NOT NULL, state TEXT NOT NULL,
-                started_at_ms {big} NOT NULL, finished_at_ms {big} NOT NULL, result_json TEXT NOT NULL,
-                pid {big} NOT NULL, host TEXT NOT NULL)""",
-        ),
-    ),
-)
-
-_APPROVAL_COLS = (
-    "id, run_id, session_id, target_id, kind, prompt, task_id, tool_name, args_json, args_digest, metadata_json, "
-    "status, requested_at_ms, expires_at_ms, timeout_ms, decided_at_ms, decided_by, decision, detail, "
-    "edited_args_json, decided_via"
-)
-_RUN_COLS = "run_id, session_id, adapter, pid, host, status, started_at_ms, heartbeat_at_ms, ended_at_ms"
-_AUDIT_COLS = "seq, run_id, sequence, kind, event_id, emitted_at_ms, body, prev_hash, hash"
-_EXEC_COLS = "target_id, run_id, state, started_at_ms, finished_at_ms, result_json, pid, host"
-
-
-def _approval(row: Sequence[Any]) -> ApprovalRow:
-    return ApprovalRow(
-        id=row[0],
-        run_id=row[1],
-        session_id=row[2],
-        target_id=row[3],
-        kind=row[4],
-        prompt=row[5],
-        task_id=row[6],
-        tool_name=row[7],
-        args_json=row[8],
-        args_digest=row[9],
-        metadata=json.loads(row[10] or "{}"),
-        status=row[11],
-        requested_at_ms=row[12],
-        expires_at_ms=row[13],
-        timeout_ms=row[14],
-        decided_at_ms=row[15],
-        decided_by=row[16],
-        decision=row[17],
-        detail=row[18],
-        edited_args_json=row[19],
-        decided_via=row[20],
-    )
-
-
-def _run(row: Sequence[Any]) -> RunRow:
-    return RunRow(
-        run_id=row[0],
-        session_id=row[1],
-        adapter=row[2],
-        pid=row[3],
-        host=row[4],
-        status=row[5],
-        started_at_ms=row[6],
-        heartbeat_at_ms=row[7],
-        ended_at_ms=row[8],
-    )
-
-
-def _audit(row: Sequence[Any]) -> AuditRow:
-    return AuditRow(
-        seq=row[0],
-        run_id=row[1],
-        sequence=row[2],
-        kind=row[3],
-        event_id=row[4],
-        emitted_at_ms=row[5],
-        body=bytes(row[6]),
-        prev_hash=row[7],
-        hash=row[8],
-    )
-
-
-def _execution(row: Sequence[Any]) -> ExecutionRow:
-    return ExecutionRow(
-        target_id=row[0],
-        run_id=row[1],
-        state=ExecutionState(row[2]),
-        started_at_ms=row[3],
-        finished_at_ms=row[4],
-        result_json=row[5],
-        pid=row[6],
-        host=row[7],
-    )
 
 
 class SqlStore(Store):
@@ -342,7 +229,7 @@ class SqlStore(Store):
         if kind == "run_started":
             self._exec(
                 conn,
-                f"INSERT INTO gf_runs ({_RUN_COLS}) VALUES (?, ?, ?, ?, ?, 'running', ?, ?, 0) "
+                f"INSERT INTO gf_runs ({RUN_COLS}) VALUES (?, ?, ?, ?, ?, 'running', ?, ?, 0) "
                 "ON CONFLICT (run_id) DO UPDATE SET pid = excluded.pid, host = excluded.host, status = 'running', "
                 "heartbeat_at_ms = excluded.heartbeat_at_ms",
                 (event.run_id, event.session_id, event.run_started.adapter, pid, host, at, now_ms()),
@@ -357,7 +244,7 @@ class SqlStore(Store):
             expires = timestamp_to_ms(req.expires_at) if req.HasField("expires_at") else 0
             self._exec(
                 conn,
-                f"INSERT INTO gf_approvals ({_APPROVAL_COLS.removeprefix('id, ')}) "
+                f"INSERT INTO gf_approvals ({APPROVAL_COLS.removeprefix('id, ')}) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, 0, '', '', '', '', '') "
                 "ON CONFLICT (run_id, target_id) DO UPDATE SET kind = excluded.kind, prompt = excluded.prompt, "
                 "task_id = excluded.task_id, tool_name = excluded.tool_name, args_json = excluded.args_json, "
@@ -437,16 +324,16 @@ class SqlStore(Store):
             if run_id:
                 cur = self._exec(
                     self._conn(),
-                    f"SELECT {_AUDIT_COLS} FROM gf_audit WHERE seq > ? AND run_id = ? ORDER BY seq LIMIT ?",
+                    f"SELECT {AUDIT_COLS} FROM gf_audit WHERE seq > ? AND run_id = ? ORDER BY seq LIMIT ?",
                     (after_seq, run_id, limit),
                 )
             else:
                 cur = self._exec(
                     self._conn(),
-                    f"SELECT {_AUDIT_COLS} FROM gf_audit WHERE seq > ? ORDER BY seq LIMIT ?",
+                    f"SELECT {AUDIT_COLS} FROM gf_audit WHERE seq > ? ORDER BY seq LIMIT ?",
                     (after_seq, limit),
                 )
-            return [_audit(r) for r in cur.fetchall()]
+            return [audit_row(r) for r in cur.fetchall()]
 
     def audit_head(self) -> tuple[int, str]:
         """The seq and hash of the last audit row."""
@@ -486,33 +373,33 @@ class SqlStore(Store):
         with self._guard("listing approvals"):
             cur = self._exec(
                 self._conn(),
-                f"SELECT {_APPROVAL_COLS} FROM gf_approvals {clause}ORDER BY id DESC LIMIT ?",
+                f"SELECT {APPROVAL_COLS} FROM gf_approvals {clause}ORDER BY id DESC LIMIT ?",
                 (*params, limit),
             )
-            return [_approval(r) for r in cur.fetchall()]
+            return [approval_row(r) for r in cur.fetchall()]
 
     def approvals_for(self, target_id: str) -> list[ApprovalRow]:
         """Every record for ``target_id``, newest first."""
         with self._guard(f"reading approval {target_id!r}"):
             cur = self._exec(
                 self._conn(),
-                f"SELECT {_APPROVAL_COLS} FROM gf_approvals WHERE target_id = ? ORDER BY id DESC",
+                f"SELECT {APPROVAL_COLS} FROM gf_approvals WHERE target_id = ? ORDER BY id DESC",
                 (target_id,),
             )
-            return [_approval(r) for r in cur.fetchall()]
+            return [approval_row(r) for r in cur.fetchall()]
 
     def run(self, run_id: str) -> RunRow | None:
         """The run row, if recorded."""
         with self._guard(f"reading run {run_id!r}"):
-            row = self._exec(self._conn(), f"SELECT {_RUN_COLS} FROM gf_runs WHERE run_id = ?", (run_id,)).fetchone()
-            return _run(row) if row is not None else None
+            row = self._exec(self._conn(), f"SELECT {RUN_COLS} FROM gf_runs WHERE run_id = ?", (run_id,)).fetchone()
+            return run_row(row) if row is not None else None
 
     def runs(self, *, running_only: bool = True) -> list[RunRow]:
         """Runs, newest first."""
         clause = "WHERE status = 'running' " if running_only else ""
         with self._guard("listing runs"):
-            cur = self._exec(self._conn(), f"SELECT {_RUN_COLS} FROM gf_runs {clause}ORDER BY started_at_ms DESC")
-            return [_run(r) for r in cur.fetchall()]
+            cur = self._exec(self._conn(), f"SELECT {RUN_COLS} FROM gf_runs {clause}ORDER BY started_at_ms DESC")
+            return [run_row(r) for r in cur.fetchall()]
 
     def decide_in_store(
         self,
@@ -577,7 +464,7 @@ class SqlStore(Store):
         with self._guard(f"looking up a decision for {target_id!r}"):
             row = self._exec(
                 self._conn(),
-                f"SELECT {_APPROVAL_COLS} FROM gf_approvals a "
+                f"SELECT {APPROVAL_COLS} FROM gf_approvals a "
                 "WHERE target_id = ? AND status IN ('granted', 'rejected') "
                 "AND NOT EXISTS (SELECT 1 FROM gf_executions e WHERE e.target_id = a.target_id) "
                 "ORDER BY id DESC LIMIT 1",
@@ -585,7 +472,7 @@ class SqlStore(Store):
             ).fetchone()
         if row is None:
             return None
-        rec = _approval(row)
+        rec = approval_row(row)
         edited = json.loads(rec.edited_args_json) if rec.edited_args_json else None
         return StoredDecision(
             approval_id=rec.id,
@@ -608,7 +495,7 @@ class SqlStore(Store):
             with self._transaction(conn):
                 cur = self._exec(
                     conn,
-                    f"INSERT INTO gf_executions ({_EXEC_COLS}) VALUES (?, ?, 'executing', ?, 0, '', ?, ?) "
+                    f"INSERT INTO gf_executions ({EXEC_COLS}) VALUES (?, ?, 'executing', ?, 0, '', ?, ?) "
                     "ON CONFLICT (target_id) DO NOTHING",
                     (target_id, run_id, now_ms(), pid, host),
                 )
@@ -629,22 +516,22 @@ class SqlStore(Store):
         """The ledger entry for ``target_id``."""
         with self._guard(f"reading execution {target_id!r}"):
             row = self._exec(
-                self._conn(), f"SELECT {_EXEC_COLS} FROM gf_executions WHERE target_id = ?", (target_id,)
+                self._conn(), f"SELECT {EXEC_COLS} FROM gf_executions WHERE target_id = ?", (target_id,)
             ).fetchone()
-            return _execution(row) if row is not None else None
+            return execution_row(row) if row is not None else None
 
     def executions(self, *, state: ExecutionState | None = None) -> list[ExecutionRow]:
         """Ledger entries, newest first."""
         with self._guard("listing executions"):
             if state is None:
-                cur = self._exec(self._conn(), f"SELECT {_EXEC_COLS} FROM gf_executions ORDER BY started_at_ms DESC")
+                cur = self._exec(self._conn(), f"SELECT {EXEC_COLS} FROM gf_executions ORDER BY started_at_ms DESC")
             else:
                 cur = self._exec(
                     self._conn(),
-                    f"SELECT {_EXEC_COLS} FROM gf_executions WHERE state = ? ORDER BY started_at_ms DESC",
+                    f"SELECT {EXEC_COLS} FROM gf_executions WHERE state = ? ORDER BY started_at_ms DESC",
                     (state.value,),
                 )
-            return [_execution(r) for r in cur.fetchall()]
+            return [execution_row(r) for r in cur.fetchall()]
 
     # -- control inbox --------------------------------------------------------------------------
     def post_control(self, msg: ControlMessage, *, run_id: str = "") -> int:

@@ -16,7 +16,7 @@ from goldfive_core.store import (
     SqliteStore,
     StoreUnavailableError,
 )
-from goldfive_core.store._sql import MIGRATIONS, SCHEMA_VERSION
+from goldfive_core.store._schema import MIGRATIONS, SCHEMA_VERSION
 
 
 def _request(run: str, seq: int, target: str, **kw: object) -> events_pb2.Event:

@@ -1,0 +1,137 @@
+"""The schema (versioned migrations) and the row mappers both SQL backends share."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from .audit import GENESIS_HASH
+from .base import ApprovalRow, AuditRow, ExecutionRow, ExecutionState, RunRow
+
+__all__ = ["APPROVAL_COLS", "AUDIT_COLS", "EXEC_COLS", "MIGRATIONS", "RUN_COLS", "SCHEMA_VERSION"]
+
+SCHEMA_VERSION = 2
+
+# Migrations: (version, statements). Types are filled in per dialect: {id} an auto-increment
+# primary key, {blob} bytes, {big} a 64-bit integer. Never edit a released step; add one.
+MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
+    (
+        1,
+        (
+            "CREATE TABLE gf_chain_head (id INTEGER PRIMARY KEY, seq {big} NOT NULL, hash TEXT NOT NULL)",
+            "INSERT INTO gf_chain_head (id, seq, hash) VALUES (1, 0, '" + GENESIS_HASH + "')",
+            """CREATE TABLE gf_audit (
+                seq {id}, run_id TEXT NOT NULL, sequence {big} NOT NULL, kind TEXT NOT NULL,
+                event_id TEXT NOT NULL, emitted_at_ms {big} NOT NULL, body {blob} NOT NULL,
+                prev_hash TEXT NOT NULL, hash TEXT NOT NULL)""",
+            "CREATE INDEX gf_audit_run ON gf_audit (run_id, sequence)",
+            """CREATE TABLE gf_runs (
+                run_id TEXT PRIMARY KEY, session_id TEXT NOT NULL, adapter TEXT NOT NULL, pid {big} NOT NULL,
+                host TEXT NOT NULL, status TEXT NOT NULL, started_at_ms {big} NOT NULL,
+                heartbeat_at_ms {big} NOT NULL, ended_at_ms {big} NOT NULL)""",
+            """CREATE TABLE gf_approvals (
+                id {id}, run_id TEXT NOT NULL, session_id TEXT NOT NULL, target_id TEXT NOT NULL,
+                kind TEXT NOT NULL, prompt TEXT NOT NULL, task_id TEXT NOT NULL, tool_name TEXT NOT NULL,
+                args_json TEXT NOT NULL, args_digest TEXT NOT NULL, metadata_json TEXT NOT NULL,
+                status TEXT NOT NULL, requested_at_ms {big} NOT NULL, expires_at_ms {big} NOT NULL,
+                timeout_ms {big} NOT NULL, decided_at_ms {big} NOT NULL, decided_by TEXT NOT NULL,
+                decision TEXT NOT NULL, detail TEXT NOT NULL, edited_args_json TEXT NOT NULL,
+                decided_via TEXT NOT NULL, UNIQUE (run_id, target_id))""",
+            "CREATE INDEX gf_approvals_target ON gf_approvals (target_id)",
+            "CREATE INDEX gf_approvals_status ON gf_approvals (status)",
+            """CREATE TABLE gf_inbox (
+                id {id}, control_id TEXT NOT NULL UNIQUE, kind TEXT NOT NULL, payload_json TEXT NOT NULL,
+                run_id TEXT NOT NULL, issued_at_ms {big} NOT NULL, status TEXT NOT NULL,
+                claimed_by TEXT NOT NULL, claimed_at_ms {big} NOT NULL, ack_result TEXT NOT NULL,
+                ack_detail TEXT NOT NULL, ack_data_json TEXT NOT NULL, acked_at_ms {big} NOT NULL)""",
+            "CREATE INDEX gf_inbox_status ON gf_inbox (status, id)",
+        ),
+    ),
+    (
+        2,
+        (
+            # The at-most-once ledger for approved tool bodies (replay after a restart).
+            """CREATE TABLE gf_executions (
+                target_id TEXT PRIMARY KEY, run_id TEXT NOT NULL, state TEXT NOT NULL,
+                started_at_ms {big} NOT NULL, finished_at_ms {big} NOT NULL, result_json TEXT NOT NULL,
+                pid {big} NOT NULL, host TEXT NOT NULL)""",
+        ),
+    ),
+)
+
+APPROVAL_COLS = (
+    "id, run_id, session_id, target_id, kind, prompt, task_id, tool_name, args_json, args_digest, metadata_json, "
+    "status, requested_at_ms, expires_at_ms, timeout_ms, decided_at_ms, decided_by, decision, detail, "
+    "edited_args_json, decided_via"
+)
+RUN_COLS = "run_id, session_id, adapter, pid, host, status, started_at_ms, heartbeat_at_ms, ended_at_ms"
+AUDIT_COLS = "seq, run_id, sequence, kind, event_id, emitted_at_ms, body, prev_hash, hash"
+EXEC_COLS = "target_id, run_id, state, started_at_ms, finished_at_ms, result_json, pid, host"
+
+
+def approval_row(row: Sequence[Any]) -> ApprovalRow:
+    return ApprovalRow(
+        id=row[0],
+        run_id=row[1],
+        session_id=row[2],
+        target_id=row[3],
+        kind=row[4],
+        prompt=row[5],
+        task_id=row[6],
+        tool_name=row[7],
+        args_json=row[8],
+        args_digest=row[9],
+        metadata=json.loads(row[10] or "{}"),
+        status=row[11],
+        requested_at_ms=row[12],
+        expires_at_ms=row[13],
+        timeout_ms=row[14],
+        decided_at_ms=row[15],
+        decided_by=row[16],
+        decision=row[17],
+        detail=row[18],
+        edited_args_json=row[19],
+        decided_via=row[20],
+    )
+
+
+def run_row(row: Sequence[Any]) -> RunRow:
+    return RunRow(
+        run_id=row[0],
+        session_id=row[1],
+        adapter=row[2],
+        pid=row[3],
+        host=row[4],
+        status=row[5],
+        started_at_ms=row[6],
+        heartbeat_at_ms=row[7],
+        ended_at_ms=row[8],
+    )
+
+
+def audit_row(row: Sequence[Any]) -> AuditRow:
+    return AuditRow(
+        seq=row[0],
+        run_id=row[1],
+        sequence=row[2],
+        kind=row[3],
+        event_id=row[4],
+        emitted_at_ms=row[5],
+        body=bytes(row[6]),
+        prev_hash=row[7],
+        hash=row[8],
+    )
+
+
+def execution_row(row: Sequence[Any]) -> ExecutionRow:
+    return ExecutionRow(
+        target_id=row[0],
+        run_id=row[1],
+        state=ExecutionState(row[2]),
+        started_at_ms=row[3],
+        finished_at_ms=row[4],
+        result_json=row[5],
+        pid=row[6],
+        host=row[7],
+    )
