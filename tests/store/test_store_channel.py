@@ -244,3 +244,27 @@ async def test_a_decision_recorded_in_the_store_reaches_a_run_that_was_only_cut_
     result = await run
     assert result.output == {"decision": "reject", "detail": "not now", "decided_by": "ann"}
     await channel.aclose()
+
+
+def test_sink_never_blocks_and_catches_up_after_the_store_was_locked(sqlite_backend: Backend) -> None:
+    from store_support import make_event
+
+    from goldfive_core.pb.v1 import events_pb2
+    from goldfive_core.store import StoreSink
+
+    store = SqliteStore(sqlite_backend.location, busy_timeout_s=0.02)
+    sink = StoreSink(store)
+    locker = sqlite3.connect(sqlite_backend.location, isolation_level=None)
+    locker.execute("BEGIN EXCLUSIVE")
+    try:
+        for i in range(100):  # would raise or stall if emit touched the database
+            sink.emit(make_event("run-l", i, events_pb2.TaskProgress(task_id="t", message=str(i))))
+        assert sink.flush(timeout=0.3) is False  # the writer is stuck behind the lock, the emitter is not
+    finally:
+        locker.execute("ROLLBACK")
+    assert sink.flush(timeout=10)
+    stats = sink.statistics()
+    assert stats.written == 100 and stats.dropped == 0 and stats.failed_writes >= 1
+    assert [r.sequence for r in store.audit_rows(run_id="run-l")] == list(range(100))
+    assert store.verify_audit().ok
+    sink.close()
