@@ -35,6 +35,7 @@ from .base import (
     run_liveness,
 )
 from .channel import DeliveryTimeout, RunGone, StoreChannel
+from .execution import GuardedResult, run_approved
 from .sink import SinkStatistics, StoreSink
 from .sqlite import DEFAULT_DB_PATH, SqliteStore
 
@@ -49,6 +50,7 @@ __all__ = [
     "DeliveryTimeout",
     "ExecutionRow",
     "ExecutionState",
+    "GuardedResult",
     "InboxRow",
     "PostgresStore",
     "RunGone",
@@ -63,6 +65,7 @@ __all__ = [
     "StoreUnavailableError",
     "StoredDecision",
     "open_store",
+    "run_approved",
     "run_liveness",
 ]
 
