@@ -109,6 +109,8 @@ class StoreChannel(ControlChannel):
     def address(self, msg: ControlMessage) -> str:
         """The run a message goes to: ``payload["run_id"]``, else the run holding its open approval, else any."""
         payload = msg.payload
+        if not isinstance(payload, Mapping):
+            return ""  # posting refuses it with a clear error
         for key in ("run_id", "session_id", "target"):
             value = payload.get(key)
             if isinstance(value, str) and value and (key == "run_id" or self.store.run(value) is not None):

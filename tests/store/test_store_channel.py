@@ -114,6 +114,10 @@ async def test_bad_messages_get_failure_acks_through_the_store(backend: Backend)
     assert unknown.result is AckResult.FAILURE and "unknown control kind 'FROBNICATE'" in unknown.detail
     not_json = await decider.send(ControlMessage(ControlKind.STEER, {"text": object()}))
     assert not_json.result is AckResult.FAILURE and "payload is not JSON" in not_json.detail
+    not_a_mapping = await decider.send(ControlMessage(ControlKind.STEER, ["not", "a", "mapping"]))  # type: ignore[arg-type]
+    assert not_a_mapping.result is AckResult.FAILURE and "payload is not JSON" in not_a_mapping.detail
+    not_a_message = await decider.send("APPROVE t3")  # type: ignore[arg-type]
+    assert not_a_message.result is AckResult.FAILURE and "expected a ControlMessage" in not_a_message.detail
     assert (await decider.send(ControlMessage(ControlKind.APPROVE, {"target_id": "t3"}))).ok
     await run
     await channel.aclose()
