@@ -231,6 +231,8 @@ def test_run_controls_from_the_command_line(backend: Backend, agents: list[Agent
     agent = start(agents, backend, "steps")
     store = backend.open()
     wait_until(lambda: store.runs(), what="the run to be recorded")
+    runs = json.loads(cli(backend, "runs", "--json").stdout)["runs"]
+    assert [(r["liveness"], r["pid"]) for r in runs] == [("live", agent.proc.pid)]
     paused = cli(backend, "pause", "--reason", "lunch")
     assert paused.returncode == 0, paused.stderr
     assert "paused" in paused.stdout
