@@ -144,6 +144,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--follow", "-f", action="store_true", help="keep printing new events (Ctrl-C stops)")
     p.add_argument("--limit", type=int, default=200, help="at most this many past events (default 200)")
     cmd("runs", "list runs and whether their process is alive")
+    p = cmd("resolve", "settle a tool call reported IN DOUBT (its process died while it ran)")
+    p.add_argument("id", help="the call's target id")
+    how = p.add_mutually_exclusive_group(required=True)
+    how.add_argument("--ran", action="store_true", help="it did run: a replay returns without running it")
+    how.add_argument("--did-not-run", action="store_true", help="it did not run: a replay may run it (once)")
+    p.add_argument("--by", help="who says so (default: $GOLDFIVE_USER or your login)")
     p = cmd("audit", "check the audit log")
     p.add_argument("action", choices=["verify"], help="verify: recompute the hash chain")
     return parser
@@ -194,6 +200,7 @@ def _pending(store: Store, args: argparse.Namespace, out: _Out) -> int:
             _say(f"    orphaned: {item['orphaned_reason']}; a decision is kept for a replay of the call")
     for doubt in doubts:
         _say(f"IN DOUBT  {doubt['target_id']}: {doubt['detail']}")
+        _say(f"    settle it: goldfive resolve {doubt['target_id']} --ran | --did-not-run")
     return EXIT_OK
 
 
@@ -421,6 +428,25 @@ def _runs(store: Store, args: argparse.Namespace, out: _Out) -> int:
     return EXIT_OK
 
 
+def _resolve_doubt(store: Store, args: argparse.Namespace, out: _Out) -> int:
+    ex = store.execution(args.id)
+    if ex is None or ex.state is not ExecutionState.EXECUTING:
+        state = "unknown" if ex is None else ex.state.value
+        raise _Exit(EXIT_FAILURE, f"{args.id!r} is not in doubt (execution: {state}); nothing was changed")
+    live = run_liveness(store.run(ex.run_id), stale_after_ms=store.stale_after_ms)
+    if live == "live":
+        raise _Exit(EXIT_FAILURE, f"{args.id!r} is running right now in run {ex.run_id}; it is not in doubt")
+    if not store.resolve_execution(args.id, ran=bool(args.ran), by=_decider(args)):
+        raise _Exit(EXIT_FAILURE, f"{args.id!r} was settled by someone else just now")
+    text = (
+        "it ran: a replay returns without running it again"
+        if args.ran
+        else "it did not run: the recorded approval lets a replay run it once"
+    )
+    out.emit(f"resolved {args.id!r}: {text}", {"target_id": args.id, "ran": bool(args.ran)})
+    return EXIT_OK
+
+
 def _audit(store: Store, args: argparse.Namespace, out: _Out) -> int:
     report = store.verify_audit()
     data = {
@@ -452,6 +478,8 @@ def _dispatch(store: Store, args: argparse.Namespace, out: _Out) -> int:
         return _events(store, args, out)
     if command == "runs":
         return _runs(store, args, out)
+    if command == "resolve":
+        return _resolve_doubt(store, args, out)
     if command == "audit":
         return _audit(store, args, out)
     raise _Exit(EXIT_USAGE, f"unknown command {command!r}")  # unreachable: argparse checks

@@ -512,6 +512,28 @@ class SqlStore(Store):
                     (now_ms(), result_json, target_id),
                 )
 
+    def resolve_execution(self, target_id: str, *, ran: bool, by: str) -> bool:
+        """Settle an in-doubt call on a person's word."""
+        with self._guard(f"resolving execution {target_id!r}"):
+            conn = self._conn()
+            with self._transaction(conn):
+                if ran:
+                    cur = self._exec(
+                        conn,
+                        "UPDATE gf_executions SET state = 'done', finished_at_ms = ?, result_json = ? "
+                        "WHERE target_id = ? AND state = 'executing'",
+                        (
+                            now_ms(),
+                            canonical_json({"resolved_by": by, "detail": "a person confirmed it ran"}),
+                            target_id,
+                        ),
+                    )
+                else:
+                    cur = self._exec(
+                        conn, "DELETE FROM gf_executions WHERE target_id = ? AND state = 'executing'", (target_id,)
+                    )
+                return bool(cur.rowcount == 1)
+
     def execution(self, target_id: str) -> ExecutionRow | None:
         """The ledger entry for ``target_id``."""
         with self._guard(f"reading execution {target_id!r}"):
@@ -628,7 +650,42 @@ class SqlStore(Store):
                         "acked_at_ms = ? WHERE id = ?",
                         (ack.result.value, ack.detail, data_json, ack.acked_at_ms, ident),
                     )
+                    if ack.ok:
+                        self._record_applied_decision(conn, ident, ack)
                     self._notify(conn, "ack", ack.control_id)
+
+    def _record_applied_decision(self, conn: Any, ident: int, ack: ControlAck) -> None:
+        """An applied APPROVE/REJECT updates its approval record with its ack, in the same transaction.
+
+        The decision is then durable the moment the decider sees its ack, even if the agent's
+        process dies before its sink writes ApprovalGranted/Rejected (which later says the same).
+        """
+        row = self._exec(conn, "SELECT kind, payload_json, run_id FROM gf_inbox WHERE id = ?", (ident,)).fetchone()
+        if row is None or row[0] not in ("APPROVE", "REJECT"):
+            return
+        payload = json.loads(row[1])
+        run_id = row[2] or payload.get("run_id") or ""
+        target = payload.get("target_id")
+        if not run_id or not isinstance(target, str):
+            return  # unaddressed: the sink records it from the run's events
+        approved = row[0] == "APPROVE"
+        edited = payload.get("edited_args")
+        self._exec(
+            conn,
+            "UPDATE gf_approvals SET status = ?, decision = ?, detail = ?, decided_by = ?, decided_at_ms = ?, "
+            "edited_args_json = ?, decided_via = 'run' WHERE run_id = ? AND target_id = ? AND status IN (?, ?)",
+            (
+                "granted" if approved else "rejected",
+                "approve" if approved else "reject",
+                str(payload.get("detail") or payload.get("reason") or ""),
+                str(payload.get("decided_by") or ""),
+                ack.acked_at_ms,
+                canonical_json(edited) if approved and isinstance(edited, dict) else "",
+                run_id,
+                target,
+                *OPEN_STATUSES,
+            ),
+        )
 
     def get_ack(self, control_id: str) -> ControlAck | None:
         """The ack once the message was answered."""

@@ -320,6 +320,13 @@ class Store(abc.ABC):
         """Record that the tool body finished, with its result."""
 
     @abc.abstractmethod
+    def resolve_execution(self, target_id: str, *, ran: bool, by: str) -> bool:
+        """A person settles an in-doubt call: it ran (mark done) or it did not (forget it, so a replay may run it).
+
+        False when ``target_id`` is not in doubt (no entry, or already done).
+        """
+
+    @abc.abstractmethod
     def execution(self, target_id: str) -> ExecutionRow | None:
         """The ledger entry for ``target_id``."""
 

@@ -201,3 +201,27 @@ def test_sqlite_file_that_is_not_a_database(tmp_path: object) -> None:
     with pytest.raises(Exception, match="not a database") as info:
         SqliteStore(path)
     assert not isinstance(info.value, sqlite3.Error)  # translated at the boundary
+
+
+def test_an_applied_decision_is_recorded_with_its_ack(backend: Backend) -> None:
+    # If the agent dies right after acking, before its sink writes ApprovalGranted, the record still says so.
+    store = backend.open()
+    store.append_events(
+        [_started("run-a"), _request("run-a", 1, "call-1"), _request("run-a", 2, "call-2")], pid=1, host="h"
+    )
+    ok = ControlMessage(ControlKind.APPROVE, {"target_id": "call-1", "decided_by": "ann", "edited_args": {"n": 1}})
+    refused = ControlMessage(ControlKind.REJECT, {"target_id": "call-2", "decided_by": "bob", "detail": "no"})
+    ids = [store.post_control(ok, run_id="run-a"), store.post_control(refused, run_id="run-a")]
+    store.claim_controls(ids, endpoint="a")
+    store.ack_controls(
+        [(ids[0], ControlAck.success(ok.id, "approved 'call-1'")), (ids[1], ControlAck.failure(refused.id, "digest"))]
+    )
+    rows = {r.target_id: r for r in store.approvals(open_only=False)}
+    assert (rows["call-1"].status, rows["call-1"].decided_by, rows["call-1"].edited_args_json) == (
+        "granted",
+        "ann",
+        '{"n":1}',
+    )
+    assert rows["call-2"].status == "pending"  # a refused decision changes nothing
+    found = store.find_decision("call-1")
+    assert found is not None and found.approved and found.edited_args == {"n": 1}

@@ -226,6 +226,15 @@ def test_crash_inside_the_body_is_reported_in_doubt_not_rerun(
     drift = [r.event().drift_detected for r in backend.open().audit_rows() if r.kind == "drift_detected"]
     assert any("in doubt: send_money for 'pay-9'" in d.detail for d in drift)
 
+    # The person checks and says it did not go through: the recorded approval lets a replay run it once.
+    assert cli(backend, "resolve", "nope", "--ran").returncode == 1
+    settled = cli(backend, "resolve", "pay-9", "--did-not-run", "--by", "ann")
+    assert settled.returncode == 0 and "a replay run it once" in settled.stdout
+    third = start(agents, backend, "tool", "--call-id", "pay-9", "--marker", str(marker))
+    assert third.result()["output"]["status"] == "ran"
+    assert len(marker.read_text().splitlines()) == 2
+    assert cli(backend, "resolve", "pay-9", "--ran").returncode == 1  # done now: nothing in doubt
+
 
 def test_run_controls_from_the_command_line(backend: Backend, agents: list[Agent]) -> None:
     agent = start(agents, backend, "steps")
