@@ -1,12 +1,18 @@
-"""An ADK agent that wants to move money; a person approves, edits or rejects the call in-process.
+"""An ADK agent that wants to move money; a person approves, edits or rejects the call.
 
 Runs offline (a scripted model stands in for Gemini; no API key)::
 
-    python examples/adk_approval.py                       # asks in the terminal
+    python examples/adk_approval.py                       # asks in the terminal (or answer from a second one)
     python examples/adk_approval.py --decision reject --reason "wrong payee"
     python examples/adk_approval.py --decision edit --amount 120 --to "ACME Ltd"
+    python examples/adk_approval.py --wait                # only a second terminal decides: goldfive approve ID
 
-With no terminal and no ``--decision`` it approves, and says so.
+The control channel is the embedded SQLite store (``./goldfive.db``, or ``--db PATH``; ``--in-memory``
+for a plain in-process channel), so the person may answer here or from another terminal with the
+``goldfive`` command line; whichever answers first wins, the other is told it was already decided.
+Every event also lands in the store's audit log (``goldfive events``, ``goldfive audit verify``).
+
+With no terminal and no ``--decision`` / ``--wait`` it approves, and says so.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 from collections.abc import AsyncGenerator
 from typing import Any
@@ -31,6 +38,7 @@ from google.genai import types
 from goldfive_adk import GoldfivePlugin
 from goldfive_core import ControlChannel, ControlKind, ControlMessage, SteeringConfig
 from goldfive_core.pb.v1 import events_pb2
+from goldfive_core.store import StoreChannel, open_store
 
 from _console import PrintSink, ask
 
@@ -114,9 +122,15 @@ async def choose(args: argparse.Namespace, request: events_pb2.ApprovalRequested
 
 async def main(args: argparse.Namespace) -> int:
     """Run the agent once with goldfive watching; return the exit status."""
-    channel = ControlChannel()
     sink = PrintSink()
-    plugin = GoldfivePlugin(control=channel, sinks=[sink], config=SteeringConfig(tool_approval_timeout_ms=120_000))
+    channel: ControlChannel
+    if args.in_memory:
+        channel, sinks = ControlChannel(), [sink]
+    else:
+        channel = StoreChannel(open_store(args.db))
+        sinks = [channel.sink, sink]
+    config = SteeringConfig(tool_approval_timeout_ms=args.timeout_ms)
+    plugin = GoldfivePlugin(control=channel, sinks=sinks, config=config)
     agent = LlmAgent(
         name="treasurer",
         model=ScriptedTreasurer(),
@@ -129,11 +143,26 @@ async def main(args: argparse.Namespace) -> int:
 
     async def person() -> None:
         request = await sink.requests.get()
+        if not args.in_memory:
+            cli = f".venv/bin/goldfive --db {args.db}"
+            print(f"\n>>> answer from a second terminal:  {cli} approve {request.target_id} --by <you>")
+            print(f">>>                             or:  {cli} reject {request.target_id} --reason '...'")
+        if args.wait:
+            print(f">>> waiting up to {args.timeout_ms / 1000:g} s for that decision")
+            return
         while True:
-            message = await choose(args, request)
+            choice = asyncio.ensure_future(choose(args, request))
+            decided = asyncio.ensure_future(sink.decided.wait())
+            done, _ = await asyncio.wait({choice, decided}, return_when=asyncio.FIRST_COMPLETED)
+            decided.cancel()
+            if choice not in done:
+                choice.cancel()
+                print("\n>>> decided from another terminal (see the event above)")
+                return
+            message = choice.result()
             ack = await channel.send(message)
             print(f">>> {message.kind.value}: {ack.result.value} — {ack.detail}\n")
-            if ack.ok or args.decision is not None or not sys.stdin.isatty():
+            if ack.ok or args.decision is not None or not sys.stdin.isatty() or sink.decided.is_set():
                 return
 
     decider = asyncio.create_task(person())
@@ -151,6 +180,8 @@ async def main(args: argparse.Namespace) -> int:
         if not decider.done():
             decider.cancel()
         await runner.close()
+        if isinstance(channel, StoreChannel):
+            await channel.aclose()
     print(f"\nledger: {LEDGER}")
     return 0
 
@@ -162,6 +193,10 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--amount", type=int, help="with --decision edit: the amount to send instead")
     parser.add_argument("--to", help="with --decision edit: the payee to pay instead")
     parser.add_argument("--reason", default="rejected in the demo", help="with --decision reject: why")
+    parser.add_argument("--db", default=os.environ.get("GOLDFIVE_DB", "goldfive.db"), help="SQLite store file")
+    parser.add_argument("--in-memory", action="store_true", help="use an in-process channel instead of the store")
+    parser.add_argument("--wait", action="store_true", help="do not ask here; wait for a decision from the CLI")
+    parser.add_argument("--timeout-ms", type=int, default=120_000, help="how long the tool waits for a decision")
     return parser.parse_args(argv)
 
 
