@@ -15,7 +15,9 @@ __all__ = ["SkipReason", "edit_validator", "skip"]
 
 logger = logging.getLogger(__name__)
 
-SkipReason = Literal["user_rejected", "approval_timeout", "run_cancelled", "goldfive_intervention", "approval_error"]
+SkipReason = Literal[
+    "user_rejected", "approval_timeout", "run_cancelled", "goldfive_intervention", "approval_error", "in_doubt"
+]
 
 EditValidator = Callable[[Mapping[str, Any]], "str | None"]
 

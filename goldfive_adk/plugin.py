@@ -62,7 +62,7 @@ from google.adk.tools.tool_context import ToolContext
 from google.genai import types
 
 from goldfive_core._util import args_digest, canonical_json, new_id, shorten
-from goldfive_core.approvals import ApprovalRequest
+from goldfive_core.approvals import ApprovalOutcome, ApprovalRequest
 from goldfive_core.control import ControlChannel
 from goldfive_core.drift import InterventionLevel
 from goldfive_core.errors import ApprovalError, RunCancelledError, RunTerminatedError
@@ -71,6 +71,8 @@ from goldfive_core.lifecycle import RunStatus, close_run, open_run, stopped_stat
 from goldfive_core.routing import ControlRouter
 from goldfive_core.session import Guidance, Session, approval_timeout_drift
 from goldfive_core.steering import SteeringConfig, install_default_steering
+from goldfive_core.store.channel import StoreChannel
+from goldfive_core.store.execution import Replay, begin_execution, check_replay, finish_execution
 
 from ._confirm import edit_validator, skip
 from ._runs import AdkRun
@@ -98,6 +100,13 @@ def _user_text(ic: InvocationContext) -> str:
     if content is None or not content.parts:
         return ""
     return " ".join(p.text for p in content.parts if p.text)
+
+
+def _replayed(tool_name: str, replay: Replay) -> dict[str, Any]:
+    """The response for a replayed call the store says already ran (its result) or is in doubt."""
+    if replay.kind == "done":
+        return replay.result if isinstance(replay.result, dict) else {"result": replay.result}
+    return skip(tool_name, "in_doubt", replay.detail)
 
 
 class _GoldfiveADKPlugin(BasePlugin):
@@ -128,6 +137,8 @@ class _GoldfiveADKPlugin(BasePlugin):
         self.router = ControlRouter(control)
         self.session_setup = session_setup
         self._runs: dict[str, AdkRun] = {}
+        self._executing: set[str] = set()
+        """Call ids marked "executing" in the store's ledger, to be marked done after the tool."""
         self._ended: collections.OrderedDict[str, None] = collections.OrderedDict()
         self._policies: dict[tuple[int, str, str], bool | BaseTool] = {}
         """(agent, author, tool name) → needs confirmation: never, always, or evaluate the tool's predicate."""
@@ -354,14 +365,43 @@ class _GoldfiveADKPlugin(BasePlugin):
             timeout_ms=timeout_ms,
             validate_edit=edit_validator(tool),
         )
-        try:
-            outcome = await session.request_approval(request)
-        except ApprovalError as exc:
-            return skip(name, "approval_error", str(exc))
+        ledger = self.control.store if isinstance(self.control, StoreChannel) else None
+        outcome: ApprovalOutcome | None = None
+        if ledger is not None:
+            # A restarted resumable run replays the call with the same id: the store may know its fate.
+            replay = await check_replay(session, ledger, call_id=target_id, tool_name=name, digest=digest)
+            if replay.kind in ("done", "in_doubt"):
+                return _replayed(name, replay)
+            stored = replay.decision
+            if stored is not None:
+                problem = (
+                    request.validate_edit(stored.edited_args)
+                    if stored.edited_args is not None and request.validate_edit is not None
+                    else None
+                )
+                if problem is not None:
+                    return skip(name, "approval_error", f"the recorded edited arguments do not fit: {problem}")
+                outcome = ApprovalOutcome(
+                    target_id=target_id,
+                    decision="approve" if stored.approved else "reject",
+                    detail=stored.detail,
+                    decided_by=stored.decided_by,
+                    edited_args=stored.edited_args,
+                )
+        if outcome is None:
+            try:
+                outcome = await session.request_approval(request)
+            except ApprovalError as exc:
+                return skip(name, "approval_error", str(exc))
         if outcome.decision == "approve":
             if outcome.edited_args is not None:
                 tool_args.clear()  # in place: ADK passes this same dict on to the tool
                 tool_args.update(outcome.edited_args)
+            if ledger is not None:  # at most once: "executing" is recorded before the body runs
+                refused = await begin_execution(session, ledger, call_id=target_id, tool_name=name)
+                if refused is not None:
+                    return _replayed(name, refused)
+                self._executing.add(target_id)
             # ADK 2.x re-checks the confirmation after the callbacks; without this it starts its own flow.
             tool_context.tool_confirmation = ToolConfirmation(confirmed=True)
             return None
@@ -378,6 +418,28 @@ class _GoldfiveADKPlugin(BasePlugin):
         if session.state in ("cancelled", "terminated"):
             tool_context._invocation_context.end_invocation = True
         return skip(name, "run_cancelled", outcome.detail or "the run was cancelled")
+
+    async def after_tool_callback(
+        self, *, tool: BaseTool, tool_args: dict[str, Any], tool_context: ToolContext, result: dict[str, Any]
+    ) -> dict[str, Any] | None:
+        """Record the result of an approved call in the store's ledger (StoreChannel only)."""
+        await self._record_execution(tool_context.function_call_id, result=result)
+        return None
+
+    async def on_tool_error_callback(
+        self, *, tool: BaseTool, tool_args: dict[str, Any], tool_context: ToolContext, error: Exception
+    ) -> dict[str, Any] | None:
+        """Record that an approved call raised (it did run) in the store's ledger."""
+        await self._record_execution(tool_context.function_call_id, error=error)
+        return None
+
+    async def _record_execution(
+        self, call_id: str | None, *, result: Any = None, error: BaseException | None = None
+    ) -> None:
+        if call_id is None or call_id not in self._executing or not isinstance(self.control, StoreChannel):
+            return
+        self._executing.discard(call_id)
+        await finish_execution(self.control.store, call_id=call_id, result=result, error=error)
 
     # -- events ----------------------------------------------------------------------------
     async def on_event_callback(self, *, invocation_context: InvocationContext, event: Event) -> Event | None:
