@@ -81,4 +81,7 @@ async def test_adk_tool_confirmation_answered_through_the_store(backend: Backend
     await asyncio.to_thread(channel.sink.flush)
     decided = store.approvals_for(rows[0].target_id)[0]
     assert (decided.status, decided.decided_by, decided.edited_args_json) == ("granted", "ann", '{"amount":7}')
+    ledger = store.execution(rows[0].target_id)  # at most once: executing before the body, done after
+    assert ledger is not None and ledger.state.value == "done" and ledger.result_json == '{"moved":7}'
+    assert store.find_decision(rows[0].target_id) is None  # the approval was used
     await channel.aclose()
