@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import sys
 import threading
+from collections.abc import Mapping
+from typing import Any
 
+from goldfive_core import ControlKind, ControlMessage
 from goldfive_core.events import format_event, payload_name
 from goldfive_core.pb.v1 import events_pb2, types_pb2
 
@@ -53,3 +58,55 @@ async def ask(prompt: str) -> str:
 
     threading.Thread(target=read, name="goldfive-example-prompt", daemon=True).start()
     return await answer
+
+
+async def ask_value(prompt: str, proposed: Any) -> Any:
+    """Ask for a replacement value; empty keeps ``proposed``, non-strings are read as JSON (``120``)."""
+    while True:
+        answer = await ask(prompt)
+        if not answer:
+            return proposed
+        if isinstance(proposed, str):
+            return answer
+        try:
+            return json.loads(answer)
+        except json.JSONDecodeError:
+            print(f"    {answer!r} is not a JSON value (e.g. 120)")
+
+
+async def decide_tool_call(
+    request: events_pb2.ApprovalRequested,
+    *,
+    decision: str | None,
+    edits: Mapping[str, Any],
+    reason: str,
+    who: str = "The agent",
+    decided_by: str = "demo-user",
+) -> ControlMessage:
+    """The person's answer to a tool approval: from flags, or asked on the terminal.
+
+    ``decision`` is approve / edit / reject (from ``--decision``) or None to ask; ``edits`` are the
+    argument replacements given as flags (None values ignored). With neither a terminal nor a
+    decision, approve and say so.
+    """
+    proposed = json.loads(request.metadata["args_json"])
+    changes = {key: value for key, value in edits.items() if value is not None}
+    if decision is None and sys.stdin.isatty():
+        print(f"\n>>> {who} wants to call {request.metadata['tool_name']}({proposed})")
+        while decision is None:
+            answer = (await ask("    [a]pprove, [e]dit, [r]eject? ")).lower()[:1]
+            decision = {"a": "approve", "e": "edit", "r": "reject"}.get(answer)
+        if decision == "edit":
+            changes = {key: await ask_value(f"    {key} [{value}]: ", value) for key, value in proposed.items()}
+        elif decision == "reject":
+            reason = await ask("    reason: ") or reason
+    elif decision is None:
+        print("\n>>> no terminal and no --decision: approving by default (pass --decision to choose)")
+        decision = "approve"
+    payload: dict[str, Any] = {"target_id": request.target_id, "decided_by": decided_by}
+    if decision == "reject":
+        payload["detail"] = reason
+        return ControlMessage(ControlKind.REJECT, payload)
+    if decision == "edit":
+        payload["edited_args"] = {**proposed, **changes}
+    return ControlMessage(ControlKind.APPROVE, payload)

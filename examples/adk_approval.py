@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import sys
 from collections.abc import AsyncGenerator
@@ -36,11 +35,10 @@ from google.adk.tools.function_tool import FunctionTool
 from google.genai import types
 
 from goldfive_adk import GoldfivePlugin
-from goldfive_core import ControlChannel, ControlKind, ControlMessage, SteeringConfig
-from goldfive_core.pb.v1 import events_pb2
+from goldfive_core import ControlChannel, SteeringConfig
 from goldfive_core.store import StoreChannel, open_store
 
-from _console import PrintSink, ask
+from _console import PrintSink, decide_tool_call
 
 LEDGER: list[dict[str, Any]] = []
 
@@ -77,49 +75,6 @@ class ScriptedTreasurer(BaseLlm):
         )
 
 
-async def ask_int(prompt: str) -> int | None:
-    """Read a whole number; empty keeps the proposal."""
-    while True:
-        answer = await ask(prompt)
-        if not answer:
-            return None
-        try:
-            return int(answer)
-        except ValueError:
-            print(f"    {answer!r} is not a whole number")
-
-
-async def choose(args: argparse.Namespace, request: events_pb2.ApprovalRequested) -> ControlMessage:
-    """Turn the person's answer (terminal or flags) into an APPROVE/REJECT control message."""
-    proposed = json.loads(request.metadata["args_json"])
-    decision = args.decision
-    if decision is None and sys.stdin.isatty():
-        print(f"\n>>> The agent wants to call {request.metadata['tool_name']}({proposed})")
-        while decision is None:
-            answer = (await ask("    [a]pprove, [e]dit, [r]eject? ")).lower()[:1]
-            decision = {"a": "approve", "e": "edit", "r": "reject"}.get(answer)
-        if decision == "edit":
-            args.amount = await ask_int(f"    amount [{proposed['amount']}]: ")
-            args.to = await ask(f"    to [{proposed['to']}]: ") or None
-        elif decision == "reject":
-            args.reason = await ask("    reason: ") or args.reason
-    elif decision is None:
-        print("\n>>> no terminal and no --decision: approving by default (pass --decision to choose)")
-        decision = "approve"
-    payload: dict[str, Any] = {"target_id": request.target_id, "decided_by": "demo-user"}
-    if decision == "reject":
-        payload["detail"] = args.reason
-        return ControlMessage(ControlKind.REJECT, payload)
-    if decision == "edit":
-        edited = dict(proposed)
-        if args.amount is not None:
-            edited["amount"] = args.amount
-        if args.to is not None:
-            edited["to"] = args.to
-        payload["edited_args"] = edited
-    return ControlMessage(ControlKind.APPROVE, payload)
-
-
 async def main(args: argparse.Namespace) -> int:
     """Run the agent once with goldfive watching; return the exit status."""
     sink = PrintSink()
@@ -151,7 +106,15 @@ async def main(args: argparse.Namespace) -> int:
             print(f">>> waiting up to {args.timeout_ms / 1000:g} s for that decision")
             return
         while True:
-            choice = asyncio.ensure_future(choose(args, request))
+            choice = asyncio.ensure_future(
+                decide_tool_call(
+                    request,
+                    decision=args.decision,
+                    edits={"amount": args.amount, "to": args.to},
+                    reason=args.reason,
+                    who="The agent",
+                )
+            )
             decided = asyncio.ensure_future(sink.decided.wait())
             done, _ = await asyncio.wait({choice, decided}, return_when=asyncio.FIRST_COMPLETED)
             decided.cancel()

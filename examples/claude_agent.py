@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import sys
 from typing import Any
@@ -32,11 +31,10 @@ from claude_agent_sdk import (
     tool,
 )
 
-from goldfive_core import ControlChannel, ControlKind, ControlMessage, SteeringConfig
+from goldfive_core import ControlChannel, SteeringConfig
 from goldfive_core.adapters.claude import FakeClaudeCLI, GoldfiveClaude
-from goldfive_core.pb.v1 import events_pb2
 
-from _console import PrintSink, ask
+from _console import PrintSink, decide_tool_call
 
 REFUND_TOOL = "mcp__shop__refund"
 REFUND_SCHEMA: dict[str, Any] = {
@@ -67,32 +65,6 @@ async def play_claude(cli: FakeClaudeCLI) -> None:
     await cli.say(f"Done: {use.output}." if use.ran else f"I did not refund. ({use.output})")
     await cli.stop()  # the Stop hook hands the model any note a person left
     await cli.result("refund handled")
-
-
-async def choose(args: argparse.Namespace, request: events_pb2.ApprovalRequested) -> ControlMessage:
-    """Turn the person's answer (terminal or flags) into an APPROVE/REJECT control message."""
-    proposed = json.loads(request.metadata["args_json"])
-    decision = args.decision
-    if decision is None and sys.stdin.isatty():
-        print(f"\n>>> Claude wants to call {request.metadata['tool_name']}({proposed})")
-        while decision is None:
-            answer = (await ask("    [a]pprove, [e]dit, [r]eject? ")).lower()[:1]
-            decision = {"a": "approve", "e": "edit", "r": "reject"}.get(answer)
-        if decision == "edit":
-            amount = await ask(f"    amount [{proposed['amount']}]: ")
-            args.amount = int(amount) if amount.isdigit() else None
-        elif decision == "reject":
-            args.reason = await ask("    reason: ") or args.reason
-    elif decision is None:
-        print("\n>>> no terminal and no --decision: approving by default (pass --decision to choose)")
-        decision = "approve"
-    payload: dict[str, Any] = {"target_id": request.target_id, "decided_by": "demo-user"}
-    if decision == "reject":
-        payload["detail"] = args.reason
-        return ControlMessage(ControlKind.REJECT, payload)
-    if decision == "edit" and args.amount is not None:
-        payload["edited_args"] = {**proposed, "amount": args.amount}
-    return ControlMessage(ControlKind.APPROVE, payload)
 
 
 def show(message: object) -> None:
@@ -135,7 +107,9 @@ async def main(args: argparse.Namespace) -> int:
     async def person() -> None:
         while True:
             request = await sink.requests.get()
-            message = await choose(args, request)
+            message = await decide_tool_call(
+                request, decision=args.decision, edits={"amount": args.amount}, reason=args.reason, who="Claude"
+            )
             ack = await channel.send(message)
             print(f">>> {message.kind.value}: {ack.result.value} — {ack.detail}\n")
 
