@@ -6,9 +6,10 @@ and skipped, never allowed to fail a decision or the run.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import IO, Protocol, runtime_checkable
 
@@ -44,14 +45,39 @@ class EventSink(Protocol):
 
 
 class InMemorySink:
-    """Keeps every event; ``.events`` is the list of ``Event`` protos."""
+    """Keeps every event; ``.events`` is the list of ``Event`` protos; ``await wait_for(...)`` awaits one."""
 
     def __init__(self) -> None:
         self.events: list[events_pb2.Event] = []
+        self._changed: asyncio.Event | None = None  # created by the first waiter, in its loop
 
     def emit(self, event: events_pb2.Event) -> None:
-        """Append the event."""
+        """Append the event and wake whoever waits for one."""
         self.events.append(event)
+        if self._changed is not None:
+            self._changed.set()
+            self._changed = None
+
+    async def wait_for(
+        self,
+        payload: str,
+        *,
+        count: int = 1,
+        where: Callable[[events_pb2.Event], bool] | None = None,
+        timeout: float | None = 30.0,  # noqa: ASYNC109 (a bound on waiting for an event, like send(timeout=))
+    ) -> list[events_pb2.Event]:
+        """Every event with ``payload`` (and matching ``where``) once there are at least ``count``.
+
+        Raises TimeoutError after ``timeout`` seconds (``None`` waits as long as it takes).
+        """
+        async with asyncio.timeout(timeout):
+            while True:
+                found = [e for e in self.of(payload) if where is None or where(e)]
+                if len(found) >= count:
+                    return found
+                if self._changed is None:
+                    self._changed = asyncio.Event()
+                await self._changed.wait()
 
     def of(self, payload: str) -> list[events_pb2.Event]:
         """The events whose payload is ``payload`` (e.g. ``"approval_requested"``)."""

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncGenerator, Callable, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from typing import Any
 
 from google.adk.agents.llm_agent import LlmAgent
@@ -19,7 +18,6 @@ from pydantic import Field
 
 from goldfive_adk import GoldfivePlugin
 from goldfive_core.events import InMemorySink
-from goldfive_core.pb.v1 import events_pb2
 
 Call = tuple[str, dict[str, Any]]
 Turn = list[Call] | str
@@ -77,34 +75,7 @@ class ScriptedLlm(BaseLlm):
         )
 
 
-class WaitSink(InMemorySink):
-    """An InMemorySink a test can await: ``await sink.wait_for("approval_requested", count=2)``."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._changed = asyncio.Event()
-
-    def emit(self, event: events_pb2.Event) -> None:
-        """Record and wake waiters."""
-        super().emit(event)
-        self._changed.set()
-        self._changed = asyncio.Event()
-
-    async def wait_for(
-        self,
-        payload: str,
-        *,
-        count: int = 1,
-        where: Callable[[events_pb2.Event], bool] | None = None,
-        within: float = 5.0,
-    ) -> list[events_pb2.Event]:
-        """The first ``count`` events of kind ``payload`` (matching ``where``), once they exist."""
-        async with asyncio.timeout(within):
-            while True:
-                found = [e for e in self.of(payload) if where is None or where(e)]
-                if len(found) >= count:
-                    return found
-                await self._changed.wait()
+WaitSink = InMemorySink  # goldfive_core.InMemorySink is awaitable: ``await sink.wait_for(...)``
 
 
 class Harness:

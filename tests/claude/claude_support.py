@@ -14,7 +14,6 @@ from claude_agent_sdk import ClaudeAgentOptions, McpSdkServerConfig, Message, cr
 
 from goldfive_core import ControlAck, ControlChannel, ControlKind, ControlMessage, InMemorySink, SteeringConfig
 from goldfive_core.adapters.claude import ClaudeRun, FakeClaudeCLI, GoldfiveClaude
-from goldfive_core.pb.v1 import events_pb2
 
 REFUND = "mcp__shop__refund"
 LOOKUP = "mcp__shop__lookup"
@@ -26,23 +25,7 @@ REFUND_SCHEMA: dict[str, Any] = {
 }
 
 
-class WaitableSink(InMemorySink):
-    """An InMemorySink whose test can wait until an event shows up (no sleeps)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._changed = asyncio.Event()
-
-    def emit(self, event: events_pb2.Event) -> None:
-        super().emit(event)
-        self._changed.set()
-        self._changed = asyncio.Event()
-
-    async def wait_for(self, payload: str, count: int = 1, limit_s: float = 5.0) -> list[events_pb2.Event]:
-        async with asyncio.timeout(limit_s):
-            while len(self.of(payload)) < count:
-                await self._changed.wait()
-        return self.of(payload)
+WaitableSink = InMemorySink  # goldfive_core.InMemorySink is awaitable: ``await sink.wait_for(...)``
 
 
 @dataclasses.dataclass

@@ -112,7 +112,7 @@ async def test_several_pending_at_once_decided_out_of_order(h: Harness) -> None:
             tid: asyncio.create_task(h.cli.use_tool(tid, REFUND, {"order_id": tid, "amount": n}))
             for n, tid in enumerate(ids, 1)
         }
-        await h.sink.wait_for("approval_requested", 3)
+        await h.sink.wait_for("approval_requested", count=3)
         assert sorted(h.gf.router.sessions[0].approvals.open_targets()) == ids
         assert (await h.control(ControlKind.APPROVE, target_id="toolu_3")).ok
         results["toolu_3"] = await tasks["toolu_3"]

@@ -96,7 +96,7 @@ async def test_real_cli_approval_then_a_steer_at_the_end_of_the_turn_reaches_the
         return [text("emailing the customer too")]
 
     async def person() -> None:
-        (requested,) = await h.sink.wait_for("approval_requested", limit_s=30)
+        (requested,) = await h.sink.wait_for("approval_requested", timeout=30)
         assert requested.approval_requested.metadata["tool_name"] == REFUND
         assert (await h.control(ControlKind.APPROVE, target_id="toolu_01RealRefund")).ok
 
@@ -131,7 +131,7 @@ async def test_real_cli_gates_allowed_tools_and_the_model_reads_the_rejection(tm
         return [text("I will not refund")]
 
     async def person() -> None:
-        await h.sink.wait_for("approval_requested", limit_s=30)
+        await h.sink.wait_for("approval_requested", timeout=30)
         ack = await h.control(ControlKind.REJECT, target_id="toolu_01RealRefund", reason="over the refund limit")
         assert ack.ok
 
@@ -150,7 +150,7 @@ async def test_real_cli_cancel_interrupts_the_run(tmp_path: Path) -> None:
         return [tool_use("toolu_01RealRefund", REFUND, ARGS)] if _tool_results(body) == 0 else [text("stopped")]
 
     async def person() -> None:
-        await h.sink.wait_for("approval_requested", limit_s=30)
+        await h.sink.wait_for("approval_requested", timeout=30)
         assert (await h.control(ControlKind.CANCEL, reason="wrong customer")).ok
 
     with MockMessagesAPI(respond) as api:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from pathlib import Path
@@ -119,3 +120,20 @@ async def test_a_raising_sink_never_fails_the_run_or_a_decision(harness, caplog:
     assert broken.calls == len(h.sink.events)  # every event still reached the sinks after it
     assert "disk full" in caplog.text
     assert [e.sequence for e in h.sink.events] == list(range(len(h.sink.events)))
+
+
+async def test_in_memory_sink_wait_for_wakes_on_emit_and_is_bounded() -> None:
+    sink = InMemorySink()
+    emitter = EventEmitter("run-wait", [sink])
+    waiting = asyncio.create_task(sink.wait_for("approval_requested", count=2, where=lambda e: e.run_id == "run-wait"))
+    await asyncio.sleep(0)
+    emitter.emit(events_pb2.ApprovalRequested(target_id="a", kind="task"))
+    emitter.emit(events_pb2.TaskStarted(task_id="t"))
+    await asyncio.sleep(0)
+    assert not waiting.done()  # one of two so far
+    emitter.emit(events_pb2.ApprovalRequested(target_id="b", kind="task"))
+    found = await waiting
+    assert [e.approval_requested.target_id for e in found] == ["a", "b"]
+    assert [e.task_started.task_id for e in await sink.wait_for("task_started")] == ["t"]  # already there
+    with pytest.raises(TimeoutError):
+        await sink.wait_for("run_completed", timeout=0.001)
