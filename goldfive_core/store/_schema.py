@@ -67,6 +67,7 @@ APPROVAL_COLS = (
 )
 RUN_COLS = "run_id, session_id, adapter, pid, host, status, started_at_ms, heartbeat_at_ms, ended_at_ms"
 AUDIT_COLS = "seq, run_id, sequence, kind, event_id, emitted_at_ms, body, prev_hash, hash"
+INBOX_COLS = "id, control_id, kind, payload_json, run_id, issued_at_ms, status"
 EXEC_COLS = "target_id, run_id, state, started_at_ms, finished_at_ms, result_json, pid, host"
 
 

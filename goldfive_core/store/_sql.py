@@ -25,6 +25,7 @@ from ._schema import (
     APPROVAL_COLS,
     AUDIT_COLS,
     EXEC_COLS,
+    INBOX_COLS,
     MIGRATIONS,
     RUN_COLS,
     SCHEMA_VERSION,
@@ -580,8 +581,7 @@ class SqlStore(Store):
         with self._guard("reading the control inbox"):
             cur = self._exec(
                 self._conn(),
-                "SELECT id, control_id, kind, payload_json, run_id, issued_at_ms, status FROM gf_inbox "
-                "WHERE status = 'pending' ORDER BY id LIMIT ?",
+                f"SELECT {INBOX_COLS} FROM gf_inbox WHERE status = 'pending' ORDER BY id LIMIT ?",
                 (limit,),
             )
             return self._inbox_rows(cur)
@@ -591,8 +591,7 @@ class SqlStore(Store):
         with self._guard("reading claimed control messages"):
             cur = self._exec(
                 self._conn(),
-                "SELECT id, control_id, kind, payload_json, run_id, issued_at_ms, status FROM gf_inbox "
-                "WHERE status = 'claimed' AND claimed_by = ? ORDER BY id",
+                f"SELECT {INBOX_COLS} FROM gf_inbox WHERE status = 'claimed' AND claimed_by = ? ORDER BY id",
                 (endpoint,),
             )
             return self._inbox_rows(cur)

@@ -28,6 +28,12 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]
     if request.param == "sqlite":
         yield Backend("sqlite", str(tmp_path / "goldfive.db"))
         return
+    yield request.getfixturevalue("postgres_backend")
+
+
+@pytest.fixture
+def postgres_backend() -> Iterator[Backend]:
+    """PostgreSQL only (tests of server-side faults); skipped without GOLDFIVE_TEST_PG_DSN."""
     if not PG_DSN:
         pytest.skip(NO_PG)
     schema = f"t_{uuid.uuid4().hex[:12]}"

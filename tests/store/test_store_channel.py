@@ -189,9 +189,8 @@ def test_locked_sqlite_store_is_a_clear_error(sqlite_backend: Backend) -> None:
     assert len(store.pending_controls()) == 1
 
 
-async def test_postgres_connections_killed_mid_wait_are_reopened(backend: Backend) -> None:
-    if backend.name != "postgres":
-        pytest.skip("PostgreSQL connection loss")
+async def test_postgres_connections_killed_mid_wait_are_reopened(postgres_backend: Backend) -> None:
+    backend = postgres_backend
     import psycopg
     from store_support import PG_DSN
 
