@@ -389,13 +389,15 @@ def _event_line(row: Any) -> tuple[str, dict[str, Any]]:
 
 
 def _events(store: Store, args: argparse.Namespace, out: _Out) -> int:
+    # The head is read once, before the rows: reading it again after an empty read would skip whatever an
+    # agent appended in between (--follow then missed the run's first events).
+    head_seq, _ = store.audit_head()
     if args.run:  # one run's events are few: read them all, show the tail
         rows = store.audit_rows(run_id=args.run, limit=1_000_000)
         rows = rows[-args.limit :] if args.limit > 0 else rows
     else:  # seqs grow by one per row (a gap only after a failed write): start near the end
-        head_seq, _ = store.audit_head()
         rows = store.audit_rows(after_seq=max(0, head_seq - max(args.limit, 0)), limit=max(args.limit, 1))
-    last = rows[-1].seq if rows else store.audit_head()[0]
+    last = rows[-1].seq if rows else head_seq
     for row in rows:
         out.emit(*_event_line(row))
     if not args.follow:
