@@ -35,6 +35,7 @@ bench: $(STAMP)
 	$(PY) bench/approvals.py
 	$(PY) bench/adk_overhead.py
 	$(PY) bench/store.py
+	$(PY) bench/policy.py
 
 clean:
 	rm -rf $(VENV)

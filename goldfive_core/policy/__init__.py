@@ -1,0 +1,79 @@
+"""Policies: rules on a tool call and its arguments → allow, ask (who, how many, escalation, grants) or deny.
+
+A policy is an ordered list of :class:`Rule`; the first rule that matches a call decides. A rule
+matches on the tool name (globs), the agent, the run's labels and a ``when`` expression over the
+arguments. Build one in Python or load it from TOML (:func:`load_policy`, ``GOLDFIVE_POLICY``)::
+
+    [[rule]]
+    name = "small refunds"
+    tool = "refund"
+    when = "args.amount <= 50"
+    action = "allow"
+
+    [[rule]]
+    name = "large transfers"
+    tool = "transfer_*"
+    when = "args.amount > 10000 and args.currency in ['EUR', 'USD']"
+    action = "ask"
+    approvers = ["role:finance"]
+    quorum = 2
+    barred = ["starter", "agent"]
+    escalate = { after = "30m", to = ["role:cfo"] }
+
+    [[rule]]
+    name = "no production deletes"
+    tool = "*"
+    labels = { env = "prod" }
+    when = "args.path matches '/srv/.*'"
+    action = "deny"
+    reason = "deleting under /srv in production is not allowed"
+
+``when`` is a small language parsed here (never ``eval``): paths ``args.a.b``, ``args['x'][0]``,
+``tool``, ``agent``, ``labels.env``; ``== != < <= > >=``, ``in`` / ``not in`` (a list, a string or a
+path), ``matches 'regex'`` (full match), ``exists(path)``, ``len(path)``, ``and or not`` and
+parentheses. Types are strict (see ``goldfive_core.policy._expr``) and evaluation never raises.
+"""
+
+from __future__ import annotations
+
+from ._expr import EvalError, Expression, ExpressionError, compile_expression
+from ._load import ENV_VAR, load_policy, load_policy_from_env, parse_policy
+from ._model import (
+    Allow,
+    Ask,
+    Deny,
+    Escalation,
+    GrantScope,
+    PolicyCall,
+    PolicyError,
+    Principal,
+    Rule,
+    format_duration,
+    parse_duration,
+)
+from ._policy import DEFAULT_ASK, Policy, Verdict
+
+__all__ = [
+    "DEFAULT_ASK",
+    "ENV_VAR",
+    "Allow",
+    "Ask",
+    "Deny",
+    "Escalation",
+    "EvalError",
+    "Expression",
+    "ExpressionError",
+    "GrantScope",
+    "Policy",
+    "PolicyCall",
+    "PolicyError",
+    "Principal",
+    "Rule",
+    "Verdict",
+    "compile_expression",
+    "format_duration",
+    "load_policy",
+    "load_policy_from_env",
+    "parse_duration",
+    "parse_policy",
+]

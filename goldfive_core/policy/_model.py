@@ -1,0 +1,339 @@
+"""Rules, actions and the call a policy looks at: frozen keyword-only values, checked when built."""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import re
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from .._util import safe_repr
+from ..errors import ConfigError
+from ._expr import Expression, ExpressionError, compile_expression
+
+__all__ = [
+    "Allow",
+    "Ask",
+    "Deny",
+    "Escalation",
+    "GrantScope",
+    "PolicyCall",
+    "PolicyError",
+    "Principal",
+    "Rule",
+    "format_duration",
+    "parse_duration",
+]
+
+MAX_QUORUM = 20
+_PRINCIPAL = re.compile(r"(role|user):[^\s:][^\s]{0,199}")
+_BARRED_SPECIAL = ("starter", "agent")
+_DURATION = re.compile(r"(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
+_DURATION_UNITS = (86_400_000, 3_600_000, 60_000, 1000)
+MAX_DURATION_MS = 366 * 86_400_000
+
+
+class PolicyError(ConfigError):
+    """A policy that cannot be used: says where (file and line when known) and why."""
+
+    def __init__(self, reason: str, *, source: str = "", line: int = 0) -> None:
+        where = f"{source}:{line}: " if source and line else f"{source}: " if source else ""
+        super().__init__(f"{where}{reason}")
+        self.reason = reason
+        self.source = source
+        self.line = line
+
+
+def parse_duration(text: str) -> int:
+    """``"15m"``, ``"1h30m"``, ``"2d"``, ``"90s"`` → milliseconds; raises ValueError otherwise."""
+    m = _DURATION.fullmatch(text) if isinstance(text, str) else None
+    if not text or m is None or not any(m.groups()):
+        raise ValueError(f"bad duration {safe_repr(text)}: expected e.g. '90s', '15m', '1h30m', '2d'")
+    ms = sum(int(g) * unit for g, unit in zip(m.groups(), _DURATION_UNITS, strict=True) if g)
+    if not 0 < ms <= MAX_DURATION_MS:
+        raise ValueError(f"duration {text!r} is out of range (1s .. 366d)")
+    return ms
+
+
+def _principals(values: Any, what: str, *, special: tuple[str, ...] = ()) -> tuple[str, ...]:
+    if isinstance(values, str) or not isinstance(values, list | tuple):
+        raise ValueError(f"{what} is a list of 'role:NAME' / 'user:NAME', got {safe_repr(values)}")
+    out: list[str] = []
+    for v in values:
+        if not isinstance(v, str) or not (v in special or _PRINCIPAL.fullmatch(v)):
+            extra = "".join(f", '{s}'" for s in special)
+            raise ValueError(f"{what}: {safe_repr(v)} is not 'role:NAME' or 'user:NAME'{extra}")
+        if v in out:
+            raise ValueError(f"{what}: {v!r} is listed twice")
+        out.append(v)
+    return tuple(out)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Principal:
+    """Someone deciding: a user name and the roles they hold."""
+
+    user: str
+    roles: frozenset[str] = frozenset()
+
+    def matches(self, spec: str) -> bool:
+        """True if ``spec`` (``role:NAME`` / ``user:NAME``) names this principal."""
+        kind, _, name = spec.partition(":")
+        if kind == "user":
+            return name == self.user
+        return kind == "role" and name in self.roles
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Escalation:
+    """After ``after_ms`` without a decision, ``to`` may answer too (and an event says so)."""
+
+    after_ms: int
+    to: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        if isinstance(self.after_ms, bool) or not isinstance(self.after_ms, int) or self.after_ms <= 0:
+            raise ValueError(f"escalate.after must be a positive duration, got {safe_repr(self.after_ms)}")
+        object.__setattr__(self, "to", _principals(self.to, "escalate.to"))
+        if not self.to:
+            raise ValueError("escalate.to names nobody: list at least one 'role:NAME' or 'user:NAME'")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class GrantScope:
+    """How far an approver may extend an approval: this ``run``, this ``session``, or a ``time`` window."""
+
+    kind: Literal["run", "session", "time"]
+    ttl_ms: int | None = None
+    """The window for ``time``; for run and session an optional cap on their life."""
+
+    @classmethod
+    def parse(cls, text: str) -> GrantScope:
+        """``"run"``, ``"session"`` or a duration such as ``"1h"``."""
+        if text in ("run", "session"):
+            return cls(kind=text)  # type: ignore[arg-type]
+        try:
+            return cls(kind="time", ttl_ms=parse_duration(text))
+        except ValueError:
+            raise ValueError(
+                f"grant scope {safe_repr(text)}: expected 'run', 'session' or a duration like '1h'"
+            ) from None
+
+    def label(self) -> str:
+        """Words an approver reads before confirming."""
+        if self.kind == "time":
+            return f"for {format_duration(self.ttl_ms or 0)}"
+        return f"for this {self.kind}"
+
+
+def format_duration(ms: int) -> str:
+    """Milliseconds as ``1h30m`` (the inverse of :func:`parse_duration` for whole seconds)."""
+    parts = []
+    for unit, name in zip(_DURATION_UNITS, "dhms", strict=True):
+        if ms >= unit:
+            parts.append(f"{ms // unit}{name}")
+            ms %= unit
+    return "".join(parts) or "0s"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Allow:
+    """Run the call without a person; the call and the rule's name go on the audit log."""
+
+    kind: Literal["allow"] = "allow"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Deny:
+    """Never run the body; the model is told ``reason``."""
+
+    reason: str
+    kind: Literal["deny"] = "deny"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.reason, str) or not self.reason.strip():
+            raise ValueError("a deny rule needs a reason (the model reads it)")
+        if len(self.reason) > 1000:
+            raise ValueError("a deny reason is at most 1000 characters")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Ask:
+    """Ask a person: who may answer, how many distinct approvers, escalation, grants and deadline."""
+
+    approvers: tuple[str, ...] = ()
+    """``role:NAME`` / ``user:NAME``; empty = anyone who may decide today (not barred)."""
+    quorum: int = 1
+    barred: tuple[str, ...] = ("agent",)
+    """Never allowed to decide: ``starter`` (who started the run), ``agent`` (the agent's own identity), or names."""
+    escalate: Escalation | None = None
+    grants: tuple[GrantScope, ...] = ()
+    """Scopes an approver may extend an approval to; empty = no grants from this rule."""
+    reject_ends: bool = True
+    """A reject ends the request (False: it is recorded and the others may still reach the quorum)."""
+    expires_ms: int | None = None
+    """A decision later than this after the request is refused."""
+    kind: Literal["ask"] = "ask"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "approvers", _principals(self.approvers, "approvers"))
+        object.__setattr__(self, "barred", _principals(self.barred, "barred", special=_BARRED_SPECIAL))
+        q = self.quorum
+        if isinstance(q, bool) or not isinstance(q, int) or not 1 <= q <= MAX_QUORUM:
+            raise ValueError(f"quorum must be a whole number in 1..{MAX_QUORUM}, got {safe_repr(q)}")
+        users = [a for a in self.approvers if a.startswith("user:")]
+        if self.approvers and len(users) == len(self.approvers) and q > len(users):
+            raise ValueError(f"quorum {q} can never be reached: only {len(users)} user(s) may approve")
+        both = sorted(set(self.approvers) & set(self.barred))
+        if both:
+            raise ValueError(f"barred: {both[0]!r} is also an approver")
+        if self.expires_ms is not None and (
+            isinstance(self.expires_ms, bool) or not isinstance(self.expires_ms, int) or self.expires_ms <= 0
+        ):
+            raise ValueError(f"expires must be a positive duration, got {safe_repr(self.expires_ms)}")
+        if self.escalate is not None and self.expires_ms is not None and self.escalate.after_ms >= self.expires_ms:
+            raise ValueError("escalate.after is not before expires: the escalation could never happen")
+
+    def who(self, *, escalated: bool = False) -> tuple[str, ...]:
+        """The principals who may answer now (escalation adds its group)."""
+        if escalated and self.escalate is not None:
+            return self.approvers + tuple(p for p in self.escalate.to if p not in self.approvers)
+        return self.approvers
+
+    def refusal(self, principal: Principal, *, started_by: str = "", agent: str = "", escalated: bool = False) -> str:
+        """Why ``principal`` may not decide ("" if they may)."""
+        for spec in self.barred:
+            if spec == "starter":
+                if started_by and principal.user == started_by:
+                    return f"{principal.user!r} started this run and may not approve it"
+            elif spec == "agent":
+                if agent and principal.user == agent:
+                    return f"{principal.user!r} is the agent that asks; it may not approve itself"
+            elif principal.matches(spec):
+                return f"{principal.user!r} is barred by {spec!r}"
+        allowed = self.who(escalated=escalated)
+        if allowed and not any(principal.matches(spec) for spec in allowed):
+            return f"{principal.user or 'an anonymous decider'!r} is not among the approvers ({', '.join(allowed)})"
+        return ""
+
+
+Action = Allow | Ask | Deny
+
+
+def _globs(value: Any, what: str) -> tuple[str, ...]:
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list | tuple) or not items:
+        raise ValueError(f"{what} is a name, a glob or a non-empty list of them, got {safe_repr(value)}")
+    for item in items:
+        if not isinstance(item, str) or not item or len(item) > 200:
+            raise ValueError(f"{what}: {safe_repr(item)} is not a name or glob")
+    return tuple(items)
+
+
+def _is_glob(pattern: str) -> bool:
+    return any(ch in pattern for ch in "*?[")
+
+
+class _NameMatcher:
+    """Exact names and globs (``fnmatchcase``: case-sensitive, ``*`` ``?`` ``[seq]``)."""
+
+    __slots__ = ("exact", "regex", "star")
+
+    def __init__(self, patterns: tuple[str, ...]) -> None:
+        self.star = "*" in patterns
+        self.exact = frozenset(p for p in patterns if not _is_glob(p))
+        globs = [p for p in patterns if _is_glob(p)]
+        self.regex = re.compile("|".join(fnmatch.translate(p) for p in globs)) if globs else None
+
+    def __call__(self, name: str) -> bool:
+        if self.star or name in self.exact:
+            return True
+        return self.regex is not None and self.regex.match(name) is not None
+
+
+def covers(wide: tuple[str, ...], narrow: tuple[str, ...]) -> bool:
+    """True if every name ``narrow`` matches is surely matched by ``wide`` (conservative for globs)."""
+    if "*" in wide:
+        return True
+    m = _NameMatcher(wide)
+    return all((not _is_glob(p) and m(p)) or p in wide for p in narrow)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class PolicyCall:
+    """One tool call as a policy sees it."""
+
+    tool: str
+    args: Mapping[str, Any]
+    agent: str = ""
+    labels: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    gated: bool = False
+    """The adapter would ask a person for this call without a policy (a marked tool)."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Rule:
+    """One rule: what it matches (tool, agent, run labels, ``when``) and its action."""
+
+    name: str
+    action: Action
+    tool: str | tuple[str, ...] = "*"
+    agent: str | tuple[str, ...] = "*"
+    labels: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    """Run labels that must be present; values are globs."""
+    when: str = ""
+    """An expression over the call (see ``goldfive_core.policy``); empty = always."""
+    line: int = 0
+    """Where it was written (TOML line), for messages; 0 when built in Python."""
+    expression: Expression | None = dataclasses.field(default=None, init=False, compare=False, repr=False)
+    _tool: _NameMatcher = dataclasses.field(init=False, compare=False, repr=False)
+    _agent: _NameMatcher = dataclasses.field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name.strip() or len(self.name) > 200:
+            raise ValueError(f"a rule needs a name (1..200 characters), got {safe_repr(self.name)}")
+        if not isinstance(self.action, Allow | Ask | Deny):
+            raise ValueError(f"action must be Allow(), Ask(...) or Deny(reason=...), got {safe_repr(self.action)}")
+        tools = _globs(self.tool, "tool")
+        agents = _globs(self.agent, "agent")
+        object.__setattr__(self, "tool", tools)
+        object.__setattr__(self, "agent", agents)
+        if not isinstance(self.labels, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, str) and k and v for k, v in self.labels.items()
+        ):
+            raise ValueError(f"labels maps label names to values (globs), got {safe_repr(self.labels)}")
+        object.__setattr__(self, "labels", dict(self.labels))
+        object.__setattr__(self, "_tool", _NameMatcher(tools))
+        object.__setattr__(self, "_agent", _NameMatcher(agents))
+        if not isinstance(self.when, str):
+            raise ValueError(f"when is an expression in a string, got {safe_repr(self.when)}")
+        if self.when.strip():
+            try:
+                object.__setattr__(self, "expression", compile_expression(self.when))
+            except ExpressionError as exc:
+                raise ValueError(f"when {safe_repr(self.when, 80)}: {exc}") from None
+
+    @property
+    def tools(self) -> tuple[str, ...]:
+        """The tool names and globs, always as a tuple."""
+        return self.tool if isinstance(self.tool, tuple) else (self.tool,)
+
+    @property
+    def agents(self) -> tuple[str, ...]:
+        """The agent names and globs, always as a tuple."""
+        return self.agent if isinstance(self.agent, tuple) else (self.agent,)
+
+    def where(self) -> str:
+        """``rule 'name' (line 12)`` for messages."""
+        return f"rule {self.name!r}" + (f" (line {self.line})" if self.line else "")
+
+    def matches_head(self, call: PolicyCall) -> bool:
+        """Tool, agent and labels (not ``when``)."""
+        if not self._tool(call.tool) or not self._agent(call.agent):
+            return False
+        for key, pattern in self.labels.items():
+            value = call.labels.get(key)
+            if value is None or not fnmatch.fnmatchcase(value, pattern):
+                return False
+        return True
