@@ -612,14 +612,14 @@ class _Compiler:
                         raise EvalError(f"{lhs_text} is missing") from None
                     cls = v.__class__
                     if cls is int or (cls is float and isfinite(v)):
-                        return order(v, bound)  # type: ignore[no-any-return]
-                    return order(_number(v, lhs_text), bound)  # type: ignore[no-any-return]
+                        return order(v, bound)
+                    return order(_number(v, lhs_text), bound)
 
                 self.fusible[id(arg_cmp)] = (key, order, bound, lhs_text)
                 return arg_cmp
 
             def num_cmp(c: CallView) -> bool:
-                return order(_number(lhs(c), lhs_text), bound)  # type: ignore[no-any-return]
+                return order(_number(lhs(c), lhs_text), bound)
 
             return num_cmp
 
