@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import fnmatch
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any, Literal
 
 from .._util import safe_repr
@@ -20,7 +20,6 @@ __all__ = [
     "GrantScope",
     "PolicyCall",
     "PolicyError",
-    "Principal",
     "Rule",
     "format_duration",
     "parse_duration",
@@ -70,19 +69,12 @@ def _principals(values: Any, what: str, *, special: tuple[str, ...] = ()) -> tup
     return tuple(out)
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
-class Principal:
-    """Someone deciding: a user name and the roles they hold."""
-
-    user: str
-    roles: frozenset[str] = frozenset()
-
-    def matches(self, spec: str) -> bool:
-        """True if ``spec`` (``role:NAME`` / ``user:NAME``) names this principal."""
-        kind, _, name = spec.partition(":")
-        if kind == "user":
-            return name == self.user
-        return kind == "role" and name in self.roles
+def names(spec: str, user: str, roles: Collection[str]) -> bool:
+    """True if ``spec`` (``role:NAME`` / ``user:NAME``) names ``user`` or one of their ``roles``."""
+    kind, _, name = spec.partition(":")
+    if kind == "user":
+        return name == user
+    return kind == "role" and name in roles
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -201,20 +193,32 @@ class Ask:
             return self.approvers + tuple(p for p in self.escalate.to if p not in self.approvers)
         return self.approvers
 
-    def refusal(self, principal: Principal, *, started_by: str = "", agent: str = "", escalated: bool = False) -> str:
-        """Why ``principal`` may not decide ("" if they may)."""
+    def refusal(
+        self,
+        *,
+        user: str,
+        roles: Collection[str] = (),
+        started_by: str = "",
+        agent: str = "",
+        escalated: bool = False,
+    ) -> str:
+        """Why ``user`` (holding ``roles``) may not decide ("" if they may).
+
+        ``started_by`` is who started the run and ``agent`` the asking agent's identity (for ``barred``);
+        ``escalated`` adds the escalation group to the approvers.
+        """
         for spec in self.barred:
             if spec == "starter":
-                if started_by and principal.user == started_by:
-                    return f"{principal.user!r} started this run and may not approve it"
+                if started_by and user == started_by:
+                    return f"{user!r} started this run and may not approve it"
             elif spec == "agent":
-                if agent and principal.user == agent:
-                    return f"{principal.user!r} is the agent that asks; it may not approve itself"
-            elif principal.matches(spec):
-                return f"{principal.user!r} is barred by {spec!r}"
+                if agent and user == agent:
+                    return f"{user!r} is the agent that asks; it may not approve itself"
+            elif names(spec, user, roles):
+                return f"{user!r} is barred by {spec!r}"
         allowed = self.who(escalated=escalated)
-        if allowed and not any(principal.matches(spec) for spec in allowed):
-            return f"{principal.user or 'an anonymous decider'!r} is not among the approvers ({', '.join(allowed)})"
+        if allowed and not any(names(spec, user, roles) for spec in allowed):
+            return f"{user or 'an anonymous decider'!r} is not among the approvers ({', '.join(allowed)})"
         return ""
 
 

@@ -25,7 +25,6 @@ EXPECTED = [
     "Policy",
     "PolicyCall",
     "PolicyError",
-    "Principal",
     "Rule",
     "Verdict",
     "compile_expression",
