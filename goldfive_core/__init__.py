@@ -15,6 +15,7 @@ from .approvals import (
     ApprovalRequest,
     ApprovalStatus,
     Decision,
+    Principal,
 )
 from .control import AckResult, ControlAck, ControlChannel, ControlKind, ControlMessage
 from .detectors import DelegationDetector, LoopingToolCallDetector, StepBudgetDetector
@@ -81,6 +82,7 @@ __all__ = [
     "LoggingSink",
     "LoopingToolCallDetector",
     "MissingExtraError",
+    "Principal",
     "RunCancelledError",
     "RunResult",
     "RunStatus",

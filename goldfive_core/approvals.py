@@ -6,9 +6,13 @@
                     │ decide() keeps an early decision      │ wait timed out
                     ▼                                        ▼
               (applied at open)                   TIMED_OUT (keep_open) ─decide()─► GRANTED | REJECTED
-                                                  or closed (Flow B)
+                                                  or EXPIRED (closed, Flow B)
     a cancelled wait, a run cancel, the run's end or a re-request (of a timed-out
     target) removes the live record: CANCELLED.
+
+:class:`ApprovalStatus` and :func:`transition` are the one statement of this
+machine: :class:`ApprovalBook`, the SQL stores (their ``WHERE status IN``
+guards come from :func:`sources`) and the ``goldfive`` command all use them.
 
 A decision resolves a record exactly once. Decided records are remembered
 (bounded) so a second decision is answered "already decided". This module
@@ -26,7 +30,7 @@ from enum import StrEnum
 from typing import Any, Literal
 
 from ._util import now_ms, safe_repr
-from .errors import ApprovalError
+from .errors import ApprovalError, InvalidTransitionError
 
 __all__ = [
     "ApprovalBook",
@@ -35,10 +39,16 @@ __all__ = [
     "ApprovalRequest",
     "ApprovalStatistics",
     "ApprovalStatus",
+    "DECIDED_STATUSES",
     "Decision",
     "DecisionResult",
     "DecisionVerdict",
     "MAX_TIMEOUT_MS",
+    "OPEN_STATUSES",
+    "Principal",
+    "already_decided_text",
+    "sources",
+    "transition",
 ]
 
 ApprovalKind = Literal["task", "tool"]
@@ -54,8 +64,54 @@ class ApprovalStatus(StrEnum):
     TIMED_OUT = "timed_out"
     GRANTED = "granted"
     REJECTED = "rejected"
+    EXPIRED = "expired"
+    """The wait timed out and the request closed with it (Flow B): no decision can resolve it any more."""
     CANCELLED = "cancelled"
     """Withdrawn before a decision (the wait was cancelled, or the run stopped or ended)."""
+
+
+_TRANSITIONS: Mapping[ApprovalStatus, frozenset[ApprovalStatus]] = {
+    ApprovalStatus.EXPECTED: frozenset({ApprovalStatus.PENDING, ApprovalStatus.CANCELLED}),
+    ApprovalStatus.PENDING: frozenset(
+        {
+            ApprovalStatus.GRANTED,
+            ApprovalStatus.REJECTED,
+            ApprovalStatus.TIMED_OUT,
+            ApprovalStatus.EXPIRED,
+            ApprovalStatus.CANCELLED,
+        }
+    ),
+    ApprovalStatus.TIMED_OUT: frozenset({ApprovalStatus.GRANTED, ApprovalStatus.REJECTED, ApprovalStatus.CANCELLED}),
+}
+# Every other status is final. A new request for the same target is a new record, not a transition.
+
+OPEN_STATUSES: frozenset[ApprovalStatus] = frozenset({ApprovalStatus.PENDING, ApprovalStatus.TIMED_OUT})
+"""Statuses in which a decision still resolves the record."""
+
+DECIDED_STATUSES: frozenset[ApprovalStatus] = frozenset({ApprovalStatus.GRANTED, ApprovalStatus.REJECTED})
+"""Statuses that carry a person's decision."""
+
+
+def transition(current: ApprovalStatus, new: ApprovalStatus) -> ApprovalStatus:
+    """Return ``new`` if the machine allows ``current -> new``; else raise :class:`InvalidTransitionError`."""
+    if new not in _TRANSITIONS.get(current, frozenset()):
+        allowed = ", ".join(sorted(s.value for s in _TRANSITIONS.get(current, frozenset()))) or "none: it is final"
+        raise InvalidTransitionError(
+            f"an approval cannot move from {current.value!r} to {new.value!r} (allowed: {allowed})"
+        )
+    return new
+
+
+def sources(new: ApprovalStatus) -> tuple[ApprovalStatus, ...]:
+    """The statuses from which a record may move to ``new``, in a stable order (for SQL guards)."""
+    return tuple(s for s in ApprovalStatus if new in _TRANSITIONS.get(s, frozenset()))
+
+
+def already_decided_text(target_id: str, *, approved: bool, decided_by: str) -> str:
+    """The one wording of "this target was decided before; nothing changed"."""
+    verb = "approved" if approved else "rejected"
+    who = f" by {decided_by}" if decided_by else ""
+    return f"already decided: {target_id!r} was {verb}{who}; this decision was not applied"
 
 
 MAX_TIMEOUT_MS = 366 * 24 * 3600 * 1000
@@ -90,6 +146,23 @@ class ApprovalRequest:
         bad = [k for k, v in self.metadata.items() if not isinstance(k, str) or not isinstance(v, str)]
         if bad:
             raise ValueError(f"metadata must map strings to strings; bad entries: {bad[:5]!r}")
+
+
+DeciderChannel = Literal["cli", "web", "api", "agent"]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Principal:
+    """Who decides, and through what: the ``goldfive`` command, the web inbox, the HTTP API or the agent's host."""
+
+    name: str
+    channel: DeciderChannel = "cli"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name.strip():
+            raise ValueError(f"a principal needs a non-empty name, got {self.name!r}")
+        if self.channel not in ("cli", "web", "api", "agent"):
+            raise ValueError(f"channel must be 'cli', 'web', 'api' or 'agent', got {self.channel!r}")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -246,7 +319,7 @@ class ApprovalBook:
                 raise ApprovalError(f"target_id {request.target_id!r} already has a pending approval request")
             if existing.status is ApprovalStatus.TIMED_OUT:
                 superseded = existing
-                superseded.status = ApprovalStatus.CANCELLED
+                _move(superseded, ApprovalStatus.CANCELLED)
                 superseded.closed_reason = "superseded by a new request"
             else:
                 early = existing.decision
@@ -315,7 +388,7 @@ class ApprovalBook:
         except asyncio.CancelledError:
             if self._live.get(record.target_id) is record:
                 del self._live[record.target_id]
-                record.status = ApprovalStatus.CANCELLED
+                _move(record, ApprovalStatus.CANCELLED)
             raise
         finally:
             if timer is not None:
@@ -327,9 +400,10 @@ class ApprovalBook:
             return _outcome(record.target_id, record.decision)
         keep_open = record.request is not None and record.request.keep_open_on_timeout
         if keep_open:
-            record.status = ApprovalStatus.TIMED_OUT
+            _move(record, ApprovalStatus.TIMED_OUT)
         elif self._live.get(record.target_id) is record:
             del self._live[record.target_id]
+            _move(record, ApprovalStatus.EXPIRED)
         return outcome
 
     def close(self, target_id: str, reason: str) -> ApprovalRecord | None:
@@ -339,7 +413,7 @@ class ApprovalBook:
             return None
         record.closed_reason = reason or "withdrawn"
         if record.status is not ApprovalStatus.EXPECTED:
-            record.status = ApprovalStatus.CANCELLED
+            _move(record, ApprovalStatus.CANCELLED)
         if record.waiter is not None and not record.waiter.done():
             record.waiter.set_result(ApprovalOutcome(target_id=target_id, decision="cancelled", detail=reason))
         return record
@@ -384,8 +458,8 @@ class ApprovalBook:
         return None
 
     def _resolve(self, record: ApprovalRecord, decision: Decision) -> None:
+        _move(record, ApprovalStatus.GRANTED if decision.approved else ApprovalStatus.REJECTED)
         record.decision = decision
-        record.status = ApprovalStatus.GRANTED if decision.approved else ApprovalStatus.REJECTED
         self._live.pop(record.target_id, None)
         self._decided[record.target_id] = record
         self._decided.move_to_end(record.target_id)
@@ -400,9 +474,11 @@ def _expire(waiter: asyncio.Future[ApprovalOutcome], target_id: str) -> None:
         waiter.set_result(ApprovalOutcome(target_id=target_id, decision="timeout"))
 
 
+def _move(record: ApprovalRecord, new: ApprovalStatus) -> None:
+    record.status = transition(record.status, new)
+
+
 def _already(record: ApprovalRecord) -> str:
     decision = record.decision
     assert decision is not None
-    verb = "approved" if decision.approved else "rejected"
-    who = f" by {decision.decided_by}" if decision.decided_by else ""
-    return f"already decided: {record.target_id!r} was {verb}{who}; this decision was not applied"
+    return already_decided_text(record.target_id, approved=decision.approved, decided_by=decision.decided_by)

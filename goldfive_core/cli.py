@@ -22,8 +22,17 @@ import time
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from ._util import canonical_json, shorten
+from ._util import shorten
+from .approvals import Principal
 from .control import ControlAck, ControlKind, ControlMessage
+from .decide import (
+    DEFAULT_DECIDE_TIMEOUT_S,
+    AmbiguousApprovalError,
+    ApprovalLookupError,
+    DecideVerdict,
+    decide,
+    find_approval,
+)
 from .events import event_to_dict
 from .store import (
     DEFAULT_DB_PATH,
@@ -223,15 +232,12 @@ def _in_doubt(store: Store) -> list[dict[str, Any]]:
 
 
 def _resolve(store: Store, ident: str, run: str | None) -> ApprovalRow:
-    rows = [r for r in store.approvals_for(ident) if run is None or r.run_id == run]
-    if not rows:
-        pending = ", ".join(repr(r.target_id) for r in store.approvals(limit=5)) or "none"
-        raise _Exit(EXIT_FAILURE, f"unknown approval id {ident!r}: no such request (pending: {pending})")
-    open_rows = [r for r in rows if r.open]
-    if len(open_rows) > 1:
-        runs = ", ".join(r.run_id for r in open_rows)
-        raise _Exit(EXIT_USAGE, f"{ident!r} is open in several runs ({runs}); name one with --run")
-    return open_rows[0] if open_rows else rows[0]
+    try:
+        return find_approval(store, ident, run_id=run)
+    except AmbiguousApprovalError as exc:
+        raise _Exit(EXIT_USAGE, str(exc)) from None
+    except ApprovalLookupError as exc:
+        raise _Exit(EXIT_FAILURE, str(exc)) from None
 
 
 def _show(store: Store, args: argparse.Namespace, out: _Out) -> int:
@@ -270,21 +276,18 @@ def _ack_exit(ack: ControlAck, out: _Out) -> int:
     return EXIT_OK if ack.ok else EXIT_FAILURE
 
 
-def _deliver(store: Store, msg: ControlMessage, run_id: str, args: argparse.Namespace) -> ControlAck:
-    channel = StoreChannel(store)
+def _timeout(args: argparse.Namespace) -> float:
     timeout = getattr(args, "timeout", None)
+    return DEFAULT_DECIDE_TIMEOUT_S if timeout is None else float(timeout)
+
+
+def _deliver(store: Store, msg: ControlMessage, run_id: str, args: argparse.Namespace) -> ControlAck:
     try:
-        return channel.deliver(msg, timeout_s=30.0 if timeout is None else timeout, run_id=run_id)
+        return StoreChannel(store).deliver(msg, timeout_s=_timeout(args), run_id=run_id)
     except RunGone:
         raise
     except DeliveryTimeout as exc:
         raise _Exit(EXIT_TIMEOUT, f"no answer: {exc}") from None
-
-
-def _already(row: ApprovalRow) -> _Exit:
-    who = f" by {row.decided_by}" if row.decided_by else ""
-    past = "approved" if row.decision == "approve" else "rejected"
-    return _Exit(EXIT_FAILURE, f"already decided: {row.target_id!r} was {past}{who}; nothing was changed")
 
 
 def _decide(store: Store, args: argparse.Namespace, out: _Out, *, approve: bool) -> int:
@@ -296,65 +299,33 @@ def _decide(store: Store, args: argparse.Namespace, out: _Out, *, approve: bool)
             raise _Exit(EXIT_USAGE, f"--edit must be a JSON object: {exc}") from None
         if not isinstance(edited, dict):
             raise _Exit(EXIT_USAGE, f"--edit must be a JSON object, got {type(edited).__name__}")
-    row = _resolve(store, args.id, args.run)
-    verb = "approved" if approve else "rejected"
-    if not row.open:
-        if row.decision:
-            raise _already(row)
-        raise _Exit(EXIT_FAILURE, f"{row.target_id!r} is {row.status} ({row.detail or 'no detail'}); nothing to decide")
-    digest = args.digest or row.args_digest
-    by = _decider(args)
-    reason = args.reason or ""
-    live = run_liveness(store.run(row.run_id), stale_after_ms=store.stale_after_ms)
-    if live != "live":
-        if args.digest and row.args_digest and args.digest != row.args_digest:
-            raise _Exit(
-                EXIT_FAILURE, f"refused: args_digest {args.digest!r} does not match the call ({row.args_digest!r})"
-            )
-        recorded = store.decide_in_store(
-            row.id,
-            approved=approve,
-            detail=reason,
-            decided_by=by,
-            edited_args_json=canonical_json(edited) if edited is not None else "",
+    try:
+        result = decide(
+            store,
+            args.id,
+            approve=approve,
+            principal=Principal(name=_decider(args), channel="cli"),
+            reason=args.reason or "",
+            edited_args=edited,
+            args_digest=args.digest,
+            run_id=args.run,
+            timeout_s=_timeout(args),
         )
-        if not recorded:
-            raise _Exit(EXIT_FAILURE, f"already decided: {row.target_id!r} was decided by someone else just now")
+    except AmbiguousApprovalError as exc:
+        raise _Exit(EXIT_USAGE, str(exc)) from None
+    except ApprovalLookupError as exc:
+        raise _Exit(EXIT_FAILURE, str(exc)) from None
+    if result.ack is not None:
+        return _ack_exit(result.ack, out)
+    if result.verdict is DecideVerdict.RECORDED:
         out.emit(
-            f"recorded: {verb} {row.target_id!r} in the store; run {row.run_id} is not running ({live}). "
-            "It applies when the call is replayed.",
-            {"result": "RECORDED", "target_id": row.target_id, "run_id": row.run_id, "detail": live},
+            result.detail,
+            {"result": "RECORDED", "target_id": result.target_id, "run_id": result.run_id, "detail": result.detail},
         )
         return EXIT_OK
-    payload: dict[str, Any] = {"target_id": row.target_id, "run_id": row.run_id, "decided_by": by}
-    if reason:
-        payload["detail"] = reason
-    if digest:
-        payload["args_digest"] = digest
-    if edited is not None:
-        payload["edited_args"] = edited
-    kind = ControlKind.APPROVE if approve else ControlKind.REJECT
-    try:
-        ack = _deliver(store, ControlMessage(kind, payload), row.run_id, args)
-    except RunGone as exc:
-        # The run ended or died while we waited: say what the record says now.
-        now = next((r for r in store.approvals_for(row.target_id) if r.id == row.id), row)
-        if now.decision:
-            raise _already(now) from None
-        if now.open and store.decide_in_store(
-            now.id,
-            approved=approve,
-            detail=reason,
-            decided_by=by,
-            edited_args_json=canonical_json(edited) if edited is not None else "",
-        ):
-            out.emit(
-                f"recorded: {verb} {row.target_id!r} in the store; {exc}. It applies when the call is replayed.",
-                {"result": "RECORDED", "target_id": row.target_id, "run_id": row.run_id, "detail": str(exc)},
-            )
-            return EXIT_OK
-        raise _Exit(EXIT_FAILURE, f"{row.target_id!r} is {now.status}: {now.detail or exc}") from None
-    return _ack_exit(ack, out)
+    if result.verdict is DecideVerdict.NO_ANSWER:
+        raise _Exit(EXIT_TIMEOUT, result.detail)
+    raise _Exit(EXIT_FAILURE, result.detail)
 
 
 def _live_run(store: Store, run: str | None) -> str:

@@ -6,8 +6,9 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from ..approvals import ApprovalStatus
 from .audit import GENESIS_HASH
-from .base import ApprovalRow, AuditRow, ExecutionRow, ExecutionState, RunRow
+from .base import ApprovalRow, AuditRow, ExecutionRow, ExecutionState, RunRow, StoreError
 
 __all__ = ["APPROVAL_COLS", "AUDIT_COLS", "EXEC_COLS", "MIGRATIONS", "RUN_COLS", "SCHEMA_VERSION"]
 
@@ -71,6 +72,13 @@ INBOX_COLS = "id, control_id, kind, payload_json, run_id, issued_at_ms, status"
 EXEC_COLS = "target_id, run_id, state, started_at_ms, finished_at_ms, result_json, pid, host"
 
 
+def _status(ident: Any, text: Any) -> ApprovalStatus:
+    try:
+        return ApprovalStatus(text)
+    except ValueError:
+        raise StoreError(f"approval row #{ident} has an unknown status {text!r}") from None
+
+
 def approval_row(row: Sequence[Any]) -> ApprovalRow:
     return ApprovalRow(
         id=row[0],
@@ -84,7 +92,7 @@ def approval_row(row: Sequence[Any]) -> ApprovalRow:
         args_json=row[8],
         args_digest=row[9],
         metadata=json.loads(row[10] or "{}"),
-        status=row[11],
+        status=_status(row[0], row[11]),
         requested_at_ms=row[12],
         expires_at_ms=row[13],
         timeout_ms=row[14],

@@ -17,6 +17,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, ClassVar, TypeVar
 
 from .._util import canonical_json, now_ms
+from ..approvals import DECIDED_STATUSES, ApprovalStatus, sources
 from ..control import ControlAck, ControlMessage
 from ..convert import timestamp_to_ms
 from ..events import payload_name
@@ -54,6 +55,16 @@ from .base import (
 )
 
 logger = logging.getLogger(__name__)
+
+
+def _from(new: ApprovalStatus) -> tuple[str, ...]:
+    """The stored statuses a record may move to ``new`` from (the core's transition table)."""
+    return tuple(s.value for s in sources(new))
+
+
+def _marks(new: ApprovalStatus) -> str:
+    return ", ".join("?" for _ in sources(new))
+
 
 T = TypeVar("T")
 
@@ -246,10 +257,10 @@ class SqlStore(Store):
             self._exec(
                 conn,
                 f"INSERT INTO gf_approvals ({APPROVAL_COLS.removeprefix('id, ')}) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, 0, '', '', '', '', '') "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, '', '', '', '', '') "
                 "ON CONFLICT (run_id, target_id) DO UPDATE SET kind = excluded.kind, prompt = excluded.prompt, "
                 "task_id = excluded.task_id, tool_name = excluded.tool_name, args_json = excluded.args_json, "
-                "args_digest = excluded.args_digest, metadata_json = excluded.metadata_json, status = 'pending', "
+                "args_digest = excluded.args_digest, metadata_json = excluded.metadata_json, status = excluded.status, "
                 "requested_at_ms = excluded.requested_at_ms, expires_at_ms = excluded.expires_at_ms, "
                 "timeout_ms = excluded.timeout_ms, decided_at_ms = 0, decided_by = '', decision = '', detail = '', "
                 "edited_args_json = '', decided_via = ''",
@@ -264,6 +275,7 @@ class SqlStore(Store):
                     meta.get("args_json", ""),
                     req.args_digest,
                     canonical_json(meta),
+                    ApprovalStatus.PENDING.value,  # a new request is a new record, not a transition
                     at,
                     expires,
                     req.timeout_ms,
@@ -278,7 +290,7 @@ class SqlStore(Store):
                 "UPDATE gf_approvals SET status = ?, decision = ?, detail = ?, decided_by = ?, decided_at_ms = ?, "
                 "edited_args_json = ?, decided_via = 'run' WHERE run_id = ? AND target_id = ?",
                 (
-                    "granted" if granted else "rejected",
+                    (ApprovalStatus.GRANTED if granted else ApprovalStatus.REJECTED).value,
                     "approve" if granted else "reject",
                     msg.detail,
                     msg.decided_by,
@@ -290,18 +302,21 @@ class SqlStore(Store):
             )
         elif kind == "approval_timed_out":
             out = event.approval_timed_out
+            new = ApprovalStatus.TIMED_OUT if out.still_open else ApprovalStatus.EXPIRED
             self._exec(
                 conn,
-                "UPDATE gf_approvals SET status = ?, detail = ? WHERE run_id = ? AND target_id = ? AND status = ?",
-                ("timed_out" if out.still_open else "expired", out.detail, event.run_id, out.target_id, "pending"),
+                "UPDATE gf_approvals SET status = ?, detail = ? "
+                f"WHERE run_id = ? AND target_id = ? AND status IN ({_marks(new)})",
+                (new.value, out.detail, event.run_id, out.target_id, *_from(new)),
             )
         elif kind == "approval_cancelled":
             cancelled = event.approval_cancelled
+            gone = ApprovalStatus.CANCELLED
             self._exec(
                 conn,
-                "UPDATE gf_approvals SET status = 'cancelled', detail = ? "
-                "WHERE run_id = ? AND target_id = ? AND status IN (?, ?)",
-                (cancelled.reason, event.run_id, cancelled.target_id, *OPEN_STATUSES),
+                "UPDATE gf_approvals SET status = ?, detail = ? "
+                f"WHERE run_id = ? AND target_id = ? AND status IN ({_marks(gone)})",
+                (gone.value, cancelled.reason, event.run_id, cancelled.target_id, *_from(gone)),
             )
 
     def heartbeat(self, run_ids: Sequence[str]) -> None:
@@ -366,7 +381,7 @@ class SqlStore(Store):
         params: list[Any] = []
         if open_only:
             where.append("status IN (?, ?)")
-            params.extend(OPEN_STATUSES)
+            params.extend(s.value for s in OPEN_STATUSES)
         if run_id:
             where.append("run_id = ?")
             params.append(run_id)
@@ -410,6 +425,7 @@ class SqlStore(Store):
         detail: str,
         decided_by: str,
         edited_args_json: str = "",
+        args_digest: str = "",
     ) -> bool:
         """Record a decision (exactly once among concurrent deciders) and audit it as an event of its run."""
         with self._guard(f"recording a decision on approval #{approval_id}"):
@@ -419,16 +435,22 @@ class SqlStore(Store):
                 cur = self._exec(
                     conn,
                     "UPDATE gf_approvals SET status = ?, decision = ?, detail = ?, decided_by = ?, decided_at_ms = ?, "
-                    "edited_args_json = ?, decided_via = 'store' WHERE id = ? AND status IN (?, ?)",
+                    "edited_args_json = ?, decided_via = 'store' "
+                    f"WHERE id = ? AND status IN ({_marks(ApprovalStatus.GRANTED)}) "
+                    # A decision bound to a digest applies only to the call it was given for (the request
+                    # may have been re-asked with other arguments since the decider looked).
+                    "AND (? = '' OR args_digest = '' OR args_digest = ?)",
                     (
-                        "granted" if approved else "rejected",
+                        (ApprovalStatus.GRANTED if approved else ApprovalStatus.REJECTED).value,
                         "approve" if approved else "reject",
                         detail,
                         decided_by,
                         at,
                         edited_args_json,
                         approval_id,
-                        *OPEN_STATUSES,
+                        *_from(ApprovalStatus.GRANTED),
+                        args_digest,
+                        args_digest,
                     ),
                 )
                 if cur.rowcount != 1:
@@ -466,10 +488,10 @@ class SqlStore(Store):
             row = self._exec(
                 self._conn(),
                 f"SELECT {APPROVAL_COLS} FROM gf_approvals a "
-                "WHERE target_id = ? AND status IN ('granted', 'rejected') "
+                "WHERE target_id = ? AND status IN (?, ?) "
                 "AND NOT EXISTS (SELECT 1 FROM gf_executions e WHERE e.target_id = a.target_id) "
                 "ORDER BY id DESC LIMIT 1",
-                (target_id,),
+                (target_id, *sorted(s.value for s in DECIDED_STATUSES)),
             ).fetchone()
         if row is None:
             return None
@@ -479,7 +501,7 @@ class SqlStore(Store):
             approval_id=rec.id,
             run_id=rec.run_id,
             target_id=rec.target_id,
-            approved=rec.status == "granted",
+            approved=rec.status is ApprovalStatus.GRANTED,
             detail=rec.detail,
             decided_by=rec.decided_by,
             args_digest=rec.args_digest,
@@ -672,9 +694,10 @@ class SqlStore(Store):
         self._exec(
             conn,
             "UPDATE gf_approvals SET status = ?, decision = ?, detail = ?, decided_by = ?, decided_at_ms = ?, "
-            "edited_args_json = ?, decided_via = 'run' WHERE run_id = ? AND target_id = ? AND status IN (?, ?)",
+            f"edited_args_json = ?, decided_via = 'run' WHERE run_id = ? AND target_id = ? "
+            f"AND status IN ({_marks(ApprovalStatus.GRANTED)})",
             (
-                "granted" if approved else "rejected",
+                (ApprovalStatus.GRANTED if approved else ApprovalStatus.REJECTED).value,
                 "approve" if approved else "reject",
                 str(payload.get("detail") or payload.get("reason") or ""),
                 str(payload.get("decided_by") or ""),
@@ -682,7 +705,7 @@ class SqlStore(Store):
                 canonical_json(edited) if approved and isinstance(edited, dict) else "",
                 run_id,
                 target,
-                *OPEN_STATUSES,
+                *_from(ApprovalStatus.GRANTED),
             ),
         )
 

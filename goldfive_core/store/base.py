@@ -18,6 +18,8 @@ from enum import StrEnum
 from typing import Any
 
 from .._util import now_ms
+from ..approvals import OPEN_STATUSES as _OPEN
+from ..approvals import ApprovalStatus
 from ..control import AckResult, ControlAck, ControlMessage
 from ..errors import GoldfiveError
 from ..pb.v1 import events_pb2
@@ -60,8 +62,8 @@ class SchemaVersionError(StoreError):
     """The database was written by a newer goldfive (or is not a goldfive store)."""
 
 
-OPEN_STATUSES = ("pending", "timed_out")
-"""Approval statuses that still accept a decision."""
+OPEN_STATUSES: tuple[ApprovalStatus, ...] = tuple(sorted(_OPEN))
+"""Approval statuses that still accept a decision (the core's :data:`~goldfive_core.approvals.OPEN_STATUSES`)."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -79,7 +81,7 @@ class ApprovalRow:
     args_json: str
     args_digest: str
     metadata: Mapping[str, str]
-    status: str
+    status: ApprovalStatus
     requested_at_ms: int
     expires_at_ms: int
     timeout_ms: int
@@ -303,8 +305,13 @@ class Store(abc.ABC):
         detail: str,
         decided_by: str,
         edited_args_json: str = "",
+        args_digest: str = "",
     ) -> bool:
-        """Record a decision for an open record whose agent is not running; False if it was already decided."""
+        """Record a decision for an open record whose agent is not running.
+
+        False if it was already decided (or is closed), or if ``args_digest`` is given and the
+        record's call has another digest (a stale decision is never recorded).
+        """
 
     @abc.abstractmethod
     def find_decision(self, target_id: str) -> StoredDecision | None:

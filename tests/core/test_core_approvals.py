@@ -287,3 +287,40 @@ def test_a_re_request_supersedes_a_timed_out_record() -> None:
     assert superseded is first
     assert (first.status, first.closed_reason) == (ApprovalStatus.CANCELLED, "superseded by a new request")
     assert second.status is ApprovalStatus.PENDING and book.open_targets() == ["t"]
+
+
+def test_the_status_machine_allows_only_its_transitions() -> None:
+    from goldfive_core.approvals import OPEN_STATUSES, sources, transition
+    from goldfive_core.errors import InvalidTransitionError
+
+    S = ApprovalStatus
+    assert transition(S.PENDING, S.GRANTED) is S.GRANTED
+    assert transition(S.TIMED_OUT, S.REJECTED) is S.REJECTED
+    assert transition(S.EXPECTED, S.PENDING) is S.PENDING
+    for final in (S.GRANTED, S.REJECTED, S.EXPIRED, S.CANCELLED):
+        for new in S:
+            with pytest.raises(InvalidTransitionError, match=f"from '{final.value}' to '{new.value}'"):
+                transition(final, new)
+    with pytest.raises(InvalidTransitionError, match="allowed: cancelled, pending"):
+        transition(S.EXPECTED, S.GRANTED)
+    assert set(sources(S.GRANTED)) == set(sources(S.REJECTED)) == OPEN_STATUSES == {S.PENDING, S.TIMED_OUT}
+    assert sources(S.EXPIRED) == (S.PENDING,)
+
+
+def test_a_book_never_moves_a_decided_record_again() -> None:
+    from goldfive_core.errors import InvalidTransitionError
+
+    book = ApprovalBook()
+    record, _ = book.open(req("t"))
+    assert book.decide("t", Decision(approved=True)).verdict is DecisionVerdict.APPLIED
+    with pytest.raises(InvalidTransitionError):
+        book._resolve(record, Decision(approved=False))  # the one transition function guards the book too
+    assert record.status is ApprovalStatus.GRANTED and record.decision is not None and record.decision.approved
+
+
+async def test_a_closed_flow_b_timeout_is_expired(sink) -> None:
+    book = ApprovalBook()
+    record, _ = book.open(req("call", kind="tool", timeout_ms=1))
+    outcome = await book.wait(record, 0.001)
+    assert outcome.decision == "timeout"
+    assert record.status is ApprovalStatus.EXPIRED and not book.is_open("call")

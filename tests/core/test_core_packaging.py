@@ -79,6 +79,7 @@ EXPECTED_ALL = [
     "JsonlSink",
     "LoggingSink",
     "MissingExtraError",
+    "Principal",
     "REPORTING_TOOL_NAMES",
     "RunCancelledError",
     "RunResult",

@@ -1,0 +1,236 @@
+"""One way in for decisions made outside the agent: :func:`decide`.
+
+The ``goldfive`` command calls it (and so will the HTTP server). It finds the
+approval in the store, asks an optional :class:`DecisionAuthority` whether the
+decider may decide it, and then either hands the decision to the live run
+(through the store's control inbox; the run checks digest and edit and acks)
+or — when the run's process is gone — records it in the store, where a
+replay of the call picks it up. Every path checks the args digest the decider
+saw, and a second decision is always answered with the same "already decided"
+words as a live run gives. Callers keep only argument parsing and rendering.
+
+Importing this module imports the store (it is not imported by ``import goldfive_core``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from enum import StrEnum
+from typing import Any, Protocol
+
+from ._util import canonical_json
+from .approvals import Principal, already_decided_text
+from .control import ControlAck, ControlKind, ControlMessage
+from .errors import GoldfiveError
+from .store.base import ApprovalRow, Store, run_liveness
+from .store.channel import DeliveryTimeout, RunGone, StoreChannel
+
+__all__ = [
+    "DEFAULT_DECIDE_TIMEOUT_S",
+    "AmbiguousApprovalError",
+    "ApprovalLookupError",
+    "DecideResult",
+    "DecideVerdict",
+    "DecisionAuthority",
+    "UnknownApprovalError",
+    "decide",
+    "find_approval",
+]
+
+DEFAULT_DECIDE_TIMEOUT_S = 30.0
+"""How long :func:`decide` waits for a live run's ack by default."""
+
+
+class ApprovalLookupError(GoldfiveError):
+    """The approval a decider named cannot be picked out of the store."""
+
+
+class UnknownApprovalError(ApprovalLookupError):
+    """No approval has that target id (in that run)."""
+
+
+class AmbiguousApprovalError(ApprovalLookupError):
+    """The target id is open in several runs; the decider must name one."""
+
+
+class DecisionAuthority(Protocol):
+    """The seam for "who may decide this": a policy plugs in here.
+
+    Return None to let ``principal`` decide ``approval``, or the sentence that
+    tells them why not (it is shown to them; nothing is recorded).
+    """
+
+    def may_decide(self, principal: Principal, approval: ApprovalRow, *, approve: bool) -> str | None:
+        """None = allowed; else the refusal."""
+        ...
+
+
+class DecideVerdict(StrEnum):
+    """What became of a decision."""
+
+    APPLIED = "applied"
+    """The live run applied it (its ack is in :attr:`DecideResult.ack`)."""
+    RECORDED = "recorded"
+    """The run's process is not running: the decision is in the store and applies when the call is replayed."""
+    REFUSED = "refused"
+    """Nothing changed: already decided, closed, stale digest, not allowed, or the run refused it (FAILURE ack)."""
+    NO_ANSWER = "no_answer"
+    """No agent answered in time; the message was withdrawn or its ack is still owed."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class DecideResult:
+    """The verdict, the words for the decider, and the ack when a live run answered."""
+
+    verdict: DecideVerdict
+    detail: str
+    target_id: str
+    run_id: str
+    ack: ControlAck | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when the decision took effect (applied, or recorded for the replay)."""
+        return self.verdict in (DecideVerdict.APPLIED, DecideVerdict.RECORDED)
+
+
+def find_approval(store: Store, target_id: str, *, run_id: str | None = None) -> ApprovalRow:
+    """The approval a decider means: the open record for ``target_id`` (in ``run_id``), else its newest record.
+
+    Raises :class:`UnknownApprovalError` or :class:`AmbiguousApprovalError`.
+    """
+    rows = [r for r in store.approvals_for(target_id) if run_id is None or r.run_id == run_id]
+    if not rows:
+        pending = ", ".join(repr(r.target_id) for r in store.approvals(limit=5)) or "none"
+        raise UnknownApprovalError(f"unknown approval id {target_id!r}: no such request (pending: {pending})")
+    open_rows = [r for r in rows if r.open]
+    if len(open_rows) > 1:
+        runs = ", ".join(r.run_id for r in open_rows)
+        raise AmbiguousApprovalError(f"{target_id!r} is open in several runs ({runs}); name one with --run")
+    return open_rows[0] if open_rows else rows[0]
+
+
+def decide(
+    store: Store,
+    target_id: str,
+    *,
+    approve: bool,
+    principal: Principal,
+    reason: str = "",
+    edited_args: Mapping[str, Any] | None = None,
+    args_digest: str | None = None,
+    run_id: str | None = None,
+    timeout_s: float = DEFAULT_DECIDE_TIMEOUT_S,
+    authority: DecisionAuthority | None = None,
+) -> DecideResult:
+    """Decide one approval from outside the agent; never raises for a refusal (see :class:`DecideVerdict`).
+
+    ``args_digest`` is the digest of the call the decider saw (default: the one in the store now);
+    a decision is applied or recorded only for a call with that digest. Raises
+    :class:`ApprovalLookupError` when ``target_id`` names no (or no single) approval, and
+    :class:`~goldfive_core.store.StoreError` when the store fails.
+    """
+    row = find_approval(store, target_id, run_id=run_id)
+    if edited_args is not None and not approve:
+        return _refused(row, "refused: edited_args only go with an approval")
+    if not row.open:
+        return _closed(row)
+    if authority is not None:
+        refusal = authority.may_decide(principal, row, approve=approve)
+        if refusal is not None:
+            return _refused(row, refusal)
+    # The digest the decider saw; the live run checks it against its call, record() against the store's.
+    digest = args_digest or row.args_digest
+    attempt = _Attempt(store, row, approve, principal, reason, edited_args, digest)
+    live = run_liveness(store.run(row.run_id), stale_after_ms=store.stale_after_ms)
+    if live != "live":
+        return attempt.record(f"run {row.run_id} is not running ({live})")
+    kind = ControlKind.APPROVE if approve else ControlKind.REJECT
+    try:
+        msg = ControlMessage(kind, attempt.payload())
+        ack = StoreChannel(store).deliver(msg, timeout_s=timeout_s, run_id=row.run_id)
+    except RunGone as exc:  # it ended or died while we waited: record it under the same checks
+        return attempt.record(str(exc))
+    except DeliveryTimeout as exc:
+        detail = f"no answer: {exc}"
+        return DecideResult(verdict=DecideVerdict.NO_ANSWER, detail=detail, target_id=row.target_id, run_id=row.run_id)
+    verdict = DecideVerdict.APPLIED if ack.ok else DecideVerdict.REFUSED
+    return DecideResult(verdict=verdict, detail=ack.detail, target_id=row.target_id, run_id=row.run_id, ack=ack)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Attempt:
+    store: Store
+    row: ApprovalRow
+    approve: bool
+    principal: Principal
+    reason: str
+    edited_args: Mapping[str, Any] | None
+    digest: str
+
+    def payload(self) -> dict[str, Any]:
+        payload: dict[str, Any] = {
+            "target_id": self.row.target_id,
+            "run_id": self.row.run_id,
+            "decided_by": self.principal.name,
+        }
+        if self.reason:
+            payload["detail"] = self.reason
+        if self.digest:
+            payload["args_digest"] = self.digest
+        if self.edited_args is not None:
+            payload["edited_args"] = dict(self.edited_args)
+        return payload
+
+    def record(self, why: str) -> DecideResult:
+        """Record the decision in the store for a run that is not running; the digest is checked again there."""
+        now = _reread(self.store, self.row)
+        if not now.open:
+            return _closed(now)
+        stale = _stale(now, self.digest)
+        if stale is not None:
+            return stale
+        recorded = self.store.decide_in_store(
+            now.id,
+            approved=self.approve,
+            detail=self.reason,
+            decided_by=self.principal.name,
+            edited_args_json=canonical_json(dict(self.edited_args)) if self.edited_args is not None else "",
+            args_digest=self.digest,
+        )
+        if not recorded:  # someone decided, or the call was re-asked with other arguments, since we read it
+            after = _reread(self.store, now)
+            return _stale(after, self.digest) or _closed(after)
+        verb = "approved" if self.approve else "rejected"
+        return DecideResult(
+            verdict=DecideVerdict.RECORDED,
+            detail=f"recorded: {verb} {now.target_id!r} in the store; {why}. It applies when the call is replayed.",
+            target_id=now.target_id,
+            run_id=now.run_id,
+        )
+
+
+def _reread(store: Store, row: ApprovalRow) -> ApprovalRow:
+    return next((r for r in store.approvals_for(row.target_id) if r.id == row.id), row)
+
+
+def _refused(row: ApprovalRow, detail: str) -> DecideResult:
+    return DecideResult(verdict=DecideVerdict.REFUSED, detail=detail, target_id=row.target_id, run_id=row.run_id)
+
+
+def _stale(row: ApprovalRow, digest: str) -> DecideResult | None:
+    if digest and row.args_digest and digest != row.args_digest:
+        return _refused(
+            row,
+            f"refused: args_digest {digest!r} does not match the call awaiting approval for {row.target_id!r} "
+            f"({row.args_digest!r}); nothing was changed",
+        )
+    return None
+
+
+def _closed(row: ApprovalRow) -> DecideResult:
+    if row.decision:
+        text = already_decided_text(row.target_id, approved=row.decision == "approve", decided_by=row.decided_by)
+        return _refused(row, text)
+    return _refused(row, f"{row.target_id!r} is {row.status} ({row.detail or 'no detail'}); nothing to decide")
