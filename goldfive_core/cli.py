@@ -25,14 +25,6 @@ from typing import Any, NoReturn
 from ._util import shorten
 from .approvals import Principal
 from .control import ControlAck, ControlKind, ControlMessage
-from .decide import (
-    DEFAULT_DECIDE_TIMEOUT_S,
-    AmbiguousApprovalError,
-    ApprovalLookupError,
-    DecideVerdict,
-    decide,
-    find_approval,
-)
 from .events import event_to_dict
 from .store import (
     DEFAULT_DB_PATH,
@@ -46,6 +38,14 @@ from .store import (
     StoreUnavailableError,
     open_store,
     run_liveness,
+)
+from .store.decide import (
+    DEFAULT_DECIDE_TIMEOUT_S,
+    AmbiguousApprovalError,
+    ApprovalLookupError,
+    DecideVerdict,
+    decide,
+    find_approval,
 )
 
 __all__ = ["EXIT_FAILURE", "EXIT_OK", "EXIT_TIMEOUT", "EXIT_UNREACHABLE", "EXIT_USAGE", "main"]

@@ -15,10 +15,9 @@ first use only.
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ._open import open_store
 from .base import (
     ApprovalRow,
     AuditReport,
@@ -35,6 +34,17 @@ from .base import (
     run_liveness,
 )
 from .channel import DeliveryTimeout, RunGone, StoreChannel
+from .decide import (
+    DEFAULT_DECIDE_TIMEOUT_S,
+    AmbiguousApprovalError,
+    ApprovalLookupError,
+    DecideResult,
+    DecideVerdict,
+    DecisionAuthority,
+    UnknownApprovalError,
+    decide,
+    find_approval,
+)
 from .execution import GuardedResult, run_approved
 from .sink import SinkStatistics, StoreSink
 from .sqlite import DEFAULT_DB_PATH, SqliteStore
@@ -44,9 +54,15 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_DB_PATH",
+    "DEFAULT_DECIDE_TIMEOUT_S",
+    "AmbiguousApprovalError",
+    "ApprovalLookupError",
     "ApprovalRow",
     "AuditReport",
     "AuditRow",
+    "DecideResult",
+    "DecideVerdict",
+    "DecisionAuthority",
     "DeliveryTimeout",
     "ExecutionRow",
     "ExecutionState",
@@ -64,27 +80,13 @@ __all__ = [
     "StoreSink",
     "StoreUnavailableError",
     "StoredDecision",
+    "UnknownApprovalError",
+    "decide",
+    "find_approval",
     "open_store",
     "run_approved",
     "run_liveness",
 ]
-
-
-def open_store(location: str | Path | None = None, *, create: bool = True, schema: str | None = None) -> Store:
-    """Open a store: a ``postgresql://`` / ``postgres://`` DSN, else a SQLite file path.
-
-    With no location: ``GOLDFIVE_DSN``, else ``GOLDFIVE_DB``, else ``./goldfive.db``.
-    ``schema`` (PostgreSQL only; env ``GOLDFIVE_PG_SCHEMA``, default ``public``)
-    keeps several stores apart in one database.
-    """
-    if location is None:
-        location = os.environ.get("GOLDFIVE_DSN") or os.environ.get("GOLDFIVE_DB") or DEFAULT_DB_PATH
-    text = str(location)
-    if text.startswith(("postgresql://", "postgres://")):
-        from .postgres import PostgresStore
-
-        return PostgresStore(text, schema=schema or os.environ.get("GOLDFIVE_PG_SCHEMA") or "public")
-    return SqliteStore(text, create=create)
 
 
 def __getattr__(name: str) -> Any:

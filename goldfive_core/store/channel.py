@@ -78,7 +78,7 @@ class StoreChannel(ControlChannel):
         sweep_interval_s: float = 5.0,
     ) -> None:
         if isinstance(store, str | Path):
-            from . import open_store
+            from ._open import open_store
 
             store = open_store(store)
         if ack_timeout_s <= 0:

@@ -6,14 +6,15 @@ import pytest
 from store_support import Backend, make_event
 
 from goldfive_core.approvals import ApprovalStatus, Principal
-from goldfive_core.decide import (
+from goldfive_core.pb.v1 import events_pb2
+from goldfive_core.store import (
     AmbiguousApprovalError,
+    ApprovalRow,
     DecideVerdict,
+    Store,
     UnknownApprovalError,
     decide,
 )
-from goldfive_core.pb.v1 import events_pb2
-from goldfive_core.store import ApprovalRow, Store
 
 ANN = Principal(name="ann", channel="cli")
 

@@ -9,7 +9,8 @@ replay of the call picks it up. Every path checks the args digest the decider
 saw, and a second decision is always answered with the same "already decided"
 words as a live run gives. Callers keep only argument parsing and rendering.
 
-Importing this module imports the store (it is not imported by ``import goldfive_core``).
+It lives with the store (``from goldfive_core.store import decide``): the store is where a
+decision from outside meets the run.
 """
 
 from __future__ import annotations
@@ -19,12 +20,12 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any, Protocol
 
-from ._util import canonical_json
-from .approvals import Principal, already_decided_text
-from .control import ControlAck, ControlKind, ControlMessage
-from .errors import GoldfiveError
-from .store.base import ApprovalRow, Store, run_liveness
-from .store.channel import DeliveryTimeout, RunGone, StoreChannel
+from .._util import canonical_json
+from ..approvals import Principal, already_decided_text
+from ..control import ControlAck, ControlKind, ControlMessage
+from ..errors import GoldfiveError
+from .base import ApprovalRow, Store, run_liveness
+from .channel import DeliveryTimeout, RunGone, StoreChannel
 
 __all__ = [
     "DEFAULT_DECIDE_TIMEOUT_S",

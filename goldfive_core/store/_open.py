@@ -1,0 +1,28 @@
+"""open_store(): a store from a location (a PostgreSQL DSN or a SQLite path)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .base import Store
+from .sqlite import DEFAULT_DB_PATH, SqliteStore
+
+__all__ = ["open_store"]
+
+
+def open_store(location: str | Path | None = None, *, create: bool = True, schema: str | None = None) -> Store:
+    """Open a store: a ``postgresql://`` / ``postgres://`` DSN, else a SQLite file path.
+
+    With no location: ``GOLDFIVE_DSN``, else ``GOLDFIVE_DB``, else ``./goldfive.db``.
+    ``schema`` (PostgreSQL only; env ``GOLDFIVE_PG_SCHEMA``, default ``public``)
+    keeps several stores apart in one database.
+    """
+    if location is None:
+        location = os.environ.get("GOLDFIVE_DSN") or os.environ.get("GOLDFIVE_DB") or DEFAULT_DB_PATH
+    text = str(location)
+    if text.startswith(("postgresql://", "postgres://")):
+        from .postgres import PostgresStore
+
+        return PostgresStore(text, schema=schema or os.environ.get("GOLDFIVE_PG_SCHEMA") or "public")
+    return SqliteStore(text, create=create)
