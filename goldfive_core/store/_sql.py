@@ -284,21 +284,17 @@ class SqlStore(Store):
         elif kind in ("approval_granted", "approval_rejected"):
             granted = kind == "approval_granted"
             msg = event.approval_granted if granted else event.approval_rejected
-            edited = event.approval_granted.edited_args_json if granted else ""
-            self._exec(
+            # Usually says again what the ack already recorded; it never overwrites a recorded decision.
+            self._write_decision(
                 conn,
-                "UPDATE gf_approvals SET status = ?, decision = ?, detail = ?, decided_by = ?, decided_at_ms = ?, "
-                "edited_args_json = ?, decided_via = 'run' WHERE run_id = ? AND target_id = ?",
-                (
-                    (ApprovalStatus.GRANTED if granted else ApprovalStatus.REJECTED).value,
-                    "approve" if granted else "reject",
-                    msg.detail,
-                    msg.decided_by,
-                    at,
-                    edited,
-                    event.run_id,
-                    msg.target_id,
-                ),
+                "run_id = ? AND target_id = ?",
+                (event.run_id, msg.target_id),
+                approved=granted,
+                detail=msg.detail,
+                decided_by=msg.decided_by,
+                at=at,
+                edited_args_json=event.approval_granted.edited_args_json if granted else "",
+                via="run",
             )
         elif kind == "approval_timed_out":
             out = event.approval_timed_out
@@ -432,28 +428,20 @@ class SqlStore(Store):
             conn = self._conn()
             with self._transaction(conn):
                 at = now_ms()
-                cur = self._exec(
+                written = self._write_decision(
                     conn,
-                    "UPDATE gf_approvals SET status = ?, decision = ?, detail = ?, decided_by = ?, decided_at_ms = ?, "
-                    "edited_args_json = ?, decided_via = 'store' "
-                    f"WHERE id = ? AND status IN ({_marks(ApprovalStatus.GRANTED)}) "
                     # A decision bound to a digest applies only to the call it was given for (the request
                     # may have been re-asked with other arguments since the decider looked).
-                    "AND (? = '' OR args_digest = '' OR args_digest = ?)",
-                    (
-                        (ApprovalStatus.GRANTED if approved else ApprovalStatus.REJECTED).value,
-                        "approve" if approved else "reject",
-                        detail,
-                        decided_by,
-                        at,
-                        edited_args_json,
-                        approval_id,
-                        *_from(ApprovalStatus.GRANTED),
-                        args_digest,
-                        args_digest,
-                    ),
+                    "id = ? AND (? = '' OR args_digest = '' OR args_digest = ?)",
+                    (approval_id, args_digest, args_digest),
+                    approved=approved,
+                    detail=detail,
+                    decided_by=decided_by,
+                    at=at,
+                    edited_args_json=edited_args_json,
+                    via="store",
                 )
-                if cur.rowcount != 1:
+                if written != 1:
                     return False
                 row = self._exec(
                     conn, "SELECT run_id, session_id, target_id FROM gf_approvals WHERE id = ?", (approval_id,)
@@ -691,23 +679,54 @@ class SqlStore(Store):
             return  # unaddressed: the sink records it from the run's events
         approved = row[0] == "APPROVE"
         edited = payload.get("edited_args")
-        self._exec(
+        self._write_decision(
+            conn,
+            "run_id = ? AND target_id = ?",
+            (run_id, target),
+            approved=approved,
+            detail=str(payload.get("detail") or payload.get("reason") or ""),
+            decided_by=str(payload.get("decided_by") or ""),
+            at=ack.acked_at_ms,
+            edited_args_json=canonical_json(edited) if approved and isinstance(edited, dict) else "",
+            via="run",
+        )
+
+    def _write_decision(
+        self,
+        conn: Any,
+        where: str,
+        params: Sequence[Any],
+        *,
+        approved: bool,
+        detail: str,
+        decided_by: str,
+        at: int,
+        edited_args_json: str,
+        via: str,
+    ) -> int:
+        """The one write of an approval's decision columns; returns how many records it decided (0 or 1).
+
+        Guarded by status: only a record still open (pending, timed out) takes a decision, so a
+        recorded decision is final — a later event, ack or ``decide_in_store`` never overwrites it.
+        """
+        new = ApprovalStatus.GRANTED if approved else ApprovalStatus.REJECTED
+        cur = self._exec(
             conn,
             "UPDATE gf_approvals SET status = ?, decision = ?, detail = ?, decided_by = ?, decided_at_ms = ?, "
-            f"edited_args_json = ?, decided_via = 'run' WHERE run_id = ? AND target_id = ? "
-            f"AND status IN ({_marks(ApprovalStatus.GRANTED)})",
+            f"edited_args_json = ?, decided_via = ? WHERE {where} AND status IN ({_marks(new)})",
             (
-                (ApprovalStatus.GRANTED if approved else ApprovalStatus.REJECTED).value,
+                new.value,
                 "approve" if approved else "reject",
-                str(payload.get("detail") or payload.get("reason") or ""),
-                str(payload.get("decided_by") or ""),
-                ack.acked_at_ms,
-                canonical_json(edited) if approved and isinstance(edited, dict) else "",
-                run_id,
-                target,
-                *_from(ApprovalStatus.GRANTED),
+                detail,
+                decided_by,
+                at,
+                edited_args_json,
+                via,
+                *params,
+                *_from(new),
             ),
         )
+        return int(cur.rowcount)
 
     def get_ack(self, control_id: str) -> ControlAck | None:
         """The ack once the message was answered."""

@@ -11,14 +11,18 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from store_support import PYTHON, Backend, make_event, wait_until
 
 from goldfive_core import AgentTools, Task, wrap
 from goldfive_core._util import args_digest, canonical_json
+from goldfive_core.control import ControlAck, ControlKind, ControlMessage
 from goldfive_core.pb.v1 import events_pb2
 from goldfive_core.store import Store, run_approved
 from goldfive_core.store.base import HOST
@@ -188,3 +192,78 @@ def test_a_decision_for_arguments_that_were_re_asked_meanwhile_is_not_recorded(b
     assert (row.status, row.args_digest) == ("pending", args_digest(TOOL, {"to": "mallory", "amount": 9999}))
     assert store.decide_in_store(row.id, approved=True, detail="", decided_by="ann", args_digest=row.args_digest)
     assert store.approvals_for("pay-4")[0].status == "granted"
+
+
+# -- the decision columns move once: pending (or timed out) -> granted | rejected, never back or across ----------
+Op = tuple[str, bool, str]
+OPS = st.one_of(
+    st.tuples(st.sampled_from(["event", "ack", "store"]), st.booleans(), st.sampled_from(["ann", "bob"])),
+    st.tuples(st.just("timed_out"), st.booleans(), st.just("")),
+    st.tuples(st.just("cancelled"), st.just(False), st.just("")),
+)
+
+
+def _write(store: Store, run: str, target: str, seq: int, op: Op) -> bool | None:
+    """Apply one write to ``target``'s record the way the store receives it; ``store`` ops return their bool."""
+    what, flag, who = op
+    if what == "event":
+        payload: Any = (
+            events_pb2.ApprovalGranted(target_id=target, decided_by=who, detail=f"{what} {who}")
+            if flag
+            else events_pb2.ApprovalRejected(target_id=target, decided_by=who, detail=f"{what} {who}")
+        )
+        store.append_events([make_event(run, seq, payload)], pid=0, host=HOST)
+    elif what == "ack":
+        kind = ControlKind.APPROVE if flag else ControlKind.REJECT
+        msg = ControlMessage(kind, {"target_id": target, "run_id": run, "decided_by": who, "detail": f"{what} {who}"})
+        ident = store.post_control(msg, run_id=run)
+        assert store.claim_controls([ident], endpoint="test") == [ident]
+        store.ack_controls([(ident, ControlAck.success(msg.id, "applied"))])
+    elif what == "store":
+        (row,) = store.approvals_for(target)
+        return store.decide_in_store(row.id, approved=flag, detail=f"{what} {who}", decided_by=who)
+    elif what == "timed_out":
+        payload = events_pb2.ApprovalTimedOut(target_id=target, still_open=flag, detail="no answer")
+        store.append_events([make_event(run, seq, payload)], pid=0, host=HOST)
+    else:
+        payload = events_pb2.ApprovalCancelled(target_id=target, reason="run ended")
+        store.append_events([make_event(run, seq, payload)], pid=0, host=HOST)
+    return None
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=st.lists(OPS, min_size=1, max_size=6))
+def test_a_recorded_decision_is_final_whatever_writes_follow(backend: Backend, ops: list[Op]) -> None:
+    """Model check: events, acks and store decisions in any order; only the first decision of an open record counts."""
+    store = backend.open()
+    target = f"t-{uuid.uuid4().hex[:10]}"
+    _asked(store, "run-g", target, pid=0, seq=2)  # no RunStarted: nobody hosts the run
+    status, decision, decided_by = "pending", "", ""
+    for seq, op in enumerate(ops, start=3):
+        what, flag, who = op
+        was_open = status in ("pending", "timed_out")
+        recorded = _write(store, "run-g", target, seq, op)
+        if what in ("event", "ack", "store") and was_open:
+            status, decision, decided_by = ("granted", "approve", who) if flag else ("rejected", "reject", who)
+        elif what == "timed_out" and status == "pending":
+            status = "timed_out" if flag else "expired"
+        elif what == "cancelled" and was_open:
+            status = "cancelled"
+        if what == "store":
+            assert recorded is was_open, (ops, seq)
+        (row,) = store.approvals_for(target)
+        assert (row.status, row.decision, row.decided_by) == (status, decision, decided_by), (ops, seq)
+    store.close()
+
+
+async def test_a_later_approval_event_cannot_turn_a_recorded_rejection_into_an_approval(backend: Backend) -> None:
+    store = backend.open()
+    _asked(store, "run-1", "pay-5", pid=0)
+    (row,) = store.approvals_for("pay-5")
+    assert store.decide_in_store(row.id, approved=False, detail="too much", decided_by="ann")
+    stray = events_pb2.ApprovalGranted(target_id="pay-5", decided_by="mallory", detail="let it through")
+    store.append_events([make_event("run-1", 5, stray)], pid=0, host=HOST)
+    (row,) = store.approvals_for("pay-5")
+    assert (row.status, row.decision, row.decided_by, row.decided_via) == ("rejected", "reject", "ann", "store")
+    status, ran = await _replay(store, "pay-5")
+    assert (status, ran) == ("reject", [])
