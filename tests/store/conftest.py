@@ -1,18 +1,72 @@
 """Fixtures for the store tests: every backend test runs on SQLite and on a real PostgreSQL.
 
 PostgreSQL tests need ``GOLDFIVE_TEST_PG_DSN`` (``.ci/run`` starts a throwaway
-loopback server and sets it); without it they are skipped with that reason.
+loopback server and sets it). Where PostgreSQL is expected — ``CI=true``, or the
+DSN is set — and it cannot be reached, the run stops at collection with the
+reason instead of skipping; elsewhere the PostgreSQL tests are skipped. The
+terminal summary says how many tests ran against PostgreSQL.
 Each PostgreSQL test gets its own schema, dropped afterwards.
 """
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from store_support import NO_PG, PG_DSN, Backend
+
+_PG_RAN = pytest.StashKey[list[str]]()
+_PG_WANTED = pytest.StashKey[int]()
+
+
+def _pg_expected() -> bool:
+    return os.environ.get("CI", "").lower() in ("1", "true", "yes") or bool(PG_DSN)
+
+
+def _pg_problem() -> str:
+    """Why PostgreSQL cannot be used ("" when it can)."""
+    if not PG_DSN:
+        return NO_PG
+    import psycopg
+
+    try:
+        with psycopg.connect(PG_DSN, autocommit=True, connect_timeout=10) as conn:
+            conn.execute("SELECT 1")
+    except psycopg.Error as exc:
+        return f"PostgreSQL at GOLDFIVE_TEST_PG_DSN is unreachable: {str(exc).strip()[:300]}"
+    return ""
+
+
+def _wants_pg(item: pytest.Item) -> bool:
+    callspec = getattr(item, "callspec", None)
+    on_pg = callspec is not None and callspec.params.get("backend") == "postgres"
+    return on_pg or "postgres_backend" in getattr(item, "fixturenames", ())
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    config = session.config
+    wanted = sum(1 for item in session.items if _wants_pg(item))
+    config.stash[_PG_WANTED] = wanted
+    config.stash[_PG_RAN] = []
+    if wanted and _pg_expected():
+        problem = _pg_problem()
+        if problem:
+            raise pytest.UsageError(
+                f"{wanted} tests need PostgreSQL, which is expected here (CI=true or GOLDFIVE_TEST_PG_DSN set) "
+                f"but unavailable: {problem}"
+            )
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    wanted = config.stash.get(_PG_WANTED, 0)
+    if not wanted:
+        return
+    ran = len(config.stash.get(_PG_RAN, []))
+    note = "" if ran == wanted else f" ({wanted - ran} did not reach it: skipped or stopped before)"
+    terminalreporter.write_line(f"PostgreSQL: {ran} of {wanted} PostgreSQL tests ran against a real server{note}")
 
 
 def _pg_drop(schema: str) -> None:
@@ -32,11 +86,12 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]
 
 
 @pytest.fixture
-def postgres_backend() -> Iterator[Backend]:
-    """PostgreSQL only (tests of server-side faults); skipped without GOLDFIVE_TEST_PG_DSN."""
+def postgres_backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
+    """PostgreSQL only (tests of server-side faults); skipped without GOLDFIVE_TEST_PG_DSN (unless expected)."""
     if not PG_DSN:
         pytest.skip(NO_PG)
     schema = f"t_{uuid.uuid4().hex[:12]}"
+    request.config.stash.setdefault(_PG_RAN, []).append(request.node.nodeid)
     try:
         yield Backend("postgres", PG_DSN, schema)
     finally:
