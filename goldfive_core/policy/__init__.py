@@ -36,7 +36,9 @@ parentheses. Types are strict (see ``goldfive_core.policy._expr``) and evaluatio
 
 from __future__ import annotations
 
+from ._authority import PolicyAuthority, RequestView
 from ._expr import EvalError, Expression, ExpressionError, compile_expression
+from ._grants import Grant, GrantBook, GrantError
 from ._load import ENV_VAR, load_policy, load_policy_from_env, parse_policy
 from ._model import (
     Allow,
@@ -51,8 +53,16 @@ from ._model import (
     parse_duration,
 )
 from ._policy import DEFAULT_ASK, Policy, Verdict
+from ._quorum import QuorumStep, QuorumTally
 
 __all__ = [
+    "RequestView",
+    "QuorumTally",
+    "QuorumStep",
+    "PolicyAuthority",
+    "GrantError",
+    "GrantBook",
+    "Grant",
     "DEFAULT_ASK",
     "ENV_VAR",
     "Allow",

@@ -26,7 +26,7 @@ __all__ = [
 ]
 
 MAX_QUORUM = 20
-_PRINCIPAL = re.compile(r"(role|user):[^\s:][^\s]{0,199}")
+_PRINCIPAL = re.compile(r"(role|user):[^\s:,][^\s,]{0,199}")
 _BARRED_SPECIAL = ("starter", "agent")
 _DURATION = re.compile(r"(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
 _DURATION_UNITS = (86_400_000, 3_600_000, 60_000, 1000)
@@ -112,6 +112,10 @@ class GrantScope:
                 f"grant scope {safe_repr(text)}: expected 'run', 'session' or a duration like '1h'"
             ) from None
 
+    def text(self) -> str:
+        """The TOML spelling: ``run``, ``session`` or a duration."""
+        return format_duration(self.ttl_ms or 0) if self.kind == "time" else self.kind
+
     def label(self) -> str:
         """Words an approver reads before confirming."""
         if self.kind == "time":
@@ -186,6 +190,55 @@ class Ask:
             raise ValueError(f"expires must be a positive duration, got {safe_repr(self.expires_ms)}")
         if self.escalate is not None and self.expires_ms is not None and self.escalate.after_ms >= self.expires_ms:
             raise ValueError("escalate.after is not before expires: the escalation could never happen")
+
+    def to_metadata(self) -> dict[str, str]:
+        """String fields for a request's metadata (``policy_*``); :meth:`from_metadata` reads them back."""
+        out: dict[str, str] = {}
+        if self.approvers:
+            out["policy_approvers"] = ",".join(self.approvers)
+        if self.quorum > 1:
+            out["policy_quorum"] = str(self.quorum)
+        if self.barred:
+            out["policy_barred"] = ",".join(self.barred)
+        if self.escalate is not None:
+            out["policy_escalate_after"] = format_duration(self.escalate.after_ms)
+            out["policy_escalate_to"] = ",".join(self.escalate.to)
+        if self.grants:
+            out["policy_grants"] = ",".join(g.text() for g in self.grants)
+        if not self.reject_ends:
+            out["policy_reject"] = "counts"
+        if self.expires_ms is not None:
+            out["policy_expires"] = format_duration(self.expires_ms)
+        return out
+
+    @classmethod
+    def from_metadata(cls, metadata: Mapping[str, str]) -> Ask | None:
+        """The ask a request's metadata describes; None when it names no policy rule or does not parse."""
+        if metadata.get("policy_action") != "ask" and "policy_error" not in metadata:
+            return None
+
+        def items(key: str) -> tuple[str, ...]:
+            value = metadata.get(key, "")
+            return tuple(v for v in value.split(",") if v)
+
+        try:
+            escalate = None
+            if metadata.get("policy_escalate_after"):
+                escalate = Escalation(
+                    after_ms=parse_duration(metadata["policy_escalate_after"]), to=items("policy_escalate_to")
+                )
+            expires = metadata.get("policy_expires")
+            return cls(
+                approvers=items("policy_approvers"),
+                quorum=int(metadata.get("policy_quorum", "1")),
+                barred=items("policy_barred"),
+                escalate=escalate,
+                grants=tuple(GrantScope.parse(g) for g in items("policy_grants")),
+                reject_ends=metadata.get("policy_reject", "ends") != "counts",
+                expires_ms=parse_duration(expires) if expires else None,
+            )
+        except ValueError:
+            return None
 
     def who(self, *, escalated: bool = False) -> tuple[str, ...]:
         """The principals who may answer now (escalation adds its group)."""

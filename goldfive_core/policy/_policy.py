@@ -9,7 +9,7 @@ from typing import Literal
 
 from .._util import shorten
 from ._expr import FOREIGN_ERRORS, EvalError, Evaluator, foreign_error
-from ._model import Allow, Ask, Deny, PolicyCall, PolicyError, Rule, covers, format_duration
+from ._model import Allow, Ask, Deny, PolicyCall, PolicyError, Rule, covers
 
 __all__ = ["DEFAULT_ASK", "Policy", "Verdict"]
 
@@ -54,18 +54,8 @@ class Verdict:
             out["policy_action"] = self.kind
         if self.error:
             out["policy_error"] = self.error
-        ask = self.ask
-        if ask is not None and self.kind == "ask":
-            if ask.approvers:
-                out["policy_approvers"] = ",".join(ask.approvers)
-            if ask.quorum > 1:
-                out["policy_quorum"] = str(ask.quorum)
-            if ask.escalate is not None:
-                out["policy_escalate"] = (
-                    f"after {format_duration(ask.escalate.after_ms)} to {','.join(ask.escalate.to)}"
-                )
-            if ask.grants:
-                out["policy_grants"] = ",".join(g.label() for g in ask.grants)
+        if self.ask is not None and self.kind == "ask":
+            out.update(self.ask.to_metadata())
         return out
 
 

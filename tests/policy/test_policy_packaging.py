@@ -12,6 +12,13 @@ import goldfive_core.policy as policy
 ROOT = Path(__file__).resolve().parents[2]
 
 EXPECTED = [
+    "RequestView",
+    "QuorumTally",
+    "QuorumStep",
+    "PolicyAuthority",
+    "GrantError",
+    "GrantBook",
+    "Grant",
     "DEFAULT_ASK",
     "ENV_VAR",
     "Allow",

@@ -78,11 +78,40 @@ def test_ask_verdict_metadata_names_rule_approvers_and_quorum() -> None:
         "policy_action": "ask",
         "policy_approvers": "role:finance",
         "policy_quorum": "2",
+        "policy_barred": "starter,agent",
     }
     escalating = Ask(escalate=Escalation(after_ms=1_800_000, to=("role:cfo",)), grants=(GrantScope.parse("1h"),))
     meta = Policy([Rule(name="r", action=escalating)]).evaluate(PolicyCall(tool="t", args={})).metadata()
-    assert meta["policy_escalate"] == "after 30m to role:cfo"
-    assert meta["policy_grants"] == "for 1h"
+    assert (meta["policy_escalate_after"], meta["policy_escalate_to"]) == ("30m", "role:cfo")
+    assert meta["policy_grants"] == "1h"
+
+
+ROUND_TRIP = [
+    Ask(),
+    FINANCE,
+    Ask(
+        approvers=("role:finance", "user:ana"),
+        quorum=2,
+        barred=("starter", "agent", "user:bo"),
+        escalate=Escalation(after_ms=90_000, to=("role:cfo", "user:cy")),
+        grants=(GrantScope.parse("run"), GrantScope.parse("session"), GrantScope.parse("1h30m")),
+        reject_ends=False,
+        expires_ms=4 * 3_600_000,
+    ),
+    Ask(barred=()),
+]
+
+
+@pytest.mark.parametrize("ask", ROUND_TRIP)
+def test_an_ask_survives_the_request_metadata(ask: Ask) -> None:
+    meta = {"policy_rule": "r", "policy_action": "ask", **ask.to_metadata()}
+    assert Ask.from_metadata(meta) == ask
+    assert all(isinstance(v, str) for v in meta.values())
+
+
+def test_metadata_without_a_rule_or_unparsable_describes_no_ask() -> None:
+    assert Ask.from_metadata({"tool_name": "x"}) is None
+    assert Ask.from_metadata({"policy_action": "ask", "policy_quorum": "many"}) is None
 
 
 ERR_POLICY = Policy(

@@ -1,0 +1,286 @@
+"""Quorum, grants and who may decide (PolicyAuthority), with a virtual clock; table-driven."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from goldfive_core.policy import (
+    Ask,
+    Escalation,
+    GrantBook,
+    GrantError,
+    GrantScope,
+    Policy,
+    PolicyAuthority,
+    PolicyCall,
+    QuorumTally,
+    Rule,
+    parse_duration,
+)
+
+# -- quorum -----------------------------------------------------------------------------------------------
+
+A, B = "sha256:a", "sha256:b"
+
+QUORUM_SCRIPTS: list[tuple[dict[str, Any], list[tuple[Any, ...]], list[tuple[str, str]]]] = [
+    # (tally options, votes, [(step kind, progress) after each vote])
+    (
+        {"quorum": 2},
+        [("approve", "ana", A), ("approve", "bo", A)],
+        [("counted", "1 of 2: ana"), ("complete", "2 of 2: ana, bo")],
+    ),
+    (
+        {"quorum": 2},
+        [("approve", "ana", A), ("approve", "ana", A), ("approve", "bo", A)],
+        [("counted", "1 of 2: ana"), ("duplicate", "1 of 2: ana"), ("complete", "2 of 2: ana, bo")],
+    ),
+    (
+        {"quorum": 2},
+        [("approve", "ana", A), ("reject", "bo"), ("approve", "cy", A)],
+        [
+            ("counted", "1 of 2: ana"),
+            ("rejected", "1 of 2: ana; rejected by bo"),
+            ("refused", "1 of 2: ana; rejected by bo"),
+        ],
+    ),
+    (
+        {"quorum": 2, "reject_ends": False},
+        [("reject", "bo"), ("approve", "ana", A), ("approve", "cy", A)],
+        [
+            ("reject_counted", "0 of 2; rejected by bo"),
+            ("counted", "1 of 2: ana; rejected by bo"),
+            ("complete", "2 of 2: ana, cy; rejected by bo"),
+        ],
+    ),
+    # an edit puts new arguments on the table and restarts the count with its author
+    (
+        {"quorum": 2},
+        [("approve", "ana", A), ("edit", "bo", B), ("approve", "ana", A), ("approve", "ana", B)],
+        [
+            ("counted", "1 of 2: ana"),
+            ("restarted", "1 of 2: bo"),
+            ("refused", "1 of 2: bo"),
+            ("complete", "2 of 2: bo, ana"),
+        ],
+    ),
+    ({"quorum": 1}, [("edit", "bo", B)], [("complete", "1 of 1: bo")]),
+    ({"quorum": 2}, [("approve", "", A)], [("refused", "0 of 2")]),
+]
+
+
+@pytest.mark.parametrize(("options", "votes", "expected"), QUORUM_SCRIPTS)
+def test_quorum(options: dict[str, Any], votes: list[tuple[Any, ...]], expected: list[tuple[str, str]]) -> None:
+    tally = QuorumTally(args_digest=A, **options)
+    steps = []
+    for vote in votes:
+        if vote[0] == "reject":
+            steps.append(tally.reject(vote[1], reason="no"))
+        else:
+            steps.append(tally.approve(vote[1], args_digest=vote[2], edited=vote[0] == "edit"))
+    assert [(s.kind, s.progress) for s in steps] == expected
+    final = [s for s in steps if s.final]
+    assert len(final) <= 1  # the call runs (or is rejected) once
+
+
+def test_the_completed_quorum_carries_the_arguments_all_approved() -> None:
+    tally = QuorumTally(quorum=2, args_digest=A)
+    tally.approve("ana", args_digest=A)
+    tally.approve("bo", args_digest=B, edited=True)
+    step = tally.approve("ana", args_digest=B)
+    assert step.final and step.args_digest == B and tally.approvers == ("bo", "ana")
+
+
+# -- grants -----------------------------------------------------------------------------------------------
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000_000
+
+    def __call__(self) -> int:
+        return self.now
+
+    def advance(self, duration: str) -> None:
+        self.now += parse_duration(duration)
+
+
+OFFERING = Ask(
+    approvers=("role:ops",), grants=(GrantScope.parse("run"), GrantScope.parse("session"), GrantScope.parse("1h"))
+)
+
+
+def deploy(env: str = "staging") -> PolicyCall:
+    return PolicyCall(tool="deploy", args={"env": env})
+
+
+def test_a_run_grant_lets_matching_calls_of_that_run_through_until_revoked() -> None:
+    clock = Clock()
+    book = GrantBook(clock=clock)
+    grant = book.create(ask=OFFERING, rule="deploys", tool="deploy", scope="run", granted_by="ana", run_id="run-1")
+    assert grant.grant_id.startswith("grant-") and grant.expires_at_ms is None
+    assert "for the rest of run run-1, granted by ana" in grant.describe()
+    assert book.find(deploy(), rule="deploys", run_id="run-1") == grant
+    assert book.find(deploy(), rule="deploys", run_id="run-2") is None
+    assert book.find(deploy(), rule="other rule", run_id="run-1") is None
+    assert book.find(PolicyCall(tool="rollback", args={}), rule="deploys", run_id="run-1") is None
+    revoked = book.revoke(grant.grant_id, by="bo")
+    assert revoked is not None and revoked.revoked_by == "bo"
+    assert book.find(deploy(), rule="deploys", run_id="run-1") is None
+    assert book.list() == [] and book.list(include_inactive=True) == [revoked]
+    assert book.revoke(grant.grant_id, by="bo") is None
+
+
+def test_a_timed_grant_expires_on_the_virtual_clock() -> None:
+    clock = Clock()
+    book = GrantBook(clock=clock)
+    grant = book.create(ask=OFFERING, rule="deploys", tool="deploy", scope="1h", granted_by="ana")
+    assert "for 1h" in grant.describe()
+    clock.advance("59m")
+    assert book.find(deploy(), rule="deploys", run_id="any") == grant
+    clock.advance("1m")
+    assert book.find(deploy(), rule="deploys", run_id="any") is None
+
+
+def test_a_session_grant_and_an_args_constraint() -> None:
+    book = GrantBook(clock=Clock())
+    book.create(
+        ask=OFFERING,
+        rule="deploys",
+        tool="deploy",
+        scope="session",
+        granted_by="ana",
+        session_id="s-1",
+        args_constraint="args.env == 'staging'",
+    )
+    assert book.find(deploy("staging"), rule="deploys", session_id="s-1") is not None
+    assert book.find(deploy("prod"), rule="deploys", session_id="s-1") is None
+    assert book.find(PolicyCall(tool="deploy", args={}), rule="deploys", session_id="s-1") is None  # cannot tell
+    assert book.find(deploy("staging"), rule="deploys", session_id="s-2") is None
+
+
+GRANT_REFUSALS: list[tuple[dict[str, Any], str]] = [
+    ({"edited": True}, "an edited approval never creates a grant"),
+    ({"scope": "2h"}, "does not offer a grant for 2h (offered: for this run, for this session, for 1h)"),
+    ({"scope": "forever"}, "grant scope 'forever'"),
+    ({"run_id": ""}, "needs the run's id"),
+    ({"scope": "session"}, "needs a session id"),
+    ({"granted_by": ""}, "must name who grants it"),
+    ({"args_constraint": "args.x >"}, "args constraint"),
+    ({"ask": Ask()}, "offered: none"),
+]
+
+
+@pytest.mark.parametrize(("change", "reason"), GRANT_REFUSALS)
+def test_grants_that_may_not_be_created(change: dict[str, Any], reason: str) -> None:
+    kwargs: dict[str, Any] = {
+        "ask": OFFERING,
+        "rule": "deploys",
+        "tool": "deploy",
+        "scope": "run",
+        "granted_by": "ana",
+        "run_id": "run-1",
+        **change,
+    }
+    book = GrantBook(clock=Clock())
+    with pytest.raises(GrantError, match=None) as info:
+        book.create(**kwargs)
+    assert reason in str(info.value)
+    assert book.list(include_inactive=True) == []
+
+
+def test_the_grant_book_is_bounded() -> None:
+    book = GrantBook(clock=Clock(), limit=2)
+    for _ in range(2):
+        book.create(ask=OFFERING, rule="r", tool="deploy", scope="1h", granted_by="ana")
+    with pytest.raises(GrantError, match="too many grants"):
+        book.create(ask=OFFERING, rule="r", tool="deploy", scope="1h", granted_by="ana")
+
+
+# -- who may decide ---------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+    target_id: str
+    metadata: Mapping[str, str]
+    requested_at_ms: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Who:
+    name: str
+
+
+PAYMENTS = Policy(
+    [
+        Rule(
+            name="large transfers",
+            tool="transfer_funds",
+            action=Ask(
+                approvers=("role:finance",),
+                quorum=2,
+                barred=("starter", "agent"),
+                escalate=Escalation(after_ms=parse_duration("30m"), to=("role:cfo",)),
+                expires_ms=parse_duration("4h"),
+            ),
+        )
+    ]
+)
+ROLES = {"ana": {"finance"}, "bo": {"finance"}, "cy": {"cfo"}, "pay-agent": {"finance"}}
+
+
+def request(clock: Clock, **extra: str) -> Row:
+    verdict = PAYMENTS.evaluate(PolicyCall(tool="transfer_funds", args={"amount": 20_000}))
+    meta = {**verdict.metadata(), "agent_name": "pay-agent", "started_by": "bo", **extra}
+    return Row(target_id="call-1", metadata=meta, requested_at_ms=clock.now)
+
+
+AUTHORITY_CASES = [
+    # (who, minutes after the request, with the deciding side's own policy?, refusal substring or "")
+    ("ana", "1m", True, ""),
+    ("ana", "1m", False, ""),
+    ("bo", "1m", True, "'bo' started this run and may not approve it"),
+    ("pay-agent", "1m", True, "'pay-agent' is the agent that asks; it may not approve itself"),
+    ("cy", "29m", True, "'cy' is not among the approvers (role:finance)"),
+    ("cy", "30m", True, ""),  # escalated: the cfo group may answer now
+    ("cy", "30m", False, ""),
+    ("mallory", "1m", True, "'mallory' is not among the approvers"),
+    ("ana", "4h", True, "'call-1' expired 4h after it was asked"),
+    ("ana", "4h", False, "expired"),
+]
+
+
+@pytest.mark.parametrize(("who", "after", "own_policy", "refusal"), AUTHORITY_CASES)
+def test_who_may_decide(who: str, after: str, own_policy: bool, refusal: str) -> None:
+    clock = Clock()
+    row = request(clock)
+    clock.advance(after)
+    authority = PolicyAuthority(PAYMENTS if own_policy else None, roles=ROLES, clock=clock)
+    for approve in (True, False):
+        answer = authority.may_decide(Who(who), row, approve=approve)
+        if refusal:
+            assert answer is not None and refusal in answer
+            assert ("can no longer be taken" if "expired" in refusal else "the request stays pending") in answer
+        else:
+            assert answer is None
+
+
+def test_the_deciding_sides_policy_wins_over_what_the_agent_wrote() -> None:
+    clock = Clock()
+    forged = request(clock, policy_approvers="user:mallory", policy_barred="")
+    authority = PolicyAuthority(PAYMENTS, roles=lambda user: ROLES.get(user, ()), clock=clock)
+    assert authority.may_decide(Who("mallory"), forged, approve=True) is not None
+    assert authority.may_decide(Who("ana"), forged, approve=True) is None
+    unknown = request(clock, policy_rule="made up")
+    answer = authority.may_decide(Who("ana"), unknown, approve=True)
+    assert answer is not None and "does not have" in answer
+
+
+def test_requests_no_rule_asked_are_left_alone() -> None:
+    row = Row(target_id="t", metadata={"tool_name": "x"}, requested_at_ms=1)
+    assert PolicyAuthority(PAYMENTS).may_decide(Who("anyone"), row, approve=True) is None
+    assert PolicyAuthority().may_decide(Who("anyone"), row, approve=False) is None
