@@ -19,13 +19,14 @@ import json
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn
 
 from ._util import shorten
 from .approvals import Principal
 from .control import ControlAck, ControlKind, ControlMessage
 from .events import event_to_dict
+from .policy import PolicyAuthority, PolicyError, load_policy, load_policy_from_env
 from .store import (
     DEFAULT_DB_PATH,
     ApprovalRow,
@@ -130,12 +131,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--reason", default="", help="a note the agent sees")
     p.add_argument("--digest", help="refuse unless the call still has this args digest (from 'show')")
     p.add_argument("--run", help="the run, when the id is open in several")
+    p.add_argument("--policy", metavar="FILE", help="who may decide comes from this policy (env GOLDFIVE_POLICY)")
     p = cmd("reject", "reject a pending request")
     p.add_argument("id", help="the approval's target id")
     p.add_argument("--reason", required=True, help="why (the model sees it)")
     p.add_argument("--by", help="who decides (default: $GOLDFIVE_USER or your login)")
     p.add_argument("--digest", help="refuse unless the call still has this args digest")
     p.add_argument("--run", help="the run, when the id is open in several")
+    p.add_argument("--policy", metavar="FILE", help="who may decide comes from this policy (env GOLDFIVE_POLICY)")
     for name, text in (
         ("pause", "pause a run at its next step"),
         ("resume", "resume a paused run"),
@@ -254,6 +257,7 @@ def _show(store: Store, args: argparse.Namespace, out: _Out) -> int:
         f"tool       {row.tool_name}" if row.tool_name else "",
         f"args       {row.args_json}" if row.args_json else "",
         f"digest     {row.args_digest}" if row.args_digest else "",
+        *_policy_lines(row.metadata),
     ]
     if row.decision:
         who = row.decided_by or "?"
@@ -290,6 +294,39 @@ def _deliver(store: Store, msg: ControlMessage, run_id: str, args: argparse.Name
         raise _Exit(EXIT_TIMEOUT, f"no answer: {exc}") from None
 
 
+def _authority(args: argparse.Namespace) -> PolicyAuthority:
+    """Who may decide: the deciding side's policy (--policy / GOLDFIVE_POLICY), else the request's own fields."""
+    try:
+        policy = load_policy(args.policy) if args.policy else load_policy_from_env()
+    except PolicyError as exc:
+        raise _Exit(EXIT_USAGE, f"bad policy: {exc}") from None
+    return PolicyAuthority(policy)
+
+
+def _policy_lines(meta: Mapping[str, str]) -> list[str]:
+    """What the request's policy said: the rule, who may answer, how many, escalation, expiry."""
+    lines = []
+    rule = meta.get("policy_rule")
+    if rule:
+        parts = [f"rule {rule!r} ({meta.get('policy_action', '?')})"]
+        if meta.get("policy_approvers"):
+            parts.append(f"approvers {shorten(meta['policy_approvers'], 200)}")
+        if meta.get("policy_quorum"):
+            parts.append(f"quorum {meta['policy_quorum']}")
+        if meta.get("policy_barred"):
+            parts.append(f"barred {meta['policy_barred']}")
+        if meta.get("policy_escalate_after"):
+            parts.append(f"escalates after {meta['policy_escalate_after']} to {meta.get('policy_escalate_to', '?')}")
+        if meta.get("policy_expires"):
+            parts.append(f"expires {meta['policy_expires']} after asked")
+        if meta.get("policy_grants"):
+            parts.append(f"grants {meta['policy_grants']}")
+        lines.append("policy     " + " · ".join(parts))
+    if meta.get("policy_error"):
+        lines.append(f"policy     asked because: {shorten(meta['policy_error'], 300)}")
+    return lines
+
+
 def _decide(store: Store, args: argparse.Namespace, out: _Out, *, approve: bool) -> int:
     edited: dict[str, Any] | None = None
     if approve and args.edit is not None:
@@ -299,6 +336,7 @@ def _decide(store: Store, args: argparse.Namespace, out: _Out, *, approve: bool)
             raise _Exit(EXIT_USAGE, f"--edit must be a JSON object: {exc}") from None
         if not isinstance(edited, dict):
             raise _Exit(EXIT_USAGE, f"--edit must be a JSON object, got {type(edited).__name__}")
+    authority = _authority(args)
     try:
         result = decide(
             store,
@@ -310,6 +348,7 @@ def _decide(store: Store, args: argparse.Namespace, out: _Out, *, approve: bool)
             args_digest=args.digest,
             run_id=args.run,
             timeout_s=_timeout(args),
+            authority=authority,
         )
     except AmbiguousApprovalError as exc:
         raise _Exit(EXIT_USAGE, str(exc)) from None

@@ -24,6 +24,7 @@ from .._util import canonical_json
 from ..approvals import Principal, already_decided_text
 from ..control import ControlAck, ControlKind, ControlMessage
 from ..errors import GoldfiveError
+from ..policy import PolicyAuthority
 from .base import ApprovalRow, Store, run_liveness
 from .channel import DeliveryTimeout, RunGone, StoreChannel
 
@@ -137,10 +138,11 @@ def decide(
         return _refused(row, "refused: edited_args only go with an approval")
     if not row.open:
         return _closed(row)
-    if authority is not None:
-        refusal = authority.may_decide(principal, row, approve=approve)
-        if refusal is not None:
-            return _refused(row, refusal)
+    # Who may decide is enforced here, for every channel: without an authority of the caller's, the
+    # request's own policy fields (approvers, barred principals, expiry) decide.
+    refusal = (authority if authority is not None else PolicyAuthority()).may_decide(principal, row, approve=approve)
+    if refusal is not None:
+        return _refused(row, refusal)
     # The digest the decider saw; the live run checks it against its call, record() against the store's.
     digest = args_digest or row.args_digest
     attempt = _Attempt(store, row, approve, principal, reason, edited_args, digest)

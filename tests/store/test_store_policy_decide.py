@@ -1,0 +1,139 @@
+"""Who may decide is enforced in decide() for every channel: a request's policy rule names its approvers,
+its barred principals and its expiry; a refused decision changes nothing and the request stays pending."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from store_support import Backend, make_event
+
+from goldfive_core import cli
+from goldfive_core.approvals import ApprovalStatus, Principal
+from goldfive_core.pb.v1 import events_pb2
+from goldfive_core.policy import Ask, Escalation, Policy, PolicyAuthority, PolicyCall, Rule, parse_duration
+from goldfive_core.store import DecideVerdict, Store, decide
+
+PAYMENTS = Policy(
+    [
+        Rule(
+            name="large transfers",
+            tool="transfer_funds",
+            when="args.amount > 10000",
+            action=Ask(
+                approvers=("user:ana", "user:cy", "role:finance"),
+                barred=("starter", "agent"),
+                escalate=Escalation(after_ms=parse_duration("30m"), to=("user:dee",)),
+                expires_ms=parse_duration("4h"),
+            ),
+        )
+    ]
+)
+POLICY_TOML = """
+[[rule]]
+name = "large transfers"
+tool = "transfer_funds"
+when = "args.amount > 10000"
+action = "ask"
+approvers = ["user:cy"]
+"""
+
+
+def _ask(store: Store, target: str, *, requested_at_ms: int = 0, **extra: str) -> None:
+    verdict = PAYMENTS.evaluate(PolicyCall(tool="transfer_funds", args={"amount": 20_000}))
+    metadata = {"tool_name": "transfer_funds", "agent_name": "pay-agent", "started_by": "bo", **verdict.metadata()}
+    metadata.update(extra)
+    request = events_pb2.ApprovalRequested(
+        target_id=target, kind="tool", prompt="pay?", args_digest="sha256:abc", timeout_ms=60_000, metadata=metadata
+    )
+    event = make_event("run-a", 1, request)
+    event.emitted_at.FromMilliseconds(requested_at_ms or time.time_ns() // 1_000_000)
+    # No RunStarted: the run is not live, so an allowed decision is recorded in the store.
+    store.append_events([event], pid=1, host="h")
+
+
+def _status(store: Store, target: str) -> ApprovalStatus:
+    return ApprovalStatus(store.approvals_for(target)[0].status)
+
+
+REFUSED = [
+    ("bo", "'bo' started this run and may not approve it"),
+    ("pay-agent", "'pay-agent' is the agent that asks; it may not approve itself"),
+    ("mallory", "'mallory' is not among the approvers (user:ana, user:cy, role:finance)"),
+    ("dee", "'dee' is not among the approvers"),  # the escalation group only after 30 minutes
+]
+
+
+@pytest.mark.parametrize(("who", "reason"), REFUSED)
+@pytest.mark.parametrize("approve", [True, False])
+def test_a_decider_the_rule_does_not_allow_is_refused_and_nothing_changes(
+    backend: Backend, who: str, reason: str, approve: bool
+) -> None:
+    store = backend.open()
+    _ask(store, "pay-1")
+    result = decide(store, "pay-1", approve=approve, principal=Principal(name=who, channel="api"), reason="x")
+    assert result.verdict is DecideVerdict.REFUSED and not result.ok
+    assert reason in result.detail and "the request stays pending" in result.detail
+    assert _status(store, "pay-1") is ApprovalStatus.PENDING
+    allowed = decide(store, "pay-1", approve=approve, principal=Principal(name="ana", channel="api"), reason="x")
+    assert allowed.verdict is DecideVerdict.RECORDED
+    assert _status(store, "pay-1") is (ApprovalStatus.GRANTED if approve else ApprovalStatus.REJECTED)
+
+
+def test_a_decision_after_the_rules_deadline_is_refused(backend: Backend) -> None:
+    store = backend.open()
+    _ask(store, "pay-1", requested_at_ms=1_000)  # asked long ago; the rule's requests expire after 4h
+    result = decide(store, "pay-1", approve=True, principal=Principal(name="ana", channel="cli"))
+    assert result.verdict is DecideVerdict.REFUSED
+    assert "'pay-1' expired 4h after it was asked" in result.detail
+    assert _status(store, "pay-1") is ApprovalStatus.PENDING
+
+
+def test_the_escalation_group_may_answer_once_the_time_has_come(backend: Backend) -> None:
+    store = backend.open()
+    _ask(store, "pay-1", requested_at_ms=1_000)
+    clock_45m_later = 1_000 + parse_duration("45m")
+    authority = PolicyAuthority(roles={"ana": ["finance"]}, clock=lambda: clock_45m_later)
+    dee = Principal(name="dee", channel="web")
+    assert decide(store, "pay-1", approve=True, principal=dee, authority=authority).verdict is DecideVerdict.RECORDED
+
+
+def test_the_cli_enforces_the_rule_and_shows_it(
+    backend: Backend, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for key, value in backend.env().items():
+        if key.startswith("GOLDFIVE_"):
+            monkeypatch.setenv(key, value)
+    store_args = ["--db", backend.location] if backend.name == "sqlite" else []
+    store = backend.open()
+    _ask(store, "pay-1")
+
+    assert cli.main([*store_args, "show", "pay-1"]) == 0
+    shown = capsys.readouterr().out
+    assert "policy     rule 'large transfers' (ask) · approvers user:ana,user:cy,role:finance" in shown
+    assert "barred starter,agent · escalates after 30m to user:dee · expires 4h after asked" in shown
+
+    with pytest.raises(SystemExit) as refused:
+        cli.main([*store_args, "approve", "pay-1", "--by", "bo"])
+    assert refused.value.code == cli.EXIT_FAILURE
+    assert "'bo' started this run and may not approve it" in capsys.readouterr().err
+
+    # The deciding side's own policy wins over what the agent wrote: here only cy may decide.
+    policy = tmp_path / "policy.toml"
+    policy.write_text(POLICY_TOML)
+    with pytest.raises(SystemExit):
+        cli.main([*store_args, "approve", "pay-1", "--by", "ana", "--policy", str(policy)])
+    assert "'ana' is not among the approvers (user:cy)" in capsys.readouterr().err
+    monkeypatch.setenv("GOLDFIVE_POLICY", str(policy))
+    assert cli.main([*store_args, "approve", "pay-1", "--by", "cy"]) == 0
+    assert _status(store, "pay-1") is ApprovalStatus.GRANTED
+
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[[rule]]\nname = "x"\naction = "allow"\nquorum = 2\n')
+    _ask(store, "pay-2")
+    with pytest.raises(SystemExit) as usage:
+        cli.main([*store_args, "reject", "pay-2", "--reason", "no", "--by", "cy", "--policy", str(bad)])
+    assert usage.value.code == cli.EXIT_USAGE
+    assert f"bad policy: {bad}:4: rule 'x': 'quorum' applies to ask rules only" in capsys.readouterr().err
+    assert _status(store, "pay-2") is ApprovalStatus.PENDING
