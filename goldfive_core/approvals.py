@@ -29,8 +29,9 @@ from collections.abc import Callable, Mapping
 from enum import StrEnum
 from typing import Any, Literal
 
-from ._util import now_ms, safe_repr
+from ._util import args_digest, now_ms, safe_repr
 from .errors import ApprovalError, InvalidTransitionError
+from .policy import Ask, QuorumTally
 
 __all__ = [
     "ApprovalBook",
@@ -205,6 +206,10 @@ class ApprovalRecord:
     waiter: asyncio.Future[ApprovalOutcome] | None = None
     closed_reason: str = ""
     """Why :meth:`ApprovalBook.close` withdrew the record ("" if it did not)."""
+    quorum: QuorumTally | None = None
+    """The votes so far when the request needs several distinct approvers (its rule's ``quorum``)."""
+    quorum_args: Mapping[str, Any] | None = None
+    """Edited arguments on the table of a quorum (None = the call's own)."""
 
 
 class DecisionVerdict(StrEnum):
@@ -217,6 +222,10 @@ class DecisionVerdict(StrEnum):
     UNKNOWN_TARGET = "unknown_target"
     DIGEST_MISMATCH = "digest_mismatch"
     EDIT_REFUSED = "edit_refused"
+    COUNTED = "counted"
+    """A vote towards a quorum: recorded, the request stays pending until enough distinct approvers agree."""
+    NOT_COUNTED = "not_counted"
+    """A vote a quorum cannot count (no name, already decided); nothing changed."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -325,9 +334,13 @@ class ApprovalBook:
                 early = existing.decision
             del self._live[request.target_id]
         record = ApprovalRecord(request.target_id, ApprovalStatus.PENDING, request, now_ms())
+        record.quorum = _tally_for(request)
         self._live[request.target_id] = record
-        if early is not None and self._check(record, early) is None:
-            self._resolve(record, early)
+        if early is not None:
+            if record.quorum is not None:
+                self._vote(record, early)
+            elif self._check(record, early) is None:
+                self._resolve(record, early)
         return record, superseded
 
     def decide(self, target_id: str, decision: Decision) -> DecisionResult:
@@ -352,6 +365,8 @@ class ApprovalBook:
                 f"{verb} kept for {target_id!r}: the request is not open yet; it applies when the run asks",
                 record,
             )
+        if record.quorum is not None:
+            return self._vote(record, decision)
         problem = self._check(record, decision)
         if problem is not None:
             return problem
@@ -457,6 +472,62 @@ class ApprovalBook:
                 )
         return None
 
+    def _vote(self, record: ApprovalRecord, decision: Decision) -> DecisionResult:
+        """Count one vote of a quorum; the record resolves on the last approval (or a reject that ends it)."""
+        tally, request = record.quorum, record.request
+        assert tally is not None and request is not None
+        # Edits are checked as for any request; the digest is checked against the arguments on the table.
+        problem = self._check(record, dataclasses.replace(decision, args_digest=""))
+        if problem is not None:
+            return problem
+        target = record.target_id
+        if decision.approved and decision.edited_args is not None:
+            try:
+                digest = args_digest(request.metadata.get("tool_name", ""), decision.edited_args)
+            except (TypeError, ValueError) as exc:
+                return DecisionResult(DecisionVerdict.EDIT_REFUSED, f"refused: edited_args are not JSON ({exc})", record)
+            step = tally.approve(decision.decided_by, args_digest=digest, edited=True)
+            if step.kind in ("restarted", "complete"):
+                record.quorum_args = dict(decision.edited_args)
+        elif decision.approved:
+            seen = decision.args_digest
+            if not seen and tally.args_digest != request.args_digest:
+                return DecisionResult(
+                    DecisionVerdict.DIGEST_MISMATCH,
+                    f"refused: the arguments of {target!r} were edited ({tally.progress()}); approve with the new "
+                    f"args_digest {tally.args_digest!r} after reading them; the request stays pending",
+                    record,
+                )
+            step = tally.approve(decision.decided_by, args_digest=seen or tally.args_digest)
+        else:
+            step = tally.reject(decision.decided_by, reason=decision.detail)
+        if step.kind == "refused":
+            stale = "no longer the ones on the table" in step.detail
+            verdict = DecisionVerdict.DIGEST_MISMATCH if stale else DecisionVerdict.NOT_COUNTED
+            return DecisionResult(verdict, f"{step.detail} ({step.progress}); the request stays pending", record)
+        if not step.final:
+            return DecisionResult(
+                DecisionVerdict.COUNTED,
+                f"counted for {target!r}: {step.detail} ({step.progress}); the request stays pending",
+                record,
+            )
+        late = record.status is ApprovalStatus.TIMED_OUT
+        if step.kind == "complete":
+            decision = Decision(
+                approved=True,
+                detail=decision.detail or step.detail,
+                decided_by=", ".join(tally.approvers),
+                edited_args=record.quorum_args,
+                args_digest=tally.args_digest,
+            )
+        self._resolve(record, decision)
+        verb = "approved" if decision.approved else "rejected"
+        return DecisionResult(
+            DecisionVerdict.APPLIED_LATE if late else DecisionVerdict.APPLIED,
+            f"{verb} {target!r} ({step.progress})",
+            record,
+        )
+
     def _resolve(self, record: ApprovalRecord, decision: Decision) -> None:
         _move(record, ApprovalStatus.GRANTED if decision.approved else ApprovalStatus.REJECTED)
         record.decision = decision
@@ -467,6 +538,14 @@ class ApprovalBook:
             self._decided.popitem(last=False)
         if record.waiter is not None and not record.waiter.done():
             record.waiter.set_result(_outcome(record.target_id, decision))
+
+
+def _tally_for(request: ApprovalRequest) -> QuorumTally | None:
+    """A tally when the request's policy rule asks for more than one approver."""
+    ask = Ask.from_metadata(request.metadata)
+    if ask is None or ask.quorum <= 1:
+        return None
+    return QuorumTally(quorum=ask.quorum, args_digest=request.args_digest, reject_ends=ask.reject_ends)
 
 
 def _expire(waiter: asyncio.Future[ApprovalOutcome], target_id: str) -> None:

@@ -464,6 +464,7 @@ class Session:
                     "prompt": r.request.prompt if r.request else "",
                     "task_id": r.request.task_id if r.request else "",
                     "args_digest": r.request.args_digest if r.request else "",
+                    "quorum": r.quorum.progress() if r.quorum is not None else "",
                 }
                 for r in self.approvals.open_records()
             ],
@@ -502,7 +503,7 @@ class Session:
             assert result.record is not None
             self._emit_decision(result.record)
             return ControlAck.success(msg.id, result.detail)
-        if result.verdict is DecisionVerdict.KEPT_EARLY:
+        if result.verdict in (DecisionVerdict.KEPT_EARLY, DecisionVerdict.COUNTED):
             return ControlAck.success(msg.id, result.detail)
         return ControlAck.failure(msg.id, result.detail)
 

@@ -24,7 +24,7 @@ from .._util import canonical_json
 from ..approvals import Principal, already_decided_text
 from ..control import ControlAck, ControlKind, ControlMessage
 from ..errors import GoldfiveError
-from ..policy import PolicyAuthority
+from ..policy import Ask, PolicyAuthority
 from .base import ApprovalRow, Store, run_liveness
 from .channel import DeliveryTimeout, RunGone, StoreChannel
 
@@ -191,6 +191,14 @@ class _Attempt:
         now = _reread(self.store, self.row)
         if not now.open:
             return _closed(now)
+        ask = Ask.from_metadata(now.metadata)
+        if ask is not None and ask.quorum > 1:
+            # The votes of a quorum are counted by the live run; one recorded decision must never stand for N.
+            return _refused(
+                now,
+                f"refused: {now.target_id!r} needs {ask.quorum} distinct approvers and its run is not running "
+                f"({why}); decide it while the run is live. Nothing was recorded",
+            )
         stale = _stale(now, self.digest)
         if stale is not None:
             return stale

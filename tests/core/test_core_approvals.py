@@ -243,7 +243,15 @@ async def test_status_lists_open_approvals(sink) -> None:
     ack = session.dispatch(msg(ControlKind.STATUS_QUERY))
     assert ack.ok and ack.data is not None
     assert ack.data["pending_approvals"] == [
-        {"target_id": "t", "status": "pending", "kind": "task", "prompt": "pay 5", "task_id": "t", "args_digest": ""}
+        {
+            "target_id": "t",
+            "status": "pending",
+            "kind": "task",
+            "prompt": "pay 5",
+            "task_id": "t",
+            "args_digest": "",
+            "quorum": "",
+        }
     ]
     waiting.cancel()
     with pytest.raises(asyncio.CancelledError):

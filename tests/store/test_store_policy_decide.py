@@ -137,3 +137,12 @@ def test_the_cli_enforces_the_rule_and_shows_it(
     assert usage.value.code == cli.EXIT_USAGE
     assert f"bad policy: {bad}:4: rule 'x': 'quorum' applies to ask rules only" in capsys.readouterr().err
     assert _status(store, "pay-2") is ApprovalStatus.PENDING
+
+
+def test_a_quorum_is_never_decided_by_one_recorded_decision(backend: Backend) -> None:
+    store = backend.open()
+    _ask(store, "pay-1", policy_quorum="2")
+    result = decide(store, "pay-1", approve=True, principal=Principal(name="ana", channel="cli"))
+    assert result.verdict is DecideVerdict.REFUSED
+    assert "'pay-1' needs 2 distinct approvers and its run is not running" in result.detail
+    assert _status(store, "pay-1") is ApprovalStatus.PENDING
