@@ -485,7 +485,9 @@ class ApprovalBook:
             try:
                 digest = args_digest(request.metadata.get("tool_name", ""), decision.edited_args)
             except (TypeError, ValueError) as exc:
-                return DecisionResult(DecisionVerdict.EDIT_REFUSED, f"refused: edited_args are not JSON ({exc})", record)
+                return DecisionResult(
+                    DecisionVerdict.EDIT_REFUSED, f"refused: edited_args are not JSON ({exc})", record
+                )
             step = tally.approve(decision.decided_by, args_digest=digest, edited=True)
             if step.kind in ("restarted", "complete"):
                 record.quorum_args = dict(decision.edited_args)
