@@ -1,0 +1,1058 @@
+// goldfive inbox: one queue of everything waiting, live over Server-Sent Events.
+// Plain JavaScript, no build step, no third-party code. Every piece of text that comes from the server
+// (and so possibly from an agent) is put on the page with textContent, never parsed as HTML.
+"use strict";
+
+(function () {
+  const MAX_PROMPT = 5000; // characters of agent text shown on a card
+  const MAX_ARGS = 20000; // characters of formatted arguments shown
+  const PAGE = 200; // approvals fetched per page
+
+  const $ = (sel, root) => (root || document).querySelector(sel);
+  const state = {
+    me: null, // {name, role}
+    csrf: "",
+    cards: new Map(), // key run_id/target_id -> {item, node}
+    pending: [],
+    total: 0,
+    source: null,
+    runId: "",
+    runLocal: new Map(), // run_id -> {state, afterMs}: what this page last did to the run
+    refreshGen: 0,
+    runGen: 0,
+  };
+
+  // -- small helpers ------------------------------------------------------------------------------
+  function el(tag, props, ...children) {
+    const node = document.createElement(tag);
+    for (const [k, v] of Object.entries(props || {})) {
+      if (k === "class") node.className = v;
+      else if (k === "text") node.textContent = v;
+      else if (k.startsWith("data-") || k === "href" || k === "title" || k === "role" || k.startsWith("aria-"))
+        node.setAttribute(k, v);
+      else node[k] = v;
+    }
+    for (const c of children) if (c != null) node.append(typeof c === "string" ? document.createTextNode(c) : c);
+    return node;
+  }
+  function clip(text, n) {
+    text = String(text == null ? "" : text);
+    return text.length > n ? text.slice(0, n) + ` … (${text.length - n} more characters not shown)` : text;
+  }
+  function snake(name) {
+    return name.replace(/[A-Z]/g, (c) => "_" + c.toLowerCase());
+  }
+  function pick(obj, name) {
+    if (!obj) return undefined;
+    if (name in obj) return obj[name];
+    const camel = name.replace(/_([a-z])/g, (_, c) => c.toUpperCase());
+    return obj[camel];
+  }
+  function ms(value) {
+    if (value == null || value === "") return 0;
+    if (typeof value === "number") return value;
+    const n = Number(value);
+    if (!Number.isNaN(n)) return n;
+    const parsed = Date.parse(value);
+    return Number.isNaN(parsed) ? 0 : parsed;
+  }
+  function clock(t) {
+    if (!t) return "—";
+    const d = new Date(t);
+    const today = new Date();
+    const time = d.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit" });
+    if (d.toDateString() === today.toDateString()) return time;
+    return d.toLocaleDateString([], { month: "short", day: "numeric" }) + " " + time;
+  }
+  function ago(t) {
+    const s = Math.max(0, Math.round((Date.now() - t) / 1000));
+    if (s < 60) return `${s}s ago`;
+    if (s < 3600) return `${Math.floor(s / 60)}m ago`;
+    return `${Math.floor(s / 3600)}h ${Math.floor((s % 3600) / 60)}m ago`;
+  }
+  function left(msLeft) {
+    const s = Math.ceil(msLeft / 1000);
+    if (s >= 3600) return `${Math.floor(s / 3600)}h ${String(Math.floor((s % 3600) / 60)).padStart(2, "0")}m`;
+    return `${Math.floor(s / 60)}:${String(s % 60).padStart(2, "0")}`;
+  }
+  function toast(text, bad) {
+    const node = el("div", { class: "toast" + (bad ? " bad" : ""), text: clip(text, 600) });
+    $("#toasts").append(node);
+    setTimeout(() => node.remove(), bad ? 9000 : 6000);
+  }
+  function parseArgs(item) {
+    const raw = pick(item, "args");
+    if (raw && typeof raw === "object") return raw;
+    const text = pick(item, "args_json");
+    if (!text) return null;
+    try {
+      return JSON.parse(text);
+    } catch (_) {
+      return text; // shown as it came
+    }
+  }
+  function short(id) {
+    id = String(id || "");
+    return id.length > 16 ? id.slice(0, 14) + "…" : id;
+  }
+  function pretty(value) {
+    if (value == null) return "";
+    if (typeof value === "string") return value;
+    return JSON.stringify(value, null, 2);
+  }
+  function canDecide() {
+    return state.me && state.me.role !== "viewer";
+  }
+
+  // -- the API --------------------------------------------------------------------------------------
+  class ApiError extends Error {
+    constructor(status, message, body) {
+      super(message);
+      this.status = status;
+      this.body = body;
+    }
+  }
+  async function api(method, path, body) {
+    const headers = { Accept: "application/json" };
+    if (method !== "GET") {
+      headers["Content-Type"] = "application/json";
+      if (state.csrf) headers["X-CSRF-Token"] = state.csrf;
+    }
+    let response;
+    try {
+      response = await fetch(path, {
+        method,
+        headers,
+        credentials: "same-origin",
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+    } catch (err) {
+      throw new ApiError(0, "the server cannot be reached; retrying when it is back", null);
+    }
+    let data = null;
+    try {
+      data = await response.json();
+    } catch (_) {
+      data = null;
+    }
+    if (response.status === 401 && path !== "/api/login") {
+      showLogin(state.me ? "Your session ended; sign in again." : "");
+      throw new ApiError(401, "not signed in", data);
+    }
+    if (!response.ok) {
+      const why = (data && (data.error || data.detail || data.message)) || response.statusText;
+      throw new ApiError(response.status, typeof why === "string" ? why : JSON.stringify(why), data);
+    }
+    return data || {};
+  }
+  function rememberSession(data) {
+    const user = data.user || data;
+    state.me = { name: pick(user, "name") || "", role: pick(user, "role") || "" };
+    state.csrf = pick(data, "csrf_token") || pick(data, "csrf") || state.csrf;
+  }
+
+  // -- login ----------------------------------------------------------------------------------------
+  function showLogin(message) {
+    stopEvents();
+    state.me = null;
+    document.title = "Sign in · goldfive";
+    for (const v of document.querySelectorAll(".view")) v.hidden = v.id !== "view-login";
+    $(".views").hidden = true;
+    $(".who").hidden = true;
+    $("#login-error").textContent = message || "";
+    $("#login-name").focus();
+  }
+  async function login(event) {
+    event.preventDefault();
+    const name = $("#login-name").value.trim();
+    const token = $("#login-token").value;
+    $("#login-error").textContent = "";
+    try {
+      rememberSession(await api("POST", "/api/login", { name, token }));
+    } catch (err) {
+      $("#login-error").textContent =
+        err.status === 429 ? "Too many failed attempts; wait a minute and try again." : err.message;
+      return;
+    }
+    $("#login-token").value = "";
+    await start();
+  }
+  async function logout() {
+    try {
+      await api("POST", "/api/logout", {});
+    } catch (_) {
+      /* signed out locally either way */
+    }
+    state.csrf = "";
+    showLogin("Signed out.");
+  }
+
+  // -- live events ------------------------------------------------------------------------------------
+  const PAYLOADS = [
+    "run_started", "task_started", "task_progress", "task_completed", "task_failed", "task_blocked",
+    "task_cancelled", "drift_detected", "run_completed", "run_aborted", "approval_requested",
+    "approval_granted", "approval_rejected", "approval_timed_out", "approval_cancelled",
+  ];
+  function payloadOf(ev) {
+    for (const key of Object.keys(ev || {})) {
+      const name = snake(key);
+      if (PAYLOADS.includes(name)) return [name, ev[key] || {}];
+    }
+    return ["", {}];
+  }
+  function unwrap(data) {
+    // The stream and the run's event list may wrap the event ({seq, event}) or send it bare.
+    if (data && typeof data === "object" && data.event && typeof data.event === "object") return data.event;
+    return data;
+  }
+  function startEvents() {
+    stopEvents();
+    const source = new EventSource("/api/events");
+    state.source = source;
+    const live = $("#live");
+    source.onopen = () => {
+      live.textContent = "live";
+      live.className = "live on";
+      refreshPending(); // catch up on anything missed while disconnected
+    };
+    source.onerror = () => {
+      live.textContent = "reconnecting…";
+      live.className = "live off";
+      if (source.readyState === EventSource.CLOSED && state.source === source) {
+        // The browser gave up (e.g. the session ended: 401). Ask who we are (a 401 shows the sign-in form),
+        // then open a new stream; it resumes after the last event seen (Last-Event-ID is per stream, so
+        // refreshPending on open catches up instead).
+        setTimeout(async () => {
+          if (state.source !== source) return;
+          try {
+            await api("GET", "/api/me");
+          } catch (_) {
+            if (!state.me) return;
+          }
+          if (state.source === source) startEvents();
+        }, 2000);
+      }
+    };
+    const handle = (msg) => {
+      let data;
+      try {
+        data = JSON.parse(msg.data);
+      } catch (_) {
+        return;
+      }
+      onEvent(unwrap(data));
+    };
+    source.onmessage = handle;
+    for (const name of PAYLOADS) source.addEventListener(name, handle);
+  }
+  function stopEvents() {
+    if (state.source) state.source.close();
+    state.source = null;
+  }
+  let pendingTimer = 0;
+  function refreshSoon() {
+    clearTimeout(pendingTimer);
+    pendingTimer = setTimeout(refreshPending, 80);
+  }
+  function onEvent(ev) {
+    const [name, body] = payloadOf(ev);
+    const runId = pick(ev, "run_id") || "";
+    if (name === "approval_requested") refreshSoon();
+    if (
+      name === "approval_granted" || name === "approval_rejected" || name === "approval_cancelled" ||
+      (name === "approval_timed_out" && !pick(body, "still_open"))
+    ) {
+      closeCard(runId, pick(body, "target_id") || "", name, body);
+      refreshSoon();
+    }
+    if (name === "approval_timed_out" && pick(body, "still_open")) refreshSoon();
+    if (runId && runId === state.runId) refreshRunSoon();
+    if (location.hash.startsWith("#/history") && name.startsWith("approval_")) refreshHistory();
+    if (location.hash.startsWith("#/runs") && !state.runId && (name.startsWith("run_") || name === "drift_detected"))
+      refreshRuns();
+  }
+
+  // -- the queue --------------------------------------------------------------------------------------
+  const key = (item) => `${pick(item, "run_id")}/${pick(item, "target_id")}`;
+
+  async function refreshPending() {
+    if (!state.me) return;
+    const gen = ++state.refreshGen;
+    let data, orphaned;
+    try {
+      [data, orphaned] = await Promise.all([
+        api("GET", `/api/approvals?status=pending&limit=${PAGE}`),
+        api("GET", `/api/approvals?status=orphaned&limit=50`),
+      ]);
+    } catch (err) {
+      if (err.status !== 401) $("#inbox-sub").textContent = err.message;
+      return;
+    }
+    if (gen !== state.refreshGen) return; // a newer refresh is on its way
+    state.pending = data.approvals || [];
+    state.total = data.total == null ? state.pending.length : data.total;
+    state.orphaned = (orphaned.approvals || []).map((i) => ({ ...i, state: "orphaned" }));
+    state.orphanedTotal = orphaned.total == null ? state.orphaned.length : orphaned.total;
+    renderQueue();
+  }
+
+  function renderQueue() {
+    const seen = new Set();
+    const byExpiry = (a, b) =>
+      (ms(pick(a, "expires_at_ms")) || Infinity) - (ms(pick(b, "expires_at_ms")) || Infinity);
+    const place = (list, items) =>
+      items.sort(byExpiry).forEach((item, index) => {
+        const k = key(item);
+        seen.add(k);
+        let entry = state.cards.get(k);
+        if (entry && pick(entry.item, "state") !== pick(item, "state")) {
+          entry.node.remove(); // its agent stopped or came back: rebuild the card for its new state
+          entry = null;
+        }
+        if (!entry) {
+          entry = { item, node: buildCard(item) };
+          state.cards.set(k, entry);
+        } else {
+          entry.item = item;
+        }
+        if (list.children[index] !== entry.node) list.insertBefore(entry.node, list.children[index] || null);
+      });
+    place($("#cards"), [...state.pending]);
+    place($("#orphaned-cards"), [...(state.orphaned || [])]);
+    const n = state.orphanedTotal || 0;
+    $("#orphaned").hidden = n === 0;
+    $("#orphaned-count").textContent = String(n);
+    for (const [k, entry] of state.cards) {
+      if (!seen.has(k)) {
+        entry.node.remove();
+        state.cards.delete(k);
+      }
+    }
+    updateCount();
+    renderRunCards();
+  }
+
+  function updateCount() {
+    const n = state.total;
+    const shown = state.cards.size;
+    const badge = $("#pending-count");
+    badge.textContent = String(n);
+    badge.classList.toggle("zero", n === 0);
+    document.title = n ? `(${n}) goldfive inbox` : "goldfive inbox";
+    $("#inbox-empty").hidden = n !== 0;
+    $("#inbox-sub").textContent = n
+      ? `${n} waiting` + (shown < n ? ` — showing the ${shown} that expire first` : "") + ", soonest to expire first"
+      : "";
+  }
+
+  function closeCard(runId, targetId, name, body) {
+    let closed = null;
+    for (const [k, entry] of state.cards) {
+      if (pick(entry.item, "target_id") === targetId && (!runId || pick(entry.item, "run_id") === runId)) {
+        closed = entry;
+        entry.node.remove();
+        state.cards.delete(k);
+      }
+    }
+    const other = (i) => !(pick(i, "target_id") === targetId && (!runId || pick(i, "run_id") === runId));
+    state.pending = state.pending.filter(other);
+    state.orphaned = (state.orphaned || []).filter(other);
+    if (!closed) return;
+    if (pick(closed.item, "state") === "orphaned") state.orphanedTotal = Math.max(0, (state.orphanedTotal || 1) - 1);
+    else state.total = Math.max(0, state.total - 1);
+    updateCount();
+    renderRunCards();
+    const tool = pick(closed.item, "tool_name") || "request";
+    const by = pick(body, "decided_by");
+    const what = {
+      approval_granted: "approved",
+      approval_rejected: "rejected",
+      approval_timed_out: "expired",
+      approval_cancelled: "withdrawn",
+    }[name];
+    if (!closed.mine) toast(`${tool} (${short(targetId)}) was ${what}${by ? " by " + by : ""} at ${clock(Date.now())}`);
+  }
+
+  function setMode(card, mode) {
+    const q = (s) => $(s, card);
+    q(".editor").hidden = mode !== "edit";
+    q(".rejecter").hidden = mode !== "reject";
+    q(".args-block").hidden = mode === "edit";
+    for (const b of [".act-approve", ".act-edit", ".act-reject"]) q(b).hidden = mode !== "view";
+    q(".act-approve-edited").hidden = mode !== "edit";
+    q(".act-reset").hidden = mode !== "edit";
+    q(".act-reject-confirm").hidden = mode !== "reject";
+    q(".act-back").hidden = mode === "view";
+    q(".error").textContent = "";
+    if (mode === "edit") q(".args-edit").focus();
+    if (mode === "reject") q(".reason").focus();
+  }
+
+  function buildCard(item) {
+    const card = $("#card-template").content.firstElementChild.cloneNode(true);
+    const q = (s) => $(s, card);
+    const args = parseArgs(item);
+    const kind = pick(item, "kind") || "tool";
+    const targetId = pick(item, "target_id") || "";
+    const runId = pick(item, "run_id") || "";
+    const meta = pick(item, "metadata") || {};
+    card.dataset.targetId = targetId;
+    card.dataset.runId = runId;
+    card.setAttribute("aria-label", `${pick(item, "tool_name") || "task approval"} waiting`);
+    q(".tool").textContent = clip(pick(item, "tool_name") || (kind === "task" ? "Task approval" : "Approval"), 200);
+    q(".agent").textContent = clip(pick(item, "agent") || meta.agent || meta.agent_name || "—", 200);
+    const link = q(".run-link");
+    link.textContent = clip(runId, 80);
+    link.href = `#/runs/${encodeURIComponent(runId)}`;
+    q(".session").textContent = clip(pick(item, "session_id") || "—", 80);
+    const asked = ms(pick(item, "requested_at_ms"));
+    q(".asked").textContent = `${clock(asked)} (${ago(asked)})`;
+    q(".asked").dataset.at = String(asked);
+    q(".target").textContent = clip(targetId, 80);
+    const prompt = pick(item, "prompt") || "";
+    if (prompt) q(".prompt").textContent = clip(prompt, MAX_PROMPT);
+    else q(".agent-words").hidden = true;
+    if (args == null || (typeof args === "object" && !Object.keys(args).length && kind === "task")) {
+      q(".args-block").hidden = true;
+      q(".act-edit").hidden = true;
+      card.dataset.noArgs = "1";
+    } else {
+      q(".args").textContent = clip(pretty(args), MAX_ARGS);
+    }
+    if (pick(item, "state") === "orphaned") {
+      card.classList.add("orphaned");
+      q(".status").textContent = "agent not running";
+      const why = pick(item, "orphaned_reason") || "its agent is not running";
+      card.insertBefore(
+        el("p", { class: "note", text: `${clip(why, 300)}. A decision is recorded and applies if the call is replayed.` }),
+        q(".agent-words"),
+      );
+    }
+    card.dataset.expires = String(ms(pick(item, "expires_at_ms")));
+    tick(card);
+
+    const editor = q(".args-edit");
+    const showDiff = () => {
+      const { value, problem } = readEdited(editor.value);
+      editor.classList.toggle("invalid", !!problem);
+      q(".act-approve-edited").disabled = !!problem;
+      const diff = q(".diff");
+      diff.textContent = "";
+      if (problem) {
+        diff.append(el("span", { class: "del", text: problem }));
+        return;
+      }
+      for (const line of diffLines(args, value)) diff.append(el("span", { class: line.cls, text: line.text }));
+    };
+    editor.addEventListener("input", showDiff);
+    const reason = q(".reason");
+    const checkReason = () => (q(".act-reject-confirm").disabled = !reason.value.trim());
+    reason.addEventListener("input", checkReason);
+
+    q(".act-approve").addEventListener("click", () => decide(card, "approve", {}));
+    q(".act-edit").addEventListener("click", () => {
+      if (!editor.dataset.touched) editor.value = pretty(args);
+      editor.dataset.touched = "1";
+      setMode(card, "edit");
+      showDiff();
+    });
+    q(".act-reset").addEventListener("click", () => {
+      editor.value = pretty(args);
+      showDiff();
+      editor.focus();
+    });
+    q(".act-approve-edited").addEventListener("click", () => {
+      const { value, problem } = readEdited(editor.value);
+      if (problem) return;
+      decide(card, "approve", { edited_args: value });
+    });
+    q(".act-reject").addEventListener("click", () => {
+      setMode(card, "reject");
+      checkReason();
+    });
+    q(".act-reject-confirm").addEventListener("click", () => {
+      const why = reason.value.trim();
+      if (!why) {
+        q(".error").textContent = "Say why: the agent's model reads the reason.";
+        return;
+      }
+      decide(card, "reject", { reason: why });
+    });
+    q(".act-back").addEventListener("click", () => setMode(card, "view"));
+    card.addEventListener("keydown", (e) => {
+      if (e.key === "Escape" && q(".act-back").hidden === false) {
+        setMode(card, "view");
+        q(".act-approve").focus();
+      }
+      if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) {
+        if (!q(".editor").hidden) q(".act-approve-edited").click();
+        else if (!q(".rejecter").hidden) q(".act-reject-confirm").click();
+      }
+    });
+    if (!canDecide()) for (const b of card.querySelectorAll(".actions button")) b.disabled = true;
+    setMode(card, "view");
+    if (!canDecide()) q(".error").textContent = "You are signed in as a viewer: you can see requests but not answer them.";
+    return card;
+  }
+
+  function readEdited(text) {
+    let value;
+    try {
+      value = JSON.parse(text);
+    } catch (err) {
+      return { value: null, problem: "Not valid JSON: " + err.message };
+    }
+    if (!value || typeof value !== "object" || Array.isArray(value))
+      return { value: null, problem: "The arguments must be a JSON object ({ … })." };
+    return { value, problem: "" };
+  }
+
+  function flatten(value, path, out) {
+    if (value && typeof value === "object") {
+      const keys = Array.isArray(value) ? value.map((_, i) => i) : Object.keys(value);
+      if (!keys.length) out.set(path || "(arguments)", Array.isArray(value) ? "[]" : "{}");
+      for (const k of keys) {
+        const sub = Array.isArray(value) ? `${path}[${k}]` : path ? `${path}.${k}` : String(k);
+        flatten(value[k], sub, out);
+      }
+    } else {
+      out.set(path || "(arguments)", JSON.stringify(value));
+    }
+    return out;
+  }
+
+  function diffLines(before, after) {
+    const a = flatten(before, "", new Map());
+    const b = flatten(after, "", new Map());
+    const lines = [];
+    let changed = 0;
+    for (const [path, old] of a) {
+      if (!b.has(path)) {
+        lines.push({ cls: "del", text: `- ${path}: ${old}` });
+        changed++;
+      } else if (b.get(path) !== old) {
+        lines.push({ cls: "del", text: `- ${path}: ${old}` }, { cls: "add", text: `+ ${path}: ${b.get(path)}` });
+        changed++;
+      } else {
+        lines.push({ cls: "same", text: `  ${path}: ${old}` });
+      }
+    }
+    for (const [path, value] of b) {
+      if (!a.has(path)) {
+        lines.push({ cls: "add", text: `+ ${path}: ${value}` });
+        changed++;
+      }
+    }
+    if (!changed) lines.unshift({ cls: "same", text: "(no change yet: approving now is a plain approval)" });
+    return lines;
+  }
+
+  async function decide(card, verb, extra) {
+    const entry = state.cards.get(`${card.dataset.runId}/${card.dataset.targetId}`);
+    const item = entry ? entry.item : {};
+    const errorBox = $(".error", card);
+    const buttons = card.querySelectorAll(".actions button");
+    const body = { ...extra };
+    const digest = pick(item, "args_digest");
+    if (digest) body.args_digest = digest;
+    const targetId = card.dataset.targetId;
+    const runId = card.dataset.runId;
+    const path =
+      `/api/approvals/${encodeURIComponent(targetId)}/${verb}` + (runId ? `?run=${encodeURIComponent(runId)}` : "");
+    buttons.forEach((b) => (b.disabled = true));
+    errorBox.textContent = "";
+    let ack;
+    try {
+      ack = await api("POST", path, body);
+    } catch (err) {
+      ack = { result: "FAILURE", detail: err.message, status: err.status, body: err.body };
+    }
+    const ok = ack.result === "SUCCESS" || ack.result === "RECORDED";
+    if (ok) {
+      if (entry) entry.mine = true;
+      const tool = pick(item, "tool_name") || "request";
+      const how = verb === "reject" ? "Rejected" : "Approved";
+      const edits = verb === "approve" && extra.edited_args ? " with your edits" : "";
+      const recorded = ack.result === "RECORDED" || /record/i.test(pick(ack, "verdict") || "") ? ` ${ack.detail}` : "";
+      toast(`${how} ${tool} (${short(targetId)})${edits}.${recorded}`);
+      closeCard(runId, targetId, "", {});
+      refreshSoon();
+      return;
+    }
+    // Refused: say what the record says now (who decided it and when), or why the server refused.
+    const now = await lookup(targetId, runId);
+    if (now && !isOpen(now)) {
+      const decided = describeDecision(now);
+      toast(`${pick(item, "tool_name") || "request"} (${short(targetId)}): ${decided}`, true);
+      closeCard(runId, targetId, "", {});
+      refreshSoon();
+      return;
+    }
+    errorBox.textContent = ack.detail || "The server refused this.";
+    buttons.forEach((b) => (b.disabled = !canDecide()));
+    if (!$(".editor", card).hidden) {
+      const { problem } = readEdited($(".args-edit", card).value);
+      $(".act-approve-edited", card).disabled = !!problem;
+    }
+    if (!$(".rejecter", card).hidden) $(".act-reject-confirm", card).disabled = !$(".reason", card).value.trim();
+  }
+
+  async function lookup(targetId, runId) {
+    try {
+      const data = await api(
+        "GET",
+        `/api/approvals/${encodeURIComponent(targetId)}` + (runId ? `?run=${encodeURIComponent(runId)}` : ""),
+      );
+      return data.approval || data;
+    } catch (_) {
+      return null;
+    }
+  }
+  function isOpen(item) {
+    const status = pick(item, "status");
+    return status === "pending" || status === "timed_out" || status === "orphaned";
+  }
+  function describeDecision(item) {
+    const decision = pick(item, "decision");
+    const by = pick(item, "decided_by");
+    const at = ms(pick(item, "decided_at_ms"));
+    if (decision === "approve" || decision === "reject") {
+      return `already ${decision === "approve" ? "approved" : "rejected"}${by ? " by " + by : ""}` +
+        (at ? ` at ${clock(at)}` : "") + "; nothing was changed";
+    }
+    const status = pick(item, "status") || "closed";
+    const detail = pick(item, "detail");
+    return `already ${status}${detail ? " (" + detail + ")" : ""}; nothing was changed`;
+  }
+
+  function tick(card) {
+    const exp = Number(card.dataset.expires || 0);
+    const box = $(".countdown", card);
+    if (!exp) {
+      box.textContent = "no expiry";
+      return;
+    }
+    const rest = exp - Date.now();
+    card.classList.toggle("soon", rest < 60000);
+    box.textContent = rest > 0 ? `expires in ${left(rest)}` : "deadline passed";
+    const asked = $(".asked", card);
+    if (asked && asked.dataset.at) asked.textContent = `${clock(Number(asked.dataset.at))} (${ago(Number(asked.dataset.at))})`;
+  }
+
+  // -- runs ------------------------------------------------------------------------------------------
+  async function refreshRuns() {
+    let data;
+    try {
+      data = await api("GET", "/api/runs");
+    } catch (err) {
+      return;
+    }
+    const runs = data.runs || [];
+    const body = $("#runs-table tbody");
+    body.textContent = "";
+    $("#runs-empty").hidden = runs.length > 0;
+    $("#runs-table").hidden = runs.length === 0;
+    for (const run of runs) {
+      const id = pick(run, "run_id");
+      const st = runStateOf(run, []);
+      body.append(
+        el(
+          "tr",
+          {},
+          el("td", {}, el("a", { class: "mono", href: `#/runs/${encodeURIComponent(id)}`, text: clip(id, 80) })),
+          el("td", {}, el("span", { class: "badge " + st.cls, text: st.label })),
+          el("td", { text: clip(pick(run, "agent") || pick(run, "adapter") || "—", 80) }),
+          el("td", { text: clock(ms(pick(run, "started_at_ms"))) }),
+          el("td", { text: clip(`${pick(run, "pid") || "?"} on ${pick(run, "host") || "?"}`, 120) }),
+        ),
+      );
+    }
+  }
+
+  function runStateOf(run, events) {
+    const live = pick(run, "liveness");
+    const status = pick(run, "state") || pick(run, "status") || "";
+    if (status === "finished" || status === "completed" || live === "finished")
+      return { label: "FINISHED", cls: "finished" };
+    if (status === "cancelled" || status === "aborted" || status === "terminated")
+      return { label: status.toUpperCase(), cls: "cancelled" };
+    if (live && live !== "live") return { label: "NOT RUNNING", cls: "gone", why: live };
+    const esc = escalationOf(pick(run, "run_id"), events);
+    if (esc) return { label: `ESCALATED · ${esc.name}`, cls: "escalated", drift: esc };
+    if (status === "paused") return { label: "PAUSED", cls: "paused", why: pick(run, "pause_reason") || "" };
+    return { label: "RUNNING", cls: "running" };
+  }
+
+  function escalationOf(runId, events) {
+    // The newest escalation drift (ladder level 4, or a critical HUMAN_INTERVENTION_REQUIRED) that this run has
+    // not visibly moved past: no end of run after it, and no resume/steer/cancel sent from this page after it.
+    let esc = null;
+    for (const ev of events) {
+      const [name, body] = payloadOf(ev);
+      const t = ms(pick(ev, "emitted_at"));
+      if (name === "drift_detected") {
+        const level = Number(pick(body, "ladder_level") || 0);
+        const kind = pick(body, "kind");
+        if (level >= 4 || kind === "HUMAN_INTERVENTION_REQUIRED") {
+          if (!esc || kind === "HUMAN_INTERVENTION_REQUIRED" || esc.kind !== "HUMAN_INTERVENTION_REQUIRED" || t > esc.at)
+            esc = { at: t, kind: String(kind || ""), detail: String(pick(body, "detail") || "") };
+        }
+      }
+      if (name === "run_completed" || name === "run_aborted") esc = null;
+      if (esc && (name === "approval_requested" || name === "task_completed") && t > esc.at) esc = null;
+    }
+    if (esc) {
+      // The HUMAN_INTERVENTION_REQUIRED drift says what it escalated from ("escalated from LOOPING_TOOL_CALL: …").
+      const from = /escalated from ([A-Z_]+)/.exec(esc.detail);
+      esc.name = clip((from ? from[1] : esc.kind).replace(/_/g, " "), 60);
+    }
+    const local = state.runLocal.get(runId);
+    if (esc && local && local.afterMs >= esc.at) return null;
+    return esc;
+  }
+
+  let runTimer = 0;
+  function refreshRunSoon() {
+    clearTimeout(runTimer);
+    runTimer = setTimeout(refreshRun, 120);
+  }
+
+  async function refreshRun() {
+    const runId = state.runId;
+    if (!runId) return;
+    const gen = ++state.runGen;
+    let run = { run_id: runId };
+    const list = [];
+    try {
+      // Page through the run's events (bounded: the newest 20,000 is plenty for a timeline).
+      let after = 0;
+      for (let pageNo = 0; pageNo < 20; pageNo++) {
+        const data = await api("GET", `/api/runs/${encodeURIComponent(runId)}/events?after=${after}&limit=1000`);
+        if (data.run) run = data.run;
+        const got = data.events || [];
+        list.push(...got.map(unwrap));
+        if (got.length < 1000 || data.next_after == null || data.next_after === after) break;
+        after = data.next_after;
+      }
+    } catch (err) {
+      $("#run-sub").textContent = err.message;
+      return;
+    }
+    if (gen !== state.runGen || runId !== state.runId) return;
+    const st = runStateOf(run, list);
+    $("#run-id").textContent = clip(runId, 80);
+    const badge = $("#run-badge");
+    badge.textContent = st.label;
+    badge.className = "badge " + st.cls;
+    const started = ms(pick(run, "started_at_ms")) || (list[0] ? ms(pick(list[0], "emitted_at")) : 0);
+    $("#run-sub").textContent =
+      `${pick(run, "agent") || pick(run, "adapter") || "agent"} · session ${pick(run, "session_id") || "—"} · ` +
+      `started ${clock(started)} · process ${pick(run, "pid") || "?"} on ${pick(run, "host") || "?"}`;
+    const drift = $("#run-drift");
+    drift.textContent = "";
+    if (st.drift) {
+      drift.append(
+        el("strong", { text: `Escalated to you: ${st.drift.name.toLowerCase()}` }),
+        el("div", { text: clip(st.drift.detail, 2000) }),
+        el("div", { class: "sub", text: `at ${clock(st.drift.at)} — the run waits for you: Resume, Steer or Cancel.` }),
+      );
+    } else if (st.why) {
+      drift.append(el("strong", { text: st.label + ": " }), clip(st.why, 2000));
+    }
+    drift.hidden = !st.drift && !st.why;
+    const over = st.cls === "finished" || st.cls === "cancelled" || st.cls === "gone";
+    for (const b of $("#run-actions").querySelectorAll("button, input")) b.disabled = over || !canDecide();
+    $("#run-resume").classList.toggle("primary", st.cls === "escalated" || st.cls === "paused");
+    renderTimeline(list, !over);
+    renderEvents(list);
+    renderRunCards();
+  }
+
+  function renderRunCards() {
+    const box = $("#run-cards");
+    if (!state.runId || $("#view-run").hidden) return;
+    // The run view shows the same live cards as the inbox (moved, not copied, while it is open).
+    const mine = [...state.cards.values()].filter((e) => pick(e.item, "run_id") === state.runId);
+    for (const e of mine) if (e.node.parentNode !== box) box.append(e.node);
+    for (const node of [...box.children]) if (!mine.some((e) => e.node === node)) box.removeChild(node);
+    $("#run-cards-empty").hidden = mine.length > 0;
+  }
+
+  function renderTimeline(events, running) {
+    const tasks = new Map();
+    const targetTask = new Map();
+    let t0 = 0;
+    let t1 = 0;
+    const task = (id, t) => {
+      if (!tasks.has(id)) tasks.set(id, { id, title: "", segs: [], open: null, end: "", started: t });
+      return tasks.get(id);
+    };
+    const switchTo = (tk, kind, t) => {
+      if (tk.open && tk.open.kind === kind) return;
+      if (tk.open) tk.open.end = t;
+      tk.open = kind ? { kind, start: t, end: 0 } : null;
+      if (tk.open) tk.segs.push(tk.open);
+    };
+    for (const ev of events) {
+      const [name, body] = payloadOf(ev);
+      const t = ms(pick(ev, "emitted_at"));
+      if (!t) continue;
+      t0 = t0 ? Math.min(t0, t) : t;
+      t1 = Math.max(t1, t);
+      const id = pick(body, "task_id");
+      if (name === "task_started") {
+        const tk = task(id, t);
+        tk.title = pick(body, "title") || "";
+        switchTo(tk, "running", t);
+      } else if (name === "task_blocked" && id) {
+        switchTo(task(id, t), "blocked", t);
+      } else if (name === "task_progress" && id) {
+        switchTo(task(id, t), "running", t);
+      } else if (name === "approval_requested") {
+        const target = pick(body, "target_id") || "";
+        const tid = id || (tasks.size ? [...tasks.keys()][0] : "");
+        if (tid) {
+          targetTask.set(target, tid);
+          switchTo(task(tid, t), "blocked", t);
+        }
+        // Each request gets its own row: waiting for a person, then approved (done) or not (failed).
+        const row = task(`approval:${target}`, t);
+        row.title = `↳ ${(pick(body, "metadata") || {}).tool_name || "approval"}`;
+        switchTo(row, "blocked", t);
+      } else if (name.startsWith("approval_")) {
+        const target = pick(body, "target_id") || "";
+        const tid = targetTask.get(target);
+        if (tid && name !== "approval_timed_out") switchTo(task(tid, t), "running", t);
+        const row = tasks.get(`approval:${target}`);
+        if (row && (name !== "approval_timed_out" || !pick(body, "still_open"))) {
+          switchTo(row, "", t);
+          row.end = name === "approval_granted" ? "done" : "failed";
+          row.segs.push({ kind: row.end, start: t, end: t });
+          row.verdict = { approval_granted: "approved", approval_rejected: "rejected" }[name] || "no answer";
+        }
+      } else if (name === "drift_detected" && Number(pick(body, "ladder_level") || 0) >= 4) {
+        const tid = id && tasks.has(id) ? id : [...tasks.values()].reverse().find((x) => x.open)?.id;
+        if (tid) switchTo(task(tid, t), "blocked", t);
+      } else if (name === "task_completed" || name === "task_failed" || name === "task_cancelled") {
+        if (id) {
+          const tk = task(id, t);
+          switchTo(tk, "", t);
+          tk.end = name === "task_completed" ? "done" : "failed";
+        }
+      } else if (name === "run_completed" || name === "run_aborted") {
+        for (const tk of tasks.values()) if (tk.open) switchTo(tk, "", t);
+      }
+    }
+    const now = running ? Date.now() : t1;
+    t1 = Math.max(t1, now);
+    const span = Math.max(1, t1 - t0);
+    $("#tl-start").textContent = t0 ? clock(t0) : "";
+    $("#tl-end").textContent = t0 ? (running ? "now" : clock(t1)) : "";
+    const box = $("#timeline");
+    box.textContent = "";
+    if (!tasks.size) box.append(el("p", { class: "sub", text: "No tasks recorded for this run yet." }));
+    for (const tk of tasks.values()) {
+      const track = el("div", { class: "tl-track" });
+      for (const seg of tk.segs) {
+        const end = seg.end || now;
+        let cls = seg.kind;
+        if (cls === "running" && tk.end) cls = tk.end;
+        const w = Math.min(100, Math.max(0.8, ((end - seg.start) / span) * 100));
+        const l = Math.min(((seg.start - t0) / span) * 100, 100 - w); // a marker at the very end stays visible
+        const bar = el("span", {
+          class: "seg " + cls,
+          title: `${seg.kind === "blocked" ? "blocked" : tk.end || "working"}: ${clock(seg.start)} – ${seg.end ? clock(seg.end) : "now"}`,
+        });
+        bar.style.left = `${l.toFixed(2)}%`;
+        bar.style.width = `${w.toFixed(2)}%`;
+        track.append(bar);
+      }
+      const status = tk.verdict || (tk.open ? (tk.open.kind === "blocked" ? "blocked" : "working") : tk.end || "ended");
+      const label = clip(tk.title || tk.id, 160);
+      box.append(
+        el(
+          "div",
+          { class: "tl-row", role: "listitem", "data-task-id": tk.id, "data-status": status },
+          el("div", { class: "tl-name", title: `${label} (${status})`, text: `${label} · ${status}` }),
+          track,
+        ),
+      );
+    }
+  }
+
+  function describeEvent(name, body) {
+    const p = (n) => pick(body, n) || "";
+    switch (name) {
+      case "run_started": return `run started (${p("adapter")})`;
+      case "task_started": return `task ${p("task_id")} started: ${p("title")}`;
+      case "task_progress": return `task ${p("task_id")}: ${p("message")}`;
+      case "task_completed": return `task ${p("task_id")} done`;
+      case "task_failed": return `task ${p("task_id")} failed: ${p("reason")}`;
+      case "task_blocked": return `task ${p("task_id")} blocked (${p("blocker")}): ${p("needed")}`;
+      case "task_cancelled": return `task ${p("task_id")} cancelled: ${p("reason")}`;
+      case "drift_detected": return `drift ${p("kind")} (${p("severity")}, level ${p("ladder_level") || 0}): ${p("detail")}`;
+      case "run_completed": return `run completed (${String(p("status")).replace("RUN_STATUS_", "").toLowerCase()}) ${p("summary")}`;
+      case "run_aborted": return `run aborted: ${p("reason")}`;
+      case "approval_requested": return `asks approval for ${(pick(body, "metadata") || {}).tool_name || p("kind")} (${p("target_id")})`;
+      case "approval_granted": return `approved ${p("target_id")}${p("decided_by") ? " by " + p("decided_by") : ""}${p("edited_args_json") ? " with edits " + p("edited_args_json") : ""}`;
+      case "approval_rejected": return `rejected ${p("target_id")}${p("decided_by") ? " by " + p("decided_by") : ""}: ${p("detail")}`;
+      case "approval_timed_out": return `approval ${p("target_id")} timed out`;
+      case "approval_cancelled": return `approval ${p("target_id")} withdrawn: ${p("reason")}`;
+      default: return name || "event";
+    }
+  }
+
+  function renderEvents(events) {
+    const box = $("#run-events");
+    box.textContent = "";
+    for (const ev of events.slice(-200).reverse()) {
+      const [name, body] = payloadOf(ev);
+      box.append(
+        el(
+          "li",
+          {},
+          el("span", { class: "when", text: clock(ms(pick(ev, "emitted_at"))) }),
+          el("span", { class: "what", text: clip(describeEvent(name, body), 600) }),
+        ),
+      );
+    }
+  }
+
+  async function runControl(verb, body) {
+    const runId = state.runId;
+    const result = $("#run-result");
+    result.textContent = "sending…";
+    let ack;
+    try {
+      ack = await api("POST", `/api/runs/${encodeURIComponent(runId)}/${verb}`, body || {});
+    } catch (err) {
+      ack = { result: "FAILURE", detail: err.message };
+    }
+    const ok = ack.result === "SUCCESS";
+    result.textContent = `${verb}: ${ok ? "done" : "refused"} — ${ack.detail || ""}`;
+    if (ok) {
+      state.runLocal.set(runId, { state: verb, afterMs: Date.now() });
+      if (verb === "steer") $("#steer-text").value = "";
+    }
+    refreshRun();
+  }
+
+  // -- history ---------------------------------------------------------------------------------------
+  async function refreshHistory() {
+    let data;
+    try {
+      data = await api("GET", `/api/approvals?status=decided&limit=${PAGE}`);
+    } catch (err) {
+      return;
+    }
+    const items = (data.approvals || []).sort((a, b) => ms(pick(b, "decided_at_ms")) - ms(pick(a, "decided_at_ms")));
+    const box = $("#history");
+    box.textContent = "";
+    $("#history-empty").hidden = items.length > 0;
+    for (const item of items) {
+      const decision = pick(item, "decision") || pick(item, "status") || "";
+      const verdict = decision === "approve" ? "approved" : decision === "reject" ? "rejected" : decision;
+      const args = parseArgs(item);
+      let edited = pick(item, "edited_args");
+      if (!edited && pick(item, "edited_args_json")) {
+        try {
+          edited = JSON.parse(pick(item, "edited_args_json"));
+        } catch (_) {
+          edited = pick(item, "edited_args_json");
+        }
+      }
+      const li = el(
+        "li",
+        { "data-target-id": pick(item, "target_id") || "" },
+        el(
+          "div",
+          { class: "line" },
+          el("span", { class: "verdict " + (decision === "approve" || decision === "reject" ? decision : "other"), text: verdict }),
+          el("strong", { class: "mono", text: clip(pick(item, "tool_name") || "task approval", 200) }),
+          el("span", { text: `by ${clip(pick(item, "decided_by") || "—", 120)}` }),
+          el("span", { class: "sub", text: `at ${clock(ms(pick(item, "decided_at_ms")))}` }),
+          el("a", { class: "mono", href: `#/runs/${encodeURIComponent(pick(item, "run_id") || "")}`, text: clip(pick(item, "run_id"), 60) }),
+        ),
+      );
+      if (pick(item, "detail")) li.append(el("p", { class: "reason", text: "Reason: " + clip(pick(item, "detail"), 2000) }));
+      if (edited && typeof edited === "object") {
+        const diff = el("pre", { class: "diff mono" });
+        for (const line of diffLines(args, edited)) diff.append(el("span", { class: line.cls, text: line.text }));
+        li.append(el("div", { class: "label", text: "Edited arguments" }), diff);
+      } else if (args != null) {
+        li.append(el("pre", { class: "args mono", text: clip(pretty(args), 4000) }));
+      }
+      box.append(li);
+    }
+  }
+
+  // -- routing ----------------------------------------------------------------------------------------
+  function route() {
+    if (!state.me) return;
+    const hash = location.hash || "#/";
+    let view = "inbox";
+    state.runId = "";
+    if (hash.startsWith("#/runs/")) {
+      view = "run";
+      state.runId = decodeURIComponent(hash.slice("#/runs/".length));
+    } else if (hash.startsWith("#/runs")) view = "runs";
+    else if (hash.startsWith("#/history")) view = "history";
+    for (const v of document.querySelectorAll(".view")) v.hidden = v.id !== `view-${view}`;
+    for (const a of document.querySelectorAll(".views a")) {
+      const current = a.dataset.view === view || (view === "run" && a.dataset.view === "runs");
+      if (current) a.setAttribute("aria-current", "page");
+      else a.removeAttribute("aria-current");
+    }
+    // Cards live in the inbox list unless the run view borrows its run's cards.
+    for (const node of [...$("#run-cards").children])
+      (node.classList.contains("orphaned") ? $("#orphaned-cards") : $("#cards")).append(node);
+    if (view === "run") {
+      $("#run-result").textContent = "";
+      $("#run-badge").textContent = "";
+      refreshRun();
+    } else renderQueue();
+    if (view === "runs") refreshRuns();
+    if (view === "history") refreshHistory();
+  }
+
+  async function start() {
+    $(".views").hidden = false;
+    $(".who").hidden = false;
+    $("#user-name").textContent = `${state.me.name} (${state.me.role})`;
+    for (const entry of state.cards.values()) entry.node.remove();
+    state.cards.clear();
+    startEvents();
+    route();
+    await refreshPending();
+  }
+
+  async function boot() {
+    $("#login-form").addEventListener("submit", login);
+    $("#logout").addEventListener("click", logout);
+    $("#run-resume").addEventListener("click", () => runControl("resume"));
+    $("#run-cancel").addEventListener("click", () => {
+      if (confirm("Cancel this run? The agent stops at its next step.")) runControl("cancel", { reason: "cancelled from the inbox" });
+    });
+    $("#steer-form").addEventListener("submit", (e) => {
+      e.preventDefault();
+      const text = $("#steer-text").value.trim();
+      if (text) runControl("steer", { text });
+    });
+    window.addEventListener("hashchange", route);
+    setInterval(() => {
+      for (const entry of state.cards.values()) tick(entry.node);
+    }, 1000);
+    setInterval(() => {
+      if (state.me) refreshPending(); // a backstop; the stream does the real work
+    }, 30000);
+    try {
+      rememberSession(await api("GET", "/api/me"));
+    } catch (err) {
+      if (err.status !== 401) showLogin(err.message);
+      return;
+    }
+    await start();
+  }
+
+  document.addEventListener("DOMContentLoaded", boot);
+})();
