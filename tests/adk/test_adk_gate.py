@@ -26,6 +26,7 @@ from goldfive_core import (
 from goldfive_core.pb.v1 import types_pb2
 from tests.adk.conftest import Bank
 from tests.adk.scripted import Harness, ScriptedLlm, WaitSink, request_text, responses
+from tests.core.loop_support import wait_all_tasks_blocked
 
 LOOKUP = ("lookup", {"account": "x"})
 
@@ -53,8 +54,8 @@ async def test_pause_blocks_the_next_model_call_until_resume(
         seen.append(await anext(events))
     assert sent[0].result().ok
     nxt = asyncio.ensure_future(anext(events))
-    done, _ = await asyncio.wait({nxt}, timeout=0.05)
-    assert not done, "the run went on while paused"
+    await wait_all_tasks_blocked()  # the run went as far as it could
+    assert not nxt.done(), "the run went on while paused"
     assert len(h.model.requests) == 1 and plugin.sessions[0].paused
     assert (await channel.send(ControlMessage(ControlKind.RESUME, {}))).ok
     final = await nxt
@@ -74,8 +75,8 @@ async def test_pause_blocks_a_tool_call_until_resume(
     assert first.get_function_calls()
     assert (await channel.send(ControlMessage(ControlKind.PAUSE, {}))).ok
     nxt = asyncio.ensure_future(anext(events))
-    done, _ = await asyncio.wait({nxt}, timeout=0.05)
-    assert not done and bank.lookups == []
+    await wait_all_tasks_blocked()  # the run went as far as it could
+    assert not nxt.done() and bank.lookups == []
     assert (await channel.send(ControlMessage(ControlKind.RESUME, {}))).ok
     await nxt
     [e async for e in events]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from loop_support import wait_all_tasks_blocked
 
 from goldfive_core import (
     AckResult,
@@ -19,9 +20,8 @@ from goldfive_core import (
 
 
 async def settle() -> None:
-    """Let every ready task run (only for asserting that something did NOT happen)."""
-    for _ in range(20):
-        await asyncio.sleep(0)
+    """Wait until no task can run any more (only for asserting that something did NOT happen)."""
+    await wait_all_tasks_blocked()
 
 
 async def test_send_returns_the_ack_once_the_bound_run_dispatched_it() -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from google.protobuf import json_format
+from loop_support import wait_all_tasks_blocked
 
 from goldfive_core import ControlKind, ControlMessage, EventEmitter, InMemorySink, JsonlSink, LoggingSink
 from goldfive_core.pb.v1 import events_pb2
@@ -129,7 +130,7 @@ async def test_in_memory_sink_wait_for_wakes_on_emit_and_is_bounded() -> None:
     await asyncio.sleep(0)
     emitter.emit(events_pb2.ApprovalRequested(target_id="a", kind="task"))
     emitter.emit(events_pb2.TaskStarted(task_id="t"))
-    await asyncio.sleep(0)
+    await wait_all_tasks_blocked()
     assert not waiting.done()  # one of two so far
     emitter.emit(events_pb2.ApprovalRequested(target_id="b", kind="task"))
     found = await waiting

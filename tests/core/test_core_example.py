@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -13,17 +12,15 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "approval_gated_age
 
 
 def run_example(*args: str) -> str:
-    t0 = time.monotonic()
     proc = subprocess.run(
         [sys.executable, str(EXAMPLE), *args],
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
-        timeout=30,
+        timeout=60,  # a hang guard, not a speed check: the example never waits for a person
         check=False,
     )
     assert proc.returncode == 0, proc.stderr
-    assert time.monotonic() - t0 < 10  # well under a second locally; generous for a loaded CI box
     return proc.stdout
 
 

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from loop_support import HeldTimers, wait_all_tasks_blocked
 
 from goldfive_core import (
     AckResult,
@@ -181,23 +182,66 @@ async def test_two_decisions_racing_for_one_record_exactly_one_wins(first: Contr
         assert outcome.decision == ("approve" if winner_kind is ControlKind.APPROVE else "reject")
 
 
-async def test_a_decision_racing_the_timeout_resolves_once() -> None:
-    outcomes = set()
-    for i in range(40):
-        sink = InMemorySink()
-        session = Session(sinks=[sink], config=SteeringConfig(), has_channel=True)
+def _timed_session() -> tuple[InMemorySink, Session]:
+    sink = InMemorySink()
+    return sink, Session(sinks=[sink], config=SteeringConfig(), has_channel=True)
+
+
+def _approve(session: Session) -> ControlAck:
+    return session.dispatch(ControlMessage(ControlKind.APPROVE, {"target_id": "r"}))
+
+
+async def test_a_decision_before_the_timeout_disarms_the_timer() -> None:
+    sink, session = _timed_session()
+    with HeldTimers().hold(asyncio.get_running_loop()) as timers:
         waiting = asyncio.create_task(session.request_approval(_request("r", timeout_ms=1)))
-        await asyncio.sleep(0)
-        if i % 2:
-            await asyncio.sleep(0.001)
-        ack = session.dispatch(ControlMessage(ControlKind.APPROVE, {"target_id": "r"}))
-        outcome = await waiting
-        outcomes.add(outcome.decision)
-        assert ack.ok  # on time, or late on a record kept open
-        assert len(sink.of("approval_granted")) == 1
-        assert len(sink.of("approval_timed_out")) == (1 if outcome.decision == "timeout" else 0)
-        assert session.approvals.statistics().live == 0
-    assert "approve" in outcomes
+        await wait_all_tasks_blocked()
+        timer = timers.only()
+        assert timer.delay <= 0.001  # the request's 1 ms
+        assert _approve(session).ok
+        assert (await waiting).decision == "approve"
+        assert timers.armed() == []  # no timer left holding the waiter
+    assert (len(sink.of("approval_granted")), len(sink.of("approval_timed_out"))) == (1, 0)
+    assert session.approvals.statistics().live == 0
+
+
+async def test_the_timeout_first_then_a_late_decision_still_resolves_the_record() -> None:
+    sink, session = _timed_session()
+    with HeldTimers().hold(asyncio.get_running_loop()) as timers:
+        waiting = asyncio.create_task(session.request_approval(_request("r", timeout_ms=1)))
+        await wait_all_tasks_blocked()
+        timers.only().fire()
+        assert (await waiting).decision == "timeout"
+    assert sink.of("approval_timed_out")[0].approval_timed_out.still_open
+    ack = _approve(session)
+    assert ack.ok and "after its wait timed out" in ack.detail  # late, on a record kept open
+    assert (len(sink.of("approval_granted")), len(sink.of("approval_timed_out"))) == (1, 1)
+    assert session.approvals.statistics().live == 0
+
+
+async def test_a_decision_between_the_timer_firing_and_the_waiter_resuming_wins() -> None:
+    sink, session = _timed_session()
+    with HeldTimers().hold(asyncio.get_running_loop()) as timers:
+        waiting = asyncio.create_task(session.request_approval(_request("r", timeout_ms=1)))
+        await wait_all_tasks_blocked()
+        timers.only().fire()  # the waiter now holds "timeout", but its task has not run yet
+        assert _approve(session).ok
+        assert (await waiting).decision == "approve"
+    assert (len(sink.of("approval_granted")), len(sink.of("approval_timed_out"))) == (1, 0)
+    assert session.approvals.statistics().live == 0
+
+
+async def test_a_cancelled_wait_disarms_its_timer() -> None:
+    _, session = _timed_session()
+    with HeldTimers().hold(asyncio.get_running_loop()) as timers:
+        waiting = asyncio.create_task(session.request_approval(_request("r")))
+        await wait_all_tasks_blocked()
+        assert 59 < timers.only().delay <= 60  # the request's 60 s
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        assert timers.armed() == []
+    assert session.approvals.statistics().live == 0
 
 
 async def test_a_decision_racing_a_cancel(sink) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from loop_support import wait_all_tasks_blocked
 
 from goldfive_core import ControlKind, ControlMessage, RunStatus, TaskStatus, wrap
 from goldfive_core.pb.v1 import types_pb2
@@ -110,8 +111,7 @@ async def test_pause_holds_the_agent_at_its_next_report_until_resume(harness) ->
     await reached.wait()
     assert (await h.channel.send(ControlMessage(ControlKind.PAUSE))).ok
     release.set()
-    for _ in range(20):
-        await asyncio.sleep(0)
+    await wait_all_tasks_blocked()  # the agent went as far as it could
     assert not h.sink.of("task_progress")  # held at the gate
     assert not h.task.done()
     assert (await h.channel.send(ControlMessage(ControlKind.RESUME))).ok
