@@ -22,15 +22,11 @@ import gc
 import statistics
 import sys
 import time
-from collections.abc import AsyncGenerator
 from types import FrameType
 from typing import Any
 
 from google.adk.agents.llm_agent import LlmAgent
 from google.adk.apps import App
-from google.adk.models.base_llm import BaseLlm
-from google.adk.models.llm_request import LlmRequest
-from google.adk.models.llm_response import LlmResponse
 from google.adk.plugins.base_plugin import BasePlugin
 from google.adk.runners import Runner
 from google.adk.sessions import InMemorySessionService
@@ -40,32 +36,16 @@ from google.genai import types
 from goldfive_adk import GoldfivePlugin
 from goldfive_core import ControlChannel, ControlKind, ControlMessage, SteeringConfig
 from goldfive_core.pb.v1 import events_pb2
+from goldfive_core.testing import Call, ScriptedModel, SeenRequest
 
 
-class LoopLlm(BaseLlm):
-    """Calls ``tool`` ``calls`` times in a row (stateless: counts function responses), then answers."""
+def loop_model(calls: int, tool: str) -> ScriptedModel:
+    """Calls ``tool`` ``calls`` times in a row (stateless: counts its own turns), then answers."""
 
-    model: str = "bench"
-    tool: str = "work"
-    calls: int = 50
+    def turn(seen: SeenRequest) -> Call | str:
+        return Call(tool, {"n": seen.step}) if seen.step < calls else f"done after {seen.step}"
 
-    async def generate_content_async(
-        self, llm_request: LlmRequest, stream: bool = False
-    ) -> AsyncGenerator[LlmResponse, None]:
-        """The next call, or the final text."""
-        done = 0
-        for content in reversed(llm_request.contents):
-            if content.role == "user" and any(p.text for p in content.parts or []):
-                break
-            done += sum(1 for p in content.parts or [] if p.function_response)
-        if done < self.calls:
-            parts = [types.Part(function_call=types.FunctionCall(name=self.tool, args={"n": done}))]
-        else:
-            parts = [types.Part(text=f"done after {done}")]
-        yield LlmResponse(
-            content=types.Content(role="model", parts=parts),
-            usage_metadata=types.GenerateContentResponseUsageMetadata(prompt_token_count=1, candidates_token_count=1),
-        )
+    return ScriptedModel(model="bench", then=turn, record=False)
 
 
 def work(n: int) -> dict[str, int]:
@@ -84,7 +64,7 @@ def pay(n: int) -> dict[str, int]:
 
 def make_runner(tools: list[Any], calls: int, tool: str, plugins: list[BasePlugin]) -> Runner:
     """A real Runner over an App with the given plugins."""
-    agent = LlmAgent(name="bench", model=LoopLlm(calls=calls, tool=tool), tools=tools)
+    agent = LlmAgent(name="bench", model=loop_model(calls, tool), tools=tools)
     return Runner(app=App(name="bench", root_agent=agent, plugins=plugins), session_service=InMemorySessionService())
 
 

@@ -21,14 +21,10 @@ import argparse
 import asyncio
 import os
 import sys
-from collections.abc import AsyncGenerator
 from typing import Any
 
 from google.adk.agents.llm_agent import LlmAgent
 from google.adk.apps import App
-from google.adk.models.base_llm import BaseLlm
-from google.adk.models.llm_request import LlmRequest
-from google.adk.models.llm_response import LlmResponse
 from google.adk.runners import Runner
 from google.adk.sessions import InMemorySessionService
 from google.adk.tools.function_tool import FunctionTool
@@ -37,6 +33,7 @@ from google.genai import types
 from goldfive_adk import GoldfivePlugin
 from goldfive_core import ControlChannel, SteeringConfig
 from goldfive_core.store import StoreChannel, open_store
+from goldfive_core.testing import Call, ScriptedModel, SeenRequest
 
 from _console import PrintSink, decide_tool_call
 
@@ -49,30 +46,17 @@ def transfer_funds(amount: int, to: str) -> dict[str, Any]:
     return {"status": "sent", "amount": amount, "to": to}
 
 
-class ScriptedTreasurer(BaseLlm):
+def scripted_treasurer() -> ScriptedModel:
     """Stands in for a real model: asks to pay an invoice, then reports what happened."""
 
-    model: str = "scripted-treasurer"
+    def report(seen: SeenRequest) -> str:
+        result = seen.last_response or {}
+        if result.get("status") == "sent":
+            return f"Done: sent {result['amount']} EUR to {result['to']}."
+        return f"I did not pay: {result.get('reason')} ({result.get('detail')})."
 
-    async def generate_content_async(
-        self, llm_request: LlmRequest, stream: bool = False
-    ) -> AsyncGenerator[LlmResponse, None]:
-        """Call transfer_funds once; then describe the tool's answer."""
-        answers = [p.function_response for c in llm_request.contents for p in c.parts or [] if p.function_response]
-        if not answers:
-            call = types.FunctionCall(name="transfer_funds", args={"amount": 250, "to": "ACME Corp"})
-            parts = [types.Part(text="Paying invoice #1042."), types.Part(function_call=call)]
-        else:
-            result = answers[-1].response or {}
-            if result.get("status") == "sent":
-                text = f"Done: sent {result['amount']} EUR to {result['to']}."
-            else:
-                text = f"I did not pay: {result.get('reason')} ({result.get('detail')})."
-            parts = [types.Part(text=text)]
-        yield LlmResponse(
-            content=types.Content(role="model", parts=parts),
-            usage_metadata=types.GenerateContentResponseUsageMetadata(prompt_token_count=1, candidates_token_count=1),
-        )
+    pay = Call("transfer_funds", {"amount": 250, "to": "ACME Corp"})
+    return ScriptedModel([["Paying invoice #1042.", pay], report], model="scripted-treasurer")
 
 
 async def main(args: argparse.Namespace) -> int:
@@ -88,7 +72,7 @@ async def main(args: argparse.Namespace) -> int:
     plugin = GoldfivePlugin(control=channel, sinks=sinks, config=config)
     agent = LlmAgent(
         name="treasurer",
-        model=ScriptedTreasurer(),
+        model=scripted_treasurer(),
         instruction="Pay the invoices you are given.",
         tools=[FunctionTool(transfer_funds, require_confirmation=True)],
     )

@@ -60,7 +60,7 @@ class InMemorySink:
 
     async def wait_for(
         self,
-        payload: str,
+        payload: str | None,
         *,
         count: int = 1,
         where: Callable[[events_pb2.Event], bool] | None = None,
@@ -68,11 +68,12 @@ class InMemorySink:
     ) -> list[events_pb2.Event]:
         """Every event with ``payload`` (and matching ``where``) once there are at least ``count``.
 
-        Raises TimeoutError after ``timeout`` seconds (``None`` waits as long as it takes).
+        ``payload=None`` matches events of any payload. Raises TimeoutError after ``timeout`` seconds (``None`` waits as long as it takes).
         """
         async with asyncio.timeout(timeout):
             while True:
-                found = [e for e in self.of(payload) if where is None or where(e)]
+                candidates = self.events if payload is None else self.of(payload)
+                found = [e for e in candidates if where is None or where(e)]
                 if len(found) >= count:
                     return found
                 if self._changed is None:

@@ -9,7 +9,7 @@ from google.adk.tools.function_tool import FunctionTool
 
 from goldfive_adk import GoldfivePlugin
 from goldfive_core import ControlChannel, SteeringConfig
-from tests.adk.scripted import WaitSink
+from goldfive_core.testing import AwaitableSink
 
 
 class Bank:
@@ -56,12 +56,12 @@ def channel() -> ControlChannel:
 
 
 @pytest.fixture
-def sink() -> WaitSink:
+def sink() -> AwaitableSink:
     """A sink tests can await."""
-    return WaitSink()
+    return AwaitableSink()
 
 
 @pytest.fixture
-def plugin(channel: ControlChannel, sink: WaitSink) -> GoldfivePlugin:
+def plugin(channel: ControlChannel, sink: AwaitableSink) -> GoldfivePlugin:
     """The plugin with a channel bound and a generous (but finite) approval wait."""
     return GoldfivePlugin(control=channel, sinks=[sink], config=SteeringConfig(approval_default_timeout_ms=10_000))

@@ -21,13 +21,14 @@ from goldfive_core import (
     args_digest,
 )
 from goldfive_core.pb.v1 import events_pb2, types_pb2
+from goldfive_core.testing import AwaitableSink
 from tests.adk.conftest import Bank
-from tests.adk.scripted import Harness, WaitSink, call_names, function_responses, responses
+from tests.adk.scripted import Harness, call_names, responses
 
 TRANSFER = ("transfer_funds", {"amount": 5, "to": "bob"})
 
 
-async def _requested(sink: WaitSink, count: int = 1) -> list[events_pb2.ApprovalRequested]:
+async def _requested(sink: AwaitableSink, count: int = 1) -> list[events_pb2.ApprovalRequested]:
     return [e.approval_requested for e in await sink.wait_for("approval_requested", count=count)]
 
 
@@ -36,7 +37,7 @@ async def _decide(channel: ControlChannel, kind: ControlKind, wait: float | None
 
 
 async def test_approve_runs_the_body_exactly_once_with_no_native_confirmation(
-    bank: Bank, plugin: GoldfivePlugin, channel: ControlChannel, sink: WaitSink
+    bank: Bank, plugin: GoldfivePlugin, channel: ControlChannel, sink: AwaitableSink
 ) -> None:
     h = Harness(tools=bank.tools(), turns=[[TRANSFER], "sent"], plugin=plugin)
     sid = await h.new_session()
@@ -71,7 +72,7 @@ async def test_approve_runs_the_body_exactly_once_with_no_native_confirmation(
 
 
 async def test_reject_never_runs_the_body_and_tells_the_model(
-    bank: Bank, plugin: GoldfivePlugin, channel: ControlChannel, sink: WaitSink
+    bank: Bank, plugin: GoldfivePlugin, channel: ControlChannel, sink: AwaitableSink
 ) -> None:
     h = Harness(tools=bank.tools(), turns=[[TRANSFER], "understood"], plugin=plugin)
     sid = await h.new_session()
@@ -87,14 +88,14 @@ async def test_reject_never_runs_the_body_and_tells_the_model(
 
     assert bank.transfers == []
     expected = {"skipped": True, "reason": "user_rejected", "tool_name": "transfer_funds", "detail": "not to bob"}
-    (seen,) = function_responses(h.model.requests[-1])
+    (seen,) = h.model.requests[-1].function_responses
     assert seen.response == expected
     assert sink.of("approval_rejected")[0].approval_rejected.detail == "not to bob"
     assert "adk_request_confirmation" not in call_names(await h.session_events(sid))
 
 
 async def test_callable_predicate_asks_only_when_it_says_so(
-    bank: Bank, plugin: GoldfivePlugin, channel: ControlChannel, sink: WaitSink
+    bank: Bank, plugin: GoldfivePlugin, channel: ControlChannel, sink: AwaitableSink
 ) -> None:
     def big(amount: int, to: str) -> bool:
         return amount > 100
@@ -116,7 +117,7 @@ async def test_callable_predicate_asks_only_when_it_says_so(
 
 
 async def test_edited_args_run_the_tool_with_them(
-    bank: Bank, plugin: GoldfivePlugin, channel: ControlChannel, sink: WaitSink
+    bank: Bank, plugin: GoldfivePlugin, channel: ControlChannel, sink: AwaitableSink
 ) -> None:
     h = Harness(tools=bank.tools(), turns=[[TRANSFER], "sent"], plugin=plugin)
     sid = await h.new_session()
@@ -145,7 +146,7 @@ async def test_edited_args_run_the_tool_with_them(
     ],
 )
 async def test_edited_args_that_do_not_fit_get_a_failure_and_the_request_stays_pending(
-    bank: Bank, plugin: GoldfivePlugin, channel: ControlChannel, sink: WaitSink, edited: dict[str, Any], words: str
+    bank: Bank, plugin: GoldfivePlugin, channel: ControlChannel, sink: AwaitableSink, edited: dict[str, Any], words: str
 ) -> None:
     h = Harness(tools=bank.tools(), turns=[[TRANSFER], "sent"], plugin=plugin)
     sid = await h.new_session()
@@ -166,7 +167,7 @@ async def test_edited_args_that_do_not_fit_get_a_failure_and_the_request_stays_p
 
 
 async def test_timeout_skips_the_tool_tells_the_model_and_emits_a_warning_drift(
-    bank: Bank, channel: ControlChannel, sink: WaitSink
+    bank: Bank, channel: ControlChannel, sink: AwaitableSink
 ) -> None:
     plugin = GoldfivePlugin(control=channel, sinks=[sink], config=SteeringConfig(tool_approval_timeout_ms=30))
     h = Harness(tools=bank.tools(), turns=[[TRANSFER], "gave up"], plugin=plugin)
@@ -174,7 +175,7 @@ async def test_timeout_skips_the_tool_tells_the_model_and_emits_a_warning_drift(
     await h.run(sid)
 
     assert bank.transfers == []
-    (seen,) = function_responses(h.model.requests[-1])
+    (seen,) = h.model.requests[-1].function_responses
     assert seen.response is not None
     assert seen.response["skipped"] is True and seen.response["reason"] == "approval_timeout"
     assert seen.response["tool_name"] == "transfer_funds"
@@ -188,7 +189,7 @@ async def test_timeout_skips_the_tool_tells_the_model_and_emits_a_warning_drift(
     assert bank.transfers == []
 
 
-async def test_without_a_channel_the_native_flow_keeps_the_tool_from_running(bank: Bank, sink: WaitSink) -> None:
+async def test_without_a_channel_the_native_flow_keeps_the_tool_from_running(bank: Bank, sink: AwaitableSink) -> None:
     plugin = GoldfivePlugin(sinks=[sink])
     h = Harness(tools=bank.tools(), turns=[[TRANSFER], "sent"], plugin=plugin)
     sid = await h.new_session()
@@ -222,7 +223,7 @@ async def test_without_a_channel_the_native_flow_keeps_the_tool_from_running(ban
 
 @pytest.mark.parametrize("order", ["first_then_second", "second_then_first"])
 async def test_two_parallel_calls_pending_at_once_decided_in_either_order(
-    bank: Bank, plugin: GoldfivePlugin, channel: ControlChannel, sink: WaitSink, order: str
+    bank: Bank, plugin: GoldfivePlugin, channel: ControlChannel, sink: AwaitableSink, order: str
 ) -> None:
     calls = [("transfer_funds", {"amount": 1, "to": "a"}), ("transfer_funds", {"amount": 2, "to": "b"})]
     h = Harness(tools=bank.tools(), turns=[calls, "both done"], plugin=plugin)
@@ -246,7 +247,7 @@ async def test_two_parallel_calls_pending_at_once_decided_in_either_order(
 
 
 async def test_a_decision_sent_when_the_client_sees_the_call_is_applied(
-    bank: Bank, plugin: GoldfivePlugin, channel: ControlChannel, sink: WaitSink
+    bank: Bank, plugin: GoldfivePlugin, channel: ControlChannel, sink: AwaitableSink
 ) -> None:
     h = Harness(tools=bank.tools(), turns=[[TRANSFER], "sent"], plugin=plugin)
     sid = await h.new_session()
@@ -263,7 +264,7 @@ async def test_a_decision_sent_when_the_client_sees_the_call_is_applied(
 
 
 async def test_an_early_decision_is_kept_when_a_callable_predicate_says_the_call_needs_it(
-    bank: Bank, plugin: GoldfivePlugin, channel: ControlChannel, sink: WaitSink
+    bank: Bank, plugin: GoldfivePlugin, channel: ControlChannel, sink: AwaitableSink
 ) -> None:
     def big(amount: int, to: str) -> bool:
         return amount > 100
@@ -297,7 +298,7 @@ async def test_an_early_decision_is_not_kept_for_a_call_that_needs_no_confirmati
 
 
 async def test_abort_signal_while_waiting_closes_the_record_as_cancelled(
-    bank: Bank, plugin: GoldfivePlugin, channel: ControlChannel, sink: WaitSink
+    bank: Bank, plugin: GoldfivePlugin, channel: ControlChannel, sink: AwaitableSink
 ) -> None:
     h = Harness(tools=bank.tools(), turns=[[TRANSFER], "sent"], plugin=plugin)
     sid = await h.new_session()
@@ -323,7 +324,7 @@ async def test_abort_signal_while_waiting_closes_the_record_as_cancelled(
 
 
 async def test_cancelling_the_consumer_while_waiting_leaves_nothing_registered(
-    bank: Bank, plugin: GoldfivePlugin, channel: ControlChannel, sink: WaitSink
+    bank: Bank, plugin: GoldfivePlugin, channel: ControlChannel, sink: AwaitableSink
 ) -> None:
     h = Harness(tools=bank.tools(), turns=[[TRANSFER], "sent"], plugin=plugin)
     sid = await h.new_session()
@@ -342,7 +343,7 @@ async def test_cancelling_the_consumer_while_waiting_leaves_nothing_registered(
     assert sink.of("run_aborted")[0].run_aborted.status == types_pb2.RUN_STATUS_CANCELLED
 
 
-async def test_a_failing_sink_never_fails_the_run(bank: Bank, channel: ControlChannel, sink: WaitSink) -> None:
+async def test_a_failing_sink_never_fails_the_run(bank: Bank, channel: ControlChannel, sink: AwaitableSink) -> None:
     class Broken:
         def emit(self, event: events_pb2.Event) -> None:
             raise RuntimeError("disk full")
@@ -363,7 +364,7 @@ async def test_a_failing_sink_never_fails_the_run(bank: Bank, channel: ControlCh
 
 
 async def test_non_function_tools_with_confirmation_are_asked_too(
-    plugin: GoldfivePlugin, channel: ControlChannel, sink: WaitSink
+    plugin: GoldfivePlugin, channel: ControlChannel, sink: AwaitableSink
 ) -> None:
     from google.adk.tools.base_tool import BaseTool
     from google.adk.tools.tool_context import ToolContext

@@ -24,8 +24,9 @@ from goldfive_core import (
     Session,
 )
 from goldfive_core.pb.v1 import types_pb2
+from goldfive_core.testing import AwaitableSink, ScriptedModel
 from tests.adk.conftest import Bank
-from tests.adk.scripted import Harness, ScriptedLlm, WaitSink, request_text, responses
+from tests.adk.scripted import Harness, responses
 from tests.core.loop_support import wait_all_tasks_blocked
 
 LOOKUP = ("lookup", {"account": "x"})
@@ -100,13 +101,13 @@ async def test_steer_text_reaches_the_model_in_its_next_request(
             assert plugin.sessions[0].paused
             acks.append(await channel.send(ControlMessage(ControlKind.STEER, {"text": "use the savings account"})))
     assert acks[0].ok and "resumed" in acks[0].detail
-    assert "use the savings account" not in request_text(h.model.requests[0])
-    assert "use the savings account" in request_text(h.model.requests[1])
+    assert "use the savings account" not in h.model.requests[0].text
+    assert "use the savings account" in h.model.requests[1].text
     assert len(h.model.requests) == 2
 
 
 async def test_cancel_ends_the_invocation_with_no_further_tool_runs(
-    bank: Bank, plugin: GoldfivePlugin, channel: ControlChannel, sink: WaitSink
+    bank: Bank, plugin: GoldfivePlugin, channel: ControlChannel, sink: AwaitableSink
 ) -> None:
     sent: list[Any] = []
     h = Harness(
@@ -128,7 +129,7 @@ async def test_cancel_ends_the_invocation_with_no_further_tool_runs(
 
 
 async def test_cancel_while_a_tool_waits_for_approval_skips_it_and_ends_the_run(
-    bank: Bank, plugin: GoldfivePlugin, channel: ControlChannel, sink: WaitSink
+    bank: Bank, plugin: GoldfivePlugin, channel: ControlChannel, sink: AwaitableSink
 ) -> None:
     h = Harness(
         tools=bank.tools(),
@@ -188,7 +189,7 @@ class _Watch(Detector):
 
 
 async def test_a_detector_intervention_skips_the_tool_and_the_model_gets_the_note(
-    bank: Bank, channel: ControlChannel, sink: WaitSink
+    bank: Bank, channel: ControlChannel, sink: AwaitableSink
 ) -> None:
     watch = _Watch()
     steerers: list[_Steerer] = []
@@ -213,14 +214,14 @@ async def test_a_detector_intervention_skips_the_tool_and_the_model_gets_the_not
     assert watch.tools == [("lookup", {"account": "x"})] and watch.model_calls == 2
 
 
-async def test_a_transfer_is_reported_to_the_detectors(channel: ControlChannel, sink: WaitSink) -> None:
+async def test_a_transfer_is_reported_to_the_detectors(channel: ControlChannel, sink: AwaitableSink) -> None:
     watch = _Watch()
 
     def setup(session: Session, _: ControlChannel | None) -> None:
         session.detectors.append(watch)
 
     plugin = GoldfivePlugin(control=channel, sinks=[sink], session_setup=setup)
-    helper = LlmAgent(name="helper", model=ScriptedLlm(turns=["helper here"]), description="Helps.")
+    helper = LlmAgent(name="helper", model=ScriptedModel(["helper here"]), description="Helps.")
     h = Harness(tools=[], turns=[[("transfer_to_agent", {"agent_name": "helper"})]], plugin=plugin, sub_agents=[helper])
     sid = await h.new_session()
     events = await h.run(sid)
@@ -229,7 +230,7 @@ async def test_a_transfer_is_reported_to_the_detectors(channel: ControlChannel, 
 
 
 async def test_a_terminate_from_the_ladder_aborts_the_run_naming_the_drift(
-    bank: Bank, channel: ControlChannel, sink: WaitSink
+    bank: Bank, channel: ControlChannel, sink: AwaitableSink
 ) -> None:
     class Terminator(_Steerer):
         async def handle_drift(self, drift: Drift) -> InterventionLevel:

@@ -17,8 +17,9 @@ import goldfive_adk
 from goldfive_adk import GoldfivePlugin
 from goldfive_core import ControlChannel, ControlKind, ControlMessage, SteeringConfig, TaskStatus
 from goldfive_core.pb.v1 import types_pb2
+from goldfive_core.testing import AwaitableSink, ScriptedModel
 from tests.adk.conftest import Bank
-from tests.adk.scripted import Harness, ScriptedLlm, WaitSink, function_responses, request_text, responses
+from tests.adk.scripted import Harness, responses
 
 
 def test_public_names_are_pinned() -> None:
@@ -36,13 +37,11 @@ def test_a_missing_adk_extra_names_the_install_command() -> None:
     assert "MissingExtraError" in out and "pip install 'goldfive[adk]'" in out
 
 
-async def test_registering_with_app_plugins_raises_no_deprecation_warning(bank: Bank, sink: WaitSink) -> None:
+async def test_registering_with_app_plugins_raises_no_deprecation_warning(bank: Bank, sink: AwaitableSink) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error", DeprecationWarning)
         plugin = GoldfivePlugin(sinks=[sink])
-        agent = LlmAgent(
-            name="ops", model=ScriptedLlm(turns=[[("lookup", {"account": "x"})], "ok"]), tools=bank.tools()
-        )
+        agent = LlmAgent(name="ops", model=ScriptedModel([[("lookup", {"account": "x"})], "ok"]), tools=bank.tools())
         app = App(name="strict", root_agent=agent, plugins=[plugin])
         runner = Runner(app=app, session_service=InMemorySessionService())
         session = await runner.session_service.create_session(app_name="strict", user_id="u")
@@ -56,7 +55,7 @@ async def test_registering_with_app_plugins_raises_no_deprecation_warning(bank: 
 
 async def test_each_invocation_is_one_run_rooted_at_its_invocation_id(bank: Bank, plugin: GoldfivePlugin) -> None:
     sink = plugin.sinks[0]
-    assert isinstance(sink, WaitSink)
+    assert isinstance(sink, AwaitableSink)
     h = Harness(tools=bank.tools(), turns=[[("lookup", {"account": "x"})], "ok"], plugin=plugin)
     sid = await h.new_session()
     first = await h.run(sid, "one")
@@ -75,7 +74,7 @@ async def test_each_invocation_is_one_run_rooted_at_its_invocation_id(bank: Bank
 
 
 async def test_two_sessions_at_once_route_approvals_and_named_controls(
-    bank: Bank, plugin: GoldfivePlugin, channel: ControlChannel, sink: WaitSink
+    bank: Bank, plugin: GoldfivePlugin, channel: ControlChannel, sink: AwaitableSink
 ) -> None:
     h = Harness(tools=bank.tools(), turns=[[("transfer_funds", {"amount": 1, "to": "x"})], "ok"], plugin=plugin)
     sid_a, sid_b = await h.new_session(), await h.new_session()
@@ -98,13 +97,13 @@ async def test_two_sessions_at_once_route_approvals_and_named_controls(
     assert bank.transfers == [{"amount": 1, "to": "x"}]
     assert [(r.response or {}).get("reason") for r in responses(events_a)] == ["user_rejected"]
     assert [(r.response or {}).get("ok") for r in responses(events_b)] == [True]
-    texts = [request_text(r) for r in h.model.requests]
+    texts = [r.text for r in h.model.requests]
     assert sum("only for b" in t for t in texts) == 1
     assert plugin.sessions == [] and not channel.bound
 
 
 async def test_an_unnamed_pause_applies_to_every_active_run(
-    bank: Bank, plugin: GoldfivePlugin, channel: ControlChannel, sink: WaitSink
+    bank: Bank, plugin: GoldfivePlugin, channel: ControlChannel, sink: AwaitableSink
 ) -> None:
     h = Harness(tools=bank.tools(), turns=[[("transfer_funds", {"amount": 1, "to": "x"})], "ok"], plugin=plugin)
     sid_a, sid_b = await h.new_session(), await h.new_session()
@@ -129,7 +128,7 @@ async def test_an_unnamed_pause_applies_to_every_active_run(
 
 
 async def test_report_awaiting_approval_from_an_adk_model_is_flow_a(
-    plugin: GoldfivePlugin, channel: ControlChannel, sink: WaitSink
+    plugin: GoldfivePlugin, channel: ControlChannel, sink: AwaitableSink
 ) -> None:
     turns = [
         [("report_awaiting_approval", {"prompt": "May I send the report?"})],
@@ -156,19 +155,19 @@ async def test_report_awaiting_approval_from_an_adk_model_is_flow_a(
     assert (req.kind, req.target_id, req.task_id, req.prompt) == ("task", root, root, "May I send the report?")
     blocked = sink.of("task_blocked")[0].task_blocked
     assert (blocked.task_id, blocked.blocker) == (root, "awaiting_approval")
-    first = function_responses(h.model.requests[1])[0]
+    first = h.model.requests[1].function_responses[0]
     assert first.response == {"decision": "approve", "detail": "yes"}
     assert sink.of("task_completed")[0].task_completed.result == "sent"
     assert sink.kinds()[-1] == "run_completed"
 
 
-async def test_reporting_tools_without_a_channel_say_unavailable_and_bad_args_get_an_error(sink: WaitSink) -> None:
+async def test_reporting_tools_without_a_channel_say_unavailable_and_bad_args_get_an_error(sink: AwaitableSink) -> None:
     plugin = GoldfivePlugin(sinks=[sink])
     turns = [[("report_awaiting_approval", {"prompt": "ok?"}), ("report_task_progress", {"fraction": 2})], "done"]
     h = Harness(tools=[], turns=turns, plugin=plugin, add_reporting_tools=True)
     sid = await h.new_session()
     await h.run(sid)
-    got = {fr.name: fr.response for fr in function_responses(h.model.requests[1])}
+    got = {fr.name: fr.response for fr in h.model.requests[1].function_responses}
     assert got["report_awaiting_approval"] is not None
     assert got["report_awaiting_approval"]["decision"] == "unavailable"
     assert got["report_task_progress"] is not None and "error" in got["report_task_progress"]
@@ -186,7 +185,7 @@ async def test_reporting_tools_declare_the_core_schemas() -> None:
         assert declaration.parameters_json_schema == TOOL_SPECS[tool.name].parameters
 
 
-async def test_a_failing_invocation_ends_its_run_as_failed(sink: WaitSink) -> None:
+async def test_a_failing_invocation_ends_its_run_as_failed(sink: AwaitableSink) -> None:
     def explode(x: int) -> dict[str, Any]:
         """Always fails."""
         raise ValueError("boom")
@@ -205,7 +204,7 @@ async def test_a_failing_invocation_ends_its_run_as_failed(sink: WaitSink) -> No
     assert plugin.sessions == []
 
 
-async def test_runner_close_ends_whatever_is_left(bank: Bank, plugin: GoldfivePlugin, sink: WaitSink) -> None:
+async def test_runner_close_ends_whatever_is_left(bank: Bank, plugin: GoldfivePlugin, sink: AwaitableSink) -> None:
     h = Harness(tools=bank.tools(), turns=[[("transfer_funds", {"amount": 1, "to": "x"})], "ok"], plugin=plugin)
     sid = await h.new_session()
     consumer = asyncio.create_task(h.run(sid))
@@ -223,7 +222,7 @@ async def test_runner_close_ends_whatever_is_left(bank: Bank, plugin: GoldfivePl
 
 
 async def test_concurrent_invocations_of_one_adk_session_share_one_run(
-    bank: Bank, plugin: GoldfivePlugin, channel: ControlChannel, sink: WaitSink
+    bank: Bank, plugin: GoldfivePlugin, channel: ControlChannel, sink: AwaitableSink
 ) -> None:
     h = Harness(tools=bank.tools(), turns=[[("transfer_funds", {"amount": 1, "to": "x"})], "ok"], plugin=plugin)
     sid = await h.new_session()

@@ -12,8 +12,9 @@ from typing import Any
 
 from claude_agent_sdk import ClaudeAgentOptions, McpSdkServerConfig, Message, create_sdk_mcp_server, tool
 
-from goldfive_core import ControlAck, ControlChannel, ControlKind, ControlMessage, InMemorySink, SteeringConfig
+from goldfive_core import ControlAck, ControlChannel, ControlKind, ControlMessage, SteeringConfig
 from goldfive_core.adapters.claude import ClaudeRun, FakeClaudeCLI, GoldfiveClaude
+from goldfive_core.testing import AwaitableSink
 
 REFUND = "mcp__shop__refund"
 LOOKUP = "mcp__shop__lookup"
@@ -23,9 +24,6 @@ REFUND_SCHEMA: dict[str, Any] = {
     "required": ["order_id", "amount"],
     "additionalProperties": False,
 }
-
-
-WaitableSink = InMemorySink  # goldfive_core.InMemorySink is awaitable: ``await sink.wait_for(...)``
 
 
 @dataclasses.dataclass
@@ -60,7 +58,7 @@ class Harness:
 
     gf: GoldfiveClaude
     channel: ControlChannel
-    sink: WaitableSink
+    sink: AwaitableSink
     shop: Shop
     cli: FakeClaudeCLI
 
@@ -76,7 +74,7 @@ class Harness:
 
 def make_harness(*, config: SteeringConfig | None = None, channel: bool = True, **gf_kwargs: Any) -> Harness:
     ch = ControlChannel()
-    sink = WaitableSink()
+    sink = AwaitableSink()
     gf_kwargs.setdefault("gate_tools", [REFUND])
     gf_kwargs.setdefault("tool_schemas", {REFUND: REFUND_SCHEMA})
     gf = GoldfiveClaude(

@@ -41,7 +41,7 @@ def new_session(sink: Any, **kw: Any) -> Session:
 async def test_a_decision_resolves_a_record_exactly_once(sink) -> None:
     session = new_session(sink)
     waiting = asyncio.create_task(session.request_approval(req("t")))
-    await sink.wait_for("approval_requested")
+    await sink.first("approval_requested")
     first = session.dispatch(msg(ControlKind.APPROVE, target_id="t", decided_by="ana"))
     second = session.dispatch(msg(ControlKind.REJECT, target_id="t", decided_by="bo"))
     third = session.dispatch(msg(ControlKind.APPROVE, target_id="t"))
@@ -97,7 +97,7 @@ async def test_unknown_or_missing_targets_get_a_failure_that_names_them(
 ) -> None:
     session = new_session(sink)
     waiting = asyncio.create_task(session.request_approval(req("real")))
-    await sink.wait_for("approval_requested")
+    await sink.first("approval_requested")
     message = ControlMessage(kind, payload, id="c-9")
     if via_router:
         router = ControlRouter(None)
@@ -137,7 +137,7 @@ def test_book_refuses_a_second_pending_request_for_a_target() -> None:
 async def test_a_cancelled_wait_leaves_nothing_registered(sink) -> None:
     session = new_session(sink)
     waiting = asyncio.create_task(session.request_approval(req("t")))
-    await sink.wait_for("approval_requested")
+    await sink.first("approval_requested")
     assert session.approvals.statistics().waiters == 1
     waiting.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -157,7 +157,7 @@ DIGEST = args_digest("transfer", {"to": "bob", "amount": 20})
 async def test_a_decision_with_another_digest_is_refused_and_the_request_stays_pending(sink) -> None:
     session = new_session(sink)
     waiting = asyncio.create_task(session.request_approval(req("call-1", kind="tool", args_digest=DIGEST)))
-    await sink.wait_for("approval_requested")
+    await sink.first("approval_requested")
     assert sink.of("approval_requested")[0].approval_requested.args_digest == DIGEST
     other = args_digest("transfer", {"to": "bob", "amount": 2000})
     refused = session.dispatch(msg(ControlKind.APPROVE, target_id="call-1", args_digest=other))
@@ -178,7 +178,7 @@ async def test_edited_args_are_checked_and_carried_to_the_outcome_and_event(sink
     session = new_session(sink)
     request = req("call-2", kind="tool", validate_edit=_only_small_amounts)
     waiting = asyncio.create_task(session.request_approval(request))
-    await sink.wait_for("approval_requested")
+    await sink.first("approval_requested")
     too_big = session.dispatch(msg(ControlKind.APPROVE, target_id="call-2", edited_args={"amount": 500}))
     assert not too_big.ok and "amount must be <= 100" in too_big.detail
     with_reject = session.dispatch(msg(ControlKind.REJECT, target_id="call-2", edited_args={"amount": 5}))
@@ -196,7 +196,7 @@ async def test_edited_args_are_checked_and_carried_to_the_outcome_and_event(sink
 async def test_task_approvals_take_no_edited_args(sink) -> None:
     session = new_session(sink)
     waiting = asyncio.create_task(session.request_approval(req("t")))
-    await sink.wait_for("approval_requested")
+    await sink.first("approval_requested")
     refused = session.dispatch(msg(ControlKind.APPROVE, target_id="t", edited_args={"x": 1}))
     assert not refused.ok and "takes no edited_args" in refused.detail
     assert session.dispatch(msg(ControlKind.APPROVE, target_id="t")).ok
@@ -209,7 +209,7 @@ async def test_run_end_withdraws_open_and_timed_out_records_but_not_announcement
     waiting = asyncio.create_task(session.request_approval(req("pending")))
     timed_out = await session.request_approval(req("late", timeout_ms=1, keep_open_on_timeout=True))
     assert timed_out.decision == "timeout"
-    await sink.wait_for("approval_requested", count=2)
+    await sink.nth("approval_requested", 2)
     session.finish()
     assert (await waiting).decision == "cancelled"
     cancelled = sorted(e.approval_cancelled.target_id for e in sink.of("approval_cancelled"))
@@ -239,7 +239,7 @@ async def test_decided_history_is_bounded(sink) -> None:
 async def test_status_lists_open_approvals(sink) -> None:
     session = new_session(sink)
     waiting = asyncio.create_task(session.request_approval(req("t", prompt="pay 5", task_id="t")))
-    await sink.wait_for("approval_requested")
+    await sink.first("approval_requested")
     ack = session.dispatch(msg(ControlKind.STATUS_QUERY))
     assert ack.ok and ack.data is not None
     assert ack.data["pending_approvals"] == [

@@ -42,7 +42,7 @@ async def test_an_approval_lands_while_the_agent_is_blocked_in_a_tool_call(harne
 
     h = harness(agent)
     h.start()
-    requested = await h.sink.wait_for("approval_requested")
+    requested = await h.sink.first("approval_requested")
     ack = await h.channel.send(
         ControlMessage(ControlKind.APPROVE, {"target_id": requested.approval_requested.target_id, "detail": "fine"})
     )

@@ -27,7 +27,7 @@ async def test_sequences_are_gap_free_from_zero_per_run(harness) -> None:
     runs = []
     for _ in range(2):
         h.start()
-        requested = await h.sink.wait_for("approval_requested", count=len(runs) + 1)
+        requested = await h.sink.nth("approval_requested", len(runs) + 1)
         ack = await h.channel.send(
             ControlMessage(ControlKind.APPROVE, {"target_id": requested.approval_requested.target_id})
         )
@@ -66,7 +66,7 @@ async def test_jsonl_sink_lines_parse_back_into_the_same_events(tmp_path: Path, 
     h = harness(_approving_agent)
     h.runner.sinks = (*h.runner.sinks, jsonl)
     h.start()
-    requested = await h.sink.wait_for("approval_requested")
+    requested = await h.sink.first("approval_requested")
     await h.channel.send(
         ControlMessage(ControlKind.REJECT, {"target_id": requested.approval_requested.target_id, "detail": "no"})
     )
@@ -110,7 +110,7 @@ async def test_a_raising_sink_never_fails_the_run_or_a_decision(harness, caplog:
     h.runner.sinks = (broken, *h.runner.sinks)
     with caplog.at_level(logging.ERROR, logger="goldfive_core.events"):
         h.start()
-        requested = await h.sink.wait_for("approval_requested")
+        requested = await h.sink.first("approval_requested")
         ack = await h.channel.send(
             ControlMessage(ControlKind.APPROVE, {"target_id": requested.approval_requested.target_id})
         )

@@ -64,7 +64,7 @@ async def test_blocked_comes_before_approval_requested_and_approve_returns_the_d
 
     h = harness(agent)
     h.start(task_id="buy-ticket")
-    requested = await h.sink.wait_for("approval_requested")
+    requested = await h.sink.first("approval_requested")
     session = h.runner.session
     assert session is not None
     assert session.tasks.get("buy-ticket").status is TaskStatus.BLOCKED
@@ -107,7 +107,7 @@ async def test_reject_returns_reject_with_the_reason(harness) -> None:
 
     h = harness(agent)
     h.start(task_id="drop")
-    await h.sink.wait_for("approval_requested")
+    await h.sink.first("approval_requested")
     ack = await h.channel.send(reject("drop", reason="never", decided_by="bo"))
     assert ack.ok and ack.detail == "rejected 'drop'"
     result = await h.result()
@@ -130,7 +130,7 @@ async def test_timeout_keeps_the_task_blocked_warns_and_a_later_approve_still_re
 
     h = harness(agent)
     h.start(task_id="pay")
-    await h.sink.wait_for("drift_detected")
+    await h.sink.first("drift_detected")
     out = observed["timed_out_out"]
     assert out["decision"] == "timeout"
     assert "3 ms" in out["detail"]
@@ -184,10 +184,10 @@ async def test_the_target_defaults_to_the_current_task_and_task_id_picks_another
 
     h = harness(agent)
     h.start(task_id="trip")
-    first = await h.sink.wait_for("approval_requested")
+    first = await h.sink.first("approval_requested")
     assert (first.approval_requested.target_id, first.approval_requested.task_id) == ("sub", "sub")
     assert (await h.channel.send(approve("sub"))).ok
-    second = await h.sink.wait_for("approval_requested", count=2)
+    second = await h.sink.nth("approval_requested", 2)
     assert second.approval_requested.target_id == "trip"
     assert (await h.channel.send(reject("trip"))).ok
     out = (await h.result()).output
@@ -202,9 +202,9 @@ async def test_a_re_request_never_reuses_an_old_decision(harness) -> None:
 
     h = harness(agent)
     h.start(task_id="t")
-    await h.sink.wait_for("approval_requested")
+    await h.sink.first("approval_requested")
     assert (await h.channel.send(approve("t"))).ok
-    await h.sink.wait_for("approval_requested", count=2)
+    await h.sink.nth("approval_requested", 2)
     session = h.runner.session
     assert session is not None
     assert session.approvals.statistics().waiters == 1  # waiting again, not answered from memory
@@ -219,7 +219,7 @@ async def test_a_second_concurrent_request_for_the_same_task_is_an_error(harness
     async def agent(task, tools):
         sink = tools.session.events.sinks[0]
         first = asyncio.create_task(tools.report_awaiting_approval(prompt="one", timeout_ms=60_000))
-        await sink.wait_for("approval_requested")
+        await sink.first("approval_requested")
         blocked_events = len(sink.of("task_blocked"))
         dup = await tools.report_awaiting_approval(prompt="two", timeout_ms=60_000)
         assert len(sink.of("task_blocked")) == blocked_events  # the duplicate changed nothing

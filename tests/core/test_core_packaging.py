@@ -30,6 +30,8 @@ _BLOCKED_IMPORT = textwrap.dedent(
     import goldfive_core
     import goldfive_core.adapters.callable
     import goldfive_core.reporting, goldfive_core.routing, goldfive_core.runner, goldfive_core.convert
+    import goldfive_core.testing
+    from goldfive_core.testing import AwaitableSink, ScriptedReviewer, Rule, Approve
 
     leaked = sorted(m for m in sys.modules if any(m == b or m.startswith(b + ".") for b in BLOCKED))
     assert not leaked, leaked
@@ -118,6 +120,65 @@ def test_public_api_is_pinned() -> None:
         obj = getattr(goldfive_core, name)
         if callable(obj):
             assert obj.__doc__, f"{name} has no docstring"
+
+
+TESTING_ALL = [
+    "Action",
+    "Approve",
+    "AwaitableSink",
+    "Call",
+    "Edit",
+    "LetTimeOut",
+    "Reject",
+    "Review",
+    "ReviewRequest",
+    "Rule",
+    "ScriptedModel",
+    "ScriptedReviewer",
+    "SeenRequest",
+    "Transport",
+    "Turn",
+]
+"""goldfive_core.testing's public names (for users' own tests)."""
+
+
+def test_testing_public_api_is_pinned() -> None:
+    import goldfive_core.testing as testing
+
+    assert sorted(testing.__all__) == TESTING_ALL
+    for name in testing.__all__:
+        obj = getattr(testing, name)
+        if isinstance(obj, type):  # Action and Turn are type aliases
+            assert obj.__doc__, f"goldfive_core.testing.{name} has no docstring"
+
+
+_NO_ADK = textwrap.dedent(
+    """
+    import importlib.abc
+    import sys
+
+    class Block(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if name == "google.adk" or name.startswith("google.adk."):
+                raise ImportError(f"blocked by the test: {name}")
+            return None
+
+    sys.meta_path.insert(0, Block())
+    import goldfive_core.testing
+    try:
+        from goldfive_core.testing import ScriptedModel
+    except ImportError as exc:
+        print(type(exc).__name__, exc)
+    """
+)
+
+
+def test_the_scripted_model_without_adk_names_the_install_command() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", _NO_ADK], cwd=ROOT, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("MissingExtraError ") and "pip install 'goldfive[adk]'" in proc.stdout
 
 
 def test_public_names_the_issue_promises_exist() -> None:

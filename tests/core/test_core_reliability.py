@@ -252,7 +252,7 @@ async def test_a_decision_racing_a_cancel(sink) -> None:
 
     runner = wrap(agent, control=channel, sinks=[sink], config=SteeringConfig())
     run = asyncio.create_task(runner.run(task_id="r"))
-    await sink.wait_for("approval_requested")
+    await sink.first("approval_requested")
     cancel, approve = await asyncio.gather(
         channel.send(ControlMessage(ControlKind.CANCEL)),
         channel.send(ControlMessage(ControlKind.APPROVE, {"target_id": "r"})),

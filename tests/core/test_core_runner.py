@@ -35,7 +35,7 @@ async def test_cancel_while_the_agent_waits_for_approval(harness) -> None:
 
     h = harness(agent)
     h.start(task_id="wire")
-    await h.sink.wait_for("approval_requested")
+    await h.sink.first("approval_requested")
     ack = await h.channel.send(ControlMessage(ControlKind.CANCEL, {"reason": "changed my mind"}))
     assert ack.ok
     result = await h.result()
@@ -84,7 +84,7 @@ async def test_a_caller_cancelling_run_gets_cancelled_error_and_observers_are_to
 
     h = harness(agent)
     run = h.start(task_id="t")
-    await h.sink.wait_for("approval_requested")
+    await h.sink.first("approval_requested")
     run.cancel()
     with pytest.raises(asyncio.CancelledError):
         await run
@@ -163,7 +163,7 @@ async def test_two_runs_share_a_runner_and_decisions_reach_the_right_one(harness
     h = harness(agent)
     first = asyncio.create_task(h.runner.run(task_id="one"))
     second = asyncio.create_task(h.runner.run(task_id="two"))
-    await h.sink.wait_for("approval_requested", count=2)
+    await h.sink.nth("approval_requested", 2)
     status = await h.channel.send(ControlMessage(ControlKind.STATUS_QUERY))
     assert status.ok and status.data is not None and len(status.data["runs"]) == 2
     assert (await h.channel.send(ControlMessage(ControlKind.REJECT, {"target_id": "two"}))).ok
@@ -180,7 +180,7 @@ async def test_a_run_addressed_by_id_and_an_unknown_one(harness) -> None:
 
     h = harness(agent)
     h.start()
-    await h.sink.wait_for("task_started")
+    await h.sink.first("task_started")
     session = h.runner.session
     assert session is not None
     wrong = await h.channel.send(ControlMessage(ControlKind.PAUSE, {"run_id": "run-nope"}))

@@ -1,49 +1,14 @@
-"""Helpers for the escalation tests: an awaitable event log and a looping agent."""
+"""Helpers for the escalation tests: a looping agent and the drift it should cause."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from typing import Any
 
-from goldfive_core import ControlChannel, InMemorySink, Runner, RunResult, SteeringConfig, Task, wrap
+from goldfive_core import ControlChannel, Runner, RunResult, SteeringConfig, Task, wrap
 from goldfive_core.adapters.callable import AgentTools
 from goldfive_core.pb.v1 import events_pb2, types_pb2
-
-Predicate = Callable[[events_pb2.Event], bool]
-
-
-class EventLog(InMemorySink):
-    """Keeps every event; ``await log.wait_for(pred)`` returns the first matching one (handshake, no sleeps)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._waiters: list[tuple[Predicate, asyncio.Future[events_pb2.Event]]] = []
-
-    def emit(self, event: events_pb2.Event) -> None:
-        super().emit(event)
-        for item in list(self._waiters):
-            pred, fut = item
-            if pred(event) and not fut.done():
-                fut.set_result(event)
-                self._waiters.remove(item)
-
-    async def wait_for(self, pred: Predicate) -> events_pb2.Event:
-        for event in self.events:
-            if pred(event):
-                return event
-        fut: asyncio.Future[events_pb2.Event] = asyncio.get_running_loop().create_future()
-        self._waiters.append((pred, fut))
-        async with asyncio.timeout(5):  # only so a broken test fails instead of hanging
-            return await fut
-
-    def drifts(self) -> list[tuple[str, str, int]]:
-        """(kind, severity, ladder_level) of every DriftDetected, in order."""
-        out = []
-        for event in self.of("drift_detected"):
-            d = event.drift_detected
-            out.append((types_pb2.DriftKind.Name(d.kind), types_pb2.DriftSeverity.Name(d.severity), d.ladder_level))
-        return out
+from goldfive_core.testing import AwaitableSink
 
 
 def human_needed(event: events_pb2.Event) -> bool:
@@ -95,7 +60,7 @@ class Run:
     """A wrapped agent started in the background with a channel (or none) and an event log."""
 
     def __init__(self, agent: Any, *, config: SteeringConfig, channel: bool = True) -> None:
-        self.log = EventLog()
+        self.log = AwaitableSink()
         self.channel = ControlChannel() if channel else None
         self.runner: Runner = wrap(agent, control=self.channel, sinks=[self.log], config=config)
         self.task: asyncio.Task[RunResult] = asyncio.create_task(self.runner.run("find the weather"))

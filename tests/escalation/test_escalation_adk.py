@@ -3,22 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-import json
-from collections.abc import AsyncGenerator
 from typing import Any
 
-from escalation_support import EventLog, human_needed, loop_config
+from escalation_support import human_needed, loop_config
 from google.adk.agents.llm_agent import LlmAgent
 from google.adk.apps import App
 from google.adk.events import Event
-from google.adk.models.base_llm import BaseLlm
-from google.adk.models.llm_request import LlmRequest
-from google.adk.models.llm_response import LlmResponse
 from google.adk.runners import Runner
 from google.adk.sessions import InMemorySessionService
 from google.adk.tools.function_tool import FunctionTool
 from google.genai import types
-from pydantic import Field
 
 from goldfive_adk import GoldfivePlugin
 from goldfive_core import (
@@ -30,52 +24,29 @@ from goldfive_core import (
     install_default_steering,
 )
 from goldfive_core.pb.v1 import types_pb2
+from goldfive_core.testing import AwaitableSink, Call, ScriptedModel, SeenRequest
 
 STEER = "STEER: read the cache instead"
 
 
-def _seen_since_user(request: LlmRequest) -> list[str]:
-    """Text parts and function responses (as JSON) after the user's own message: what the model reads."""
-    seen: list[str] = []
-    for content in reversed(request.contents):
-        parts = content.parts or []
-        if content.role == "user" and any(p.text and not p.text.startswith("[goldfive]") for p in parts):
-            break
-        for part in parts:
-            if part.text:
-                seen.append(part.text)
-            if part.function_response is not None:
-                seen.append(json.dumps(part.function_response.response))
-    return seen[::-1]
-
-
-class StubbornLlm(BaseLlm):
+def stubborn(listens_to_skips: bool = False) -> ScriptedModel:
     """Calls ``search(q=weather)`` again and again until a person's steer shows up; then follows it.
 
     With ``listens_to_skips`` it stops at the first call goldfive skipped. Stateless: it decides from the
-    request alone, which is recorded in ``requests``.
+    request alone (recorded in ``requests``).
     """
 
-    model: str = "stubborn"
-    listens_to_skips: bool = False
-    requests: list[LlmRequest] = Field(default_factory=list)
+    def turn(seen: SeenRequest) -> Call | str:
+        last = seen.since_user[-1] if seen.since_user else ""
+        if any('"hits": 1' in s for s in seen.since_user):
+            return "followed the steer: the cache had it"
+        if any(STEER in s for s in seen.since_user):
+            return Call("read_cache", {"key": "weather"})
+        if listens_to_skips and '"skipped": true' in last:
+            return "stopping: goldfive skipped my call"
+        return Call("search", {"q": "weather"})
 
-    async def generate_content_async(
-        self, llm_request: LlmRequest, stream: bool = False
-    ) -> AsyncGenerator[LlmResponse, None]:
-        """One turn."""
-        self.requests.append(llm_request.model_copy(deep=True))
-        seen = _seen_since_user(llm_request)
-        last = seen[-1] if seen else ""
-        if any('"hits": 1' in s for s in seen):
-            part = types.Part(text="followed the steer: the cache had it")
-        elif any(STEER in s for s in seen):
-            part = types.Part(function_call=types.FunctionCall(name="read_cache", args={"key": "weather"}))
-        elif self.listens_to_skips and '"skipped": true' in last:
-            part = types.Part(text="stopping: goldfive skipped my call")
-        else:
-            part = types.Part(function_call=types.FunctionCall(name="search", args={"q": "weather"}))
-        yield LlmResponse(content=types.Content(role="model", parts=[part]))
+    return ScriptedModel(model="stubborn", then=turn)
 
 
 class Tools:
@@ -103,12 +74,12 @@ class AdkRun:
     """A real App + Runner + InMemorySessionService with the plugin and the default ladder on each session."""
 
     def __init__(self, *, config: SteeringConfig, listens_to_skips: bool = False, channel: bool = True) -> None:
-        self.log = EventLog()
+        self.log = AwaitableSink()
         self.channel = ControlChannel() if channel else None
         self.plugin = GoldfivePlugin(
             control=self.channel, sinks=[self.log], config=config, session_setup=install_default_steering
         )
-        self.model = StubbornLlm(listens_to_skips=listens_to_skips)
+        self.model = stubborn(listens_to_skips)
         self.tools = Tools()
         agent = LlmAgent(name="weather", model=self.model, tools=self.tools.functions())
         self.app = App(name="escalation_test", root_agent=agent, plugins=[self.plugin])
@@ -143,7 +114,7 @@ LOOP_THEN_PAUSE = [
 
 async def test_adk_looping_agent_is_nudged_skipped_paused_and_follows_a_steer() -> None:
     run = AdkRun(config=loop_config())
-    await run.log.wait_for(human_needed)
+    await run.log.first(human_needed)
     session = run.plugin.sessions[0]
     assert session.paused and session.pending_drift is not None
     status = await run.send(ControlKind.STATUS_QUERY)
@@ -159,7 +130,7 @@ async def test_adk_looping_agent_is_nudged_skipped_paused_and_follows_a_steer() 
     assert events[-1].content is not None and events[-1].content.parts is not None
     assert events[-1].content.parts[0].text == "followed the steer: the cache had it"
     # Level 2: the nudge reached the next model request (after the 2nd search).
-    nudged = [r for r in run.model.requests if any("LOOPING_TOOL_CALL (WARNING)" in s for s in _seen_since_user(r))]
+    nudged = [r for r in run.model.requests if any("LOOPING_TOOL_CALL (WARNING)" in s for s in r.since_user)]
     assert nudged and nudged[0] is run.model.requests[2]
     # Level 3: the in-flight call was skipped with the corrective as its response.
     skipped = [r for r in _responses(events) if r.get("skipped")]
@@ -174,7 +145,7 @@ async def test_adk_resume_continues_the_run() -> None:
     # A ladder whose first CRITICAL loop already asks a person; the model gives up once a call is skipped.
     config = loop_config(ladder={DriftKind.LOOPING_TOOL_CALL: (0, 2, 4, 4)})
     run = AdkRun(config=config, listens_to_skips=True)
-    await run.log.wait_for(human_needed)
+    await run.log.first(human_needed)
     ack = await run.send(ControlKind.RESUME)
     events = await run.events()
     assert ack.ok and ack.detail == "resumed"
@@ -191,7 +162,7 @@ async def test_adk_resume_continues_the_run() -> None:
 
 async def test_adk_cancel_while_paused_aborts_cleanly() -> None:
     run = AdkRun(config=loop_config())
-    await run.log.wait_for(human_needed)
+    await run.log.first(human_needed)
     ack = await run.send(ControlKind.CANCEL, reason="enough")
     await run.events()
     assert ack.ok
@@ -214,7 +185,7 @@ async def test_adk_deadline_expiry_aborts_naming_the_drift() -> None:
 
 async def test_adk_a_repeat_escalation_terminates_the_run() -> None:
     run = AdkRun(config=loop_config())
-    await run.log.wait_for(human_needed)
+    await run.log.first(human_needed)
     await run.send(ControlKind.RESUME)  # the stubborn model loops again
     await run.events()
     assert run.log.drifts() == [
@@ -242,27 +213,18 @@ async def test_adk_without_a_channel_the_escalation_is_emitted_and_the_repeat_ab
     assert run.tools.searches == 2
 
 
-class PingPongLlm(BaseLlm):
+def ping_pong(to: str) -> ScriptedModel:
     """Hands control to ``to`` on every turn (two of these make a delegation loop)."""
-
-    model: str = "ping-pong"
-    to: str = ""
-
-    async def generate_content_async(
-        self, llm_request: LlmRequest, stream: bool = False
-    ) -> AsyncGenerator[LlmResponse, None]:
-        """One turn: transfer."""
-        call = types.FunctionCall(name="transfer_to_agent", args={"agent_name": self.to})
-        yield LlmResponse(content=types.Content(role="model", parts=[types.Part(function_call=call)]))
+    return ScriptedModel(model="ping-pong", then=Call("transfer_to_agent", {"agent_name": to}))
 
 
 async def test_adk_runaway_delegation_escalates_to_a_person() -> None:
-    log = EventLog()
+    log = AwaitableSink()
     channel = ControlChannel()
     config = loop_config(max_transfers=2)
     plugin = GoldfivePlugin(control=channel, sinks=[log], config=config, session_setup=install_default_steering)
-    helper = LlmAgent(name="helper", model=PingPongLlm(to="boss"))
-    boss = LlmAgent(name="boss", model=PingPongLlm(to="helper"), sub_agents=[helper])
+    helper = LlmAgent(name="helper", model=ping_pong("boss"))
+    boss = LlmAgent(name="boss", model=ping_pong("helper"), sub_agents=[helper])
     app = App(name="delegation_test", root_agent=boss, plugins=[plugin])
     runner = Runner(app=app, session_service=InMemorySessionService())
     session = await runner.session_service.create_session(app_name=app.name, user_id="u")
@@ -272,7 +234,7 @@ async def test_adk_runaway_delegation_escalates_to_a_person() -> None:
         return [e async for e in runner.run_async(user_id="u", session_id=session.id, new_message=message)]
 
     consuming = asyncio.create_task(consume())
-    await log.wait_for(human_needed)
+    await log.first(human_needed)
     ack = await channel.send(ControlMessage(ControlKind.CANCEL, {"reason": "stop passing it around"}))
     async with asyncio.timeout(10):
         await consuming

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from escalation_support import EventLog, LoopingAgent, Run, human_needed, loop_config
+from escalation_support import LoopingAgent, Run, human_needed, loop_config
 
 from goldfive_core import (
     ApprovalRequest,
@@ -23,6 +23,7 @@ from goldfive_core import (
 )
 from goldfive_core.adapters.callable import AgentTools
 from goldfive_core.pb.v1 import types_pb2
+from goldfive_core.testing import AwaitableSink
 
 LOOP_THEN_PAUSE = [
     ("LOOPING_TOOL_CALL", "WARNING", 2),  # 2nd identical call: a nudge
@@ -34,7 +35,7 @@ LOOP_THEN_PAUSE = [
 
 async def _paused(run: Run) -> None:
     """Wait for the escalation's HUMAN_INTERVENTION_REQUIRED event; the run is then paused."""
-    await run.log.wait_for(human_needed)
+    await run.log.first(human_needed)
     assert run.runner.session is not None and run.runner.session.paused
 
 
@@ -87,7 +88,7 @@ async def test_status_query_reports_a_paused_run_without_emitting_events() -> No
     waiting = asyncio.create_task(
         session.request_approval(ApprovalRequest(target_id="deploy", kind="task", prompt="deploy?", timeout_ms=60_000))
     )
-    await run.log.wait_for(lambda e: e.WhichOneof("payload") == "approval_requested")
+    await run.log.first(lambda e: e.WhichOneof("payload") == "approval_requested")
     before = len(run.log.events)
 
     ack = await run.channel.send(ControlMessage(ControlKind.STATUS_QUERY, {}))
@@ -294,7 +295,7 @@ async def test_an_absorbed_drift_reaches_the_planner_hook() -> None:
     async def agent(task: Task, tools: AgentTools) -> None:
         await tools.report_task_blocked("waiting on review")
 
-    runner = wrap(agent, sinks=[EventLog()], config=loop_config())
+    runner = wrap(agent, sinks=[AwaitableSink()], config=loop_config())
     default_factory = runner.steerer_factory
     assert default_factory is not None
 
@@ -335,12 +336,12 @@ async def test_two_runs_on_one_channel_only_the_drifting_one_pauses() -> None:
         await tools.checkpoint()
         return "calm"
 
-    log = EventLog()
+    log = AwaitableSink()
     channel = ControlChannel()
     runner = wrap(agent, control=channel, sinks=[log], config=loop_config(max_reinvokes=0))
     calm = asyncio.create_task(runner.run("calm"))
     looping = asyncio.create_task(runner.run("loop"))
-    await log.wait_for(human_needed)
+    await log.first(human_needed)
     release.set()
     assert (await asyncio.wait_for(calm, 5)).output == "calm"
     await channel.send(ControlMessage(ControlKind.CANCEL, {}))

@@ -17,16 +17,12 @@ import json
 import logging
 import os
 import sys
-from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import Any
 
 from google.adk.agents.llm_agent import LlmAgent
 from google.adk.apps import App, ResumabilityConfig
 from google.adk.events import Event
-from google.adk.models.base_llm import BaseLlm
-from google.adk.models.llm_request import LlmRequest
-from google.adk.models.llm_response import LlmResponse
 from google.adk.runners import Runner
 from google.adk.sessions import InMemorySessionService, Session
 from google.adk.tools.function_tool import FunctionTool
@@ -34,6 +30,7 @@ from google.genai import types
 
 from goldfive_adk import GoldfivePlugin
 from goldfive_core.store import StoreChannel, open_store
+from goldfive_core.testing import Call, ScriptedModel, SeenRequest
 
 
 class FileSessions(InMemorySessionService):
@@ -68,20 +65,13 @@ class FileSessions(InMemorySessionService):
         return event
 
 
-class PayLlm(BaseLlm):
+def _pay_model() -> ScriptedModel:
     """Calls ``transfer(to="bob", amount=10)`` once, then reports the tool's answer."""
 
-    model: str = "scripted"
+    def report(seen: SeenRequest) -> str:
+        return f"tool said {json.dumps(seen.last_response, sort_keys=True)}"
 
-    async def generate_content_async(
-        self, llm_request: LlmRequest, stream: bool = False
-    ) -> AsyncGenerator[LlmResponse, None]:
-        answered = [p.function_response for c in llm_request.contents for p in c.parts or [] if p.function_response]
-        if answered:
-            part = types.Part(text=f"tool said {json.dumps(answered[-1].response, sort_keys=True)}")
-        else:
-            part = types.Part(function_call=types.FunctionCall(name="transfer", args={"to": "bob", "amount": 10}))
-        yield LlmResponse(content=types.Content(role="model", parts=[part]))
+    return ScriptedModel([Call("transfer", {"to": "bob", "amount": 10}), report])
 
 
 def _say(line: str) -> None:
@@ -109,7 +99,7 @@ async def main() -> None:
 
     channel = StoreChannel(open_store())
     plugin = GoldfivePlugin(control=channel, sinks=[channel.sink])
-    agent = LlmAgent(name="payer", model=PayLlm(), tools=[FunctionTool(transfer, require_confirmation=True)])
+    agent = LlmAgent(name="payer", model=_pay_model(), tools=[FunctionTool(transfer, require_confirmation=True)])
     app = App(
         name="restart_test",
         root_agent=agent,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator
 from typing import Any
 
 import pytest
@@ -13,9 +12,6 @@ pytest.importorskip("google.adk")
 
 from google.adk.agents.llm_agent import LlmAgent
 from google.adk.apps import App
-from google.adk.models.base_llm import BaseLlm
-from google.adk.models.llm_request import LlmRequest
-from google.adk.models.llm_response import LlmResponse
 from google.adk.runners import Runner
 from google.adk.sessions import InMemorySessionService
 from google.adk.tools.function_tool import FunctionTool
@@ -24,22 +20,7 @@ from google.genai import types
 from goldfive_adk import GoldfivePlugin
 from goldfive_core import ControlKind, ControlMessage
 from goldfive_core.store import StoreChannel
-
-
-class TwoTurnLlm(BaseLlm):
-    """First turn: call ``transfer(amount=10)``; afterwards: say what the tool answered."""
-
-    model: str = "scripted"
-
-    async def generate_content_async(
-        self, llm_request: LlmRequest, stream: bool = False
-    ) -> AsyncGenerator[LlmResponse, None]:
-        answered = [p.function_response for c in llm_request.contents for p in c.parts or [] if p.function_response]
-        if answered:
-            part = types.Part(text=f"tool said {answered[-1].response}")
-        else:
-            part = types.Part(function_call=types.FunctionCall(name="transfer", args={"amount": 10}))
-        yield LlmResponse(content=types.Content(role="model", parts=[part]))
+from goldfive_core.testing import Call, ScriptedModel
 
 
 async def test_adk_tool_confirmation_answered_through_the_store(backend: Backend) -> None:
@@ -52,7 +33,11 @@ async def test_adk_tool_confirmation_answered_through_the_store(backend: Backend
 
     channel = StoreChannel(backend.open())
     plugin = GoldfivePlugin(control=channel, sinks=[channel.sink])
-    agent = LlmAgent(name="ops", model=TwoTurnLlm(), tools=[FunctionTool(transfer, require_confirmation=True)])
+    agent = LlmAgent(
+        name="ops",
+        model=ScriptedModel([Call("transfer", {"amount": 10}), lambda seen: f"tool said {seen.last_response}"]),
+        tools=[FunctionTool(transfer, require_confirmation=True)],
+    )
     app = App(name="store_adk", root_agent=agent, plugins=[plugin])
     runner = Runner(app=app, session_service=InMemorySessionService())
     session = await runner.session_service.create_session(app_name=app.name, user_id="u")
