@@ -68,7 +68,8 @@ class InMemorySink:
     ) -> list[events_pb2.Event]:
         """Every event with ``payload`` (and matching ``where``) once there are at least ``count``.
 
-        ``payload=None`` matches events of any payload. Raises TimeoutError after ``timeout`` seconds (``None`` waits as long as it takes).
+        ``payload=None`` matches events of any payload. Raises TimeoutError after ``timeout`` seconds
+        (``None`` waits as long as it takes).
         """
         async with asyncio.timeout(timeout):
             while True:

@@ -3,7 +3,7 @@
 * :class:`AwaitableSink` — an event sink you can await (``await sink.first("approval_requested")``),
   so a test is ordered by what the run emitted, never by sleeps.
 * :class:`ScriptedReviewer` — a stand-in for the person: it sees each ``ApprovalRequested`` (it is a
-  sink) and answers by :class:`Rule` — :class:`Approve`, :class:`Edit`, :class:`Reject` or
+  sink) and answers by :class:`ReviewRule` — :class:`Approve`, :class:`Edit`, :class:`Reject` or
   :class:`LetTimeOut` — through any control transport (``ControlChannel``, ``StoreChannel``).
 * :class:`ScriptedModel` — an offline Google ADK model (a real ``BaseLlm``) that plays scripted turns
   (text, :class:`Call`) and records every request (:class:`SeenRequest`), so a test can check what
@@ -23,7 +23,7 @@ from ._reviewer import (
     Reject,
     Review,
     ReviewRequest,
-    Rule,
+    ReviewRule,
     ScriptedReviewer,
     Transport,
 )
@@ -42,7 +42,7 @@ __all__ = [
     "Reject",
     "Review",
     "ReviewRequest",
-    "Rule",
+    "ReviewRule",
     "ScriptedModel",
     "ScriptedReviewer",
     "SeenRequest",

@@ -27,7 +27,7 @@ __all__ = [
     "Reject",
     "Review",
     "ReviewRequest",
-    "Rule",
+    "ReviewRule",
     "ScriptedReviewer",
     "Transport",
 ]
@@ -127,7 +127,7 @@ Action = Approve | Edit | Reject | LetTimeOut
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Rule:
+class ReviewRule:
     """Answer ``then`` to the requests that match every condition given (none given = every request).
 
     ``tool`` is an ``fnmatch`` pattern on the tool name; ``kind`` is ``"tool"`` or ``"task"``;
@@ -170,7 +170,7 @@ class ScriptedReviewer:
     Put the reviewer in the run's sinks (``wrap(..., sinks=[reviewer])``, ``GoldfivePlugin(sinks=...)``)
     and send decisions on ``control``::
 
-        reviewer = ScriptedReviewer(channel, [Rule(tool="transfer_*", where=lambda r: r.args["amount"] > 100,
+        reviewer = ScriptedReviewer(channel, [ReviewRule(tool="transfer_*", where=lambda r: r.args["amount"] > 100,
                                                    then=Reject("over the limit"))], default=Approve())
         plugin = GoldfivePlugin(control=channel, sinks=[sink, reviewer])
         ...  # run the agent
@@ -184,7 +184,7 @@ class ScriptedReviewer:
     def __init__(
         self,
         control: Transport,
-        rules: Sequence[Rule] = (),
+        rules: Sequence[ReviewRule] = (),
         *,
         default: Action = Approve(),
         name: str = "scripted-reviewer",

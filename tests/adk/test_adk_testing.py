@@ -18,7 +18,7 @@ from goldfive_core.testing import (
     Edit,
     LetTimeOut,
     Reject,
-    Rule,
+    ReviewRule,
     ScriptedModel,
     ScriptedReviewer,
     SeenRequest,
@@ -120,11 +120,11 @@ async def test_the_reviewer_decides_each_call_of_an_adk_run_by_rule(bank: Bank) 
     reviewer = ScriptedReviewer(
         channel,
         [
-            Rule(tool="transfer_funds", where=lambda r: r.args["to"] == "eve", then=Reject("eve is not a payee")),
-            Rule(
+            ReviewRule(tool="transfer_funds", where=lambda r: r.args["to"] == "eve", then=Reject("eve is not a payee")),
+            ReviewRule(
                 tool="transfer_funds", where=lambda r: r.args["amount"] > 100, then=Edit({"amount": 100, "to": "ann"})
             ),
-            Rule(tool="transfer_funds", where=lambda r: r.args["to"] == "nobody", then=LetTimeOut()),
+            ReviewRule(tool="transfer_funds", where=lambda r: r.args["to"] == "nobody", then=LetTimeOut()),
         ],
         default=Approve(decided_by="ana"),
     )

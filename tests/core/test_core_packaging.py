@@ -132,7 +132,7 @@ TESTING_ALL = [
     "Reject",
     "Review",
     "ReviewRequest",
-    "Rule",
+    "ReviewRule",
     "ScriptedModel",
     "ScriptedReviewer",
     "SeenRequest",

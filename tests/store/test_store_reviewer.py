@@ -9,7 +9,7 @@ from store_support import Backend
 from goldfive_core import AgentTools, Task, wrap
 from goldfive_core.store import StoreChannel
 from goldfive_core.store.execution import run_approved
-from goldfive_core.testing import Edit, Reject, Rule, ScriptedReviewer
+from goldfive_core.testing import Edit, Reject, ReviewRule, ScriptedReviewer
 
 
 async def test_the_reviewer_edits_and_rejects_through_another_store_channel(backend: Backend) -> None:
@@ -19,8 +19,8 @@ async def test_the_reviewer_edits_and_rejects_through_another_store_channel(back
     reviewer = ScriptedReviewer(
         decider,
         [
-            Rule(tool="send_*", where=lambda r: r.args["amount"] > 100, then=Reject("over the limit")),
-            Rule(tool="send_*", then=Edit(lambda args: {**args, "to": "bob's savings"}, decided_by="ann")),
+            ReviewRule(tool="send_*", where=lambda r: r.args["amount"] > 100, then=Reject("over the limit")),
+            ReviewRule(tool="send_*", then=Edit(lambda args: {**args, "to": "bob's savings"}, decided_by="ann")),
         ],
     )
     ran: list[dict[str, Any]] = []

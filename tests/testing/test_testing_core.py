@@ -16,7 +16,7 @@ from goldfive_core.testing import (
     Reject,
     Review,
     ReviewRequest,
-    Rule,
+    ReviewRule,
     ScriptedReviewer,
 )
 
@@ -48,6 +48,7 @@ async def test_awaitable_sink_waits_by_name_predicate_and_count() -> None:
 
 async def test_awaitable_sink_lists_drifts_by_name() -> None:
     sink = AwaitableSink()
+
     async def agent(task, tools):
         await runner.steerer.handle_drift(Drift(DriftKind.TASK_TIMEOUT, DriftSeverity.WARNING, "slow"))
 
@@ -71,9 +72,9 @@ async def test_the_reviewer_answers_each_request_by_the_first_matching_rule() ->
     reviewer = ScriptedReviewer(
         channel,
         [
-            Rule(kind="task", where=lambda r: "EUR" in r.prompt, then=Reject("too expensive")),
-            Rule(where=lambda r: r.prompt.startswith("maybe"), times=1, then=Reject("not the first time")),
-            Rule(kind="tool", then=Reject("never a tool")),
+            ReviewRule(kind="task", where=lambda r: "EUR" in r.prompt, then=Reject("too expensive")),
+            ReviewRule(where=lambda r: r.prompt.startswith("maybe"), times=1, then=Reject("not the first time")),
+            ReviewRule(kind="tool", then=Reject("never a tool")),
         ],
         default=Approve("fine", decided_by="ana"),
     )
@@ -110,7 +111,7 @@ async def test_let_time_out_leaves_the_request_to_its_timeout() -> None:
 async def test_a_decision_the_run_refuses_is_recorded_with_its_ack() -> None:
     channel = ControlChannel()
     # A rule may compute its action from the request.
-    first = ScriptedReviewer(channel, [Rule(then=lambda r: Approve(f"seen {r.prompt}"))], name="ana")
+    first = ScriptedReviewer(channel, [ReviewRule(then=lambda r: Approve(f"seen {r.prompt}"))], name="ana")
     second = ScriptedReviewer(channel, default=Reject("no"), name="bo")
     result = await wrap(_asking_agent("go?"), control=channel, sinks=[first, second]).run()
     assert result.output[0]["decision"] == "approve" and result.output[0]["detail"] == "seen go?"
@@ -168,8 +169,8 @@ def test_a_review_request_reads_the_tool_call_and_refuses_other_events() -> None
         "run-1",
         "s-1",
     )
-    assert Rule(tool="pa*", kind="tool", then=Approve()).matches(request)
-    assert not Rule(tool="pay", kind="task", then=Approve()).matches(request)
+    assert ReviewRule(tool="pa*", kind="tool", then=Approve()).matches(request)
+    assert not ReviewRule(tool="pay", kind="task", then=Approve()).matches(request)
     payload.metadata["args_json"] = "not json"
     assert ReviewRequest.from_event(_event_with(payload)).args == {}
     with pytest.raises(ValueError, match="not an approval_requested event"):
