@@ -31,7 +31,7 @@ _BLOCKED_IMPORT = textwrap.dedent(
     import goldfive_core.adapters.callable
     import goldfive_core.reporting, goldfive_core.routing, goldfive_core.runner, goldfive_core.convert
     import goldfive_core.testing
-    from goldfive_core.testing import AwaitableSink, ScriptedReviewer, Rule, Approve
+    from goldfive_core.testing import AwaitableSink, ScriptedReviewer, ReviewRule, Approve
 
     leaked = sorted(m for m in sys.modules if any(m == b or m.startswith(b + ".") for b in BLOCKED))
     assert not leaked, leaked
