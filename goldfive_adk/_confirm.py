@@ -11,6 +11,8 @@ from typing import Any, Literal
 from google.adk.tools.base_tool import BaseTool
 from google.adk.tools.function_tool import FunctionTool
 
+from ._compat import AdkCompatError, declaration_of
+
 __all__ = ["SkipReason", "edit_validator", "skip"]
 
 logger = logging.getLogger(__name__)
@@ -21,7 +23,7 @@ SkipReason = Literal[
 
 EditValidator = Callable[[Mapping[str, Any]], "str | None"]
 
-# Parameters ADK fills in itself; a person never edits them (FunctionTool._ignore_params).
+# Parameters ADK fills in itself; a person never edits them (as FunctionTool's own list of ignored ones).
 _INJECTED = frozenset({"tool_context", "input_stream"})
 _SIMPLE_TYPES: dict[Any, tuple[type, ...]] = {str: (str,), int: (int,), float: (int, float), bool: (bool,)}
 
@@ -81,7 +83,7 @@ def _from_signature(func: Callable[..., Any]) -> EditValidator | None:
 
 
 def _from_declaration(tool: BaseTool) -> EditValidator | None:
-    declaration = tool._get_declaration()  # the schema the model was given; ADK tools all implement it
+    declaration = declaration_of(tool)  # the schema the model was given; ADK tools all implement it
     if declaration is None:
         return None
     props: set[str]
@@ -114,6 +116,8 @@ def edit_validator(tool: BaseTool) -> EditValidator | None:
         return _from_signature(tool.func)
     try:
         return _from_declaration(tool)
+    except AdkCompatError:
+        raise
     except Exception:
         logger.warning("tool %r has no usable declaration; edited args will be refused", tool.name, exc_info=True)
         return None

@@ -32,8 +32,8 @@ sets ``end_invocation``); ``before_tool_callback`` returns a dict (which ADK use
 response, so the body never runs) for a rejection, a timeout, a cancelled run or a goldfive
 intervention. Everything else returns ``None`` so other plugins and the agent's callbacks run.
 ADK 2.13 gives callbacks no public handle on ``InvocationContext.end_invocation``
-(``Context.get_invocation_context()`` returns a copy), so the plugin sets it through
-``context._invocation_context``; the CANCEL tests pin that behaviour.
+(``Context.get_invocation_context()`` returns a copy); that and every other private ADK attribute
+goes through :mod:`goldfive_adk._compat`, which names the ADK version if one breaks.
 
 Confirmation predicates (``require_confirmation=callable``) are evaluated by the plugin when the
 function-call event passes (to keep early decisions) and again in ``before_tool_callback``, on
@@ -74,6 +74,7 @@ from goldfive_core.steering import SteeringConfig, install_default_steering
 from goldfive_core.store.channel import StoreChannel
 from goldfive_core.store.execution import Replay, begin_execution, check_replay, finish_execution
 
+from ._compat import confirmation_flag, end_invocation
 from ._confirm import edit_validator, skip
 from ._runs import AdkRun
 
@@ -278,20 +279,20 @@ class _GoldfiveADKPlugin(BasePlugin):
         self, *, callback_context: CallbackContext, llm_request: LlmRequest
     ) -> LlmResponse | None:
         """Step gate before a model call; hands the model any queued guidance (STEER text, nudges)."""
-        ic = callback_context._invocation_context  # ADK passes no public handle for end_invocation
-        run = self._runs.get(ic.session.id)
-        if run is None or ic.invocation_id not in run.invocations:  # the common case skips the slow path
-            run = self._run_for(ic.session.id, ic.invocation_id)
+        adk_session_id, invocation_id = callback_context.session.id, callback_context.invocation_id
+        run = self._runs.get(adk_session_id)
+        if run is None or invocation_id not in run.invocations:  # the common case skips the slow path
+            run = self._run_for(adk_session_id, invocation_id)
             if run is None:
                 return None
-        if asyncio.current_task() not in run.invocations[ic.invocation_id]:
-            self._watch(run, ic.invocation_id)
+        if asyncio.current_task() not in run.invocations[invocation_id]:
+            self._watch(run, invocation_id)
         session = run.session
         await session.observe_model_call()
         try:
             await session.gate()
         except _STOPPED as exc:
-            ic.end_invocation = True
+            end_invocation(callback_context)
             text = f"[goldfive] The run was stopped: {exc}"
             return LlmResponse(content=types.Content(role="model", parts=[types.Part(text=text)]))
         notes = session.take_guidance()
@@ -303,10 +304,10 @@ class _GoldfiveADKPlugin(BasePlugin):
         self, *, tool: BaseTool, tool_args: dict[str, Any], tool_context: ToolContext
     ) -> dict[str, Any] | None:
         """Step gate before a tool; asks a person first when the tool requires confirmation."""
-        ic = tool_context._invocation_context
-        run = self._runs.get(ic.session.id)
-        if run is None or ic.invocation_id not in run.invocations:
-            run = self._run_for(ic.session.id, ic.invocation_id)
+        adk_session_id, invocation_id = tool_context.session.id, tool_context.invocation_id
+        run = self._runs.get(adk_session_id)
+        if run is None or invocation_id not in run.invocations:
+            run = self._run_for(adk_session_id, invocation_id)
             if run is None:
                 return None
         session = run.session
@@ -316,7 +317,7 @@ class _GoldfiveADKPlugin(BasePlugin):
         try:
             await session.gate()
         except _STOPPED as exc:
-            ic.end_invocation = True
+            end_invocation(tool_context)
             if call_id in run.expected:
                 self._unexpect(run, call_id)
             return skip(name, "run_cancelled", f"the run was stopped: {exc}")
@@ -416,7 +417,7 @@ class _GoldfiveADKPlugin(BasePlugin):
                 f"no decision within {timeout_ms} ms; the call was not made. Do not assume it was approved.",
             )
         if session.state in ("cancelled", "terminated"):
-            tool_context._invocation_context.end_invocation = True
+            end_invocation(tool_context)
         return skip(name, "run_cancelled", outcome.detail or "the run was cancelled")
 
     async def after_tool_callback(
@@ -474,11 +475,11 @@ class _GoldfiveADKPlugin(BasePlugin):
         if isinstance(agent, LlmAgent):
             found = next((t for t in agent.tools if isinstance(t, BaseTool) and t.name == tool_name), None)
         policy: bool | BaseTool
-        if found is None or type(found).check_require_confirmation is BaseTool.check_require_confirmation:
+        if found is None:
             policy = False
         else:
-            flag = getattr(found, "_require_confirmation", _MISSING)  # FunctionTool / McpTool keep it here
-            policy = flag if isinstance(flag, bool) else found
+            flag = confirmation_flag(found)
+            policy = found if flag is None else flag
         self._policies[(id(ic.agent), author, tool_name)] = policy
         return policy
 

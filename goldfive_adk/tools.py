@@ -18,13 +18,15 @@ from google.genai import types
 
 from goldfive_core.reporting import REPORTING_TOOL_NAMES, TOOL_SPECS, ToolSpec, call_reporting_tool
 
+from ._compat import DeclaredTool
+
 if TYPE_CHECKING:
     from .plugin import _GoldfiveADKPlugin
 
 __all__ = ["ReportingTool", "reporting_tools"]
 
 
-class ReportingTool(BaseTool):
+class ReportingTool(DeclaredTool):
     """One goldfive reporting tool, bound to the plugin whose runs it reports into."""
 
     def __init__(self, spec: ToolSpec, plugin: _GoldfiveADKPlugin) -> None:
@@ -32,7 +34,8 @@ class ReportingTool(BaseTool):
         self.spec = spec
         self.plugin = plugin
 
-    def _get_declaration(self) -> types.FunctionDeclaration | None:
+    def declaration(self) -> types.FunctionDeclaration:
+        """The tool's schema, from the shared goldfive tool spec."""
         return types.FunctionDeclaration(
             name=self.spec.name, description=self.spec.description, parameters_json_schema=self.spec.parameters
         )

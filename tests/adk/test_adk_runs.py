@@ -175,12 +175,13 @@ async def test_reporting_tools_without_a_channel_say_unavailable_and_bad_args_ge
 
 
 async def test_reporting_tools_declare_the_core_schemas() -> None:
+    from goldfive_adk._compat import declaration_of
     from goldfive_core import TOOL_SPECS
 
     tools = GoldfivePlugin().reporting_tools()
     assert [t.name for t in tools] == list(TOOL_SPECS)
     for tool in tools:
-        declaration = tool._get_declaration()
+        declaration = declaration_of(tool)  # what ADK hands the model
         assert declaration is not None
         assert declaration.parameters_json_schema == TOOL_SPECS[tool.name].parameters
 
