@@ -26,6 +26,8 @@ class RunStatus(StrEnum):
     FAILED = "FAILED"
     CANCELLED = "CANCELLED"
     ABORTED = "ABORTED"
+    DETACHED = "DETACHED"
+    """The invocation ended to wait for a person; it resumes (as a new run) when decided."""
 
 
 _PB_RUN_STATUS = {
@@ -33,6 +35,7 @@ _PB_RUN_STATUS = {
     RunStatus.FAILED: types_pb2.RUN_STATUS_FAILED,
     RunStatus.CANCELLED: types_pb2.RUN_STATUS_CANCELLED,
     RunStatus.ABORTED: types_pb2.RUN_STATUS_ABORTED,
+    RunStatus.DETACHED: types_pb2.RUN_STATUS_DETACHED,
 }
 
 

@@ -69,6 +69,7 @@ class RunStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     RUN_STATUS_FAILED: _ClassVar[RunStatus]
     RUN_STATUS_CANCELLED: _ClassVar[RunStatus]
     RUN_STATUS_ABORTED: _ClassVar[RunStatus]
+    RUN_STATUS_DETACHED: _ClassVar[RunStatus]
 DRIFT_KIND_UNSPECIFIED: DriftKind
 TOOL_ERROR: DriftKind
 AGENT_REFUSAL: DriftKind
@@ -123,3 +124,4 @@ RUN_STATUS_COMPLETED: RunStatus
 RUN_STATUS_FAILED: RunStatus
 RUN_STATUS_CANCELLED: RunStatus
 RUN_STATUS_ABORTED: RunStatus
+RUN_STATUS_DETACHED: RunStatus
