@@ -31,3 +31,5 @@ class AdkRun:
     """A client abort (``abort_signal``) or cancellation ended one of the invocations."""
     error: str = ""
     """Why an invocation failed (on_run_error_callback), if one did."""
+    native_waiting: list[str] = dataclasses.field(default_factory=list)
+    """Calls ADK's own confirmation flow asked the client about (no channel): the run ends waiting for a person."""

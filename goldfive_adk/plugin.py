@@ -74,6 +74,7 @@ from goldfive_core.steering import SteeringConfig, install_default_steering
 from goldfive_core.store.channel import StoreChannel
 from goldfive_core.store.execution import Replay, begin_execution, check_replay, finish_execution
 
+from ._asked import ASK_CONFIRMATION, announce_native, announce_native_answer, asked_confirmation, confirm_asked
 from ._compat import confirmation_flag, end_invocation
 from ._confirm import edit_validator, skip
 from ._runs import AdkRun
@@ -138,6 +139,8 @@ class _GoldfiveADKPlugin(BasePlugin):
         self.router = ControlRouter(control)
         self.session_setup = session_setup
         self._runs: dict[str, AdkRun] = {}
+        self._let_through: set[str] = set()
+        """Call ids whose tool body goldfive let run (only their own confirmation requests are answered)."""
         self._executing: set[str] = set()
         """Call ids marked "executing" in the store's ledger, to be marked done after the tool."""
         self._ended: collections.OrderedDict[str, None] = collections.OrderedDict()
@@ -210,6 +213,15 @@ class _GoldfiveADKPlugin(BasePlugin):
             status, why = RunStatus.FAILED, run.error
         elif run.aborted or reason:
             status, why = RunStatus.CANCELLED, reason or "the client aborted the invocation"
+        elif run.native_waiting:
+            ids = ", ".join(run.native_waiting)
+            status, why = (
+                RunStatus.DETACHED,
+                (
+                    f"waits for a person on {ids}: ADK asked the client (adk_request_confirmation); "
+                    "the answer resumes the invocation as a new run"
+                ),
+            )
         else:
             status, why = RunStatus.COMPLETED, ""
         close_run(session, self.router, status, root_task_id=run.root_task_id, reason=why)
@@ -304,6 +316,14 @@ class _GoldfiveADKPlugin(BasePlugin):
         self, *, tool: BaseTool, tool_args: dict[str, Any], tool_context: ToolContext
     ) -> dict[str, Any] | None:
         """Step gate before a tool; asks a person first when the tool requires confirmation."""
+        response = await self._before_tool(tool, tool_args, tool_context)
+        if response is None and self.control is not None and tool_context.function_call_id:
+            self._let_through.add(tool_context.function_call_id)  # its own confirmation requests are ours to ask
+        return response
+
+    async def _before_tool(
+        self, tool: BaseTool, tool_args: dict[str, Any], tool_context: ToolContext
+    ) -> dict[str, Any] | None:
         adk_session_id, invocation_id = tool_context.session.id, tool_context.invocation_id
         run = self._runs.get(adk_session_id)
         if run is None or invocation_id not in run.invocations:
@@ -326,6 +346,8 @@ class _GoldfiveADKPlugin(BasePlugin):
                 self._unexpect(run, call_id)
             notes = "; ".join(note.text for note in session.take_guidance())
             return skip(name, "goldfive_intervention", notes or f"goldfive stopped this call ({level.name})")
+        if self.control is None and tool_context.tool_confirmation is not None and call_id:
+            announce_native_answer(session, call_id, tool_context.tool_confirmation)  # the client answered ADK
         if self.control is None or tool_context.tool_confirmation is not None:
             # No channel: ADK's native confirmation stays in charge. A set confirmation: already decided
             # (ADK's native resume, or another plugin).
@@ -423,14 +445,39 @@ class _GoldfiveADKPlugin(BasePlugin):
     async def after_tool_callback(
         self, *, tool: BaseTool, tool_args: dict[str, Any], tool_context: ToolContext, result: dict[str, Any]
     ) -> dict[str, Any] | None:
-        """Record the result of an approved call in the store's ledger (StoreChannel only)."""
-        await self._record_execution(tool_context.function_call_id, result=result)
-        return None
+        """Record an approved call's result (StoreChannel ledger); ask the person when the tool asked ADK to.
+
+        A tool that called ``tool_context.request_confirmation(...)`` in its body is answered here when a
+        channel is bound: the person decides and the tool runs again, confirmed, with the answer (see
+        :mod:`goldfive_adk._asked`); the confirmed run's result replaces the first one.
+        """
+        call_id = tool_context.function_call_id
+        await self._record_execution(call_id, result=result)
+        if call_id not in self._let_through:
+            # goldfive or another plugin answered before the body: whatever was asked, the tool did not ask it.
+            return None
+        self._let_through.discard(call_id)
+        asked = asked_confirmation(tool_context) if self.control is not None else None
+        if asked is None:
+            return None
+        run = self._runs.get(tool_context.session.id)
+        if run is None:
+            return None  # not a run of ours (a late callback): ADK's own flow asks the client
+        current = run.session.tasks.current
+        return await confirm_asked(
+            run.session,
+            tool=tool,
+            tool_args=tool_args,
+            tool_context=tool_context,
+            asked=asked,
+            task_id=current.id if current is not None else run.root_task_id,
+        )
 
     async def on_tool_error_callback(
         self, *, tool: BaseTool, tool_args: dict[str, Any], tool_context: ToolContext, error: Exception
     ) -> dict[str, Any] | None:
         """Record that an approved call raised (it did run) in the store's ledger."""
+        self._let_through.discard(tool_context.function_call_id or "")
         await self._record_execution(tool_context.function_call_id, error=error)
         return None
 
@@ -453,7 +500,10 @@ class _GoldfiveADKPlugin(BasePlugin):
         if transfer:
             await run.session.observe_transfer(transfer)
         content = event.content
-        if self.control is None or content is None or not content.parts:
+        if content is None or not content.parts:
+            return None
+        if self.control is None:
+            self._announce_native(run, content.parts)
             return None
         for part in content.parts:
             call = part.function_call
@@ -466,6 +516,19 @@ class _GoldfiveADKPlugin(BasePlugin):
                 run.session.expect_approval(call.id)
                 run.expected.add(call.id)
         return None
+
+    @staticmethod
+    def _announce_native(run: AdkRun, parts: list[types.Part]) -> None:
+        """No channel: ADK asks the client itself (``adk_request_confirmation``); report it as ApprovalRequested."""
+        for part in parts:
+            call = part.function_call
+            if call is None or call.name != ASK_CONFIRMATION:
+                continue
+            current = run.session.tasks.current
+            task_id = current.id if current is not None else run.root_task_id
+            target_id = announce_native(run.session, call, task_id=task_id)
+            if target_id is not None and target_id not in run.native_waiting:
+                run.native_waiting.append(target_id)
 
     def _policy(self, ic: InvocationContext, author: str, tool_name: str) -> bool | BaseTool:
         """Whether calls of ``tool_name`` by ``author`` need confirmation: always, never, or ask the tool."""
