@@ -6,8 +6,17 @@ store's control inbox to the live agent, and the command prints the agent's
 ack. When the agent's process is gone, ``approve``/``reject`` record the
 decision in the store; a restarted run that replays the call picks it up.
 
-Exit codes: 0 done · 1 refused (unknown id, already decided, stale digest, FAILURE ack) ·
-2 usage error · 3 store unreachable · 4 no agent answered in time.
+Exit codes: 0 done · 1 refused (unknown id or run, already decided, stale digest, FAILURE ack) ·
+2 usage error (bad arguments, invalid JSON or UTF-8, a value over a size limit) · 3 store
+unreachable, or not a goldfive store · 4 no agent answered in time. A closed output pipe
+(``goldfive pending | head``) ends the command quietly with 0; no error prints a traceback.
+
+Output: text for people, in which everything an agent or a model wrote is made inert
+(control characters and escape sequences escaped, long fields shortened with a marker);
+``--json`` prints exactly one JSON object per command (``events --follow``: one per line).
+Lists are paged (``--limit``/``--offset``) and always say how many more there are.
+Read commands (pending, show, events, runs, audit) open the store read-only and never
+create or upgrade it.
 """
 
 from __future__ import annotations
@@ -16,16 +25,18 @@ import argparse
 import datetime
 import getpass
 import json
+import math
 import os
 import sys
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn
 
-from ._util import shorten
+from ._text import inert
 from .approvals import Principal
 from .control import ControlAck, ControlKind, ControlMessage
 from .events import event_to_dict
+from .limits import LimitError, Limits, parse_json_strict
 from .policy import PolicyAuthority, PolicyError, load_policy, load_policy_from_env
 from .store import (
     DEFAULT_DB_PATH,
@@ -33,6 +44,7 @@ from .store import (
     DeliveryTimeout,
     ExecutionState,
     RunGone,
+    SchemaVersionError,
     Store,
     StoreChannel,
     StoreError,
@@ -71,15 +83,45 @@ class _Exit(Exception):
         self.data = data
 
 
+READ_COMMANDS = frozenset({"pending", "show", "events", "runs", "audit"})
+"""Commands that only read: the store is opened read-only and never created or migrated."""
+
+FIELD = 200
+"""Longest untrusted field shown in a list line (``show`` allows more; ``--json`` gives it whole)."""
+
+FIELD_FULL = 4000
+"""Longest untrusted field ``show`` prints."""
+
+
+def _json_line(data: Any) -> str:
+    # ensure_ascii: every control or non-ASCII character is a \u escape, so JSON output is inert too.
+    return json.dumps(data, sort_keys=True, default=str, ensure_ascii=True, allow_nan=False)
+
+
 class _Out:
     def __init__(self, as_json: bool) -> None:
         self.json = as_json
 
     def emit(self, text: str, data: Any) -> None:
-        if self.json:
-            _say(json.dumps(data, sort_keys=True, default=str))
-        else:
-            _say(text)
+        """One result: ``text`` for people (already made inert), or ``data`` as one JSON object."""
+        _say(_json_line(data) if self.json else text)
+
+
+def _t(value: object, limit: int | None = FIELD) -> str:
+    """Untrusted text for a terminal line (see :func:`goldfive_core._text.inert`)."""
+    return inert(value, limit)
+
+
+def _page_note(shown: int, offset: int, total: int, command: str) -> str:
+    """Say what part of a list is shown and how to get the rest; "" when everything is shown."""
+    more = max(total - offset - shown, 0)
+    if not offset and not more:
+        return ""
+    first = offset + 1 if shown else offset
+    note = f"showing {first}-{offset + shown} of {total}"
+    if more:
+        note += f"; {more} more: {command} --offset {offset + shown}"
+    return note
 
 
 def _when(ms: int) -> str:
@@ -98,29 +140,62 @@ def _ago(ms: int) -> str:
 
 
 # -- parsing ------------------------------------------------------------------------------------------
+MAX_TIMEOUT_S = 7 * 24 * 3600.0
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {inert(text, 40)!r}") from None
+    if not math.isfinite(value) or value <= 0 or value > MAX_TIMEOUT_S:
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds in (0, {MAX_TIMEOUT_S:g}], got {text}")
+    return value
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {inert(text, 40)!r}") from None
+    if value < 0 or value > 10_000_000:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 10000000, got {value}")
+    return value
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        # argparse echoes bad values: keep them inert too.
+        self.print_usage(sys.stderr)
+        _say(f"{self.prog}: error: {inert(message, 400)}", err=True)
+        raise SystemExit(EXIT_USAGE)
+
+
 def _parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)
     common.add_argument("--db", default=argparse.SUPPRESS, help="SQLite store file (env GOLDFIVE_DB)")
     common.add_argument("--dsn", default=argparse.SUPPRESS, help="PostgreSQL DSN (env GOLDFIVE_DSN)")
     common.add_argument("--schema", default=argparse.SUPPRESS, help="PostgreSQL schema (env GOLDFIVE_PG_SCHEMA)")
     common.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="machine-readable output")
     common.add_argument(
-        "--timeout", type=float, default=argparse.SUPPRESS, help="seconds to wait for the agent's ack (default 30)"
+        "--timeout", type=_seconds, default=argparse.SUPPRESS, help="seconds to wait for the agent's ack (default 30)"
     )
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="goldfive",
         description="See and answer the approvals of agents running under goldfive.",
         epilog="exit codes: 0 ok, 1 refused, 2 usage, 3 store unreachable, 4 no agent answered in time",
         parents=[common],
     )
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
 
     def cmd(name: str, help_text: str) -> argparse.ArgumentParser:
         return sub.add_parser(name, help=help_text, description=help_text, parents=[common])
 
-    p = cmd("pending", "list approvals waiting for a decision (and tool calls in doubt)")
+    p = cmd("pending", "list approvals waiting for a decision, oldest (closest to expiry) first")
     p.add_argument("--run", help="only this run")
+    p.add_argument("--limit", type=_count, default=100, help="at most this many (default 100)")
+    p.add_argument("--offset", type=_count, default=0, help="skip this many (paging)")
     p = cmd("show", "show one approval in full")
     p.add_argument("id", help="the approval's target id")
     p.add_argument("--run", help="the run, when the id is open in several")
@@ -154,8 +229,10 @@ def _parser() -> argparse.ArgumentParser:
     p = cmd("events", "print the audit log of events")
     p.add_argument("--run", help="only this run")
     p.add_argument("--follow", "-f", action="store_true", help="keep printing new events (Ctrl-C stops)")
-    p.add_argument("--limit", type=int, default=200, help="at most this many past events (default 200)")
-    cmd("runs", "list runs and whether their process is alive")
+    p.add_argument("--limit", type=_count, default=200, help="at most this many past events (default 200; 0 = all)")
+    p = cmd("runs", "list runs and whether their process is alive, newest first")
+    p.add_argument("--limit", type=_count, default=50, help="at most this many (default 50)")
+    p.add_argument("--offset", type=_count, default=0, help="skip this many (paging)")
     p = cmd("resolve", "settle a tool call reported IN DOUBT (its process died while it ran)")
     p.add_argument("id", help="the call's target id")
     how = p.add_mutually_exclusive_group(required=True)
@@ -173,7 +250,41 @@ def _open(args: argparse.Namespace) -> Store:
     if dsn and db:
         raise _Exit(EXIT_USAGE, "give --db or --dsn, not both")
     location = dsn or db or os.environ.get("GOLDFIVE_DSN") or os.environ.get("GOLDFIVE_DB") or DEFAULT_DB_PATH
-    return open_store(location, create=False, schema=getattr(args, "schema", None))
+    # The command line never creates or upgrades a store: a typo in --db, or someone else's SQLite
+    # file, is an error, not a new set of tables. Read commands also open it read-only.
+    return open_store(
+        location,
+        create=False,
+        schema=getattr(args, "schema", None),
+        migrate=False,
+        read_only=args.command in READ_COMMANDS,
+    )
+
+
+def _check_args(args: argparse.Namespace, limits: Limits) -> None:
+    """Refuse arguments a store cannot hold (invalid UTF-8) or that exceed the size limits (exit 2)."""
+    for name, value in vars(args).items():
+        if not isinstance(value, str):
+            continue
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise _Exit(EXIT_USAGE, f"--{name.replace('_', '-')}: not valid UTF-8 ({inert(value, 60)})") from None
+    for name in ("id", "run", "by"):
+        value = getattr(args, name, None)
+        if isinstance(value, str) and len(value) > limits.max_id_chars:
+            raise _Exit(
+                EXIT_USAGE,
+                f"{name} is {len(value)} characters; the limit is {limits.max_id_chars} (GOLDFIVE_LIMIT_MAX_ID_CHARS)",
+            )
+    for name in ("reason", "text"):
+        value = getattr(args, name, None)
+        if isinstance(value, str) and len(value) > limits.max_prompt_chars:
+            raise _Exit(
+                EXIT_USAGE,
+                f"--{name} is {len(value)} characters; the limit is {limits.max_prompt_chars} "
+                "(GOLDFIVE_LIMIT_MAX_PROMPT_CHARS)",
+            )
 
 
 def _decider(args: argparse.Namespace) -> str:
@@ -191,28 +302,36 @@ def _status_of(store: Store, row: ApprovalRow) -> tuple[str, str]:
 
 
 def _pending(store: Store, args: argparse.Namespace, out: _Out) -> int:
-    rows = store.approvals(run_id=args.run)
+    total = store.count_approvals(run_id=args.run)
+    rows = store.approvals(run_id=args.run, limit=args.limit, offset=args.offset, oldest_first=True)
     listed = []
-    for row in reversed(rows):
+    for row in rows:
         status, why = _status_of(store, row)
         listed.append({**row.as_dict(), "status": status, "orphaned_reason": why})
     doubts = _in_doubt(store)
+    more = max(total - args.offset - len(listed), 0)
     if out.json:
-        out.emit("", {"pending": listed, "in_doubt": doubts})
+        out.emit(
+            "",
+            {"pending": listed, "total": total, "offset": args.offset, "more": more, "in_doubt": doubts},
+        )
         return EXIT_OK
-    if not listed:
+    if not total:
         _say("no pending approvals")
     for item in listed:
-        what = f"{item['tool_name']} {shorten(item['args_json'], 60)}" if item["tool_name"] else item["prompt"]
+        what = f"{item['tool_name']} {_t(item['args_json'], 60)}" if item["tool_name"] else item["prompt"]
         _say(
-            f"{item['target_id']}  [{item['status']}]  {item['kind']}: {shorten(what, 80)}  "
-            f"(run {item['run_id']}, asked {_ago(item['requested_at_ms'])})"
+            f"{_t(item['target_id'], 80)}  [{item['status']}]  {_t(item['kind'], 10)}: {_t(what, 80)}  "
+            f"(run {_t(item['run_id'], 60)}, asked {_ago(item['requested_at_ms'])})"
         )
         if item["orphaned_reason"]:
-            _say(f"    orphaned: {item['orphaned_reason']}; a decision is kept for a replay of the call")
+            _say(f"    orphaned: {_t(item['orphaned_reason'])}; a decision is kept for a replay of the call")
+    note = _page_note(len(listed), args.offset, total, "goldfive pending")
+    if note:
+        _say(note)
     for doubt in doubts:
-        _say(f"IN DOUBT  {doubt['target_id']}: {doubt['detail']}")
-        _say(f"    settle it: goldfive resolve {doubt['target_id']} --ran | --did-not-run")
+        _say(f"IN DOUBT  {_t(doubt['target_id'], 80)}: {_t(doubt['detail'], 400)}")
+        _say(f"    settle it: goldfive resolve {_t(doubt['target_id'], 80)} --ran | --did-not-run")
     return EXIT_OK
 
 
@@ -248,26 +367,30 @@ def _show(store: Store, args: argparse.Namespace, out: _Out) -> int:
     status, why = _status_of(store, row)
     ex = store.execution(row.target_id)
     data = {**row.as_dict(), "status": status, "orphaned_reason": why, "execution": ex.state.value if ex else "none"}
+    full = FIELD_FULL
     lines = [
-        f"approval   {row.target_id}  ({row.kind})",
-        f"status     {status}" + (f" — {why}" if why else ""),
-        f"run        {row.run_id}" + (f"  session {row.session_id}" if row.session_id else ""),
+        f"approval   {_t(row.target_id, full)}  ({_t(row.kind, 20)})",
+        f"status     {status}" + (f" — {_t(why, full)}" if why else ""),
+        f"run        {_t(row.run_id, full)}" + (f"  session {_t(row.session_id, full)}" if row.session_id else ""),
         f"asked      {_when(row.requested_at_ms)}  (expires {_when(row.expires_at_ms)})",
-        f"prompt     {row.prompt}" if row.prompt else "",
-        f"tool       {row.tool_name}" if row.tool_name else "",
-        f"args       {row.args_json}" if row.args_json else "",
-        f"digest     {row.args_digest}" if row.args_digest else "",
+        f"prompt     {_t(row.prompt, full)}" if row.prompt else "",
+        f"task       {_t(row.task_id, full)}" if row.task_id else "",
+        f"tool       {_t(row.tool_name, full)}" if row.tool_name else "",
+        f"args       {_t(row.args_json, full)}" if row.args_json else "",
+        f"digest     {_t(row.args_digest, full)}" if row.args_digest else "",
         *_policy_lines(row.metadata),
     ]
     if row.decision:
-        who = row.decided_by or "?"
-        lines.append(f"decision   {row.decision} by {who} at {_when(row.decided_at_ms)} (via {row.decided_via})")
+        who = _t(row.decided_by, 200) or "?"
+        lines.append(
+            f"decision   {_t(row.decision, 20)} by {who} at {_when(row.decided_at_ms)} (via {_t(row.decided_via, 20)})"
+        )
         if row.detail:
-            lines.append(f"detail     {row.detail}")
+            lines.append(f"detail     {_t(row.detail, full)}")
         if row.edited_args_json:
-            lines.append(f"edited     {row.edited_args_json}")
+            lines.append(f"edited     {_t(row.edited_args_json, full)}")
     elif row.detail:
-        lines.append(f"detail     {row.detail}")
+        lines.append(f"detail     {_t(row.detail, full)}")
     if ex is not None:
         lines.append(f"execution  {ex.state.value} (started {_when(ex.started_at_ms)})")
     out.emit("\n".join(line for line in lines if line), data)
@@ -276,7 +399,11 @@ def _show(store: Store, args: argparse.Namespace, out: _Out) -> int:
 
 def _ack_exit(ack: ControlAck, out: _Out) -> int:
     data = {"result": ack.result.value, "detail": ack.detail, "control_id": ack.control_id, "data": ack.data}
-    out.emit(f"{'ok' if ack.ok else 'refused'}: {ack.detail}", data)
+    detail = ack.detail
+    label = "ok" if ack.ok else "refused"
+    if detail.lower().startswith(f"{label}:"):  # the agent already said it: never "refused: refused: ..."
+        detail = detail[len(label) + 1 :].lstrip()
+    out.emit(f"{label}: {_t(detail, FIELD_FULL)}", data)
     return EXIT_OK if ack.ok else EXIT_FAILURE
 
 
@@ -308,9 +435,9 @@ def _policy_lines(meta: Mapping[str, str]) -> list[str]:
     lines = []
     rule = meta.get("policy_rule")
     if rule:
-        parts = [f"rule {rule!r} ({meta.get('policy_action', '?')})"]
+        parts = [f"rule {_t(rule, 80)!r} ({meta.get('policy_action', '?')})"]
         if meta.get("policy_approvers"):
-            parts.append(f"approvers {shorten(meta['policy_approvers'], 200)}")
+            parts.append(f"approvers {_t(meta['policy_approvers'], 200)}")
         if meta.get("policy_quorum"):
             parts.append(f"quorum {meta['policy_quorum']}")
         if meta.get("policy_barred"):
@@ -321,21 +448,30 @@ def _policy_lines(meta: Mapping[str, str]) -> list[str]:
             parts.append(f"expires {meta['policy_expires']} after asked")
         if meta.get("policy_grants"):
             parts.append(f"grants {meta['policy_grants']}")
-        lines.append("policy     " + " · ".join(parts))
+        lines.append("policy     " + _t(" · ".join(parts), FIELD_FULL))  # the agent wrote these fields
     if meta.get("policy_error"):
-        lines.append(f"policy     asked because: {shorten(meta['policy_error'], 300)}")
+        lines.append(f"policy     asked because: {_t(meta['policy_error'], 300)}")
     return lines
+
+
+def _parse_edit(text: str, limits: Limits) -> dict[str, Any]:
+    try:
+        edited = parse_json_strict(
+            text, limit_chars=limits.max_edit_chars, limit_depth=limits.max_json_depth, what="--edit"
+        )
+    except LimitError as exc:
+        raise _Exit(EXIT_USAGE, f"{exc} (GOLDFIVE_LIMIT_MAX_EDIT_CHARS / GOLDFIVE_LIMIT_MAX_JSON_DEPTH)") from None
+    except ValueError as exc:
+        raise _Exit(EXIT_USAGE, f"--edit must be a JSON object: {_t(str(exc))}") from None
+    if not isinstance(edited, dict):
+        raise _Exit(EXIT_USAGE, f"--edit must be a JSON object, got {type(edited).__name__}")
+    return edited
 
 
 def _decide(store: Store, args: argparse.Namespace, out: _Out, *, approve: bool) -> int:
     edited: dict[str, Any] | None = None
     if approve and args.edit is not None:
-        try:
-            edited = json.loads(args.edit)
-        except json.JSONDecodeError as exc:
-            raise _Exit(EXIT_USAGE, f"--edit must be a JSON object: {exc}") from None
-        if not isinstance(edited, dict):
-            raise _Exit(EXIT_USAGE, f"--edit must be a JSON object, got {type(edited).__name__}")
+        edited = _parse_edit(args.edit, store.limits)
     authority = _authority(args)
     try:
         result = decide(
@@ -358,7 +494,7 @@ def _decide(store: Store, args: argparse.Namespace, out: _Out, *, approve: bool)
         return _ack_exit(result.ack, out)
     if result.verdict is DecideVerdict.RECORDED:
         out.emit(
-            result.detail,
+            _t(result.detail, FIELD_FULL),
             {"result": "RECORDED", "target_id": result.target_id, "run_id": result.run_id, "detail": result.detail},
         )
         return EXIT_OK
@@ -369,12 +505,19 @@ def _decide(store: Store, args: argparse.Namespace, out: _Out, *, approve: bool)
 
 def _live_run(store: Store, run: str | None) -> str:
     if run:
+        found = store.run(run)
+        if found is None:
+            raise _Exit(EXIT_FAILURE, f"no run {_t(run, 80)!r} in this store (goldfive runs lists them)")
+        liveness = run_liveness(found, stale_after_ms=store.stale_after_ms)
+        if liveness != "live":
+            raise _Exit(EXIT_FAILURE, f"run {_t(run, 80)} is not running: {liveness}")
         return run
-    live = [r.run_id for r in store.runs() if run_liveness(r, stale_after_ms=store.stale_after_ms) == "live"]
+    live = [r.run_id for r in store.runs(limit=1000) if run_liveness(r, stale_after_ms=store.stale_after_ms) == "live"]
     if not live:
         raise _Exit(EXIT_FAILURE, "no live run in this store (is the agent running with a StoreChannel?)")
     if len(live) > 1:
-        raise _Exit(EXIT_USAGE, f"several runs are live ({', '.join(live)}); name one with --run")
+        shown = ", ".join(_t(r, 60) for r in live[:10]) + (f" and {len(live) - 10} more" if len(live) > 10 else "")
+        raise _Exit(EXIT_USAGE, f"several runs are live ({shown}); name one with --run")
     return live[0]
 
 
@@ -385,15 +528,19 @@ def _run_control(store: Store, args: argparse.Namespace, out: _Out, kind: Contro
         payload["text"] = args.text
     elif getattr(args, "reason", ""):
         payload["reason"] = args.reason
-    return _ack_exit(_deliver(store, ControlMessage(kind, payload), run_id, args), out)
+    try:
+        ack = _deliver(store, ControlMessage(kind, payload), run_id, args)
+    except RunGone as exc:
+        raise _Exit(EXIT_FAILURE, f"not delivered: {exc}") from None
+    return _ack_exit(ack, out)
 
 
 def _event_line(row: Any) -> tuple[str, dict[str, Any]]:
     event = row.event()
     body = event_to_dict(event)
     payload = body.get(row.kind, {})
-    text = f"#{row.seq:<5} {_when(row.emitted_at_ms)}  {row.run_id} [{row.sequence}] {row.kind} " + shorten(
-        json.dumps(payload, sort_keys=True), 160
+    text = f"#{row.seq:<5} {_when(row.emitted_at_ms)}  {_t(row.run_id, 60)} [{row.sequence}] {_t(row.kind, 40)} " + _t(
+        json.dumps(payload, sort_keys=True, ensure_ascii=False), 160
     )
     return text, {"seq": row.seq, "hash": row.hash, "event": body}
 
@@ -402,12 +549,21 @@ def _events(store: Store, args: argparse.Namespace, out: _Out) -> int:
     # The head is read once, before the rows: reading it again after an empty read would skip whatever an
     # agent appended in between (--follow then missed the run's first events).
     head_seq, _ = store.audit_head()
+    total = store.count_audit(run_id=args.run)
     if args.run:  # one run's events are few: read them all, show the tail
         rows = store.audit_rows(run_id=args.run, limit=1_000_000)
         rows = rows[-args.limit :] if args.limit > 0 else rows
+    elif args.limit == 0:
+        rows = store.audit_rows(limit=10_000_000)
     else:  # seqs grow by one per row (a gap only after a failed write): start near the end
-        rows = store.audit_rows(after_seq=max(0, head_seq - max(args.limit, 0)), limit=max(args.limit, 1))
+        rows = store.audit_rows(after_seq=max(0, head_seq - args.limit), limit=args.limit)
+    earlier = max(total - len(rows), 0)
     last = rows[-1].seq if rows else head_seq
+    if out.json and not args.follow:
+        out.emit("", {"events": [_event_line(r)[1] for r in rows], "total": total, "earlier": earlier})
+        return EXIT_OK
+    if earlier and not out.json:
+        _say(f"({earlier} earlier events not shown; --limit N shows more, --limit 0 all)")
     for row in rows:
         out.emit(*_event_line(row))
     if not args.follow:
@@ -426,17 +582,22 @@ def _events(store: Store, args: argparse.Namespace, out: _Out) -> int:
 
 
 def _runs(store: Store, args: argparse.Namespace, out: _Out) -> int:
+    total = store.count_runs(running_only=False)
     items = []
-    for run in store.runs(running_only=False)[:50]:
+    for run in store.runs(running_only=False, limit=args.limit, offset=args.offset):
         live = run_liveness(run, stale_after_ms=store.stale_after_ms)
         items.append({"run_id": run.run_id, "pid": run.pid, "host": run.host, "status": run.status, "liveness": live})
+    more = max(total - args.offset - len(items), 0)
     if out.json:
-        out.emit("", {"runs": items})
-    else:
-        for item in items:
-            _say(f"{item['run_id']}  pid {item['pid']} on {item['host']}  {item['liveness']}")
-        if not items:
-            _say("no runs recorded")
+        out.emit("", {"runs": items, "total": total, "offset": args.offset, "more": more})
+        return EXIT_OK
+    for item in items:
+        _say(f"{_t(item['run_id'], 80)}  pid {item['pid']} on {_t(item['host'], 60)}  {_t(item['liveness'])}")
+    if not total:
+        _say("no runs recorded")
+    note = _page_note(len(items), args.offset, total, "goldfive runs")
+    if note:
+        _say(note)
     return EXIT_OK
 
 
@@ -444,7 +605,7 @@ def _resolve_doubt(store: Store, args: argparse.Namespace, out: _Out) -> int:
     ex = store.execution(args.id)
     if ex is None or ex.state is not ExecutionState.EXECUTING:
         state = "unknown" if ex is None else ex.state.value
-        raise _Exit(EXIT_FAILURE, f"{args.id!r} is not in doubt (execution: {state}); nothing was changed")
+        raise _Exit(EXIT_FAILURE, f"{_t(args.id, 80)!r} is not in doubt (execution: {state}); nothing was changed")
     live = run_liveness(store.run(ex.run_id), stale_after_ms=store.stale_after_ms)
     if live == "live":
         raise _Exit(EXIT_FAILURE, f"{args.id!r} is running right now in run {ex.run_id}; it is not in doubt")
@@ -455,7 +616,7 @@ def _resolve_doubt(store: Store, args: argparse.Namespace, out: _Out) -> int:
         if args.ran
         else "it did not run: the recorded approval lets a replay run it once"
     )
-    out.emit(f"resolved {args.id!r}: {text}", {"target_id": args.id, "ran": bool(args.ran)})
+    out.emit(f"resolved {_t(args.id, 80)!r}: {text}", {"target_id": args.id, "ran": bool(args.ran)})
     return EXIT_OK
 
 
@@ -471,7 +632,7 @@ def _audit(store: Store, args: argparse.Namespace, out: _Out) -> int:
     if report.ok:
         out.emit(f"ok: the audit chain of {report.rows} events is intact (head {report.head_hash[:16]}…)", data)
         return EXIT_OK
-    text = "TAMPERED: the audit chain is broken\n" + "\n".join(f"  {p}" for p in report.problems)
+    text = "TAMPERED: the audit chain is broken\n" + "\n".join(f"  {_t(p, 400)}" for p in report.problems)
     out.emit(text, data)
     return EXIT_FAILURE
 
@@ -499,18 +660,39 @@ def _dispatch(store: Store, args: argparse.Namespace, out: _Out) -> int:
 
 def _fail(code: int, message: str, as_json: bool) -> NoReturn:
     if as_json:
-        _say(json.dumps({"error": message, "exit_code": code}))
+        _say(_json_line({"error": message, "exit_code": code}))
     else:
-        _say(f"goldfive: {message}", err=True)
+        _say(f"goldfive: {inert(message, 2000)}", err=True)
     raise SystemExit(code)
+
+
+def _quiet_stdout() -> None:
+    """After a closed pipe: point stdout at /dev/null so the interpreter's final flush stays silent."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``goldfive`` command; returns (and exits with) the exit code."""
+    try:
+        return _main(argv)
+    except BrokenPipeError:  # `goldfive pending | head`: the reader has all it wanted
+        _quiet_stdout()
+        raise SystemExit(EXIT_OK) from None
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = _parser().parse_args(argv)
     as_json = bool(getattr(args, "json", False))
     out = _Out(as_json)
+    code = EXIT_OK
     try:
+        limits = Limits.from_env()
+        _check_args(args, limits)
         store = _open(args)
         try:
             code = _dispatch(store, args, out)
@@ -518,10 +700,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             store.close()
     except _Exit as exc:
         _fail(exc.code, exc.message, as_json)
+    except SchemaVersionError as exc:
+        _fail(EXIT_UNREACHABLE, f"not usable: {exc}", as_json)
     except StoreUnavailableError as exc:
         _fail(EXIT_UNREACHABLE, f"store unreachable: {exc}", as_json)
     except StoreError as exc:
         _fail(EXIT_UNREACHABLE, f"store error: {exc}", as_json)
+    except BrokenPipeError:
+        raise
+    except (ValueError, LimitError) as exc:  # a configuration value (GOLDFIVE_LIMIT_*, ...) is wrong
+        _fail(EXIT_USAGE, str(exc), as_json)
+    except Exception as exc:  # the last line of defence: a message and exit 1, never a traceback
+        _fail(EXIT_FAILURE, f"internal error ({type(exc).__name__}): {exc}", as_json)
     sys.stdout.flush()
     if code:
         raise SystemExit(code)

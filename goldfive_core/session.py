@@ -480,7 +480,12 @@ class Session:
         return ControlAck.success(msg.id, detail)
 
     def _dispatch_text(self, msg: ControlMessage) -> ControlAck:
-        text = _text(msg.payload, "text", required=True)
+        # Upstream goldfive UIs send a STEER as {"note": ..., "author": ...}; ours send {"text": ...}.
+        key = "note" if msg.payload.get("text") is None and msg.payload.get("note") is not None else "text"
+        text = _text(msg.payload, key, required=True)
+        author = _text(msg.payload, "author")
+        if author:
+            text = f"{text} (from {author})"
         if self._state not in ("running", "paused"):
             return ControlAck.failure(msg.id, f"run {self.run_id} is {self._state}; nobody will read this")
         if msg.kind is ControlKind.INJECT_MESSAGE:

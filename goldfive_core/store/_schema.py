@@ -6,9 +6,10 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from .._util import shorten
 from ..approvals import ApprovalStatus
 from .audit import GENESIS_HASH
-from .base import ApprovalRow, AuditRow, ExecutionRow, ExecutionState, RunRow, StoreError
+from .base import ApprovalRow, AuditRow, ExecutionRow, ExecutionState, InboxRow, RunRow, StoreError
 
 __all__ = ["APPROVAL_COLS", "AUDIT_COLS", "EXEC_COLS", "MIGRATIONS", "RUN_COLS", "SCHEMA_VERSION"]
 
@@ -143,4 +144,36 @@ def execution_row(row: Sequence[Any]) -> ExecutionRow:
         result_json=row[5],
         pid=row[6],
         host=row[7],
+    )
+
+
+def inbox_row(row: Sequence[Any]) -> InboxRow:
+    """An inbox row; a malformed one (written by hand, by an old or broken writer) says why in ``problem``.
+
+    A bad row must never stop the inbox: it is parsed on its own, and whoever claims it answers it
+    with a FAILURE ack that names it instead of dispatching it.
+    """
+    ident, control_id, kind, raw, run_id, issued, status = row[:7]
+    problem = ""
+    payload: Any = {}
+    try:
+        payload = json.loads(raw) if isinstance(raw, str) else None
+    except (ValueError, RecursionError) as exc:
+        problem = f"its payload is not JSON ({shorten(str(exc), 80)})"
+        payload = {}
+    else:
+        if not isinstance(payload, dict):
+            problem = f"its payload is not a JSON object (got {type(payload).__name__})"
+            payload = {}
+    if not problem and not isinstance(kind, str):
+        problem = "its kind is not text"
+    return InboxRow(
+        id=int(ident),
+        control_id=str(control_id),
+        kind=str(kind),
+        payload=payload,
+        run_id=str(run_id or ""),
+        issued_at_ms=int(issued) if isinstance(issued, int) else 0,
+        status=str(status),
+        problem=problem,
     )

@@ -16,9 +16,9 @@ import threading
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, ClassVar, TypeVar
 
-from .._util import canonical_json, now_ms
+from .._util import canonical_json, now_ms, shorten
 from ..approvals import DECIDED_STATUSES, ApprovalStatus, sources
-from ..control import ControlAck, ControlMessage
+from ..control import ControlAck, ControlMessage, check_message
 from ..convert import timestamp_to_ms
 from ..events import payload_name
 from ..pb.v1 import events_pb2
@@ -33,6 +33,7 @@ from ._schema import (
     approval_row,
     audit_row,
     execution_row,
+    inbox_row,
     run_row,
 )
 from .audit import canonical_event_bytes, chain_hash, verify_chain
@@ -128,12 +129,16 @@ class SqlStore(Store):
             yield
         except StoreError:
             raise
+        except (UnicodeError, OverflowError) as exc:
+            # A value the database cannot hold (a lone surrogate, an integer beyond 64 bits): bad input.
+            raise StoreError(f"store {self.url} refused a value while {what}: {shorten(str(exc), 200)}") from None
         except self.unavailable_errors as exc:
             self._drop_conn()
-            raise StoreUnavailableError(f"store {self.url} is unavailable while {what}: {exc}") from exc
+            message = self._scrub(str(exc))
+            raise StoreUnavailableError(f"store {self.url} is unavailable while {what}: {message}") from None
         except self.backend_errors as exc:
             self._drop_conn()
-            raise StoreError(f"store {self.url} failed while {what}: {exc}") from exc
+            raise StoreError(f"store {self.url} failed while {what}: {self._scrub(str(exc))}") from None
 
     def _drop_conn(self) -> None:
         conn = getattr(self._local, "conn", None)
@@ -194,7 +199,45 @@ class SqlStore(Store):
 
     def _read_version(self, conn: Any) -> int:
         row = self._exec(conn, "SELECT value FROM gf_meta WHERE key = 'schema_version'").fetchone()
-        return int(row[0]) if row is not None else 0
+        if row is None:
+            return 0
+        try:
+            return int(str(row[0]))
+        except ValueError:
+            raise SchemaVersionError(
+                f"{self.url}: the schema version is corrupt ({shorten(repr(row[0]), 40)}); this is not a usable "
+                "goldfive store"
+            ) from None
+
+    @abc.abstractmethod
+    def _has_meta(self, conn: Any) -> bool:
+        """Whether the goldfive metadata table exists (read-only check)."""
+
+    def _scrub(self, text: str) -> str:
+        """Remove secrets (a DSN's password) from a driver's message."""
+        return text
+
+    def check_schema(self) -> int:
+        """Check, without writing anything, that this is a goldfive store of the current schema.
+
+        Read commands use this instead of :meth:`migrate`: they never create or upgrade tables.
+        """
+        with self._guard("reading the schema version"):
+            conn = self._conn()
+            if not self._has_meta(conn):
+                raise SchemaVersionError(f"{self.url} is not a goldfive store (it has no goldfive tables)")
+            found = self._read_version(conn)
+        if found > SCHEMA_VERSION:
+            raise SchemaVersionError(
+                f"{self.url} has schema version {found}, newer than this goldfive understands "
+                f"({SCHEMA_VERSION}); upgrade goldfive"
+            )
+        if found < SCHEMA_VERSION:
+            raise SchemaVersionError(
+                f"{self.url} has schema version {found}, older than this goldfive ({SCHEMA_VERSION}); "
+                "an agent using this goldfive upgrades it when it opens the store"
+            )
+        return found
 
     def schema_version(self) -> int:
         """The schema version of the database."""
@@ -371,8 +414,8 @@ class SqlStore(Store):
             return verify_chain(pages(), head_seq=int(head[0]), head_hash=str(head[1]))
 
     # -- approvals ----------------------------------------------------------------------------
-    def approvals(self, *, open_only: bool = True, run_id: str | None = None, limit: int = 500) -> list[ApprovalRow]:
-        """Approval records, newest first."""
+    @staticmethod
+    def _approval_filter(open_only: bool, run_id: str | None) -> tuple[str, list[Any]]:
         where: list[str] = []
         params: list[Any] = []
         if open_only:
@@ -381,14 +424,34 @@ class SqlStore(Store):
         if run_id:
             where.append("run_id = ?")
             params.append(run_id)
-        clause = f"WHERE {' AND '.join(where)} " if where else ""
+        return (f"WHERE {' AND '.join(where)} " if where else ""), params
+
+    def approvals(
+        self,
+        *,
+        open_only: bool = True,
+        run_id: str | None = None,
+        limit: int = 500,
+        offset: int = 0,
+        oldest_first: bool = False,
+    ) -> list[ApprovalRow]:
+        """Approval records, newest first (``oldest_first``: the order in which they expire)."""
+        clause, params = self._approval_filter(open_only, run_id)
+        order = "ASC" if oldest_first else "DESC"
         with self._guard("listing approvals"):
             cur = self._exec(
                 self._conn(),
-                f"SELECT {APPROVAL_COLS} FROM gf_approvals {clause}ORDER BY id DESC LIMIT ?",
-                (*params, limit),
+                f"SELECT {APPROVAL_COLS} FROM gf_approvals {clause}ORDER BY id {order} LIMIT ? OFFSET ?",
+                (*params, max(limit, 0), max(offset, 0)),
             )
             return [approval_row(r) for r in cur.fetchall()]
+
+    def count_approvals(self, *, open_only: bool = True, run_id: str | None = None) -> int:
+        """How many records :meth:`approvals` would list without a limit."""
+        clause, params = self._approval_filter(open_only, run_id)
+        with self._guard("counting approvals"):
+            row = self._exec(self._conn(), f"SELECT COUNT(*) FROM gf_approvals {clause}", params).fetchone()
+            return int(row[0])
 
     def approvals_for(self, target_id: str) -> list[ApprovalRow]:
         """Every record for ``target_id``, newest first."""
@@ -406,12 +469,31 @@ class SqlStore(Store):
             row = self._exec(self._conn(), f"SELECT {RUN_COLS} FROM gf_runs WHERE run_id = ?", (run_id,)).fetchone()
             return run_row(row) if row is not None else None
 
-    def runs(self, *, running_only: bool = True) -> list[RunRow]:
+    def runs(self, *, running_only: bool = True, limit: int | None = None, offset: int = 0) -> list[RunRow]:
         """Runs, newest first."""
         clause = "WHERE status = 'running' " if running_only else ""
+        page = "LIMIT ? OFFSET ?" if limit is not None else ""
+        params = (max(limit, 0), max(offset, 0)) if limit is not None else ()
         with self._guard("listing runs"):
-            cur = self._exec(self._conn(), f"SELECT {RUN_COLS} FROM gf_runs {clause}ORDER BY started_at_ms DESC")
+            cur = self._exec(
+                self._conn(), f"SELECT {RUN_COLS} FROM gf_runs {clause}ORDER BY started_at_ms DESC {page}", params
+            )
             return [run_row(r) for r in cur.fetchall()]
+
+    def count_runs(self, *, running_only: bool = True) -> int:
+        """How many runs :meth:`runs` would list without a limit."""
+        clause = "WHERE status = 'running'" if running_only else ""
+        with self._guard("counting runs"):
+            return int(self._exec(self._conn(), f"SELECT COUNT(*) FROM gf_runs {clause}").fetchone()[0])
+
+    def count_audit(self, *, run_id: str | None = None) -> int:
+        """How many audit rows there are (of one run)."""
+        with self._guard("counting audit rows"):
+            if run_id:
+                row = self._exec(self._conn(), "SELECT COUNT(*) FROM gf_audit WHERE run_id = ?", (run_id,)).fetchone()
+            else:
+                row = self._exec(self._conn(), "SELECT COUNT(*) FROM gf_audit").fetchone()
+            return int(row[0])
 
     def decide_in_store(
         self,
@@ -568,11 +650,25 @@ class SqlStore(Store):
 
     # -- control inbox --------------------------------------------------------------------------
     def post_control(self, msg: ControlMessage, *, run_id: str = "") -> int:
-        """Insert a message; raises StoreError when its payload is not JSON."""
+        """Insert a message; raises StoreError when it could not be read back (not JSON, too big, bad ids)."""
+        problem = check_message(msg)
+        if problem is not None:
+            raise StoreError(f"control message refused: {problem.detail}")
         try:
             payload_json = canonical_json(dict(msg.payload))
-        except (TypeError, ValueError) as exc:
-            raise StoreError(f"control message {msg.id}: payload is not JSON: {exc}") from None
+            payload_json.encode("utf-8")
+        except (TypeError, ValueError, RecursionError) as exc:
+            raise StoreError(f"control message {msg.id}: payload is not JSON: {shorten(str(exc), 200)}") from None
+        if len(payload_json) > self.limits.max_payload_chars:
+            raise StoreError(
+                f"control message {msg.id}: payload is {len(payload_json)} characters; the limit is "
+                f"{self.limits.max_payload_chars}"
+            )
+        for name, value in (("id", msg.id), ("run_id", run_id)):
+            if not isinstance(value, str) or len(value) > self.limits.max_id_chars:
+                raise StoreError(f"control message {name} must be a string of at most {self.limits.max_id_chars} chars")
+        if not isinstance(msg.issued_at_ms, int) or not 0 <= msg.issued_at_ms < 2**62:
+            raise StoreError(f"control message {msg.id}: issued_at_ms must be a non-negative 62-bit integer")
         with self._guard(f"posting control message {msg.id}"):
             conn = self._conn()
             with self._transaction(conn):
@@ -608,18 +704,7 @@ class SqlStore(Store):
 
     @staticmethod
     def _inbox_rows(cur: Any) -> list[InboxRow]:
-        return [
-            InboxRow(
-                id=r[0],
-                control_id=r[1],
-                kind=r[2],
-                payload=json.loads(r[3]),
-                run_id=r[4],
-                issued_at_ms=r[5],
-                status=r[6],
-            )
-            for r in cur.fetchall()
-        ]
+        return [inbox_row(r) for r in cur.fetchall()]
 
     def claim_controls(self, ids: Sequence[int], *, endpoint: str) -> list[int]:
         """Claim unclaimed messages; returns the ids won."""

@@ -22,6 +22,7 @@ from ..approvals import OPEN_STATUSES as _OPEN
 from ..approvals import ApprovalStatus
 from ..control import AckResult, ControlAck, ControlMessage
 from ..errors import GoldfiveError
+from ..limits import Limits
 from ..pb.v1 import events_pb2
 
 __all__ = [
@@ -163,6 +164,8 @@ class InboxRow:
     run_id: str
     issued_at_ms: int
     status: str
+    problem: str = ""
+    """Why the row cannot be dispatched (a payload that is not a JSON object, ...); "" when it is sound."""
 
     def message(self) -> ControlMessage:
         """The control message (an unknown kind stays a string; dispatch answers it)."""
@@ -249,6 +252,9 @@ class Store(abc.ABC):
 
     stale_after_ms: int = DEFAULT_STALE_AFTER_MS
 
+    limits: Limits = Limits()
+    """Size limits enforced on what is written (backends read ``GOLDFIVE_LIMIT_*`` at construction)."""
+
     # -- lifecycle ---------------------------------------------------------------
     @abc.abstractmethod
     def close(self) -> None:
@@ -281,8 +287,20 @@ class Store(abc.ABC):
 
     # -- approvals ---------------------------------------------------------------------
     @abc.abstractmethod
-    def approvals(self, *, open_only: bool = True, run_id: str | None = None, limit: int = 500) -> list[ApprovalRow]:
+    def approvals(
+        self,
+        *,
+        open_only: bool = True,
+        run_id: str | None = None,
+        limit: int = 500,
+        offset: int = 0,
+        oldest_first: bool = False,
+    ) -> list[ApprovalRow]:
         """Approval records, newest first (only those still accepting a decision by default)."""
+
+    @abc.abstractmethod
+    def count_approvals(self, *, open_only: bool = True, run_id: str | None = None) -> int:
+        """How many records :meth:`approvals` would list without a limit (for "N more" notices)."""
 
     @abc.abstractmethod
     def approvals_for(self, target_id: str) -> list[ApprovalRow]:
@@ -293,8 +311,16 @@ class Store(abc.ABC):
         """The run row, if a sink recorded it."""
 
     @abc.abstractmethod
-    def runs(self, *, running_only: bool = True) -> list[RunRow]:
+    def runs(self, *, running_only: bool = True, limit: int | None = None, offset: int = 0) -> list[RunRow]:
         """Runs, newest first."""
+
+    @abc.abstractmethod
+    def count_runs(self, *, running_only: bool = True) -> int:
+        """How many runs :meth:`runs` would list without a limit."""
+
+    @abc.abstractmethod
+    def count_audit(self, *, run_id: str | None = None) -> int:
+        """How many audit rows there are (of one run)."""
 
     @abc.abstractmethod
     def decide_in_store(

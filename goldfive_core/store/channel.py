@@ -269,6 +269,14 @@ class StoreChannel(ControlChannel):
         return True
 
     def _dispatch_row(self, dispatcher: Dispatcher, row: InboxRow) -> ControlAck:
+        if row.problem:
+            # Quarantined: claimed (so nobody else sees it again), answered, logged once, never dispatched.
+            detail = (
+                f"quarantined: inbox row #{row.id} (control {shorten(row.control_id, 80)!r}, "
+                f"kind {shorten(row.kind, 40)!r}) was not dispatched: {row.problem}"
+            )
+            logger.warning("store %s: %s", self.store.url, detail)
+            return ControlAck.failure(row.control_id, detail)
         return self._dispatch_local(dispatcher, row.message())
 
     def _dispatch_local(self, dispatcher: Dispatcher, msg: ControlMessage) -> ControlAck:

@@ -11,11 +11,13 @@ from __future__ import annotations
 import contextlib
 import re
 import time
+import urllib.parse
 from collections.abc import Iterator, Mapping
 from typing import Any, ClassVar
 
 from ..control import ControlAck
 from ..errors import MissingExtraError
+from ..limits import Limits
 from ._sql import SqlStore
 from .base import DEFAULT_STALE_AFTER_MS, StoreUnavailableError
 
@@ -34,10 +36,31 @@ _SCHEMA_RE = re.compile(r"^[a-z_][a-z0-9_]{0,40}$")
 def _redact(dsn: str) -> str:
     try:
         parts = conninfo_to_dict(dsn)
-    except psycopg.ProgrammingError:
+    except psycopg.Error:
         return "<unparseable dsn>"
     parts.pop("password", None)
     return make_conninfo("", **{k: v for k, v in parts.items() if v is not None})
+
+
+_URL_PASSWORD_RE = re.compile(r"^[a-z]+://[^/@:]*:([^@]*)@", re.IGNORECASE)
+_KV_PASSWORD_RE = re.compile(r"password\s*=\s*('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
+
+
+def _secrets_of(dsn: str) -> tuple[str, ...]:
+    """Every spelling of the DSN's password, found even when the DSN does not parse (longest first)."""
+    found: set[str] = set()
+    match = _URL_PASSWORD_RE.match(dsn)
+    if match and match.group(1):
+        found.add(match.group(1))
+        found.add(urllib.parse.unquote(match.group(1)))
+    for value in _KV_PASSWORD_RE.findall(dsn):
+        found.add(value)
+        found.add(value.strip("'"))
+    with contextlib.suppress(psycopg.Error):
+        password = conninfo_to_dict(dsn).get("password")
+        if password:
+            found.add(str(password))
+    return tuple(sorted((s for s in found if s), key=len, reverse=True))
 
 
 class PostgresStore(SqlStore):
@@ -55,6 +78,8 @@ class PostgresStore(SqlStore):
         schema: str = "public",
         connect_timeout_s: int = 5,
         stale_after_ms: int = DEFAULT_STALE_AFTER_MS,
+        migrate: bool = True,
+        limits: Limits | None = None,
     ) -> None:
         super().__init__()
         if not _SCHEMA_RE.match(schema):
@@ -63,12 +88,27 @@ class PostgresStore(SqlStore):
         self.schema = schema
         self.connect_timeout_s = connect_timeout_s
         self.stale_after_ms = stale_after_ms
+        self.limits = limits if limits is not None else Limits.from_env()
+        self._secrets = _secrets_of(dsn)
         self.url = _redact(dsn) + ("" if schema == "public" else f" (schema {schema})")
         self._channels = {"inbox": f"gf_inbox_{schema}", "ack": f"gf_ack_{schema}"}
+        if not migrate:
+            self.check_schema()
+            return
         if schema != "public":
             with self._guard("creating the schema"), self._raw_connect() as conn:
                 conn.execute(pgsql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(pgsql.Identifier(schema)))
         self.migrate()
+
+    def _has_meta(self, conn: Any) -> bool:
+        row = self._exec(conn, "SELECT to_regclass(?)", (f"{self.schema}.gf_meta",)).fetchone()
+        return row is not None and row[0] is not None
+
+    def _scrub(self, text: str) -> str:
+        """``text`` with the DSN's password replaced (driver messages may quote the DSN)."""
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        return text
 
     def _raw_connect(self) -> psycopg.Connection[Any]:
         try:
@@ -79,7 +119,9 @@ class PostgresStore(SqlStore):
                 application_name=f"goldfive:{self.schema}"[:63],
             )
         except psycopg.Error as exc:
-            raise StoreUnavailableError(f"cannot connect to the goldfive store {self.url}: {exc}") from exc
+            raise StoreUnavailableError(
+                f"cannot connect to the goldfive store {self.url}: {self._scrub(str(exc))}"
+            ) from None
 
     def _connect(self) -> Any:
         conn = self._raw_connect()

@@ -9,17 +9,23 @@ a check costs microseconds and touches no table.
 from __future__ import annotations
 
 import contextlib
+import logging
+import os
 import sqlite3
+import stat
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from ..control import ControlAck
+from ..limits import Limits
 from ._sql import SqlStore
 from .base import DEFAULT_STALE_AFTER_MS, StoreUnavailableError
 
 __all__ = ["DEFAULT_DB_PATH", "SqliteStore"]
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_DB_PATH = "goldfive.db"
 """Where the command line and examples look when no ``--db`` / ``GOLDFIVE_DB`` is given."""
@@ -32,6 +38,12 @@ class SqliteStore(SqlStore):
     this, so a typo in ``--db`` is an error rather than an empty store).
     ``synchronous="NORMAL"`` (the default) survives a killed process; choose
     ``"FULL"`` to survive power loss too, at the cost of an fsync per commit.
+
+    A new database file is created with mode 0600 (SQLite gives its ``-wal`` and
+    ``-shm`` files the same mode): tool arguments may hold secrets. An existing
+    file keeps its mode; a world-readable one is logged as a warning.
+    ``migrate=False`` never creates or upgrades tables (it checks the schema
+    instead); ``read_only=True`` opens the file read-only (implies ``migrate=False``).
     """
 
     placeholder = "?"
@@ -52,6 +64,9 @@ class SqliteStore(SqlStore):
         busy_timeout_s: float = 5.0,
         poll_interval_s: float = 0.002,
         stale_after_ms: int = DEFAULT_STALE_AFTER_MS,
+        migrate: bool = True,
+        read_only: bool = False,
+        limits: Limits | None = None,
     ) -> None:
         super().__init__()
         if synchronous not in ("NORMAL", "FULL"):
@@ -64,21 +79,79 @@ class SqliteStore(SqlStore):
         self.busy_timeout_s = busy_timeout_s
         self.poll_interval_s = poll_interval_s
         self.stale_after_ms = stale_after_ms
-        if not create and not self.path.exists():
+        self.read_only = read_only
+        self.limits = limits if limits is not None else Limits.from_env()
+        if (not create or read_only) and not self.path.exists():
             raise StoreUnavailableError(
                 f"no goldfive store at {self.url} (start an agent with a StoreChannel first, or pass --db PATH)"
             )
+        if self.path.exists():
+            self._warn_if_world_readable()
+        else:
+            self._create_private()
+        if read_only or not migrate:
+            self.check_schema()
+            return
         with self._guard("opening"):
             self._conn().execute("PRAGMA journal_mode=WAL")
         self.migrate()
 
+    def _create_private(self) -> None:
+        """Create the file 0600 before SQLite opens it (SQLite gives -wal/-shm the database's mode)."""
+        try:
+            fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+        except FileExistsError:  # another process created it first: keep its mode
+            return
+        except OSError as exc:
+            raise StoreUnavailableError(f"cannot create the goldfive store {self.url}: {exc}") from exc
+        os.close(fd)
+
+    def _warn_if_world_readable(self) -> None:
+        try:
+            mode = self.path.stat().st_mode
+        except OSError:
+            return
+        if mode & stat.S_IROTH:
+            logger.warning(
+                "goldfive store %s is readable by every local user (mode %o); tool arguments may hold secrets: "
+                "chmod 600 it (and its -wal/-shm files)",
+                self.url,
+                stat.S_IMODE(mode),
+            )
+
+    def _has_meta(self, conn: Any) -> bool:
+        row = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'gf_meta'").fetchone()
+        return row is not None
+
     def _connect(self) -> Any:
         try:
-            conn = sqlite3.connect(self.path, timeout=self.busy_timeout_s, isolation_level=None)
+            if self.read_only:
+                conn = self._connect_read_only()
+            else:
+                conn = sqlite3.connect(self.path, timeout=self.busy_timeout_s, isolation_level=None)
+            conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout_s * 1000)}")
+            if not self.read_only:
+                conn.execute(f"PRAGMA synchronous={self.synchronous}")
         except sqlite3.Error as exc:
             raise StoreUnavailableError(f"cannot open the goldfive store {self.url}: {exc}") from exc
-        conn.execute(f"PRAGMA synchronous={self.synchronous}")
-        conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout_s * 1000)}")
+        return conn
+
+    def _connect_read_only(self) -> sqlite3.Connection:
+        """A connection that cannot write; for files (and directories) this user may not write to.
+
+        SQLite reads a WAL database read-only when its -wal/-shm files exist or can be created; when
+        neither holds (a read-only directory after a clean shutdown removed them) the file is opened
+        as immutable: a snapshot, which is all a reader without write access can have.
+        """
+        uri = self.path.absolute().as_uri()
+        conn = sqlite3.connect(uri + "?mode=ro", uri=True, timeout=self.busy_timeout_s, isolation_level=None)
+        try:
+            conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
+        except sqlite3.OperationalError:
+            conn.close()
+            conn = sqlite3.connect(
+                uri + "?mode=ro&immutable=1", uri=True, timeout=self.busy_timeout_s, isolation_level=None
+            )
         return conn
 
     @contextlib.contextmanager

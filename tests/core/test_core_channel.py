@@ -218,3 +218,17 @@ async def test_a_cancelled_sender_with_a_timeout_withdraws_its_message_too() -> 
     session = Session(has_channel=True)
     ControlRouter(channel).attach(session)
     assert not session.paused
+
+
+async def test_steer_accepts_the_upstream_note_and_author_keys() -> None:
+    session = Session(has_channel=True)
+    session.pause("wait")
+    ack = session.dispatch(ControlMessage(ControlKind.STEER, {"note": "try the staging db", "author": "ana"}))
+    assert ack.ok and ack.detail == "steer queued for the agent's next turn; run resumed"
+    assert [g.text for g in session.take_guidance()] == ["try the staging db (from ana)"]
+    ours = session.dispatch(ControlMessage(ControlKind.STEER, {"text": "go left", "note": "ignored"}))
+    assert ours.ok and [g.text for g in session.take_guidance()] == ["go left"]
+    neither = session.dispatch(ControlMessage(ControlKind.STEER, {"author": "ana"}))
+    assert not neither.ok and "missing text" in neither.detail
+    bad_author = session.dispatch(ControlMessage(ControlKind.STEER, {"note": "x", "author": 7}))
+    assert not bad_author.ok and "payload['author'] must be a string" in bad_author.detail

@@ -225,3 +225,28 @@ def test_an_applied_decision_is_recorded_with_its_ack(backend: Backend) -> None:
     assert rows["call-2"].status == "pending"  # a refused decision changes nothing
     found = store.find_decision("call-1")
     assert found is not None and found.approved and found.edited_args == {"n": 1}
+
+
+def test_sqlite_files_are_created_private(tmp_path: object, caplog: pytest.LogCaptureFixture) -> None:
+    import os
+    import stat
+    from pathlib import Path
+
+    home = Path(str(tmp_path))
+    old_umask = os.umask(0o022)  # the usual umask would make a plain create 0644
+    try:
+        store = SqliteStore(home / "private.db")
+        store.append_events([_started("run-p")], pid=1, host="h")
+        modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in home.iterdir() if p.name.startswith("private.db")}
+        assert set(modes) == {"private.db", "private.db-wal", "private.db-shm"}
+        assert set(modes.values()) == {0o600}, modes
+        assert not caplog.records
+        # An existing file keeps its mode; a world-readable one is reported.
+        shared = home / "shared.db"
+        SqliteStore(shared).close()
+        shared.chmod(0o644)
+        SqliteStore(shared)
+        assert stat.S_IMODE(shared.stat().st_mode) == 0o644
+        assert any("readable by every local user (mode 644)" in r.getMessage() for r in caplog.records)
+    finally:
+        os.umask(old_umask)

@@ -10,7 +10,7 @@ import pytest
 from store_support import Backend, await_until
 
 from goldfive_core import AgentTools, ControlKind, ControlMessage, InMemorySink, Task, wrap
-from goldfive_core.control import AckResult
+from goldfive_core.control import AckResult, check_message
 from goldfive_core.store import SqliteStore, StoreChannel, StoreUnavailableError
 
 
@@ -115,7 +115,17 @@ async def test_bad_messages_get_failure_acks_through_the_store(backend: Backend)
     not_json = await decider.send(ControlMessage(ControlKind.STEER, {"text": object()}))
     assert not_json.result is AckResult.FAILURE and "payload is not JSON" in not_json.detail
     not_a_mapping = await decider.send(ControlMessage(ControlKind.STEER, ["not", "a", "mapping"]))  # type: ignore[arg-type]
-    assert not_a_mapping.result is AckResult.FAILURE and "payload is not JSON" in not_a_mapping.detail
+    assert not_a_mapping.result is AckResult.FAILURE and "payload must be a mapping" in not_a_mapping.detail
+    # A tuple of pairs is refused exactly as in memory (it used to be turned into a dict and dispatched).
+    pairs = ControlMessage(ControlKind.STEER, (("text", "x"),))  # type: ignore[arg-type]
+    assert (await decider.send(pairs)).detail.endswith("payload must be a mapping, got tuple")
+    in_memory = check_message(pairs)
+    assert in_memory is not None and in_memory.detail == "payload must be a mapping, got tuple"
+    # A lone surrogate or an integer beyond 64 bits is a FAILURE ack, not an exception out of send.
+    surrogate = await decider.send(ControlMessage(ControlKind.APPROVE, {"target_id": "t\udc80"}))
+    assert surrogate.result is AckResult.FAILURE and "not delivered" in surrogate.detail
+    huge = await decider.send(ControlMessage(ControlKind.PAUSE, {}, issued_at_ms=2**70))
+    assert huge.result is AckResult.FAILURE and "issued_at_ms" in huge.detail
     not_a_message = await decider.send("APPROVE t3")  # type: ignore[arg-type]
     assert not_a_message.result is AckResult.FAILURE and "expected a ControlMessage" in not_a_message.detail
     assert (await decider.send(ControlMessage(ControlKind.APPROVE, {"target_id": "t3"}))).ok
@@ -271,3 +281,45 @@ def test_sink_never_blocks_and_catches_up_after_the_store_was_locked(sqlite_back
     assert [r.sequence for r in store.audit_rows(run_id="run-l")] == list(range(100))
     assert store.verify_audit().ok
     sink.close()
+
+
+def _raw_inbox_row(store: Any, control_id: str, payload_json: str, kind: str = "STEER", run_id: str = "") -> None:
+    """Insert an inbox row the way a broken writer (or a person with a SQL prompt) would."""
+    store._exec(  # the public API refuses such rows; this is the fault being tested
+        store._conn(),
+        "INSERT INTO gf_inbox (control_id, kind, payload_json, run_id, issued_at_ms, status, claimed_by, "
+        "claimed_at_ms, ack_result, ack_detail, ack_data_json, acked_at_ms) "
+        "VALUES (?, ?, ?, ?, 0, 'pending', '', 0, '', '', '', 0)",
+        (control_id, kind, payload_json, run_id),
+    )
+
+
+async def test_malformed_inbox_rows_are_quarantined_and_never_stop_control(
+    backend: Backend, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = backend.open()
+    _raw_inbox_row(store, "bad-json", "not json")
+    _raw_inbox_row(store, "bad-list", "[1, 2]")
+    # The run starts with the bad rows already waiting (it used to crash at bind) ...
+    channel = StoreChannel(backend.open())
+    run = asyncio.create_task(wrap(_approval_agent("q1"), control=channel, sinks=[channel.sink]).run())
+    await _pending(backend, "q1")
+    _raw_inbox_row(store, "bad-late", "{", kind="APPROVE")  # ... and one arrives while it waits
+    # ... and a decision still reaches it.
+    ack = await StoreChannel(backend.open()).send(ControlMessage(ControlKind.APPROVE, {"target_id": "q1"}), timeout=10)
+    assert ack.ok, ack.detail
+    assert (await run).output["decision"] == "approve"
+    await await_until(lambda: store.get_ack("bad-late"), what="the late bad row answered")
+    await channel.aclose()
+    for control_id, why in (
+        ("bad-json", "its payload is not JSON"),
+        ("bad-list", "its payload is not a JSON object (got list)"),
+        ("bad-late", "its payload is not JSON"),
+    ):
+        bad = store.get_ack(control_id)
+        assert bad is not None and bad.result is AckResult.FAILURE
+        assert bad.detail.startswith("quarantined: inbox row #") and f"control '{control_id}'" in bad.detail
+        assert why in bad.detail
+        logged = [r for r in caplog.records if f"control '{control_id}'" in r.getMessage()]
+        assert len(logged) == 1  # logged once, by whoever claimed it
+    assert store.pending_controls() == []

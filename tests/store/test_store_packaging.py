@@ -27,3 +27,9 @@ def test_console_script_and_postgres_extra_are_declared() -> None:
     assert project["scripts"]["goldfive"] == "goldfive_core.cli:main"
     assert main.__module__ == "goldfive_core.cli"
     assert any(dep.startswith("psycopg[binary]") for dep in project["optional-dependencies"]["postgres"])
+
+
+def test_license_is_an_spdx_string_so_setuptools_does_not_warn() -> None:
+    data = tomllib.loads((REPO / "pyproject.toml").read_text())
+    assert data["project"]["license"] == "Apache-2.0"  # the table form is deprecated and warned about at install
+    assert "setuptools>=77" in data["build-system"]["requires"]  # the first setuptools that reads SPDX strings

@@ -1,0 +1,132 @@
+"""Size limits on what crosses a boundary: prompts, ids, tool arguments, edits and control payloads.
+
+The model controls a Flow A prompt, its task id and a tool call's arguments; a
+person (or a script) controls an edit. Each is bounded so a hostile or broken
+caller cannot fill the store, a terminal or a reviewer's screen. Limits are
+refused with a message that names the limit, never clipped silently.
+
+Override with :class:`Limits` directly or with ``GOLDFIVE_LIMIT_<FIELD>``
+environment variables (:meth:`Limits.from_env`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from .errors import ConfigError
+
+__all__ = ["Limits", "LimitError", "check_json_depth", "parse_json_strict"]
+
+
+class LimitError(ValueError):
+    """A value is bigger (or deeper) than its configured limit; the message names the limit."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Limits:
+    """How big a prompt, id, argument set, edit or control payload may be."""
+
+    max_prompt_chars: int = 65_536
+    """A Flow A prompt or a tool call's prompt."""
+
+    max_id_chars: int = 256
+    """A target id, task id, run id or control id."""
+
+    max_args_chars: int = 262_144
+    """A tool call's arguments as canonical JSON."""
+
+    max_edit_chars: int = 262_144
+    """Edited arguments (``approve --edit``) as canonical JSON."""
+
+    max_json_depth: int = 64
+    """Nesting depth of arguments, edits and payloads."""
+
+    max_payload_chars: int = 1_048_576
+    """A control message's payload as canonical JSON."""
+
+    def __post_init__(self) -> None:
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"{field.name} must be a positive integer, got {value!r}")
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Limits:
+        """Defaults, overridden by ``GOLDFIVE_LIMIT_<FIELD>`` (e.g. ``GOLDFIVE_LIMIT_MAX_PROMPT_CHARS``)."""
+        env = os.environ if environ is None else environ
+        values: dict[str, int] = {}
+        for field in dataclasses.fields(cls):
+            raw = env.get(f"GOLDFIVE_LIMIT_{field.name.upper()}")
+            if raw is None:
+                continue
+            try:
+                values[field.name] = int(raw)
+            except ValueError:
+                raise ConfigError(
+                    f"GOLDFIVE_LIMIT_{field.name.upper()} must be a positive integer, got {raw!r}"
+                ) from None
+        return cls(**values)
+
+    def check_text(self, what: str, value: str, limit: int) -> None:
+        """Raise :class:`LimitError` when ``value`` is longer than ``limit`` characters."""
+        if len(value) > limit:
+            raise LimitError(f"{what} is {len(value)} characters; the limit is {limit}")
+
+
+def check_json_depth(value: Any, limit: int, *, what: str = "the value") -> None:
+    """Raise :class:`LimitError` when a JSON-like value nests deeper than ``limit`` (iteratively; no recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, Mapping):
+            children: Any = item.values()
+        elif isinstance(item, list | tuple):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            raise LimitError(f"{what} nests deeper than {limit} levels")
+        stack.extend((child, depth + 1) for child in children)
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON (numbers must be finite)")
+
+
+def parse_json_strict(text: str, *, limit_chars: int, limit_depth: int, what: str = "the JSON") -> Any:
+    """Parse JSON, refusing NaN/Infinity, texts over ``limit_chars`` and nesting over ``limit_depth``.
+
+    Raises :class:`LimitError` for a size/depth limit and ``ValueError`` for anything that is not JSON.
+    """
+    if len(text) > limit_chars:
+        raise LimitError(f"{what} is {len(text)} characters; the limit is {limit_chars}")
+    # Depth is checked on the text first (brackets outside strings), so json.loads never recurses deeply.
+    depth = deepest = 0
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth -= 1
+    if deepest > limit_depth:
+        raise LimitError(f"{what} nests deeper than {limit_depth} levels")
+    try:
+        return json.loads(text, parse_constant=_refuse_constant)
+    except RecursionError:  # pragma: no cover - the depth check above comes first
+        raise LimitError(f"{what} nests too deeply") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{what} is not valid JSON: {exc}") from None
