@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint types pytest proto bench clean
+.PHONY: demo test lint types pytest proto bench mutation clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,10 @@ pytest: $(STAMP)
 
 proto: $(STAMP)
 	$(PY) scripts/gen_proto.py
+
+# Not part of `make test`: breaks one safety line at a time and reports which breakages no test notices.
+mutation: $(STAMP)
+	$(PY) scripts/mutation.py
 
 bench: $(STAMP)
 	$(PY) bench/approvals.py

@@ -1,0 +1,578 @@
+"""``make mutation``: break one safety line at a time and check that a fast test subset notices.
+
+Each mutation is (files, exact original snippet, replacement, description, tests). The harness
+copies the working tree to a scratch directory once, then for each mutation writes the mutated
+file there, runs ``pytest -x`` on the mutation's tests (SQLite only: PostgreSQL is unset so the
+run stays fast), and restores the file. A mutation is
+
+- **killed** when the tests fail (or time out),
+- **survived** when they pass — a line whose breakage no test notices,
+- **not applied** when its snippet is not found exactly once in any of its files (the code moved:
+  re-target the snippet). Never counted as killed.
+
+The score is killed / applied. Not part of CI (it is slow); run it before changing the modules
+it covers and after they move. Why not mutmut or cosmic-ray: both mutate every operator of a
+module blindly (hundreds of mutants, most of them in logging and messages) and need a full test
+run per mutant; here the point is a reviewed list of the *meaningful* breakages of safety-critical
+lines, each with the tests that are meant to catch it, fast enough to run in a few minutes.
+
+Usage: ``python scripts/mutation.py [--only TEXT] [--list] [--timeout S]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+# Test subsets, smallest first. A mutation names the ones meant to catch it.
+APPROVALS = (
+    "tests/core/test_core_decision_guards.py",
+    "tests/core/test_core_approvals.py",
+    "tests/core/test_core_reliability.py",
+    "tests/core/test_core_flow_a.py",
+)
+REPLAY = ("tests/store/test_store_replay.py",)
+DECISIONS = ("tests/store/test_store_decisions.py", "tests/store/test_store_decide.py")
+BACKEND = ("tests/store/test_store_backend.py",)
+ADK_B = ("tests/adk/test_adk_flow_b.py",)
+CLAUDE = (
+    "tests/claude/test_claude_approvals.py",
+    "tests/claude/test_claude_gate.py",
+    "tests/claude/test_claude_reporting.py",
+)
+CHANNEL = ("tests/store/test_store_channel.py",)
+CROSS = ("tests/store/test_store_cross_process.py",)
+
+# Where code lives now, and where the tool-call gate moves it (a mutation applies in the first file
+# that holds its snippet exactly once).
+EXECUTION = ("goldfive_core/toolcall.py", "goldfive_core/store/execution.py", "goldfive_core/store/ledger.py")
+ADK = ("goldfive_core/toolcall.py", "goldfive_adk/plugin.py")
+CLAUDE_ADAPTER = ("goldfive_core/adapters/claude.py", "goldfive_core/toolcall.py")
+SQL = ("goldfive_core/store/_sql.py",)
+DECIDE = ("goldfive_core/store/decide.py",)
+BOOK = ("goldfive_core/approvals.py",)
+
+
+@dataclasses.dataclass(frozen=True)
+class Mutation:
+    """One deliberate breakage of one line."""
+
+    files: tuple[str, ...]
+    original: str
+    replacement: str
+    description: str
+    tests: tuple[str, ...]
+    equivalent: str = ""
+    """Why no test can tell this mutant from the original (reported apart, left out of the score)."""
+
+
+M = Mutation
+MUTATIONS: tuple[Mutation, ...] = (
+    # -- the approval record state machine -------------------------------------------------------------------
+    M(
+        BOOK,
+        "if decision.args_digest and request.args_digest and decision.args_digest != request.args_digest:",
+        "if False:",
+        "a live decision for other arguments is applied (digest check skipped)",
+        APPROVALS,
+    ),
+    M(
+        BOOK,
+        'if not decision.approved:\n                return DecisionResult(DecisionVerdict.EDIT_REFUSED, "refused',
+        'if False:\n                return DecisionResult(DecisionVerdict.EDIT_REFUSED, "refused',
+        "a rejection carrying edited arguments is accepted",
+        APPROVALS,
+    ),
+    M(
+        BOOK,
+        "error = request.validate_edit(decision.edited_args)\n            if error is not None:",
+        "error = request.validate_edit(decision.edited_args)\n            if False:",
+        "edited arguments that do not fit the tool are accepted",
+        APPROVALS + ADK_B,
+    ),
+    M(
+        BOOK,
+        "_move(record, ApprovalStatus.GRANTED if decision.approved else ApprovalStatus.REJECTED)",
+        "_move(record, ApprovalStatus.GRANTED)",
+        "a rejection is recorded as granted",
+        APPROVALS,
+    ),
+    M(
+        BOOK,
+        'decision="approve" if decision.approved else "reject",\n        detail=decision.detail,',
+        'decision="approve",\n        detail=decision.detail,',
+        "the waiting agent is told 'approve' for a rejection",
+        APPROVALS,
+    ),
+    M(
+        BOOK,
+        "if decided is not None and decided.decision is not None:\n                return DecisionResult(",
+        "if False:\n                return DecisionResult(",
+        "a second decision is not told 'already decided'",
+        APPROVALS,
+    ),
+    M(
+        BOOK,
+        "if existing.status is ApprovalStatus.PENDING:\n                raise ApprovalError",
+        "if False:\n                raise ApprovalError",
+        "a second request for a pending target replaces it",
+        APPROVALS,
+    ),
+    M(
+        BOOK,
+        "elif self._check(record, early) is None:",
+        "else:",
+        "an early decision for other arguments is applied when the request opens",
+        APPROVALS,
+    ),
+    M(
+        BOOK,
+        "            if timer is not None:\n                timer.cancel()",
+        "            if timer is not None:\n                pass",
+        "the timeout timer stays alive after a decided or cancelled wait",
+        APPROVALS,
+    ),
+    M(
+        BOOK,
+        "if record.decision is not None:  # decided after the timer fired but before this task resumed",
+        "if False:",
+        "a decision landing between the timer and the waiter's resumption is lost",
+        APPROVALS,
+    ),
+    M(
+        BOOK,
+        "        if keep_open:\n",
+        "        if True:\n",
+        "a tool (Flow B) timeout leaves the record open (timed_out instead of expired)",
+        APPROVALS + ADK_B,
+    ),
+    M(
+        BOOK,
+        "            if self._live.get(record.target_id) is record:\n                del self._live[record.target_id]\n"
+        "                _move(record, ApprovalStatus.CANCELLED)\n            raise",
+        "            raise",
+        "a cancelled wait leaves its record behind",
+        APPROVALS,
+    ),
+    M(
+        BOOK,
+        'record.waiter.set_result(ApprovalOutcome(target_id=target_id, decision="cancelled", detail=reason))',
+        "pass",
+        "closing a run leaves its waiters waiting",
+        APPROVALS,
+    ),
+    M(
+        BOOK,
+        'waiter.set_result(ApprovalOutcome(target_id=target_id, decision="timeout"))',
+        'waiter.set_result(ApprovalOutcome(target_id=target_id, decision="approve"))',
+        "a timeout is reported as an approval",
+        APPROVALS,
+    ),
+    # -- replay and the at-most-once ledger (callable agent: run_approved) ----------------------------------------
+    M(
+        EXECUTION,
+        "approved, detail, decided_by, edited = stored.approved, stored.detail",
+        "approved, detail, decided_by, edited = True, stored.detail",
+        "run_approved treats a recorded rejection as an approval",
+        REPLAY,
+    ),
+    M(
+        EXECUTION,
+        "if stored.args_digest and digest and stored.args_digest != digest:",
+        "if False:",
+        "replay applies a decision recorded for other arguments",
+        REPLAY,
+    ),
+    M(
+        EXECUTION,
+        "        await finish_execution(store, call_id=call_id, error=exc)\n",
+        "        pass\n",
+        "a body that raised stays 'in doubt' instead of done-with-error",
+        REPLAY,
+    ),
+    M(
+        EXECUTION,
+        "if row.state is ExecutionState.DONE:",
+        "if False:",
+        "a finished body is reported in doubt (or run again) on replay",
+        REPLAY,
+    ),
+    M(
+        EXECUTION,
+        "    if claimed:\n        return None",
+        "    if True:\n        return None",
+        "the body runs although another process claimed it",
+        REPLAY,
+    ),
+    M(
+        EXECUTION,
+        '    if not approved:\n        return GuardedResult(status="reject"',
+        '    if False:\n        return GuardedResult(status="reject"',
+        "run_approved runs the body after a live rejection",
+        REPLAY + CROSS,
+    ),
+    M(
+        EXECUTION,
+        "call_args = dict(edited) if edited is not None else dict(args)",
+        "call_args = dict(args)",
+        "an approved edit is ignored: the body runs with the original arguments",
+        REPLAY,
+    ),
+    M(
+        EXECUTION,
+        "    if stored.approved:\n        edited = stored.edited_args",
+        "    if True:\n        edited = stored.edited_args",
+        "replaying a recorded rejection announces ApprovalGranted",
+        REPLAY,
+    ),
+    # -- the SQL store: decisions and the ledger ----------------------------------------------------------------
+    M(
+        SQL,
+        "approved=rec.status is ApprovalStatus.GRANTED,",
+        "approved=True,",
+        "find_decision reads every recorded decision as an approval",
+        REPLAY,
+    ),
+    M(
+        SQL,
+        "WHERE {where} AND status IN ({_marks(new)})",
+        "WHERE {where} AND (1 = 1 OR status IN ({_marks(new)}))",
+        "a later event, ack or store decision overwrites a recorded decision",
+        DECISIONS + BACKEND,
+    ),
+    M(
+        SQL,
+        "\"id = ? AND (? = '' OR args_digest = '' OR args_digest = ?)\"",
+        '"id = ? AND (? = ? OR 1 = 1)"',
+        "the store records a decision bound to a stale digest",
+        DECISIONS,
+    ),
+    M(
+        SQL,
+        "new = ApprovalStatus.TIMED_OUT if out.still_open else ApprovalStatus.EXPIRED",
+        "new = ApprovalStatus.TIMED_OUT",
+        "the store keeps a Flow B timeout open (timed_out instead of expired)",
+        REPLAY + BACKEND,
+    ),
+    M(
+        SQL,
+        '"ON CONFLICT (target_id) DO NOTHING",\n                    (target_id, run_id, now_ms(), pid, host),\n'
+        "                )\n                return bool(cur.rowcount == 1)",
+        '"ON CONFLICT (target_id) DO NOTHING",\n                    (target_id, run_id, now_ms(), pid, host),\n'
+        "                )\n                return True",
+        "mark_executing claims a body twice",
+        BACKEND + REPLAY,
+    ),
+    M(
+        SQL,
+        "\"UPDATE gf_executions SET state = 'done', finished_at_ms = ?, result_json = ? WHERE target_id = ?\"",
+        "\"UPDATE gf_executions SET state = 'executing', finished_at_ms = ?, result_json = ? WHERE target_id = ?\"",
+        "a finished body is never recorded done",
+        REPLAY,
+    ),
+    M(
+        SQL,
+        "\"DELETE FROM gf_executions WHERE target_id = ? AND state = 'executing'\"",
+        '"DELETE FROM gf_executions WHERE target_id = ?"',
+        "'resolve --did-not-run' forgets a body that finished (it may run again)",
+        REPLAY,
+    ),
+    M(
+        SQL,
+        'approved = row[0] == "APPROVE"',
+        "approved = True",
+        "an applied REJECT is recorded on its approval as granted",
+        BACKEND + CHANNEL + DECISIONS,
+    ),
+    M(
+        SQL,
+        "                if approved:\n                    event.approval_granted.target_id = target_id",
+        "                if True:\n                    event.approval_granted.target_id = target_id",
+        "a rejection recorded in the store is audited as ApprovalGranted",
+        REPLAY + DECISIONS,
+    ),
+    # -- decide(): the one way in from outside the agent ------------------------------------------------------
+    M(
+        DECIDE,
+        "if len(open_rows) > 1:",
+        "if len(open_rows) > 2:",
+        "the first of two runs silently takes a decision for a target open in both",
+        DECISIONS,
+    ),
+    M(
+        DECIDE,
+        "        stale = _stale(now, self.digest)\n        if stale is not None:\n            return stale\n",
+        "",
+        "decide() records offline without checking the digest itself (the store's guard remains)",
+        DECISIONS,
+        equivalent="decide_in_store refuses the same stale digest inside its UPDATE, and record() then "
+        "re-reads the row and returns the same refusal words: defence in depth, one layer removed",
+    ),
+    M(
+        DECIDE,
+        '        if self.digest:\n            payload["args_digest"] = self.digest',
+        "        if False:\n            pass",
+        "a live decision travels without the digest the decider saw",
+        CROSS,
+    ),
+    M(
+        DECIDE,
+        "    except RunGone as exc:  # it ended or died while we waited: record it under the same checks\n"
+        "        return attempt.record(str(exc))",
+        "    except RunGone as exc:\n        return _refused(row, str(exc))",
+        "a decision whose run died during the wait is lost instead of recorded",
+        DECISIONS,
+    ),
+    M(
+        ("goldfive_core/cli.py",),
+        "args_digest=args.digest,",
+        "args_digest=None,",
+        "the command line ignores --digest",
+        DECISIONS,
+    ),
+    # -- the ADK plugin's translation ----------------------------------------------------------------------------
+    M(
+        ADK,
+        'decision="approve" if stored.approved else "reject",',
+        'decision="approve",',
+        "ADK replay turns a recorded rejection into an approval (the rejected transfer runs)",
+        REPLAY,
+    ),
+    M(
+        ADK,
+        '                if problem is not None:\n                    return skip(name, "approval_error", '
+        'f"the recorded edited arguments do not fit',
+        '                if False:\n                    return skip(name, "approval_error", '
+        'f"the recorded edited arguments do not fit',
+        "ADK replay lets a recorded edit that does not fit reach the tool",
+        REPLAY,
+    ),
+    M(
+        ADK,
+        "                tool_args.update(outcome.edited_args)",
+        "                pass",
+        "ADK runs the tool with the original arguments after an approved edit",
+        ADK_B + REPLAY,
+    ),
+    M(
+        ADK,
+        "                if refused is not None:\n                    return _replayed(name, refused)",
+        "                if False:\n                    return _replayed(name, refused)",
+        "ADK runs an approved body the ledger says another process claimed",
+        REPLAY,
+    ),
+    M(
+        ADK,
+        "        await self._record_execution(tool_context.function_call_id, error=error)",
+        "        pass",
+        "ADK reports a tool that raised as in doubt forever",
+        REPLAY,
+    ),
+    M(
+        ADK,
+        "            tool_context.tool_confirmation = ToolConfirmation(confirmed=True)",
+        "            pass",
+        "ADK approves but leaves ADK's own confirmation flow to block the tool",
+        ADK_B,
+    ),
+    M(
+        ADK,
+        'if outcome.decision == "reject":\n            return skip(name, "user_rejected"',
+        'if outcome.decision == "rejected":\n            return skip(name, "user_rejected"',
+        "ADK tells the model something other than user_rejected for a rejection",
+        ADK_B + REPLAY,
+    ),
+    M(
+        ADK,
+        'if replay.kind in ("done", "in_doubt"):',
+        'if replay.kind in ("done",):',
+        "ADK asks again (and may re-run) a call the ledger says is in doubt",
+        ("tests/store/test_store_adk_restart.py",),
+    ),
+    # -- the Claude adapter's translation -------------------------------------------------------------------------
+    M(
+        CLAUDE_ADAPTER,
+        'logger.exception("gate_tools predicate raised on %s; asking a person to be safe", tool_name)\n'
+        "            return True",
+        'logger.exception("gate_tools predicate raised on %s; asking a person to be safe", tool_name)\n'
+        "            return False",
+        "the Claude gate predicate fails open when it raises",
+        (*CLAUDE, "tests/claude/test_claude_fail_closed.py"),
+    ),
+    M(
+        CLAUDE_ADAPTER,
+        "return PermissionResultAllow(updated_input=edited)",
+        "return PermissionResultAllow()",
+        "Claude runs the tool with the original input after an approved edit",
+        CLAUDE,
+    ),
+    M(
+        CLAUDE_ADAPTER,
+        "        if not session.has_channel:\n            return PermissionResultDeny(",
+        "        if False:\n            return PermissionResultDeny(",
+        "Claude waits for a person although no channel can answer",
+        CLAUDE,
+    ),
+    M(
+        CLAUDE_ADAPTER,
+        '        if outcome.decision == "reject":\n            by = ',
+        '        if outcome.decision == "rejected":\n            by = ',
+        "Claude stops the run instead of telling the model the rejection reason",
+        CLAUDE,
+    ),
+    # -- the store channel: decisions recorded while a live run was cut off -----------------------------------------
+    M(
+        ("goldfive_core/store/channel.py",),
+        'kind = ControlKind.APPROVE if row.decision == "approve" else ControlKind.REJECT',
+        "kind = ControlKind.APPROVE",
+        "a rejection recorded while the run was cut off is applied as an approval",
+        CHANNEL,
+    ),
+)
+
+
+@dataclasses.dataclass
+class Result:
+    mutation: Mutation
+    verdict: str  # killed | survived | not applied
+    where: str = ""
+    detail: str = ""
+    seconds: float = 0.0
+
+
+def _tracked_files() -> list[str]:
+    out = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, capture_output=True, text=True, check=True
+    )
+    return [line for line in out.stdout.splitlines() if line]
+
+
+def _scratch_copy() -> Path:
+    root = Path(tempfile.mkdtemp(prefix="goldfive-mutation-"))
+    for rel in _tracked_files():
+        src = REPO / rel
+        if src.is_file():
+            dst = root / rel
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dst)
+    return root
+
+
+def _env() -> dict[str, str]:
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("GOLDFIVE_TEST_PG_DSN", "CI", "GOLDFIVE_DSN", "GOLDFIVE_DB")
+    }
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
+
+
+def _pytest(root: Path, tests: Sequence[str], timeout: float) -> tuple[bool, str]:
+    """(passed, tail of the output)."""
+    present = [t for t in tests if (root / t.split("::")[0]).exists()]
+    if not present:
+        return True, "no tests found"
+    cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "--no-header", *present]
+    try:
+        proc = subprocess.run(cmd, cwd=root, env=_env(), capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        return False, f"timed out after {timeout:g}s"
+    lines = [line for line in proc.stdout.splitlines() if line.strip()]
+    failed = next((line for line in lines if line.startswith(("FAILED", "ERROR"))), "")
+    return proc.returncode == 0, failed or (lines[-1] if lines else proc.stderr[-300:])
+
+
+def _locate(root: Path, mutation: Mutation) -> tuple[Path | None, str]:
+    counts = []
+    for rel in mutation.files:
+        path = root / rel
+        if not path.exists():
+            continue
+        n = path.read_text(encoding="utf-8").count(mutation.original)
+        if n == 1:
+            return path, rel
+        if n > 1:
+            counts.append(f"{rel}: {n} places")
+    why = "; ".join(counts) if counts else "snippet not found in " + ", ".join(mutation.files)
+    return None, why
+
+
+def run(mutations: Sequence[Mutation], timeout: float) -> list[Result]:
+    root = _scratch_copy()
+    try:
+        suites = sorted({t for m in mutations for t in m.tests})
+        ok, tail = _pytest(root, suites, timeout * 4)
+        if not ok:
+            raise SystemExit(f"the unmutated test subset fails; fix that first: {tail}")
+        results = []
+        for i, mutation in enumerate(mutations, 1):
+            path, where = _locate(root, mutation)
+            if path is None:
+                results.append(Result(mutation, "not applied", detail=where))
+                print(f"[{i}/{len(mutations)}] NOT APPLIED  {mutation.description} ({where})", flush=True)
+                continue
+            original = path.read_text(encoding="utf-8")
+            path.write_text(original.replace(mutation.original, mutation.replacement), encoding="utf-8")
+            started = time.monotonic()
+            try:
+                passed, tail = _pytest(root, mutation.tests, timeout)
+            finally:
+                path.write_text(original, encoding="utf-8")
+            verdict = "survived" if passed else "killed"
+            results.append(Result(mutation, verdict, where, tail, time.monotonic() - started))
+            print(f"[{i}/{len(mutations)}] {verdict.upper():8}  {mutation.description}  ({where})", flush=True)
+        return results
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def report(results: Sequence[Result]) -> None:
+    applied = [r for r in results if r.verdict != "not applied"]
+    equivalent = [r for r in applied if r.mutation.equivalent and r.verdict == "survived"]
+    scored = [r for r in applied if r not in equivalent]
+    killed = [r for r in scored if r.verdict == "killed"]
+    survived = [r for r in scored if r.verdict == "survived"]
+    missing = [r for r in results if r.verdict == "not applied"]
+    score = 100.0 * len(killed) / len(scored) if scored else 0.0
+    all_killed = len([r for r in applied if r.verdict == "killed"])
+    print()
+    print(
+        f"mutation score: {len(killed)}/{len(scored)} killed ({score:.1f} %) excluding {len(equivalent)} equivalent; "
+        f"{all_killed}/{len(applied)} counting them; {len(missing)} not applied"
+    )
+    for r in survived:
+        print(f"  SURVIVED     {r.where}: {r.mutation.description}")
+    for r in equivalent:
+        print(f"  EQUIVALENT   {r.where}: {r.mutation.description} — {r.mutation.equivalent}")
+    for r in missing:
+        print(f"  NOT APPLIED  {r.mutation.description}: {r.detail}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--only", help="only mutations whose description or file contains this text")
+    parser.add_argument("--list", action="store_true", help="list the mutations and exit")
+    parser.add_argument("--timeout", type=float, default=300.0, help="seconds per mutation's test run")
+    args = parser.parse_args(argv)
+    chosen = [
+        m for m in MUTATIONS if not args.only or args.only in m.description or any(args.only in f for f in m.files)
+    ]
+    if args.list:
+        for m in chosen:
+            print(f"{' | '.join(m.files)}: {m.description}  [{', '.join(m.tests)}]")
+        return 0
+    report(run(chosen, args.timeout))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
