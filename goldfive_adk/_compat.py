@@ -14,6 +14,8 @@ installed ADK version when ADK changed underneath it, instead of failing somewhe
 * :func:`confirmation_flag` — whether a ``FunctionTool`` / ``McpTool`` was built with
   ``require_confirmation=True/False`` or a predicate (``_require_confirmation``), so the plugin can
   announce calls for early decisions without evaluating predicates twice more.
+* :func:`body_gets_context` — whether a ``FunctionTool``'s function takes the tool context
+  (``_context_param_name``), i.e. whether its body could ask for a confirmation itself.
 * :func:`declaration_of` and :class:`DeclaredTool` — a tool's ``FunctionDeclaration`` (the
   parameters the model was given) is ``BaseTool._get_declaration()``; a custom tool provides it by
   overriding that method.
@@ -21,6 +23,7 @@ installed ADK version when ADK changed underneath it, instead of failing somewhe
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -35,6 +38,7 @@ __all__ = [
     "ADK_VERSION",
     "AdkCompatError",
     "DeclaredTool",
+    "body_gets_context",
     "confirmation_flag",
     "declaration_of",
     "end_invocation",
@@ -105,6 +109,26 @@ def confirmation_flag(tool: BaseTool) -> bool | None:
             raise AdkCompatError(f"{type(tool).__name__}._require_confirmation")
         return None
     return flag if isinstance(flag, bool) else None
+
+
+def body_gets_context(tool: BaseTool) -> bool:
+    """Whether ``tool``'s body receives the tool context (and so may call ``request_confirmation``).
+
+    A ``FunctionTool`` passes it only to a function with the context parameter ADK detected
+    (``_context_param_name``: a ``ToolContext`` annotation, else ``tool_context``); every other
+    tool's ``run_async`` receives it.
+    """
+    from google.adk.tools.function_tool import FunctionTool
+
+    if not isinstance(tool, FunctionTool):
+        return True
+    name = getattr(tool, "_context_param_name", None)
+    if not isinstance(name, str):
+        raise AdkCompatError("FunctionTool._context_param_name")
+    try:
+        return name in inspect.signature(tool.func).parameters
+    except (TypeError, ValueError):  # no signature to read: assume it may ask
+        return True
 
 
 def _keeps_flag(tool: BaseTool) -> bool:

@@ -75,7 +75,7 @@ from goldfive_core.store.channel import StoreChannel
 from goldfive_core.store.execution import Replay, begin_execution, check_replay, finish_execution
 
 from ._asked import ASK_CONFIRMATION, announce_native, announce_native_answer, asked_confirmation, confirm_asked
-from ._compat import confirmation_flag, end_invocation
+from ._compat import body_gets_context, confirmation_flag, end_invocation
 from ._confirm import edit_validator, skip
 from ._runs import AdkRun
 
@@ -141,6 +141,8 @@ class _GoldfiveADKPlugin(BasePlugin):
         self._runs: dict[str, AdkRun] = {}
         self._let_through: set[str] = set()
         """Call ids whose tool body goldfive let run (only their own confirmation requests are answered)."""
+        self._may_ask: dict[int, tuple[BaseTool, bool]] = {}
+        """id(tool) → (the tool, whether its body gets the tool context and so may ask for a confirmation)."""
         self._executing: set[str] = set()
         """Call ids marked "executing" in the store's ledger, to be marked done after the tool."""
         self._ended: collections.OrderedDict[str, None] = collections.OrderedDict()
@@ -317,8 +319,13 @@ class _GoldfiveADKPlugin(BasePlugin):
     ) -> dict[str, Any] | None:
         """Step gate before a tool; asks a person first when the tool requires confirmation."""
         response = await self._before_tool(tool, tool_args, tool_context)
-        if response is None and self.control is not None and tool_context.function_call_id:
-            self._let_through.add(tool_context.function_call_id)  # its own confirmation requests are ours to ask
+        if response is None and self.control is not None:
+            may_ask = self._may_ask.get(id(tool))
+            if may_ask is None:
+                may_ask = self._may_ask[id(tool)] = (tool, body_gets_context(tool))
+            call_id = tool_context.function_call_id
+            if may_ask[1] and call_id:
+                self._let_through.add(call_id)  # the body runs: a confirmation it asks for is ours to ask
         return response
 
     async def _before_tool(
@@ -457,7 +464,7 @@ class _GoldfiveADKPlugin(BasePlugin):
             # goldfive or another plugin answered before the body: whatever was asked, the tool did not ask it.
             return None
         self._let_through.discard(call_id)
-        asked = asked_confirmation(tool_context) if self.control is not None else None
+        asked = asked_confirmation(tool_context)
         if asked is None:
             return None
         run = self._runs.get(tool_context.session.id)

@@ -50,35 +50,45 @@ class SeenRequest:
     """A model request as the scripted model read it.
 
     ``step`` counts the model turns since the user's latest message (0 for the first answer to it);
-    goldfive's own notes (``[goldfive] ...``) do not count as the user speaking.
+    goldfive's own notes (``[goldfive] ...``) do not count as the user speaking. The other views are
+    computed when read, so a model that never looks at them costs nothing.
     """
 
     contents: list[types.Content]
     step: int
-    user_text: str
-    """The text of the user's latest message."""
-    since_user: list[str]
-    """Text parts and function responses (as JSON) after the user's latest message, oldest first."""
+    user_index: int
+    """Where the user's latest message is in ``contents`` (-1: none)."""
 
     @classmethod
     def of(cls, contents: Sequence[types.Content]) -> SeenRequest:
         """Read the contents of a request (``llm_request.contents``)."""
         step = 0
-        user_text = ""
-        since: list[str] = []
-        for content in reversed(contents):
-            parts = content.parts or []
+        for index in range(len(contents) - 1, -1, -1):
+            content = contents[index]
             if _is_user_message(content):
-                user_text = "\n".join(p.text for p in parts if p.text)
-                break
+                return cls(contents=list(contents), step=step, user_index=index)
             if content.role == "model":
                 step += 1
-            for part in reversed(parts):
-                if part.function_response is not None:
-                    since.append(json.dumps(part.function_response.response, sort_keys=True, default=str))
+        return cls(contents=list(contents), step=step, user_index=-1)
+
+    @property
+    def user_text(self) -> str:
+        """The text of the user's latest message."""
+        if self.user_index < 0:
+            return ""
+        return "\n".join(p.text for p in self.contents[self.user_index].parts or [] if p.text)
+
+    @property
+    def since_user(self) -> list[str]:
+        """Text parts and function responses (as JSON) after the user's latest message, oldest first."""
+        seen: list[str] = []
+        for content in self.contents[self.user_index + 1 :]:
+            for part in content.parts or []:
                 if part.text:
-                    since.append(part.text)
-        return cls(contents=list(contents), step=step, user_text=user_text, since_user=since[::-1])
+                    seen.append(part.text)
+                if part.function_response is not None:
+                    seen.append(json.dumps(part.function_response.response, sort_keys=True, default=str))
+        return seen
 
     @property
     def text(self) -> str:

@@ -18,6 +18,7 @@ from goldfive_adk import _compat
 from goldfive_adk._compat import (
     AdkCompatError,
     DeclaredTool,
+    body_gets_context,
     confirmation_flag,
     declaration_of,
     end_invocation,
@@ -117,6 +118,24 @@ def test_confirmation_flag_names_the_adk_version_when_function_tool_changed() ->
     with pytest.raises(AdkCompatError, match=re.escape(VERSION_NAMED)) as caught:
         confirmation_flag(tool)
     assert "FunctionTool._require_confirmation" in str(caught.value)
+
+
+def test_body_gets_context_says_whether_a_tool_could_ask_for_a_confirmation_itself() -> None:
+    def asks(days: int, tool_context: ToolContext) -> dict[str, Any]:
+        """Takes the context by its usual name."""
+        return {}
+
+    def asks_by_type(days: int, ctx: ToolContext) -> dict[str, Any]:
+        """Takes the context by annotation."""
+        return {}
+
+    assert body_gets_context(FunctionTool(asks)) and body_gets_context(FunctionTool(asks_by_type))
+    assert not body_gets_context(FunctionTool(_pay))
+    assert body_gets_context(_Asks(name="custom", description="its run_async gets the context"))
+    tool = FunctionTool(asks)
+    del tool._context_param_name
+    with pytest.raises(AdkCompatError, match=re.escape(VERSION_NAMED)):
+        body_gets_context(tool)
 
 
 class _Wipe(DeclaredTool):
