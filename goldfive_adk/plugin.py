@@ -399,7 +399,8 @@ class _GoldfiveADKPlugin(BasePlugin):
         outcome: ApprovalOutcome | None = None
         if ledger is not None:
             # A restarted resumable run replays the call with the same id: the store may know its fate.
-            replay = await check_replay(session, ledger, call_id=target_id, tool_name=name, digest=digest)
+            trust = self.control.trust_key if isinstance(self.control, StoreChannel) else None
+            replay = await check_replay(session, ledger, call_id=target_id, tool_name=name, digest=digest, trust=trust)
             if replay.kind in ("done", "in_doubt"):
                 return _replayed(name, replay)
             stored = replay.decision

@@ -176,6 +176,8 @@ class Decision:
     edited_args: Mapping[str, Any] | None = None
     args_digest: str = ""
     decided_at_ms: int = dataclasses.field(default_factory=now_ms)
+    channel: str = ""
+    """How the decision came (``web``, ``api``, ``cli``), for the audit; "" when unknown."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)

@@ -116,6 +116,7 @@ def decision_from_payload(kind: ControlKind, payload: Mapping[str, Any]) -> tupl
         detail = _text(payload, "detail") or _text(payload, "reason")
         decided_by = _text(payload, "decided_by")
         digest = _text(payload, "args_digest")
+        channel = _text(payload, "channel")
     except _BadPayload as exc:
         raise ValueError(f"{kind.value}: {exc}") from None
     edited = payload.get("edited_args")
@@ -135,6 +136,7 @@ def decision_from_payload(kind: ControlKind, payload: Mapping[str, Any]) -> tupl
         decided_by=decided_by,
         edited_args=edited,
         args_digest=digest,
+        channel=channel,
     )
 
 
@@ -537,12 +539,16 @@ class Session:
                     detail=decision.detail,
                     decided_by=decision.decided_by,
                     edited_args_json=canonical_json(decision.edited_args) if decision.edited_args is not None else "",
+                    channel=decision.channel,
                 )
             )
         else:
             self.events.emit(
                 events_pb2.ApprovalRejected(
-                    target_id=record.target_id, detail=decision.detail, decided_by=decision.decided_by
+                    target_id=record.target_id,
+                    detail=decision.detail,
+                    decided_by=decision.decided_by,
+                    channel=decision.channel,
                 )
             )
 

@@ -32,8 +32,11 @@ from .._util import new_id, shorten
 from ..control import ChannelStatistics, ControlAck, ControlChannel, ControlKind, ControlMessage, Dispatcher
 from ..errors import ChannelBusyError
 from ..routing import ControlRouter
+from ..session import Session
+from ..signing import TrustKey, trust_key_from_env
 from .base import HOST, InboxRow, Store, StoreError, StoreUnavailableError, run_liveness
 from .sink import StoreSink
+from .trust import verify_decision
 
 __all__ = ["DeliveryTimeout", "RunGone", "StoreChannel"]
 
@@ -76,6 +79,7 @@ class StoreChannel(ControlChannel):
         batch_size: int = 100,
         name: str | None = None,
         sweep_interval_s: float = 5.0,
+        trust_key: TrustKey | str | None = None,
     ) -> None:
         if isinstance(store, str | Path):
             from ._open import open_store
@@ -97,6 +101,11 @@ class StoreChannel(ControlChannel):
         self._dispatched = 0
         self._seen_waiting = 0
         self._idle: set[asyncio.Task[None]] = set()
+        self._refused_in_store: set[tuple[str, str, int]] = set()
+        if isinstance(trust_key, str):
+            trust_key = TrustKey.parse(trust_key)
+        self.trust_key: TrustKey | None = trust_key if trust_key is not None else trust_key_from_env()
+        """With a key, this channel applies only APPROVE/REJECT that the key signed (see goldfive serve)."""
 
     @property
     def sink(self) -> StoreSink:
@@ -279,8 +288,39 @@ class StoreChannel(ControlChannel):
             return ControlAck.failure(row.control_id, detail)
         return self._dispatch_local(dispatcher, row.message())
 
+    def _session_of(self, msg: ControlMessage) -> Session | None:
+        owner = self._owner
+        if not isinstance(owner, ControlRouter) or not isinstance(msg.payload, Mapping):
+            return None
+        target = msg.payload.get("target_id")
+        return next((s for s in owner.sessions if isinstance(target, str) and s.approvals.knows(target)), None)
+
+    def _unverified(self, msg: ControlMessage) -> ControlAck | None:
+        """A FAILURE ack for a decision the trusted key did not sign (the request stays pending)."""
+        if self.trust_key is None or msg.kind not in (ControlKind.APPROVE, ControlKind.REJECT):
+            return None
+        if not isinstance(msg.payload, Mapping):
+            return None  # dispatch refuses a malformed payload in its own words
+        session = self._session_of(msg)
+        run_id = msg.payload.get("run_id")
+        if session is not None:
+            run_id = session.run_id
+        problem = verify_decision(
+            self.trust_key,
+            msg.payload,
+            approved=msg.kind is ControlKind.APPROVE,
+            run_id=run_id if isinstance(run_id, str) else "",
+            session=session,
+        )
+        if problem is None:
+            return None
+        return ControlAck.failure(msg.id, f"refused: {problem}; the request stays pending")
+
     def _dispatch_local(self, dispatcher: Dispatcher, msg: ControlMessage) -> ControlAck:
         self._dispatched += 1
+        refused = self._unverified(msg)
+        if refused is not None:
+            return refused
         try:
             ack = dispatcher(msg)
         except Exception as exc:  # a dispatcher bug must not lose the ack or stop the channel
@@ -414,8 +454,17 @@ class StoreChannel(ControlChannel):
                 }
                 if row.edited_args_json:
                     payload["edited_args"] = json.loads(row.edited_args_json)
+                if row.decided_channel:
+                    payload["channel"] = row.decided_channel
+                if row.decision_sig:
+                    payload["signature"] = row.decision_sig
+                seen = (row.run_id, row.target_id, row.decided_at_ms)
+                if self.trust_key is not None and seen in self._refused_in_store:
+                    continue  # refused once (and audited); the request stays pending
                 kind = ControlKind.APPROVE if row.decision == "approve" else ControlKind.REJECT
                 ack = self._dispatch_local(dispatcher, ControlMessage(kind, payload))
+                if not ack.ok and self.trust_key is not None:
+                    self._refused_in_store.add(seen)
                 logger.info("applied a decision recorded in the store to %s: %s", row.target_id, ack.detail)
 
     def _ack_eventually(self, acks: list[tuple[int, ControlAck]]) -> None:

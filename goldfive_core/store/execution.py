@@ -32,7 +32,9 @@ from ..approvals import ApprovalRequest
 from ..drift import Drift, DriftKind, DriftSeverity
 from ..pb.v1 import events_pb2
 from ..session import Session
+from ..signing import TrustKey
 from .base import HOST, ExecutionRow, ExecutionState, Store, StoredDecision
+from .trust import verify_decision
 
 __all__ = ["GuardedResult", "Replay", "begin_execution", "check_replay", "finish_execution", "run_approved"]
 
@@ -71,7 +73,9 @@ class Replay:
     decision: StoredDecision | None = None
 
 
-async def check_replay(session: Session, store: Store, *, call_id: str, tool_name: str, digest: str) -> Replay:
+async def check_replay(
+    session: Session, store: Store, *, call_id: str, tool_name: str, digest: str, trust: TrustKey | None = None
+) -> Replay:
     """Look up ``call_id`` in the ledger and the decisions; announce what applies to the run.
 
     ``done``: the body finished before (its result is in ``result``); ``in_doubt``: it started and
@@ -89,6 +93,18 @@ async def check_replay(session: Session, store: Store, *, call_id: str, tool_nam
     if stored.args_digest and digest and stored.args_digest != digest:
         logger.warning("decision stored for %s was for other arguments (%s); asking again", call_id, stored.args_digest)
         return Replay(kind="none")
+    if trust is not None:
+        claimed: dict[str, Any] = {
+            "target_id": stored.target_id,
+            "decided_by": stored.decided_by,
+            "detail": stored.detail,
+            "args_digest": stored.args_digest,
+            "edited_args": stored.edited_args,
+            "signature": stored.signature,
+            "channel": stored.decided_channel,
+        }
+        if verify_decision(trust, claimed, approved=stored.approved, run_id=stored.run_id, session=session):
+            return Replay(kind="none")  # not signed by the trusted key: ask a person (refusal audited)
     note = f"decision recorded in the store (run {stored.run_id}, via {stored.decided_via}) applied to the replay"
     if stored.approved:
         edited = stored.edited_args
@@ -139,10 +155,15 @@ async def run_approved(
     prompt: str = "",
     task_id: str = "",
     timeout_ms: int | None = None,
+    trust: TrustKey | None = None,
 ) -> GuardedResult:
-    """Ask (or find the recorded decision), then run ``body(args)`` at most once for ``call_id``."""
+    """Ask (or find the recorded decision), then run ``body(args)`` at most once for ``call_id``.
+
+    With ``trust`` (the public key of ``goldfive serve``), a decision recorded in the store is
+    used only if that key signed it.
+    """
     digest = args_digest(tool_name, args)
-    replay = await check_replay(session, store, call_id=call_id, tool_name=tool_name, digest=digest)
+    replay = await check_replay(session, store, call_id=call_id, tool_name=tool_name, digest=digest, trust=trust)
     if replay.kind == "done":
         return GuardedResult(status="already_done", result=replay.result, detail=replay.detail)
     if replay.kind == "in_doubt":

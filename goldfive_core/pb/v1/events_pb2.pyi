@@ -138,26 +138,44 @@ class ApprovalRequested(_message.Message):
     def __init__(self, target_id: _Optional[str] = ..., kind: _Optional[str] = ..., prompt: _Optional[str] = ..., task_id: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ..., args_digest: _Optional[str] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
 
 class ApprovalGranted(_message.Message):
-    __slots__ = ("target_id", "detail", "decided_by", "edited_args_json")
+    __slots__ = ("target_id", "detail", "decided_by", "edited_args_json", "channel")
     TARGET_ID_FIELD_NUMBER: _ClassVar[int]
     DETAIL_FIELD_NUMBER: _ClassVar[int]
     DECIDED_BY_FIELD_NUMBER: _ClassVar[int]
     EDITED_ARGS_JSON_FIELD_NUMBER: _ClassVar[int]
+    CHANNEL_FIELD_NUMBER: _ClassVar[int]
     target_id: str
     detail: str
     decided_by: str
     edited_args_json: str
-    def __init__(self, target_id: _Optional[str] = ..., detail: _Optional[str] = ..., decided_by: _Optional[str] = ..., edited_args_json: _Optional[str] = ...) -> None: ...
+    channel: str
+    def __init__(self, target_id: _Optional[str] = ..., detail: _Optional[str] = ..., decided_by: _Optional[str] = ..., edited_args_json: _Optional[str] = ..., channel: _Optional[str] = ...) -> None: ...
 
 class ApprovalRejected(_message.Message):
-    __slots__ = ("target_id", "detail", "decided_by")
+    __slots__ = ("target_id", "detail", "decided_by", "channel")
     TARGET_ID_FIELD_NUMBER: _ClassVar[int]
     DETAIL_FIELD_NUMBER: _ClassVar[int]
     DECIDED_BY_FIELD_NUMBER: _ClassVar[int]
+    CHANNEL_FIELD_NUMBER: _ClassVar[int]
     target_id: str
     detail: str
     decided_by: str
-    def __init__(self, target_id: _Optional[str] = ..., detail: _Optional[str] = ..., decided_by: _Optional[str] = ...) -> None: ...
+    channel: str
+    def __init__(self, target_id: _Optional[str] = ..., detail: _Optional[str] = ..., decided_by: _Optional[str] = ..., channel: _Optional[str] = ...) -> None: ...
+
+class DecisionRefused(_message.Message):
+    __slots__ = ("target_id", "decision", "decided_by", "reason", "channel")
+    TARGET_ID_FIELD_NUMBER: _ClassVar[int]
+    DECISION_FIELD_NUMBER: _ClassVar[int]
+    DECIDED_BY_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    CHANNEL_FIELD_NUMBER: _ClassVar[int]
+    target_id: str
+    decision: str
+    decided_by: str
+    reason: str
+    channel: str
+    def __init__(self, target_id: _Optional[str] = ..., decision: _Optional[str] = ..., decided_by: _Optional[str] = ..., reason: _Optional[str] = ..., channel: _Optional[str] = ...) -> None: ...
 
 class ApprovalTimedOut(_message.Message):
     __slots__ = ("target_id", "timeout_ms", "still_open", "detail")
@@ -180,7 +198,7 @@ class ApprovalCancelled(_message.Message):
     def __init__(self, target_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class Event(_message.Message):
-    __slots__ = ("event_id", "run_id", "sequence", "emitted_at", "session_id", "run_started", "task_started", "task_progress", "task_completed", "task_failed", "task_blocked", "task_cancelled", "drift_detected", "run_completed", "run_aborted", "approval_requested", "approval_granted", "approval_rejected", "approval_timed_out", "approval_cancelled")
+    __slots__ = ("event_id", "run_id", "sequence", "emitted_at", "session_id", "run_started", "task_started", "task_progress", "task_completed", "task_failed", "task_blocked", "task_cancelled", "drift_detected", "run_completed", "run_aborted", "approval_requested", "approval_granted", "approval_rejected", "approval_timed_out", "approval_cancelled", "decision_refused")
     EVENT_ID_FIELD_NUMBER: _ClassVar[int]
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     SEQUENCE_FIELD_NUMBER: _ClassVar[int]
@@ -201,6 +219,7 @@ class Event(_message.Message):
     APPROVAL_REJECTED_FIELD_NUMBER: _ClassVar[int]
     APPROVAL_TIMED_OUT_FIELD_NUMBER: _ClassVar[int]
     APPROVAL_CANCELLED_FIELD_NUMBER: _ClassVar[int]
+    DECISION_REFUSED_FIELD_NUMBER: _ClassVar[int]
     event_id: str
     run_id: str
     sequence: int
@@ -221,4 +240,5 @@ class Event(_message.Message):
     approval_rejected: ApprovalRejected
     approval_timed_out: ApprovalTimedOut
     approval_cancelled: ApprovalCancelled
-    def __init__(self, event_id: _Optional[str] = ..., run_id: _Optional[str] = ..., sequence: _Optional[int] = ..., emitted_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., session_id: _Optional[str] = ..., run_started: _Optional[_Union[RunStarted, _Mapping]] = ..., task_started: _Optional[_Union[TaskStarted, _Mapping]] = ..., task_progress: _Optional[_Union[TaskProgress, _Mapping]] = ..., task_completed: _Optional[_Union[TaskCompleted, _Mapping]] = ..., task_failed: _Optional[_Union[TaskFailed, _Mapping]] = ..., task_blocked: _Optional[_Union[TaskBlocked, _Mapping]] = ..., task_cancelled: _Optional[_Union[TaskCancelled, _Mapping]] = ..., drift_detected: _Optional[_Union[DriftDetected, _Mapping]] = ..., run_completed: _Optional[_Union[RunCompleted, _Mapping]] = ..., run_aborted: _Optional[_Union[RunAborted, _Mapping]] = ..., approval_requested: _Optional[_Union[ApprovalRequested, _Mapping]] = ..., approval_granted: _Optional[_Union[ApprovalGranted, _Mapping]] = ..., approval_rejected: _Optional[_Union[ApprovalRejected, _Mapping]] = ..., approval_timed_out: _Optional[_Union[ApprovalTimedOut, _Mapping]] = ..., approval_cancelled: _Optional[_Union[ApprovalCancelled, _Mapping]] = ...) -> None: ...
+    decision_refused: DecisionRefused
+    def __init__(self, event_id: _Optional[str] = ..., run_id: _Optional[str] = ..., sequence: _Optional[int] = ..., emitted_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., session_id: _Optional[str] = ..., run_started: _Optional[_Union[RunStarted, _Mapping]] = ..., task_started: _Optional[_Union[TaskStarted, _Mapping]] = ..., task_progress: _Optional[_Union[TaskProgress, _Mapping]] = ..., task_completed: _Optional[_Union[TaskCompleted, _Mapping]] = ..., task_failed: _Optional[_Union[TaskFailed, _Mapping]] = ..., task_blocked: _Optional[_Union[TaskBlocked, _Mapping]] = ..., task_cancelled: _Optional[_Union[TaskCancelled, _Mapping]] = ..., drift_detected: _Optional[_Union[DriftDetected, _Mapping]] = ..., run_completed: _Optional[_Union[RunCompleted, _Mapping]] = ..., run_aborted: _Optional[_Union[RunAborted, _Mapping]] = ..., approval_requested: _Optional[_Union[ApprovalRequested, _Mapping]] = ..., approval_granted: _Optional[_Union[ApprovalGranted, _Mapping]] = ..., approval_rejected: _Optional[_Union[ApprovalRejected, _Mapping]] = ..., approval_timed_out: _Optional[_Union[ApprovalTimedOut, _Mapping]] = ..., approval_cancelled: _Optional[_Union[ApprovalCancelled, _Mapping]] = ..., decision_refused: _Optional[_Union[DecisionRefused, _Mapping]] = ...) -> None: ...
