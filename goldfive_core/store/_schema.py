@@ -9,11 +9,20 @@ from typing import Any
 from .._util import shorten
 from ..approvals import ApprovalStatus
 from .audit import GENESIS_HASH
-from .base import ApprovalRow, AuditRow, ExecutionRow, ExecutionState, InboxRow, RunRow, StoreError
+from .base import ApprovalRow, AuditRow, ExecutionRow, ExecutionState, InboxRow, RunRow, StoreError, UserRow
 
-__all__ = ["APPROVAL_COLS", "AUDIT_COLS", "EXEC_COLS", "MIGRATIONS", "RUN_COLS", "SCHEMA_VERSION"]
+__all__ = [
+    "APPROVAL_COLS",
+    "APPROVAL_SELECT",
+    "AUDIT_COLS",
+    "EXEC_COLS",
+    "MIGRATIONS",
+    "RUN_COLS",
+    "SCHEMA_VERSION",
+    "USER_COLS",
+]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 # Migrations: (version, statements). Types are filled in per dialect: {id} an auto-increment
 # primary key, {blob} bytes, {big} a 64-bit integer. Never edit a released step; add one.
@@ -60,6 +69,22 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
                 pid {big} NOT NULL, host TEXT NOT NULL)""",
         ),
     ),
+    (
+        3,
+        (
+            # goldfive serve: people who log in, their web sessions, and who decided how (signed).
+            """CREATE TABLE gf_users (
+                name TEXT PRIMARY KEY, role TEXT NOT NULL, token_id TEXT NOT NULL UNIQUE, token_hash TEXT NOT NULL,
+                disabled {big} NOT NULL, created_at_ms {big} NOT NULL, updated_at_ms {big} NOT NULL,
+                failed_logins {big} NOT NULL, locked_until_ms {big} NOT NULL)""",
+            """CREATE TABLE gf_web_sessions (
+                id_hash TEXT PRIMARY KEY, user_name TEXT NOT NULL, csrf TEXT NOT NULL,
+                created_at_ms {big} NOT NULL, expires_at_ms {big} NOT NULL)""",
+            "ALTER TABLE gf_approvals ADD COLUMN decided_channel TEXT NOT NULL DEFAULT ''",
+            "ALTER TABLE gf_approvals ADD COLUMN decision_sig TEXT NOT NULL DEFAULT ''",
+            "CREATE INDEX gf_approvals_expiry ON gf_approvals (expires_at_ms, id)",
+        ),
+    ),
 )
 
 APPROVAL_COLS = (
@@ -67,9 +92,12 @@ APPROVAL_COLS = (
     "status, requested_at_ms, expires_at_ms, timeout_ms, decided_at_ms, decided_by, decision, detail, "
     "edited_args_json, decided_via"
 )
+APPROVAL_SELECT = APPROVAL_COLS + ", decided_channel, decision_sig"
+"""What reads select: the record and how it was decided (columns with defaults, kept out of inserts)."""
 RUN_COLS = "run_id, session_id, adapter, pid, host, status, started_at_ms, heartbeat_at_ms, ended_at_ms"
 AUDIT_COLS = "seq, run_id, sequence, kind, event_id, emitted_at_ms, body, prev_hash, hash"
 INBOX_COLS = "id, control_id, kind, payload_json, run_id, issued_at_ms, status"
+USER_COLS = "name, role, token_id, token_hash, disabled, created_at_ms, updated_at_ms, failed_logins, locked_until_ms"
 EXEC_COLS = "target_id, run_id, state, started_at_ms, finished_at_ms, result_json, pid, host"
 
 
@@ -103,6 +131,8 @@ def approval_row(row: Sequence[Any]) -> ApprovalRow:
         detail=row[18],
         edited_args_json=row[19],
         decided_via=row[20],
+        decided_channel=row[21] if len(row) > 21 else "",
+        decision_sig=row[22] if len(row) > 22 else "",
     )
 
 
@@ -176,4 +206,18 @@ def inbox_row(row: Sequence[Any]) -> InboxRow:
         issued_at_ms=int(issued) if isinstance(issued, int) else 0,
         status=str(status),
         problem=problem,
+    )
+
+
+def user_row(row: Sequence[Any]) -> UserRow:
+    return UserRow(
+        name=row[0],
+        role=row[1],
+        token_id=row[2],
+        token_hash=row[3],
+        disabled=bool(row[4]),
+        created_at_ms=row[5],
+        updated_at_ms=row[6],
+        failed_logins=row[7],
+        locked_until_ms=row[8],
     )

@@ -24,22 +24,26 @@ from ..events import payload_name
 from ..pb.v1 import events_pb2
 from ._schema import (
     APPROVAL_COLS,
+    APPROVAL_SELECT,
     AUDIT_COLS,
     EXEC_COLS,
     INBOX_COLS,
     MIGRATIONS,
     RUN_COLS,
     SCHEMA_VERSION,
+    USER_COLS,
     approval_row,
     audit_row,
     execution_row,
     inbox_row,
     run_row,
+    user_row,
 )
 from .audit import canonical_event_bytes, chain_hash, verify_chain
 from .base import (
     HOST,
     OPEN_STATUSES,
+    ApprovalPage,
     ApprovalRow,
     AuditReport,
     AuditRow,
@@ -52,6 +56,8 @@ from .base import (
     StoredDecision,
     StoreError,
     StoreUnavailableError,
+    UserRow,
+    WebSession,
     ack_from_columns,
 )
 
@@ -306,7 +312,7 @@ class SqlStore(Store):
                 "args_digest = excluded.args_digest, metadata_json = excluded.metadata_json, status = excluded.status, "
                 "requested_at_ms = excluded.requested_at_ms, expires_at_ms = excluded.expires_at_ms, "
                 "timeout_ms = excluded.timeout_ms, decided_at_ms = 0, decided_by = '', decision = '', detail = '', "
-                "edited_args_json = '', decided_via = ''",
+                "edited_args_json = '', decided_via = '', decided_channel = '', decision_sig = ''",
                 (
                     event.run_id,
                     event.session_id,
@@ -338,6 +344,7 @@ class SqlStore(Store):
                 at=at,
                 edited_args_json=event.approval_granted.edited_args_json if granted else "",
                 via="run",
+                channel=msg.channel,
             )
         elif kind == "approval_timed_out":
             out = event.approval_timed_out
@@ -441,7 +448,7 @@ class SqlStore(Store):
         with self._guard("listing approvals"):
             cur = self._exec(
                 self._conn(),
-                f"SELECT {APPROVAL_COLS} FROM gf_approvals {clause}ORDER BY id {order} LIMIT ? OFFSET ?",
+                f"SELECT {APPROVAL_SELECT} FROM gf_approvals {clause}ORDER BY id {order} LIMIT ? OFFSET ?",
                 (*params, max(limit, 0), max(offset, 0)),
             )
             return [approval_row(r) for r in cur.fetchall()]
@@ -458,7 +465,7 @@ class SqlStore(Store):
         with self._guard(f"reading approval {target_id!r}"):
             cur = self._exec(
                 self._conn(),
-                f"SELECT {APPROVAL_COLS} FROM gf_approvals WHERE target_id = ? ORDER BY id DESC",
+                f"SELECT {APPROVAL_SELECT} FROM gf_approvals WHERE target_id = ? ORDER BY id DESC",
                 (target_id,),
             )
             return [approval_row(r) for r in cur.fetchall()]
@@ -504,6 +511,8 @@ class SqlStore(Store):
         decided_by: str,
         edited_args_json: str = "",
         args_digest: str = "",
+        channel: str = "",
+        signature: str = "",
     ) -> bool:
         """Record a decision (exactly once among concurrent deciders) and audit it as an event of its run."""
         with self._guard(f"recording a decision on approval #{approval_id}"):
@@ -522,6 +531,8 @@ class SqlStore(Store):
                     at=at,
                     edited_args_json=edited_args_json,
                     via="store",
+                    channel=channel,
+                    signature=signature,
                 )
                 if written != 1:
                     return False
@@ -543,10 +554,12 @@ class SqlStore(Store):
                     event.approval_granted.detail = f"{detail} ({note})" if detail else note
                     event.approval_granted.decided_by = decided_by
                     event.approval_granted.edited_args_json = edited_args_json
+                    event.approval_granted.channel = channel
                 else:
                     event.approval_rejected.target_id = target_id
                     event.approval_rejected.detail = f"{detail} ({note})" if detail else note
                     event.approval_rejected.decided_by = decided_by
+                    event.approval_rejected.channel = channel
                 head_seq, head_hash = self._lock_chain_head(conn)
                 head_seq, head_hash = self._append_one(conn, event, head_hash)
                 self._exec(conn, "UPDATE gf_chain_head SET seq = ?, hash = ? WHERE id = 1", (head_seq, head_hash))
@@ -557,7 +570,7 @@ class SqlStore(Store):
         with self._guard(f"looking up a decision for {target_id!r}"):
             row = self._exec(
                 self._conn(),
-                f"SELECT {APPROVAL_COLS} FROM gf_approvals a "
+                f"SELECT {APPROVAL_SELECT} FROM gf_approvals a "
                 "WHERE target_id = ? AND status IN (?, ?) "
                 "AND NOT EXISTS (SELECT 1 FROM gf_executions e WHERE e.target_id = a.target_id) "
                 "ORDER BY id DESC LIMIT 1",
@@ -578,6 +591,8 @@ class SqlStore(Store):
             edited_args=edited,
             decided_at_ms=rec.decided_at_ms,
             decided_via=rec.decided_via,
+            decided_channel=rec.decided_channel,
+            signature=rec.decision_sig,
         )
 
     # -- execution ledger ---------------------------------------------------------------------
@@ -774,7 +789,15 @@ class SqlStore(Store):
             at=ack.acked_at_ms,
             edited_args_json=canonical_json(edited) if approved and isinstance(edited, dict) else "",
             via="run",
+            channel=str(payload.get("channel") or ""),
         )
+        signature = payload.get("signature")
+        if isinstance(signature, dict):  # keep the server's signature even if the run's event got here first
+            self._exec(
+                conn,
+                "UPDATE gf_approvals SET decision_sig = ? WHERE run_id = ? AND target_id = ? AND decision = ?",
+                (canonical_json(signature), run_id, target, "approve" if approved else "reject"),
+            )
 
     def _write_decision(
         self,
@@ -788,6 +811,8 @@ class SqlStore(Store):
         at: int,
         edited_args_json: str,
         via: str,
+        channel: str = "",
+        signature: str = "",
     ) -> int:
         """The one write of an approval's decision columns; returns how many records it decided (0 or 1).
 
@@ -798,7 +823,8 @@ class SqlStore(Store):
         cur = self._exec(
             conn,
             "UPDATE gf_approvals SET status = ?, decision = ?, detail = ?, decided_by = ?, decided_at_ms = ?, "
-            f"edited_args_json = ?, decided_via = ? WHERE {where} AND status IN ({_marks(new)})",
+            "edited_args_json = ?, decided_via = ?, decided_channel = ?, decision_sig = ? "
+            f"WHERE {where} AND status IN ({_marks(new)})",
             (
                 new.value,
                 "approve" if approved else "reject",
@@ -807,6 +833,8 @@ class SqlStore(Store):
                 at,
                 edited_args_json,
                 via,
+                channel,
+                signature,
                 *params,
                 *_from(new),
             ),
@@ -837,3 +865,170 @@ class SqlStore(Store):
                     (control_id,),
                 )
                 return bool(cur.rowcount == 1)
+
+    # -- approvals, paged (goldfive serve) -------------------------------------------------------
+    def approval_page(
+        self,
+        *,
+        statuses: Sequence[str],
+        run_ids: Sequence[str] | None = None,
+        exclude_run_ids: Sequence[str] | None = None,
+        run_id: str | None = None,
+        agent: str | None = None,
+        tool: str | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> ApprovalPage:
+        """Matching records, soonest expiry first (records without an expiry last), and their total."""
+        where = [f"status IN ({', '.join('?' for _ in statuses)})"] if statuses else ["1 = 0"]
+        params: list[Any] = list(statuses)
+        if run_ids is not None:
+            if not run_ids:
+                return ApprovalPage(rows=[], total=0)
+            where.append(f"run_id IN ({', '.join('?' for _ in run_ids)})")
+            params.extend(run_ids)
+        if exclude_run_ids:
+            where.append(f"run_id NOT IN ({', '.join('?' for _ in exclude_run_ids)})")
+            params.extend(exclude_run_ids)
+        for column, value in (("run_id", run_id), ("tool_name", tool)):
+            if value:
+                where.append(f"{column} = ?")
+                params.append(value)
+        if agent:  # metadata is canonical JSON: the agent's name appears exactly so
+            needle = canonical_json({"agent_name": agent})[1:-1]
+            escaped = needle.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+            where.append("metadata_json LIKE ? ESCAPE '\\'")
+            params.append(f"%{escaped}%")
+        clause = " AND ".join(where)
+        with self._guard("listing approvals"):
+            conn = self._conn()
+            total = self._exec(conn, f"SELECT COUNT(*) FROM gf_approvals WHERE {clause}", params).fetchone()
+            cur = self._exec(
+                conn,
+                f"SELECT {APPROVAL_SELECT} FROM gf_approvals WHERE {clause} "
+                "ORDER BY CASE WHEN expires_at_ms = 0 THEN 1 ELSE 0 END, expires_at_ms, id LIMIT ? OFFSET ?",
+                (*params, limit, offset),
+            )
+            return ApprovalPage(rows=[approval_row(r) for r in cur.fetchall()], total=int(total[0]))
+
+    # -- users and web sessions ---------------------------------------------------------------------
+    def add_user(self, user: UserRow) -> bool:
+        """Create a user; False when the name is taken."""
+        with self._guard(f"adding user {user.name!r}"):
+            conn = self._conn()
+            with self._transaction(conn):
+                cur = self._exec(
+                    conn,
+                    f"INSERT INTO gf_users ({USER_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, 0, 0) "
+                    "ON CONFLICT (name) DO NOTHING",
+                    (
+                        user.name,
+                        user.role,
+                        user.token_id,
+                        user.token_hash,
+                        int(user.disabled),
+                        user.created_at_ms,
+                        user.updated_at_ms,
+                    ),
+                )
+                return bool(cur.rowcount == 1)
+
+    def user(self, name: str) -> UserRow | None:
+        """The user called ``name``."""
+        with self._guard(f"reading user {name!r}"):
+            row = self._exec(self._conn(), f"SELECT {USER_COLS} FROM gf_users WHERE name = ?", (name,)).fetchone()
+            return user_row(row) if row is not None else None
+
+    def user_by_token_id(self, token_id: str) -> UserRow | None:
+        """The user whose current token has this id."""
+        with self._guard("looking up a token"):
+            row = self._exec(
+                self._conn(), f"SELECT {USER_COLS} FROM gf_users WHERE token_id = ?", (token_id,)
+            ).fetchone()
+            return user_row(row) if row is not None else None
+
+    def users(self) -> list[UserRow]:
+        """Every user, by name."""
+        with self._guard("listing users"):
+            cur = self._exec(self._conn(), f"SELECT {USER_COLS} FROM gf_users ORDER BY name")
+            return [user_row(r) for r in cur.fetchall()]
+
+    def update_user(
+        self,
+        name: str,
+        *,
+        disabled: bool | None = None,
+        token_id: str | None = None,
+        token_hash: str | None = None,
+        role: str | None = None,
+    ) -> bool:
+        """Change a user; a new token or disabling ends their web sessions. False when unknown."""
+        sets = ["updated_at_ms = ?"]
+        params: list[Any] = [now_ms()]
+        for column, value in (("disabled", disabled), ("token_id", token_id), ("token_hash", token_hash)):
+            if value is not None:
+                sets.append(f"{column} = ?")
+                params.append(int(value) if isinstance(value, bool) else value)
+        if role is not None:
+            sets.append("role = ?")
+            params.append(role)
+        with self._guard(f"updating user {name!r}"):
+            conn = self._conn()
+            with self._transaction(conn):
+                cur = self._exec(conn, f"UPDATE gf_users SET {', '.join(sets)} WHERE name = ?", (*params, name))
+                if cur.rowcount != 1:
+                    return False
+                if disabled or token_hash is not None:
+                    self._exec(conn, "DELETE FROM gf_web_sessions WHERE user_name = ?", (name,))
+                return True
+
+    def note_login(self, name: str, *, ok: bool, lock_until_ms: int = 0) -> int:
+        """Count a failed login (returns the new count) or reset the count after a good one."""
+        with self._guard(f"recording a login of {name!r}"):
+            conn = self._conn()
+            with self._transaction(conn):
+                if ok:
+                    self._exec(
+                        conn, "UPDATE gf_users SET failed_logins = 0, locked_until_ms = 0 WHERE name = ?", (name,)
+                    )
+                    return 0
+                self._exec(
+                    conn,
+                    "UPDATE gf_users SET failed_logins = failed_logins + 1, locked_until_ms = ? WHERE name = ?",
+                    (lock_until_ms, name),
+                )
+                row = self._exec(conn, "SELECT failed_logins FROM gf_users WHERE name = ?", (name,)).fetchone()
+                return int(row[0]) if row is not None else 0
+
+    def add_web_session(self, session: WebSession) -> None:
+        """Store a new web session (and drop expired ones)."""
+        with self._guard("storing a web session"):
+            conn = self._conn()
+            with self._transaction(conn):
+                self._exec(conn, "DELETE FROM gf_web_sessions WHERE expires_at_ms < ?", (now_ms(),))
+                self._exec(
+                    conn,
+                    "INSERT INTO gf_web_sessions (id_hash, user_name, csrf, created_at_ms, expires_at_ms) "
+                    "VALUES (?, ?, ?, ?, ?)",
+                    (session.id_hash, session.user_name, session.csrf, session.created_at_ms, session.expires_at_ms),
+                )
+
+    def web_session(self, id_hash: str) -> WebSession | None:
+        """A web session that has not expired."""
+        with self._guard("reading a web session"):
+            row = self._exec(
+                self._conn(),
+                "SELECT id_hash, user_name, csrf, created_at_ms, expires_at_ms FROM gf_web_sessions "
+                "WHERE id_hash = ? AND expires_at_ms > ?",
+                (id_hash, now_ms()),
+            ).fetchone()
+        if row is None:
+            return None
+        return WebSession(id_hash=row[0], user_name=row[1], csrf=row[2], created_at_ms=row[3], expires_at_ms=row[4])
+
+    def end_web_session(self, id_hash: str) -> None:
+        """Log a web session out."""
+        with self._guard("ending a web session"):
+            conn = self._conn()
+            with self._transaction(conn):
+                self._exec(conn, "DELETE FROM gf_web_sessions WHERE id_hash = ?", (id_hash,))

@@ -39,6 +39,9 @@ __all__ = [
     "StoreError",
     "StoreUnavailableError",
     "StoredDecision",
+    "UserRow",
+    "WebSession",
+    "ApprovalPage",
     "run_liveness",
 ]
 
@@ -93,6 +96,10 @@ class ApprovalRow:
     edited_args_json: str
     decided_via: str
     """"run" (the live agent applied it) or "store" (recorded while the agent was not running)."""
+    decided_channel: str = ""
+    """How the decision came: ``web``, ``api`` (goldfive serve) or ``cli``; "" when unknown."""
+    decision_sig: str = ""
+    """The server's signature block of the decision (JSON), "" when unsigned."""
 
     @property
     def open(self) -> bool:
@@ -186,6 +193,43 @@ class StoredDecision:
     edited_args: Mapping[str, Any] | None
     decided_at_ms: int
     decided_via: str
+    decided_channel: str = ""
+    signature: str = ""
+    """The signature block (JSON) :func:`goldfive_core.signing.check_decision` verifies; "" if unsigned."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class UserRow:
+    """A person (or program) who logs in to ``goldfive serve``; the token is stored only as a slow hash."""
+
+    name: str
+    role: str
+    token_id: str
+    token_hash: str
+    disabled: bool
+    created_at_ms: int
+    updated_at_ms: int
+    failed_logins: int
+    locked_until_ms: int
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class WebSession:
+    """A logged-in browser: the cookie holds a random id; the store keeps its hash."""
+
+    id_hash: str
+    user_name: str
+    csrf: str
+    created_at_ms: int
+    expires_at_ms: int
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class ApprovalPage:
+    """One page of approval records and how many match in all."""
+
+    rows: list[ApprovalRow]
+    total: int
 
 
 class ExecutionState(StrEnum):
@@ -332,11 +376,15 @@ class Store(abc.ABC):
         decided_by: str,
         edited_args_json: str = "",
         args_digest: str = "",
+        channel: str = "",
+        signature: str = "",
     ) -> bool:
         """Record a decision for an open record whose agent is not running.
 
         False if it was already decided (or is closed), or if ``args_digest`` is given and the
-        record's call has another digest (a stale decision is never recorded).
+        record's call has another digest (a stale decision is never recorded). ``channel``
+        (web / api / cli) and the server's ``signature`` block are kept with the record, so a
+        replay of the call can check who decided.
         """
 
     @abc.abstractmethod
@@ -403,3 +451,67 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def wait_ack(self, control_id: str, timeout_s: float) -> ControlAck | None:
         """Block until the message is acked (its ack) or ``timeout_s`` passed (None)."""
+
+    # -- approvals, paged (goldfive serve) ------------------------------------------------------
+    def approval_page(
+        self,
+        *,
+        statuses: Sequence[str],
+        run_ids: Sequence[str] | None = None,
+        exclude_run_ids: Sequence[str] | None = None,
+        run_id: str | None = None,
+        agent: str | None = None,
+        tool: str | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> ApprovalPage:
+        """Records with one of ``statuses``, soonest expiry first (none last), and the total that match.
+
+        ``run_ids`` keeps only those runs; ``exclude_run_ids`` drops those.
+        """
+        raise StoreError(f"{type(self).__name__} does not page approvals")
+
+    # -- users and web sessions (goldfive serve) -------------------------------------------------
+    def add_user(self, user: UserRow) -> bool:
+        """Create a user; False when the name is taken."""
+        raise StoreError(f"{type(self).__name__} keeps no users")
+
+    def user(self, name: str) -> UserRow | None:
+        """The user called ``name``."""
+        raise StoreError(f"{type(self).__name__} keeps no users")
+
+    def user_by_token_id(self, token_id: str) -> UserRow | None:
+        """The user whose current token has this id."""
+        raise StoreError(f"{type(self).__name__} keeps no users")
+
+    def users(self) -> list[UserRow]:
+        """Every user, by name."""
+        raise StoreError(f"{type(self).__name__} keeps no users")
+
+    def update_user(
+        self,
+        name: str,
+        *,
+        disabled: bool | None = None,
+        token_id: str | None = None,
+        token_hash: str | None = None,
+        role: str | None = None,
+    ) -> bool:
+        """Change a user (a new token or disabling also ends their web sessions); False if unknown."""
+        raise StoreError(f"{type(self).__name__} keeps no users")
+
+    def note_login(self, name: str, *, ok: bool, lock_until_ms: int = 0) -> int:
+        """Count a failed login (returns the count) or reset the count after a good one."""
+        raise StoreError(f"{type(self).__name__} keeps no users")
+
+    def add_web_session(self, session: WebSession) -> None:
+        """Store a new web session."""
+        raise StoreError(f"{type(self).__name__} keeps no web sessions")
+
+    def web_session(self, id_hash: str) -> WebSession | None:
+        """A web session that has not expired."""
+        raise StoreError(f"{type(self).__name__} keeps no web sessions")
+
+    def end_web_session(self, id_hash: str) -> None:
+        """Log a web session out."""
+        raise StoreError(f"{type(self).__name__} keeps no web sessions")
