@@ -35,6 +35,7 @@ from typing import Any, NoReturn
 from ._text import inert
 from .approvals import Principal
 from .control import ControlAck, ControlKind, ControlMessage
+from .errors import ConfigError
 from .events import event_to_dict
 from .limits import LimitError, Limits, parse_json_strict
 from .policy import PolicyAuthority, PolicyError, load_policy, load_policy_from_env
@@ -241,6 +242,19 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--by", help="who says so (default: $GOLDFIVE_USER or your login)")
     p = cmd("audit", "check the audit log")
     p.add_argument("action", choices=["verify"], help="verify: recompute the hash chain")
+    p = cmd("serve", "run the HTTP API and web inbox over this store (pip install 'goldfive[server]')")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
+    p.add_argument("--port", type=int, default=8765, help="port (default 8765)")
+    p.add_argument(
+        "--key",
+        help="decision-signing key file, created on first start (env GOLDFIVE_SIGNING_KEY; "
+        "default ~/.config/goldfive/decision-key.pem)",
+    )
+    p.add_argument("--secure-cookies", action="store_true", help="mark the session cookie Secure (behind HTTPS)")
+    p = cmd("users", "manage who may log in to goldfive serve")
+    p.add_argument("action", choices=["add", "list", "disable", "rotate"], help="what to do")
+    p.add_argument("name", nargs="?", help="the user's name (add, disable, rotate)")
+    p.add_argument("--role", choices=["viewer", "approver", "admin"], help="add: the user's role")
     return parser
 
 
@@ -251,12 +265,14 @@ def _open(args: argparse.Namespace) -> Store:
         raise _Exit(EXIT_USAGE, "give --db or --dsn, not both")
     location = dsn or db or os.environ.get("GOLDFIVE_DSN") or os.environ.get("GOLDFIVE_DB") or DEFAULT_DB_PATH
     # The command line never creates or upgrades a store: a typo in --db, or someone else's SQLite
-    # file, is an error, not a new set of tables. Read commands also open it read-only.
+    # file, is an error, not a new set of tables. Read commands also open it read-only. Only
+    # `serve` and `users` may come first, before any agent made the store.
+    first = args.command in ("serve", "users")
     return open_store(
         location,
-        create=False,
+        create=first,
         schema=getattr(args, "schema", None),
-        migrate=False,
+        migrate=first,
         read_only=args.command in READ_COMMANDS,
     )
 
@@ -637,6 +653,64 @@ def _audit(store: Store, args: argparse.Namespace, out: _Out) -> int:
     return EXIT_FAILURE
 
 
+def _serve(store: Store, args: argparse.Namespace) -> int:
+    if not 0 <= args.port <= 65535:
+        raise _Exit(EXIT_USAGE, f"--port must be 0-65535, got {args.port}")
+    try:
+        from .server import serve
+    except ImportError as exc:
+        raise _Exit(EXIT_USAGE, str(exc)) from None
+    try:
+        serve(store, host=args.host, port=args.port, key_path=args.key, secure_cookies=args.secure_cookies)
+    except ConfigError as exc:
+        raise _Exit(EXIT_USAGE, str(exc)) from None
+    except KeyboardInterrupt:
+        pass
+    return EXIT_OK
+
+
+def _users(store: Store, args: argparse.Namespace, out: _Out) -> int:
+    from . import users
+
+    try:
+        if args.action == "list":
+            rows = store.users()
+            items: list[dict[str, Any]] = [
+                {"name": u.name, "role": u.role, "disabled": u.disabled, "created_at_ms": u.created_at_ms} for u in rows
+            ]
+            if out.json:
+                out.emit("", {"users": items})
+            elif not items:
+                _say("no users (goldfive users add NAME --role approver)")
+            for item in [] if out.json else items:
+                state = "  DISABLED" if item["disabled"] else ""
+                _say(f"{item['name']}  {item['role']}{state}  (since {_when(item['created_at_ms'])})")
+            return EXIT_OK
+        if not args.name:
+            raise _Exit(EXIT_USAGE, f"goldfive users {args.action} needs a NAME")
+        if args.action == "add":
+            if not args.role:
+                raise _Exit(EXIT_USAGE, "goldfive users add needs --role viewer|approver|admin")
+            made = users.add_user(store, args.name, args.role)
+        elif args.action == "rotate":
+            made = users.rotate_user(store, args.name)
+        else:
+            user = users.disable_user(store, args.name)
+            out.emit(
+                f"disabled {user.name!r}: their token no longer works and their web sessions ended",
+                {"name": user.name, "role": user.role, "disabled": True},
+            )
+            return EXIT_OK
+    except users.UserError as exc:
+        raise _Exit(EXIT_FAILURE, str(exc)) from None
+    what = "created" if args.action == "add" else "new token for"
+    out.emit(
+        f"{what} {made.user.name!r} (role {made.user.role}); the token below is shown only once:\n{made.token}",
+        {"name": made.user.name, "role": made.user.role, "token": made.token},
+    )
+    return EXIT_OK
+
+
 def _dispatch(store: Store, args: argparse.Namespace, out: _Out) -> int:
     command = args.command
     if command == "pending":
@@ -655,6 +729,10 @@ def _dispatch(store: Store, args: argparse.Namespace, out: _Out) -> int:
         return _resolve_doubt(store, args, out)
     if command == "audit":
         return _audit(store, args, out)
+    if command == "serve":
+        return _serve(store, args)
+    if command == "users":
+        return _users(store, args, out)
     raise _Exit(EXIT_USAGE, f"unknown command {command!r}")  # unreachable: argparse checks
 
 

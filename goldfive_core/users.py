@@ -1,0 +1,169 @@
+"""People who log in to ``goldfive serve``: roles, one-time tokens, slow hashes.
+
+Stdlib only (``hashlib.scrypt``), so the ``goldfive users`` command works without the server
+extra. A token is ``gf5_<id>_<secret>``: the id finds the user, the secret is checked against
+a scrypt hash; the token itself is shown once and never stored.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import hashlib
+import hmac
+import re
+import secrets
+from collections.abc import Mapping
+
+from ._util import now_ms
+from .errors import GoldfiveError
+from .store.base import Store, UserRow
+
+__all__ = [
+    "PERMISSIONS",
+    "ROLES",
+    "NewToken",
+    "UserError",
+    "add_user",
+    "check_name",
+    "disable_user",
+    "hash_token",
+    "parse_token",
+    "role_allows",
+    "rotate_user",
+    "verify_token",
+]
+
+ROLES: dict[str, frozenset[str]] = {
+    "viewer": frozenset({"read"}),
+    "approver": frozenset({"read", "decide", "control"}),
+    "admin": frozenset({"read", "decide", "control", "manage_users"}),
+}
+"""Role → what it may do. A new role (a policy's approver group, an ``agent`` role) is one more entry."""
+
+PERMISSIONS = ("read", "decide", "control", "manage_users")
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,63}$")
+_TOKEN = re.compile(r"^gf5_([0-9a-f]{16})_([A-Za-z0-9_-]{43})$")
+
+# scrypt cost: 16 MiB and ~50 ms per check. The secret has 256 random bits, so the cost is a
+# guard against a stolen table, not against guessing; verified tokens are cached by the server.
+_SCRYPT_N, _SCRYPT_R, _SCRYPT_P = 2**14, 8, 1
+
+
+class UserError(GoldfiveError):
+    """A user command was refused (bad name, unknown role, name taken, unknown user)."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class NewToken:
+    """A user and their new token (shown once)."""
+
+    user: UserRow
+    token: str
+
+
+def role_allows(role: str, permission: str, roles: Mapping[str, frozenset[str]] = ROLES) -> bool:
+    """Whether ``role`` grants ``permission``."""
+    return permission in roles.get(role, frozenset())
+
+
+def check_name(name: str) -> str:
+    """The name if it is a valid user name, else :class:`UserError`."""
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise UserError(
+            f"bad user name {name[:80]!r}: use 1-64 letters, digits and . _ @ + - (starting with a letter or digit)"
+        )
+    return name
+
+
+def hash_token(secret: str, *, n: int = _SCRYPT_N) -> str:
+    """``scrypt$n$r$p$salt$hash`` of a token secret."""
+    salt = secrets.token_bytes(16)
+    digest = hashlib.scrypt(secret.encode(), salt=salt, n=n, r=_SCRYPT_R, p=_SCRYPT_P, maxmem=64 * 1024 * 1024)
+    b64 = base64.b64encode
+    return f"scrypt${n}${_SCRYPT_R}${_SCRYPT_P}${b64(salt).decode()}${b64(digest).decode()}"
+
+
+def verify_token(secret: str, stored: str) -> bool:
+    """Whether ``secret`` matches a hash made by :func:`hash_token` (constant-time compare)."""
+    try:
+        scheme, n, r, p, salt, digest = stored.split("$")
+        if scheme != "scrypt":
+            return False
+        expected = base64.b64decode(digest)
+        got = hashlib.scrypt(
+            secret.encode(),
+            salt=base64.b64decode(salt),
+            n=int(n),
+            r=int(r),
+            p=int(p),
+            maxmem=64 * 1024 * 1024,
+            dklen=len(expected),
+        )
+    except (ValueError, TypeError):
+        return False
+    return hmac.compare_digest(got, expected)
+
+
+def parse_token(token: str) -> tuple[str, str] | None:
+    """``(token_id, secret)`` of a well-formed token, else None."""
+    match = _TOKEN.match(token.strip()) if isinstance(token, str) else None
+    return (match.group(1), match.group(2)) if match else None
+
+
+def _mint() -> tuple[str, str, str]:
+    token_id = secrets.token_hex(8)
+    secret = secrets.token_urlsafe(32)
+    while len(secret) != 43:  # token_urlsafe(32) is 43 characters; keep the shape exact
+        secret = secrets.token_urlsafe(32)
+    return token_id, secret, f"gf5_{token_id}_{secret}"
+
+
+def _check_role(role: str) -> str:
+    if role not in ROLES:
+        raise UserError(f"unknown role {role!r}: use one of {', '.join(ROLES)}")
+    return role
+
+
+def add_user(store: Store, name: str, role: str) -> NewToken:
+    """Create a user with a new token; :class:`UserError` when the name is taken or invalid."""
+    check_name(name)
+    _check_role(role)
+    token_id, secret, token = _mint()
+    at = now_ms()
+    user = UserRow(
+        name=name,
+        role=role,
+        token_id=token_id,
+        token_hash=hash_token(secret),
+        disabled=False,
+        created_at_ms=at,
+        updated_at_ms=at,
+        failed_logins=0,
+        locked_until_ms=0,
+    )
+    if not store.add_user(user):
+        raise UserError(f"user {name!r} exists already (goldfive users rotate {name} gives a new token)")
+    return NewToken(user=user, token=token)
+
+
+def rotate_user(store: Store, name: str) -> NewToken:
+    """Give a user a new token (the old one stops working, their web sessions end) and enable them."""
+    token_id, secret, token = _mint()
+    if not store.update_user(name, token_id=token_id, token_hash=hash_token(secret), disabled=False):
+        raise UserError(f"unknown user {name!r}")
+    user = store.user(name)
+    if user is None:  # deleted in between
+        raise UserError(f"unknown user {name!r}")
+    return NewToken(user=user, token=token)
+
+
+def disable_user(store: Store, name: str) -> UserRow:
+    """Disable a user: their token stops working and their web sessions end."""
+    if not store.update_user(name, disabled=True):
+        raise UserError(f"unknown user {name!r}")
+    user = store.user(name)
+    if user is None:
+        raise UserError(f"unknown user {name!r}")
+    return user
