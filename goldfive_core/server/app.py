@@ -1,0 +1,620 @@
+"""The ASGI app of ``goldfive serve``: the JSON API, the event stream, login, and the inbox page.
+
+Every route needs a logged-in user (401 otherwise); deciding needs the ``decide`` permission,
+pause/resume/cancel/steer ``control``, and errors are JSON ``{"error": "..."}`` with a 4xx status
+that says what is wrong. A refused request changes nothing in the store. Decisions go through
+:func:`goldfive_core.decide.decide` (the same function as the ``goldfive`` command), signed by the
+server's key, with ``decided_by`` = the logged-in user and the channel (``web`` / ``api``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from importlib import resources
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from .. import users as users_mod
+from .._util import shorten
+from ..control import ControlAck, ControlKind, ControlMessage
+from ..decide import (
+    AmbiguousApprovalError,
+    ApprovalLookupError,
+    DecideVerdict,
+    Principal,  # TEMP until gate lands
+    decide,
+    find_approval,
+)
+from ..events import event_to_dict
+from ..signing import DecisionSigner
+from ..store.base import ApprovalRow, RunRow, Store, StoreError, StoreUnavailableError, run_liveness
+from ..store.channel import DeliveryTimeout, RunGone, StoreChannel
+from .auth import COOKIE, SESSION_TTL_MS, Authenticator, AuthError, User, derive_cookie_key
+from .stream import Broadcaster
+
+__all__ = ["MAX_BODY_BYTES", "ApiError", "ServerConfig", "create_app"]
+
+logger = logging.getLogger(__name__)
+
+MAX_BODY_BYTES = 64 * 1024
+"""Largest request body accepted (413 beyond)."""
+
+MAX_PAGE = 500
+STATES = ("pending", "decided", "expired", "cancelled", "orphaned")
+_STATUSES_OF = {
+    "pending": ("pending", "timed_out"),
+    "orphaned": ("pending", "timed_out"),
+    "decided": ("granted", "rejected"),
+    "expired": ("expired",),
+    "cancelled": ("cancelled",),
+}
+
+
+class ApiError(Exception):
+    """A refused request: HTTP ``status`` and a sentence for the client."""
+
+    def __init__(self, status: int, message: str, **extra: Any) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.extra = extra
+
+
+@dataclasses.dataclass(kw_only=True)
+class ServerConfig:
+    """What the app needs besides the store."""
+
+    signer: DecisionSigner
+    decide_timeout_s: float = 30.0
+    control_timeout_s: float = 30.0
+    secure_cookies: bool = False
+    poll_interval_s: float = 0.1
+    recent_events: int = 50
+
+
+# -- helpers --------------------------------------------------------------------------------------------------------
+async def _run(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    return await asyncio.to_thread(fn, *args, **kwargs)
+
+
+def _json_or_none(text: str) -> Any:
+    if not text:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def _liveness(store: Store, run: RunRow | None) -> str:
+    return run_liveness(run, stale_after_ms=store.stale_after_ms)
+
+
+def approval_json(row: ApprovalRow, *, liveness: str) -> dict[str, Any]:
+    """The JSON shape of one approval record (the inbox renders these)."""
+    state: str
+    if row.open:
+        state = "pending" if liveness == "live" else "orphaned"
+    elif row.status in ("granted", "rejected"):
+        state = "decided"
+    elif row.status == "expired":
+        state = "expired"
+    else:
+        state = "cancelled"
+    return {
+        "id": row.id,
+        "target_id": row.target_id,
+        "run_id": row.run_id,
+        "session_id": row.session_id,
+        "kind": row.kind,
+        "agent": row.metadata.get("agent_name", ""),
+        "prompt": row.prompt,
+        "task_id": row.task_id,
+        "tool_name": row.tool_name,
+        "args": _json_or_none(row.args_json),
+        "args_json": row.args_json,
+        "args_digest": row.args_digest,
+        "metadata": dict(row.metadata),
+        "state": state,
+        "status": row.status,
+        "orphaned_reason": "" if state != "orphaned" else f"run {row.run_id} is not running: {liveness}",
+        "requested_at_ms": row.requested_at_ms,
+        "expires_at_ms": row.expires_at_ms,
+        "timeout_ms": row.timeout_ms,
+        "decision": row.decision,
+        "decided_by": row.decided_by,
+        "decided_at_ms": row.decided_at_ms,
+        "decided_via": row.decided_via,
+        "decided_channel": row.decided_channel,
+        "signed": bool(row.decision_sig),
+        "detail": row.detail,
+        "edited_args": _json_or_none(row.edited_args_json),
+        "rule": None,
+    }
+
+
+def run_json(store: Store, run: RunRow) -> dict[str, Any]:
+    """The JSON shape of one run."""
+    liveness = _liveness(store, run)
+    return {
+        "run_id": run.run_id,
+        "session_id": run.session_id,
+        "adapter": run.adapter,
+        "pid": run.pid,
+        "host": run.host,
+        "status": run.status,
+        "live": liveness == "live",
+        "liveness": liveness,
+        "started_at_ms": run.started_at_ms,
+        "heartbeat_at_ms": run.heartbeat_at_ms,
+        "ended_at_ms": run.ended_at_ms,
+    }
+
+
+def _ack_json(ack: ControlAck) -> dict[str, Any]:
+    return {"result": ack.result.value, "detail": ack.detail, "control_id": ack.control_id, "data": ack.data}
+
+
+async def _body(request: Request) -> dict[str, Any]:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+        raise ApiError(413, f"the request body is {declared} bytes; the limit is {MAX_BODY_BYTES}")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise ApiError(413, f"the request body is over the limit of {MAX_BODY_BYTES} bytes")
+        chunks.append(chunk)
+    raw = b"".join(chunks)
+    if not raw.strip():
+        return {}
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ApiError(400, f"the request body is not valid JSON: {shorten(str(exc), 120)}") from None
+    if not isinstance(body, dict):
+        raise ApiError(400, f"the request body must be a JSON object, got {type(body).__name__}")
+    return body
+
+
+def _text_field(body: Mapping[str, Any], key: str, *, required: bool = False, limit: int = 4000) -> str:
+    value = body.get(key)
+    if value is None:
+        if required:
+            raise ApiError(400, f"missing {key!r}: a non-empty string is required")
+        return ""
+    if not isinstance(value, str):
+        raise ApiError(400, f"{key!r} must be a string, got {type(value).__name__}")
+    if required and not value.strip():
+        raise ApiError(400, f"{key!r} must not be empty")
+    if len(value) > limit:
+        raise ApiError(400, f"{key!r} is {len(value)} characters; the limit is {limit}")
+    return value
+
+
+def _only(body: Mapping[str, Any], allowed: tuple[str, ...]) -> None:
+    unknown = sorted(set(body) - set(allowed))
+    if unknown:
+        raise ApiError(400, f"unknown field(s) {', '.join(map(repr, unknown))}; allowed: {', '.join(allowed)}")
+
+
+def _int_param(request: Request, name: str, default: int, *, low: int, high: int) -> int:
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ApiError(400, f"query parameter {name!r} must be an integer, got {shorten(raw, 40)!r}") from None
+    if not low <= value <= high:
+        raise ApiError(400, f"query parameter {name!r} must be between {low} and {high}, got {value}")
+    return value
+
+
+# -- the app ---------------------------------------------------------------------------------------------------------
+class _Api:
+    def __init__(self, store: Store, config: ServerConfig) -> None:
+        self.store = store
+        self.config = config
+        self.auth = Authenticator(
+            store,
+            cookie_key=derive_cookie_key(config.signer.sign_bytes(b"goldfive-cookie-key")),
+            secure_cookies=config.secure_cookies,
+        )
+        self.events = Broadcaster(store, poll_interval_s=config.poll_interval_s)
+
+    # -- plumbing ---------------------------------------------------------------------------------------------
+    def route(
+        self, handler: Callable[[Request, User], Awaitable[Response]], permission: str = "read"
+    ) -> Callable[[Request], Awaitable[Response]]:
+        async def endpoint(request: Request) -> Response:
+            try:
+                user = await self.auth.authenticate(request)
+                if request.method not in ("GET", "HEAD"):
+                    self.auth.check_csrf(request, user)
+                if not user.can(permission):
+                    raise AuthError(403, f"{user.name!r} has role {user.role!r}, which may not {permission}")
+                return await handler(request, user)
+            except AuthError as exc:
+                headers = {"Retry-After": str(exc.retry_after_s)} if exc.retry_after_s else None
+                if exc.status == 401:
+                    headers = {**(headers or {}), "WWW-Authenticate": 'Bearer realm="goldfive"'}
+                return JSONResponse({"error": exc.message}, status_code=exc.status, headers=headers)
+            except ApiError as exc:
+                return JSONResponse({"error": exc.message, **exc.extra}, status_code=exc.status)
+            except StoreUnavailableError as exc:
+                logger.warning("store unavailable: %s", exc)
+                return JSONResponse({"error": f"the store is unavailable: {shorten(str(exc))}"}, status_code=503)
+            except StoreError as exc:
+                logger.warning("store error: %s", exc)
+                return JSONResponse({"error": f"store error: {shorten(str(exc))}"}, status_code=500)
+
+        return endpoint
+
+    # -- session ----------------------------------------------------------------------------------------------
+    async def login(self, request: Request) -> Response:
+        try:
+            Authenticator.check_same_origin(request)
+            body = await _body(request)
+            _only(body, ("name", "token"))
+            name = _text_field(body, "name", required=True, limit=64)
+            token = _text_field(body, "token", required=True, limit=200)
+            addr = request.client.host if request.client else "?"
+            user, cookie = await self.auth.login(name, token, addr=addr)
+        except AuthError as exc:
+            headers = {"Retry-After": str(exc.retry_after_s)} if exc.retry_after_s else None
+            return JSONResponse({"error": exc.message}, status_code=exc.status, headers=headers)
+        except ApiError as exc:
+            return JSONResponse({"error": exc.message}, status_code=exc.status)
+        response = JSONResponse({"name": user.name, "role": user.role, "csrf": user.csrf})
+        secure = self.config.secure_cookies or request.url.scheme == "https"
+        response.set_cookie(
+            COOKIE,
+            cookie,
+            max_age=SESSION_TTL_MS // 1000,
+            httponly=True,
+            samesite="strict",
+            secure=secure,
+            path="/",
+        )
+        return response
+
+    async def logout(self, request: Request, user: User) -> Response:
+        await self.auth.logout(user)
+        response = JSONResponse({"result": "logged out"})
+        response.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict")
+        return response
+
+    async def me(self, request: Request, user: User) -> Response:
+        permissions = sorted(p for p in ("read", "decide", "control", "manage_users") if user.can(p))
+        return JSONResponse(
+            {
+                "name": user.name,
+                "role": user.role,
+                "channel": user.channel,
+                "csrf": user.csrf,
+                "permissions": permissions,
+            }
+        )
+
+    # -- approvals ----------------------------------------------------------------------------------------------
+    async def _live_runs(self) -> dict[str, str]:
+        runs: list[RunRow] = await _run(self.store.runs, running_only=True)
+        return {r.run_id: _liveness(self.store, r) for r in runs}
+
+    async def approvals(self, request: Request, user: User) -> Response:
+        params = request.query_params
+        state = params.get("status", "pending")
+        if state not in STATES:
+            raise ApiError(400, f"unknown status {shorten(state, 40)!r}: use one of {', '.join(STATES)}")
+        limit = _int_param(request, "limit", 100, low=1, high=MAX_PAGE)
+        offset = _int_param(request, "offset", 0, low=0, high=10**9)
+        liveness = await self._live_runs()
+        live = sorted(run for run, how in liveness.items() if how == "live")
+        page = await _run(
+            self.store.approval_page,
+            statuses=_STATUSES_OF[state],
+            run_ids=live if state == "pending" else None,
+            exclude_run_ids=live if state == "orphaned" else None,
+            run_id=params.get("run") or None,
+            agent=params.get("agent") or None,
+            tool=params.get("tool") or None,
+            limit=limit,
+            offset=offset,
+        )
+        items = [approval_json(r, liveness=liveness.get(r.run_id, "not running")) for r in page.rows]
+        return JSONResponse({"approvals": items, "total": page.total, "limit": limit, "offset": offset})
+
+    async def _find(self, request: Request) -> ApprovalRow:
+        target = request.path_params["target_id"]
+        try:
+            row: ApprovalRow = await _run(
+                find_approval, self.store, target, run_id=request.query_params.get("run") or None
+            )
+            return row
+        except AmbiguousApprovalError as exc:
+            raise ApiError(409, f"{exc} (add ?run=RUN_ID)") from None
+        except ApprovalLookupError as exc:
+            raise ApiError(404, str(exc)) from None
+
+    async def approval(self, request: Request, user: User) -> Response:
+        row = await self._find(request)
+        run = await _run(self.store.run, row.run_id)
+        data = approval_json(row, liveness=_liveness(self.store, run))
+        rows = await _run(self.store.audit_rows, run_id=row.run_id, limit=1_000_000)
+        data["events"] = [
+            {"seq": r.seq, "kind": r.kind, "event": event_to_dict(r.event())}
+            for r in rows[-self.config.recent_events :]
+        ]
+        ex = await _run(self.store.execution, row.target_id)
+        data["execution"] = ex.state.value if ex is not None else "none"
+        data["run"] = run_json(self.store, run) if run is not None else None
+        return JSONResponse(data)
+
+    async def _decide(self, request: Request, user: User, *, approve: bool) -> Response:
+        body = await _body(request)
+        if approve:
+            _only(body, ("reason", "edited_args", "args_digest"))
+        else:
+            _only(body, ("reason", "args_digest"))
+        reason = _text_field(body, "reason", required=not approve)
+        digest = _text_field(body, "args_digest", limit=200) or None
+        edited = body.get("edited_args")
+        if edited is not None and not isinstance(edited, dict):
+            raise ApiError(400, f"'edited_args' must be a JSON object, got {type(edited).__name__}")
+        row = await self._find(request)
+        try:
+            result = await _run(
+                decide,
+                self.store,
+                row.target_id,
+                approve=approve,
+                principal=Principal(name=user.name, channel="web" if user.channel == "web" else "api"),
+                reason=reason,
+                edited_args=edited,
+                args_digest=digest,
+                run_id=row.run_id,
+                timeout_s=self.config.decide_timeout_s,
+                signer=self.config.signer,
+            )
+        except ApprovalLookupError as exc:
+            raise ApiError(404, str(exc)) from None
+        data: dict[str, Any] = {
+            "result": "SUCCESS" if result.ok else "FAILURE",
+            "detail": result.detail,
+            "verdict": result.verdict.value,
+            "target_id": result.target_id,
+            "run_id": result.run_id,
+            "decided_by": user.name,
+        }
+        if result.ack is not None:
+            data["control_id"] = result.ack.control_id
+        if result.ok:
+            return JSONResponse(data)
+        if result.verdict is DecideVerdict.NO_ANSWER:
+            return JSONResponse({**data, "error": result.detail}, status_code=504)
+        now = await _run(find_approval, self.store, row.target_id, run_id=row.run_id)
+        data["approval"] = approval_json(now, liveness="live" if now.open else "-")
+        return JSONResponse({**data, "error": result.detail}, status_code=409)
+
+    async def approve(self, request: Request, user: User) -> Response:
+        return await self._decide(request, user, approve=True)
+
+    async def reject(self, request: Request, user: User) -> Response:
+        return await self._decide(request, user, approve=False)
+
+    # -- runs -------------------------------------------------------------------------------------------------
+    async def runs(self, request: Request, user: User) -> Response:
+        limit = _int_param(request, "limit", 100, low=1, high=MAX_PAGE)
+        offset = _int_param(request, "offset", 0, low=0, high=10**9)
+        live_only = request.query_params.get("live") in ("1", "true")
+        rows: list[RunRow] = await _run(self.store.runs, running_only=live_only)
+        items = [run_json(self.store, r) for r in rows]
+        if live_only:
+            items = [i for i in items if i["live"]]
+        return JSONResponse(
+            {"runs": items[offset : offset + limit], "total": len(items), "limit": limit, "offset": offset}
+        )
+
+    async def _run_row(self, request: Request) -> RunRow:
+        run_id = request.path_params["run_id"]
+        run: RunRow | None = await _run(self.store.run, run_id)
+        if run is None:
+            raise ApiError(404, f"unknown run {shorten(run_id, 80)!r}")
+        return run
+
+    async def run_events(self, request: Request, user: User) -> Response:
+        run = await self._run_row(request)
+        after = _int_param(request, "after", 0, low=0, high=2**62)
+        limit = _int_param(request, "limit", 1000, low=1, high=5000)
+        rows = await _run(self.store.audit_rows, after_seq=after, run_id=run.run_id, limit=limit)
+        events = [{"seq": r.seq, "hash": r.hash, "kind": r.kind, "event": event_to_dict(r.event())} for r in rows]
+        return JSONResponse(
+            {"run": run_json(self.store, run), "events": events, "next_after": rows[-1].seq if rows else after}
+        )
+
+    async def _control(self, request: Request, user: User, kind: ControlKind) -> Response:
+        body = await _body(request)
+        payload: dict[str, Any] = {}
+        if kind is ControlKind.STEER:
+            _only(body, ("text",))
+            payload["text"] = _text_field(body, "text", required=True)
+        elif kind is ControlKind.RESUME:
+            _only(body, ())
+        else:
+            _only(body, ("reason",))
+            reason = _text_field(body, "reason")
+            if reason:
+                payload["reason"] = reason
+        run = await self._run_row(request)
+        liveness = _liveness(self.store, run)
+        if liveness != "live":
+            raise ApiError(409, f"run {run.run_id} is not running ({liveness}); nothing was sent")
+        payload.update(run_id=run.run_id, decided_by=user.name, channel=user.channel)
+        msg = ControlMessage(kind, payload)
+        try:
+            ack = await _run(
+                StoreChannel(self.store).deliver, msg, timeout_s=self.config.control_timeout_s, run_id=run.run_id
+            )
+        except RunGone as exc:
+            raise ApiError(409, str(exc)) from None
+        except DeliveryTimeout as exc:
+            return JSONResponse({"result": "FAILURE", "detail": str(exc), "error": str(exc)}, status_code=504)
+        data = _ack_json(ack)
+        return JSONResponse(data if ack.ok else {**data, "error": ack.detail}, status_code=200 if ack.ok else 409)
+
+    def control(self, kind: ControlKind) -> Callable[[Request, User], Awaitable[Response]]:
+        async def handler(request: Request, user: User) -> Response:
+            return await self._control(request, user, kind)
+
+        return handler
+
+    # -- users (admins) ----------------------------------------------------------------------------------------
+    async def users(self, request: Request, user: User) -> Response:
+        rows = await _run(self.store.users)
+        return JSONResponse(
+            {
+                "users": [
+                    {"name": u.name, "role": u.role, "disabled": u.disabled, "created_at_ms": u.created_at_ms}
+                    for u in rows
+                ]
+            }
+        )
+
+    async def add_user(self, request: Request, user: User) -> Response:
+        body = await _body(request)
+        _only(body, ("name", "role"))
+        name = _text_field(body, "name", required=True, limit=64)
+        role = _text_field(body, "role", required=True, limit=32)
+        try:
+            made = await _run(users_mod.add_user, self.store, name, role)
+        except users_mod.UserError as exc:
+            raise ApiError(409 if "exists" in str(exc) else 400, str(exc)) from None
+        return JSONResponse({"name": made.user.name, "role": made.user.role, "token": made.token}, status_code=201)
+
+    async def user_action(self, request: Request, user: User) -> Response:
+        await _body(request)
+        name, action = request.path_params["name"], request.path_params["action"]
+        try:
+            if action == "rotate":
+                made = await _run(users_mod.rotate_user, self.store, name)
+                return JSONResponse({"name": made.user.name, "role": made.user.role, "token": made.token})
+            if action == "disable":
+                row = await _run(users_mod.disable_user, self.store, name)
+                return JSONResponse({"name": row.name, "role": row.role, "disabled": True})
+        except users_mod.UserError as exc:
+            raise ApiError(404, str(exc)) from None
+        raise ApiError(404, f"unknown user action {shorten(action, 40)!r}: use rotate or disable")
+
+    # -- audit and the stream ---------------------------------------------------------------------------------------
+    async def audit_verify(self, request: Request, user: User) -> Response:
+        report = await _run(self.store.verify_audit)
+        return JSONResponse(
+            {
+                "ok": report.ok,
+                "rows": report.rows,
+                "head_hash": report.head_hash,
+                "problems": list(report.problems),
+                "first_bad_seq": report.first_bad_seq,
+            }
+        )
+
+    async def stream(self, request: Request, user: User) -> Response:
+        raw = request.headers.get("last-event-id") or request.query_params.get("after")
+        after: int | None = None
+        if raw:
+            if not raw.isdigit():
+                raise ApiError(400, f"Last-Event-ID must be an event seq (digits), got {shorten(raw, 40)!r}")
+            after = int(raw)
+        run_id = request.query_params.get("run") or None
+
+        async def body() -> AsyncIterator[bytes]:
+            async for chunk in self.events.stream(after=after, run_id=run_id):
+                if await request.is_disconnected():
+                    return
+                yield chunk
+
+        headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+        return StreamingResponse(body(), media_type="text/event-stream", headers=headers)
+
+    # -- the page ---------------------------------------------------------------------------------------------
+    async def index(self, request: Request) -> Response:
+        page = resources.files("goldfive_core.server").joinpath("static", "index.html")
+        if not page.is_file():
+            return JSONResponse({"error": "the inbox page is not installed; the API is under /api"}, status_code=404)
+        return Response(page.read_bytes(), media_type="text/html; charset=utf-8", headers=_PAGE_HEADERS)
+
+
+_PAGE_HEADERS = {
+    "Content-Security-Policy": "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
+
+
+async def _not_found(request: Request, exc: Exception) -> Response:
+    return JSONResponse({"error": f"no such route: {request.method} {shorten(request.url.path, 120)}"}, status_code=404)
+
+
+async def _bad_method(request: Request, exc: Exception) -> Response:
+    return JSONResponse(
+        {"error": f"{request.method} is not allowed on {shorten(request.url.path, 120)}"}, status_code=405
+    )
+
+
+def create_app(store: Store, config: ServerConfig) -> Starlette:
+    """The ``goldfive serve`` ASGI app over ``store``."""
+    api = _Api(store, config)
+    r = api.route
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            await api.events.aclose()
+
+    routes: list[BaseRoute] = [
+        Route("/", api.index, methods=["GET"]),
+        Route("/api/login", api.login, methods=["POST"]),
+        Route("/api/logout", r(api.logout), methods=["POST"]),
+        Route("/api/me", r(api.me), methods=["GET"]),
+        Route("/api/approvals", r(api.approvals), methods=["GET"]),
+        Route("/api/approvals/{target_id}", r(api.approval), methods=["GET"]),
+        Route("/api/approvals/{target_id}/approve", r(api.approve, "decide"), methods=["POST"]),
+        Route("/api/approvals/{target_id}/reject", r(api.reject, "decide"), methods=["POST"]),
+        Route("/api/runs", r(api.runs), methods=["GET"]),
+        Route("/api/runs/{run_id}/events", r(api.run_events), methods=["GET"]),
+        Route("/api/runs/{run_id}/pause", r(api.control(ControlKind.PAUSE), "control"), methods=["POST"]),
+        Route("/api/runs/{run_id}/resume", r(api.control(ControlKind.RESUME), "control"), methods=["POST"]),
+        Route("/api/runs/{run_id}/cancel", r(api.control(ControlKind.CANCEL), "control"), methods=["POST"]),
+        Route("/api/runs/{run_id}/steer", r(api.control(ControlKind.STEER), "control"), methods=["POST"]),
+        Route("/api/audit/verify", r(api.audit_verify), methods=["GET"]),
+        Route("/api/users", r(api.users, "manage_users"), methods=["GET"]),
+        Route("/api/users", r(api.add_user, "manage_users"), methods=["POST"]),
+        Route("/api/users/{name}/{action}", r(api.user_action, "manage_users"), methods=["POST"]),
+        Route("/api/events", r(api.stream), methods=["GET"]),
+    ]
+    static = resources.files("goldfive_core.server").joinpath("static")
+    if static.is_dir():
+        routes.append(Mount("/static", app=StaticFiles(directory=str(static)), name="static"))
+    app = Starlette(
+        routes=routes,
+        lifespan=lifespan,
+        exception_handlers={404: _not_found, 405: _bad_method},
+    )
+    app.state.api = api
+    return app

@@ -1,0 +1,76 @@
+"""Starting ``goldfive serve``: open the store, load (or make) the signing key, make a first admin, run uvicorn."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import TextIO
+
+import uvicorn
+
+from ..signing import TRUST_KEY_ENV, DecisionSigner, load_or_create_signing_key
+from ..store.base import Store
+from ..users import UserError, add_user
+from .app import ServerConfig, create_app
+
+__all__ = ["DEFAULT_KEY_PATH", "first_admin", "serve", "signing_key_path"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_KEY_PATH = Path("~/.config/goldfive/decision-key.pem")
+"""Where the decision-signing key lives unless ``--key`` / ``GOLDFIVE_SIGNING_KEY`` says otherwise."""
+
+
+def signing_key_path(path: str | Path | None = None) -> Path:
+    """``path``, else ``GOLDFIVE_SIGNING_KEY``, else :data:`DEFAULT_KEY_PATH` (expanded)."""
+    chosen = path or os.environ.get("GOLDFIVE_SIGNING_KEY") or DEFAULT_KEY_PATH
+    return Path(chosen).expanduser()
+
+
+def first_admin(store: Store) -> str | None:
+    """On a store without users, create ``admin`` (role admin) and return its token; else None."""
+    if store.users():
+        return None
+    try:
+        return add_user(store, "admin", "admin").token
+    except UserError:  # another serve process made it first
+        return None
+
+
+def announce(
+    store: Store, signer: DecisionSigner, key_path: Path, created: bool, url: str, out: TextIO = sys.stdout
+) -> None:
+    """Say where the inbox is, which key agents should trust, and (first start) the admin's token."""
+    out.write(f"goldfive serve: the inbox is at {url} (store {store.url})\n")
+    out.write(f"  decisions are signed with {'a new key at' if created else 'the key at'} {key_path}\n")
+    out.write(f"  agents that should apply only decisions made here: {TRUST_KEY_ENV}={signer.trust_key.text()}\n")
+    token = first_admin(store)
+    if token is not None:
+        out.write("  first start: created user 'admin' (role admin); log in with name 'admin' and this token,\n")
+        out.write("  shown once (more users: goldfive users add NAME --role approver):\n")
+        out.write(f"{token}\n")
+    else:
+        out.write("  log in with a user's name and token (new users: goldfive users add NAME --role approver)\n")
+    out.flush()
+
+
+def serve(
+    store: Store,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    key_path: str | Path | None = None,
+    secure_cookies: bool = False,
+    out: TextIO = sys.stdout,
+) -> None:
+    """Run the server until interrupted (blocking)."""
+    path = signing_key_path(key_path)
+    signer, created = load_or_create_signing_key(path)
+    app = create_app(store, ServerConfig(signer=signer, secure_cookies=secure_cookies))
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on", access_log=False)
+    server = uvicorn.Server(config)
+    shown_host = f"[{host}]" if ":" in host else host
+    announce(store, signer, path, created, f"http://{shown_host}:{port}/", out)
+    server.run()

@@ -1,0 +1,157 @@
+"""Helpers for the goldfive serve tests: the app over a real store, users, and agents that wait."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import httpx
+from store_support import Backend, await_until
+
+from goldfive_core import AgentTools, InMemorySink, Task, wrap
+from goldfive_core.runner import RunResult
+from goldfive_core.server import ServerConfig, create_app
+from goldfive_core.signing import DecisionSigner, load_or_create_signing_key
+from goldfive_core.store import Store, StoreChannel
+from goldfive_core.store.execution import GuardedResult, run_approved
+from goldfive_core.users import add_user
+
+ORIGIN = "http://inbox.test"
+
+
+@dataclasses.dataclass
+class Server:
+    backend: Backend
+    store: Store
+    signer: DecisionSigner
+    key_path: Path
+    client: httpx.AsyncClient
+    tokens: dict[str, str]
+
+    def auth(self, user: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.tokens[user]}"}
+
+    async def get(self, path: str, user: str = "ana", **kw: Any) -> httpx.Response:
+        return await self.client.get(path, headers=self.auth(user), **kw)
+
+    async def post(self, path: str, body: Any = None, user: str = "ana", **kw: Any) -> httpx.Response:
+        return await self.client.post(path, headers=self.auth(user), json=body, **kw)
+
+    async def pending(self, target: str, *, state: str = "pending") -> dict[str, Any]:
+        """Wait until ``target`` is listed with ``state``; return its JSON."""
+
+        async def look() -> dict[str, Any] | None:
+            items = (await self.get(f"/api/approvals?status={state}")).json()["approvals"]
+            return next((a for a in items if a["target_id"] == target), None)
+
+        for _ in range(400):
+            found = await look()
+            if found is not None:
+                return found
+            await asyncio.sleep(0.025)
+        raise AssertionError(f"{target} never listed as {state}")
+
+
+@contextlib.asynccontextmanager
+async def make_server(backend: Backend, tmp_path: Path) -> AsyncIterator[Server]:
+    store = backend.open()
+    key_path = tmp_path / "keys" / "decision-key.pem"
+    signer, _ = load_or_create_signing_key(key_path)
+    app = create_app(store, ServerConfig(signer=signer, decide_timeout_s=10.0, control_timeout_s=10.0))
+    tokens = {
+        name: add_user(store, name, role).token
+        for name, role in (("ana", "approver"), ("vic", "viewer"), ("root", "admin"))
+    }
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url=ORIGIN) as client:
+        yield Server(backend, store, signer, key_path, client, tokens)
+    await app.state.api.events.aclose()
+
+
+@dataclasses.dataclass
+class Agent:
+    """A callable agent run in this process over its own StoreChannel (another store object: another 'process')."""
+
+    channel: StoreChannel
+    sink: InMemorySink
+    task: asyncio.Task[RunResult]
+    ran: list[Mapping[str, Any]]
+
+    async def result(self) -> RunResult:
+        return await asyncio.wait_for(self.task, 20)
+
+    async def close(self) -> None:
+        if not self.task.done():
+            self.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self.task
+        await self.channel.aclose()
+
+
+def start_task_agent(backend: Backend, target: str, *, trust: Any = None, timeout_ms: int = 20_000) -> Agent:
+    """Flow A: the agent asks 'pay?' with task id ``target`` and returns the answer."""
+    channel = StoreChannel(backend.open(), trust_key=trust, sweep_interval_s=0.2)
+    sink = InMemorySink()
+
+    async def agent(task: Task, tools: AgentTools) -> Any:
+        await tools.report_task_started(target)
+        return await tools.report_awaiting_approval(f"pay for {target}?", task_id=target, timeout_ms=timeout_ms)
+
+    run = asyncio.create_task(wrap(agent, control=channel, sinks=[channel.sink, sink]).run("go"))
+    return Agent(channel, sink, run, [])
+
+
+def start_tool_agent(
+    backend: Backend, call_id: str, args: Mapping[str, Any], *, trust: Any = None, tool: str = "transfer_funds"
+) -> Agent:
+    """A tool call gated by run_approved: the body records the args it ran with."""
+    channel = StoreChannel(backend.open(), trust_key=trust, sweep_interval_s=0.2)
+    sink = InMemorySink()
+    ran: list[Mapping[str, Any]] = []
+
+    async def body(call_args: Mapping[str, Any]) -> str:
+        ran.append(dict(call_args))
+        return "sent"
+
+    async def agent(task: Task, tools: AgentTools) -> GuardedResult:
+        return await run_approved(
+            tools.session,
+            channel.store,
+            call_id=call_id,
+            tool_name=tool,
+            args=args,
+            body=body,
+            timeout_ms=20_000,
+            trust=channel.trust_key,
+        )
+
+    run = asyncio.create_task(wrap(agent, control=channel, sinks=[channel.sink, sink]).run("go"))
+    return Agent(channel, sink, run, ran)
+
+
+async def eventually(check: Callable[[], Awaitable[Any]], what: str, limit_s: float = 10.0) -> Any:
+    """Poll an async observable condition with a deadline."""
+    deadline = asyncio.get_running_loop().time() + limit_s
+    while True:
+        value = await check()
+        if value:
+            return value
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.02)
+
+
+__all__ = [
+    "ORIGIN",
+    "Agent",
+    "Server",
+    "await_until",
+    "eventually",
+    "make_server",
+    "start_task_agent",
+    "start_tool_agent",
+]

@@ -1,0 +1,207 @@
+"""A real ``goldfive serve`` process on loopback: first start, the key file, the live event stream, users."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import socket
+import stat
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from server_support import start_task_agent
+from store_support import REPO, Backend
+
+from goldfive_core.signing import TrustKey
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _goldfive(backend: Backend, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "goldfive_core.cli", *args],
+        env=backend.env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        cwd=REPO,
+    )
+
+
+class Served:
+    def __init__(self, proc: subprocess.Popen[str], url: str, lines: list[str]) -> None:
+        self.proc, self.url, self.lines = proc, url, lines
+
+    @property
+    def admin_token(self) -> str:
+        return self.lines[-1]
+
+    @property
+    def trust_key(self) -> TrustKey:
+        line = next(x for x in self.lines if "GOLDFIVE_TRUST_KEY=" in x)
+        return TrustKey.parse(line.split("GOLDFIVE_TRUST_KEY=", 1)[1])
+
+
+@contextlib.contextmanager
+def _serve(backend: Backend, key: Path) -> Iterator[Served]:
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "goldfive_core.cli", "serve", "--port", str(port), "--key", str(key)],
+        env=backend.env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
+    try:
+        assert proc.stdout is not None
+        lines = []
+        while True:
+            line = proc.stdout.readline()
+            assert line, f"serve exited early: {proc.stderr.read() if proc.stderr else ''}"
+            lines.append(line.rstrip("\n"))
+            if line.startswith("gf5_") or "log in with a user's name and token" in line:
+                break
+        url = f"http://127.0.0.1:{port}"
+        for _ in range(200):
+            with contextlib.suppress(httpx.TransportError):
+                httpx.get(url + "/api/me", timeout=1)
+                break
+            __import__("time").sleep(0.05)
+        yield Served(proc, url, lines)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+async def _sse(client: httpx.AsyncClient, url: str, headers: dict[str, str]) -> AsyncIterator[dict[str, str]]:
+    async with client.stream("GET", url, headers=headers, timeout=httpx.Timeout(20, read=20)) as resp:
+        assert resp.status_code == 200 and resp.headers["content-type"].startswith("text/event-stream")
+        fields: dict[str, str] = {}
+        async for line in resp.aiter_lines():
+            if not line:
+                if "data" in fields:
+                    yield fields
+                fields = {}
+            elif not line.startswith(":"):
+                key, _, value = line.partition(": ")
+                fields[key] = value
+
+
+async def test_first_start_prints_an_admin_token_and_the_trust_key_and_makes_a_private_key(
+    sqlite_backend: Backend, tmp_path: Path
+) -> None:
+    key = tmp_path / "cfg" / "decision-key.pem"
+    with _serve(sqlite_backend, key) as served:
+        assert stat.S_IMODE(key.stat().st_mode) == 0o600
+        assert "127.0.0.1" in served.lines[0]
+        token = served.admin_token
+        async with httpx.AsyncClient(base_url=served.url) as client:
+            me = await client.get("/api/me", headers={"Authorization": f"Bearer {token}"})
+            assert me.json()["role"] == "admin"
+            assert (await client.get("/api/approvals")).status_code == 401
+    with _serve(sqlite_backend, key) as again:  # second start: same key, no new admin
+        assert not any(line.startswith("gf5_") for line in again.lines)
+        assert again.trust_key.raw == served.trust_key.raw
+    key.chmod(0o644)
+    proc = _goldfive(sqlite_backend, "serve", "--port", str(_free_port()), "--key", str(key))
+    assert proc.returncode == 2 and "chmod 600" in proc.stderr
+
+
+async def test_the_event_stream_pushes_new_events_and_resumes_after_last_event_id(
+    backend: Backend, tmp_path: Path
+) -> None:
+    backend.open()  # create the store
+    with _serve(backend, tmp_path / "k.pem") as served:
+        auth = {"Authorization": f"Bearer {served.admin_token}"}
+        async with httpx.AsyncClient(base_url=served.url) as client:
+            seen: list[dict[str, str]] = []
+
+            head = backend.open().audit_head()[0]
+
+            async def read() -> None:
+                async for message in _sse(client, "/api/events", {**auth, "Last-Event-ID": str(head)}):
+                    seen.append(message)
+                    if message["event"] == "approval_granted":
+                        return
+
+            reader = asyncio.create_task(read())
+            agent = start_task_agent(backend, "sse-1", trust=served.trust_key)
+            try:
+                for _ in range(400):
+                    if any(m["event"] == "approval_requested" for m in seen):
+                        break
+                    await asyncio.sleep(0.025)
+                resp = await client.post("/api/approvals/sse-1/approve", json={"reason": "fine"}, headers=auth)
+                assert resp.status_code == 200, resp.text
+                await asyncio.wait_for(reader, 15)
+                assert (await agent.result()).output["decision"] == "approve"
+            finally:
+                await agent.close()
+            kinds = [m["event"] for m in seen]
+            assert kinds[0] == "run_started" and "approval_requested" in kinds and kinds[-1] == "approval_granted"
+            ids = [int(m["id"]) for m in seen]
+            assert ids == sorted(ids) and len(set(ids)) == len(ids)
+            data = json.loads(seen[-1]["data"])
+            assert data["seq"] == ids[-1] and data["event"]["approval_granted"]["decided_by"] == "admin"
+            # Resume from the middle: exactly the events after that id, in order.
+            middle = ids[1]
+            resumed: list[int] = []
+
+            async def resume() -> None:
+                async for message in _sse(client, "/api/events", {**auth, "Last-Event-ID": str(middle)}):
+                    resumed.append(int(message["id"]))
+                    if int(message["id"]) >= ids[-1]:
+                        return
+
+            await asyncio.wait_for(resume(), 15)
+            assert resumed[: len(ids) - 2] == ids[2:]
+
+
+def test_users_command_prints_the_token_once_on_the_last_line(sqlite_backend: Backend) -> None:
+    made = _goldfive(sqlite_backend, "users", "add", "ana", "--role", "approver")
+    assert made.returncode == 0, made.stderr
+    token = made.stdout.strip().splitlines()[-1]
+    assert token.startswith("gf5_") and "approver" in made.stdout
+    as_json = _goldfive(sqlite_backend, "--json", "users", "add", "bob", "--role", "viewer")
+    data = json.loads(as_json.stdout)
+    assert data["name"] == "bob" and data["role"] == "viewer" and data["token"].startswith("gf5_")
+    taken = _goldfive(sqlite_backend, "users", "add", "ana", "--role", "admin")
+    assert taken.returncode == 1 and "exists already" in taken.stderr
+    listed = _goldfive(sqlite_backend, "users", "list")
+    assert "ana  approver" in listed.stdout and token not in listed.stdout
+    rotated = _goldfive(sqlite_backend, "users", "rotate", "ana")
+    assert rotated.stdout.strip().splitlines()[-1] != token
+    disabled = _goldfive(sqlite_backend, "users", "disable", "bob")
+    assert disabled.returncode == 0 and "DISABLED" in _goldfive(sqlite_backend, "users", "list").stdout
+    assert _goldfive(sqlite_backend, "users", "disable", "nobody").returncode == 1
+    assert _goldfive(sqlite_backend, "users", "add", "carl").returncode == 2
+
+
+@pytest.mark.parametrize("blocked", ["starlette", "uvicorn"])
+def test_the_server_package_names_its_extra_when_a_dependency_is_missing(blocked: str) -> None:
+    code = (
+        f"import sys; sys.modules[{blocked!r}] = None\n"
+        "import goldfive_core, goldfive_core.cli\n"
+        "assert sys.modules.get('starlette') is None and 'cryptography' not in sys.modules\n"
+        "try:\n    import goldfive_core.server\nexcept ImportError as e:\n    print(e)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False, cwd=REPO
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "pip install 'goldfive[server]'" in proc.stdout
