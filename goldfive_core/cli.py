@@ -179,6 +179,10 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument("--schema", default=argparse.SUPPRESS, help="PostgreSQL schema (env GOLDFIVE_PG_SCHEMA)")
     common.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="machine-readable output")
     common.add_argument(
+        "--url", default=argparse.SUPPRESS, help="talk to a goldfive serve instead of the database (env GOLDFIVE_URL)"
+    )
+    common.add_argument("--token", default=argparse.SUPPRESS, help="with --url: your token (env GOLDFIVE_TOKEN)")
+    common.add_argument(
         "--timeout", type=_seconds, default=argparse.SUPPRESS, help="seconds to wait for the agent's ack (default 30)"
     )
     parser = _Parser(
@@ -768,14 +772,21 @@ def _main(argv: Sequence[str] | None) -> int:
     as_json = bool(getattr(args, "json", False))
     out = _Out(as_json)
     code = EXIT_OK
+    url = getattr(args, "url", None) or os.environ.get("GOLDFIVE_URL", "")
     try:
         limits = Limits.from_env()
         _check_args(args, limits)
-        store = _open(args)
-        try:
-            code = _dispatch(store, args, out)
-        finally:
-            store.close()
+        if url and args.command not in ("serve", "users"):
+            from ._cli_remote import run_remote
+
+            token = getattr(args, "token", None) or os.environ.get("GOLDFIVE_TOKEN", "")
+            code = run_remote(args, out, url=url, token=token)
+        else:
+            store = _open(args)
+            try:
+                code = _dispatch(store, args, out)
+            finally:
+                store.close()
     except _Exit as exc:
         _fail(exc.code, exc.message, as_json)
     except SchemaVersionError as exc:
@@ -797,4 +808,7 @@ def _main(argv: Sequence[str] | None) -> int:
 
 
 if __name__ == "__main__":
-    main()
+    # Run the imported module, not this __main__ copy, so the remote client shares its exception classes.
+    from goldfive_core.cli import main as _entry
+
+    _entry()

@@ -530,6 +530,15 @@ class _Api:
             }
         )
 
+    async def audit_events(self, request: Request, user: User) -> Response:
+        head_seq, head_hash = await _run(self.store.audit_head)
+        limit = _int_param(request, "limit", 200, low=1, high=5000)
+        after = _int_param(request, "after", max(0, head_seq - limit), low=0, high=2**62)
+        run_id = request.query_params.get("run") or None
+        rows = await _run(self.store.audit_rows, after_seq=after, run_id=run_id, limit=limit)
+        events = [{"seq": r.seq, "hash": r.hash, "kind": r.kind, "event": event_to_dict(r.event())} for r in rows]
+        return JSONResponse({"events": events, "head_seq": head_seq, "head_hash": head_hash})
+
     async def stream(self, request: Request, user: User) -> Response:
         raw = request.headers.get("last-event-id") or request.query_params.get("after")
         after: int | None = None
@@ -603,6 +612,7 @@ def create_app(store: Store, config: ServerConfig) -> Starlette:
         Route("/api/runs/{run_id}/cancel", r(api.control(ControlKind.CANCEL), "control"), methods=["POST"]),
         Route("/api/runs/{run_id}/steer", r(api.control(ControlKind.STEER), "control"), methods=["POST"]),
         Route("/api/audit/verify", r(api.audit_verify), methods=["GET"]),
+        Route("/api/audit/events", r(api.audit_events), methods=["GET"]),
         Route("/api/users", r(api.users, "manage_users"), methods=["GET"]),
         Route("/api/users", r(api.add_user, "manage_users"), methods=["POST"]),
         Route("/api/users/{name}/{action}", r(api.user_action, "manage_users"), methods=["POST"]),

@@ -5,17 +5,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import httpx
-from store_support import Backend, await_until
+from store_support import REPO, Backend, await_until
 
 from goldfive_core import AgentTools, InMemorySink, Task, wrap
 from goldfive_core.runner import RunResult
 from goldfive_core.server import ServerConfig, create_app
-from goldfive_core.signing import DecisionSigner, load_or_create_signing_key
+from goldfive_core.signing import DecisionSigner, TrustKey, load_or_create_signing_key
 from goldfive_core.store import Store, StoreChannel
 from goldfive_core.store.execution import GuardedResult, run_approved
 from goldfive_core.users import add_user
@@ -143,6 +147,75 @@ async def eventually(check: Callable[[], Awaitable[Any]], what: str, limit_s: fl
         if asyncio.get_running_loop().time() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         await asyncio.sleep(0.02)
+
+
+# -- a real goldfive serve process ------------------------------------------------------------------
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def goldfive(backend: Backend, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "goldfive_core.cli", *args],
+        env=backend.env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        cwd=REPO,
+    )
+
+
+class Served:
+    def __init__(self, proc: subprocess.Popen[str], url: str, lines: list[str]) -> None:
+        self.proc, self.url, self.lines = proc, url, lines
+
+    @property
+    def admin_token(self) -> str:
+        return self.lines[-1]
+
+    @property
+    def trust_key(self) -> TrustKey:
+        line = next(x for x in self.lines if "GOLDFIVE_TRUST_KEY=" in x)
+        return TrustKey.parse(line.split("GOLDFIVE_TRUST_KEY=", 1)[1])
+
+
+@contextlib.contextmanager
+def serve_process(backend: Backend, key: Path) -> Iterator[Served]:
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "goldfive_core.cli", "serve", "--port", str(port), "--key", str(key)],
+        env=backend.env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
+    try:
+        assert proc.stdout is not None
+        lines = []
+        while True:
+            line = proc.stdout.readline()
+            assert line, f"serve exited early: {proc.stderr.read() if proc.stderr else ''}"
+            lines.append(line.rstrip("\n"))
+            if line.startswith("gf5_") or "log in with a user's name and token" in line:
+                break
+        url = f"http://127.0.0.1:{port}"
+        for _ in range(200):
+            with contextlib.suppress(httpx.TransportError):
+                httpx.get(url + "/api/me", timeout=1)
+                break
+            time.sleep(0.05)
+        yield Served(proc, url, lines)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 __all__ = [

@@ -3,89 +3,20 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-import socket
 import stat
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
 import pytest
+from server_support import free_port as _free_port
+from server_support import goldfive as _goldfive
+from server_support import serve_process as _serve
 from server_support import start_task_agent
 from store_support import REPO, Backend
-
-from goldfive_core.signing import TrustKey
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _goldfive(backend: Backend, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "goldfive_core.cli", *args],
-        env=backend.env(),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-        cwd=REPO,
-    )
-
-
-class Served:
-    def __init__(self, proc: subprocess.Popen[str], url: str, lines: list[str]) -> None:
-        self.proc, self.url, self.lines = proc, url, lines
-
-    @property
-    def admin_token(self) -> str:
-        return self.lines[-1]
-
-    @property
-    def trust_key(self) -> TrustKey:
-        line = next(x for x in self.lines if "GOLDFIVE_TRUST_KEY=" in x)
-        return TrustKey.parse(line.split("GOLDFIVE_TRUST_KEY=", 1)[1])
-
-
-@contextlib.contextmanager
-def _serve(backend: Backend, key: Path) -> Iterator[Served]:
-    port = _free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "goldfive_core.cli", "serve", "--port", str(port), "--key", str(key)],
-        env=backend.env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=REPO,
-    )
-    try:
-        assert proc.stdout is not None
-        lines = []
-        while True:
-            line = proc.stdout.readline()
-            assert line, f"serve exited early: {proc.stderr.read() if proc.stderr else ''}"
-            lines.append(line.rstrip("\n"))
-            if line.startswith("gf5_") or "log in with a user's name and token" in line:
-                break
-        url = f"http://127.0.0.1:{port}"
-        for _ in range(200):
-            with contextlib.suppress(httpx.TransportError):
-                httpx.get(url + "/api/me", timeout=1)
-                break
-            __import__("time").sleep(0.05)
-        yield Served(proc, url, lines)
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 async def _sse(client: httpx.AsyncClient, url: str, headers: dict[str, str]) -> AsyncIterator[dict[str, str]]:

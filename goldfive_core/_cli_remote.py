@@ -1,0 +1,290 @@
+"""The ``goldfive`` command as a client of ``goldfive serve`` (``--url``/``--token``, env GOLDFIVE_URL/GOLDFIVE_TOKEN).
+
+Same commands, same output and exit codes as against the database; decisions are made (and
+signed) by the server as the token's user, so ``--by`` is not accepted here. Standard library
+only (``urllib``), so the command needs no extra to talk to a server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+from ._util import shorten
+from .cli import EXIT_FAILURE, EXIT_OK, EXIT_TIMEOUT, EXIT_UNREACHABLE, EXIT_USAGE, _ago, _Exit, _Out, _say, _when
+
+__all__ = ["run_remote"]
+
+
+class _Client:
+    def __init__(self, url: str, token: str, timeout_s: float) -> None:
+        if not url.startswith(("http://", "https://")):
+            raise _Exit(EXIT_USAGE, f"--url must start with http:// or https://, got {shorten(url, 60)!r}")
+        self.base = url.rstrip("/")
+        self.token = token
+        self.timeout_s = timeout_s
+
+    def _request(self, method: str, path: str, body: dict[str, Any] | None, timeout_s: float) -> urllib.request.Request:
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.base + path, data=data, method=method)
+        req.add_header("Authorization", f"Bearer {self.token}")
+        req.add_header("Accept", "application/json")
+        if data is not None:
+            req.add_header("Content-Type", "application/json")
+        return req
+
+    def call(self, method: str, path: str, body: dict[str, Any] | None = None, *, ok: tuple[int, ...] = ()) -> Any:
+        """JSON of a 2xx answer (or of a status in ``ok``); a refusal raises _Exit with the server's words."""
+        req = self._request(method, path, body, self.timeout_s)
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout_s + 5) as resp:
+                return json.loads(resp.read() or b"{}")
+        except urllib.error.HTTPError as exc:
+            try:
+                data = json.loads(exc.read() or b"{}")
+            except ValueError:
+                data = {}
+            if exc.code in ok:
+                return data
+            message = str(data.get("error") or data.get("detail") or exc.reason)
+            code = EXIT_TIMEOUT if exc.code == 504 else EXIT_UNREACHABLE if exc.code >= 500 else EXIT_FAILURE
+            if exc.code == 504:
+                message = f"no answer: {message}"
+            raise _Exit(code, message, data) from None
+        except (TimeoutError, urllib.error.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise _Exit(EXIT_UNREACHABLE, f"server {self.base} unreachable: {reason}") from None
+
+    def stream(self, path: str, last_id: int) -> Iterator[dict[str, Any]]:
+        """Server-sent events (data as JSON) from ``path``, resuming after ``last_id``."""
+        req = self._request("GET", path, None, 0)
+        req.add_header("Accept", "text/event-stream")
+        req.add_header("Last-Event-ID", str(last_id))
+        try:
+            with urllib.request.urlopen(req, timeout=60) as resp:
+                for raw in resp:
+                    line = raw.decode("utf-8", "replace").rstrip("\n")
+                    if line.startswith("data: "):
+                        yield json.loads(line[6:])
+        except urllib.error.HTTPError as exc:
+            raise _Exit(EXIT_FAILURE, f"the server refused the event stream ({exc.code})") from None
+        except (urllib.error.URLError, OSError) as exc:
+            raise _Exit(EXIT_UNREACHABLE, f"server {self.base} unreachable: {exc}") from None
+
+
+def _q(value: str) -> str:
+    return urllib.parse.quote(value, safe="")
+
+
+def _run_q(args: argparse.Namespace) -> str:
+    run = getattr(args, "run", None)
+    return f"?run={_q(run)}" if run else ""
+
+
+def _pending(client: _Client, args: argparse.Namespace, out: _Out) -> int:
+    run = f"&run={_q(args.run)}" if args.run else ""
+    listed: list[dict[str, Any]] = []
+    for state in ("pending", "orphaned"):
+        page = client.call("GET", f"/api/approvals?status={state}&limit=500{run}")
+        listed += page["approvals"]
+        if page["total"] > len(page["approvals"]):
+            _say(f"(showing {len(page['approvals'])} of {page['total']} {state}; filter with --run)", err=True)
+    listed.sort(key=lambda a: a["requested_at_ms"])
+    for item in listed:
+        item["status"] = item["state"]
+    if out.json:
+        out.emit("", {"pending": listed, "in_doubt": []})
+        return EXIT_OK
+    if not listed:
+        _say("no pending approvals")
+    for item in listed:
+        what = f"{item['tool_name']} {shorten(item['args_json'], 60)}" if item["tool_name"] else item["prompt"]
+        _say(
+            f"{item['target_id']}  [{item['status']}]  {item['kind']}: {shorten(what, 80)}  "
+            f"(run {item['run_id']}, asked {_ago(item['requested_at_ms'])})"
+        )
+        if item["orphaned_reason"]:
+            _say(f"    orphaned: {item['orphaned_reason']}; a decision is kept for a replay of the call")
+    return EXIT_OK
+
+
+def _show(client: _Client, args: argparse.Namespace, out: _Out) -> int:
+    item = client.call("GET", f"/api/approvals/{_q(args.id)}{_run_q(args)}")
+    item.pop("events", None)
+    status = item["state"] if item["state"] == "orphaned" else item["status"]
+    why = item["orphaned_reason"]
+    lines = [
+        f"approval   {item['target_id']}  ({item['kind']})",
+        f"status     {status}" + (f" — {why}" if why else ""),
+        f"run        {item['run_id']}" + (f"  session {item['session_id']}" if item["session_id"] else ""),
+        f"asked      {_when(item['requested_at_ms'])}  (expires {_when(item['expires_at_ms'])})",
+        f"prompt     {item['prompt']}" if item["prompt"] else "",
+        f"tool       {item['tool_name']}" if item["tool_name"] else "",
+        f"args       {item['args_json']}" if item["args_json"] else "",
+        f"digest     {item['args_digest']}" if item["args_digest"] else "",
+    ]
+    if item["decision"]:
+        who = item["decided_by"] or "?"
+        via = item["decided_via"] + (f", {item['decided_channel']}" if item["decided_channel"] else "")
+        lines.append(f"decision   {item['decision']} by {who} at {_when(item['decided_at_ms'])} (via {via})")
+        if item["detail"]:
+            lines.append(f"detail     {item['detail']}")
+        if item["edited_args"] is not None:
+            lines.append(f"edited     {json.dumps(item['edited_args'], sort_keys=True, separators=(',', ':'))}")
+    elif item["detail"]:
+        lines.append(f"detail     {item['detail']}")
+    if item.get("execution", "none") != "none":
+        lines.append(f"execution  {item['execution']}")
+    out.emit("\n".join(line for line in lines if line), item)
+    return EXIT_OK
+
+
+def _decide(client: _Client, args: argparse.Namespace, out: _Out, *, approve: bool) -> int:
+    if getattr(args, "by", None):
+        raise _Exit(EXIT_USAGE, "--by is not used with --url: the server records the token's user as the decider")
+    body: dict[str, Any] = {}
+    if args.reason:
+        body["reason"] = args.reason
+    if args.digest:
+        body["args_digest"] = args.digest
+    if approve and args.edit is not None:
+        try:
+            edited = json.loads(args.edit)
+        except json.JSONDecodeError as exc:
+            raise _Exit(EXIT_USAGE, f"--edit must be a JSON object: {exc}") from None
+        if not isinstance(edited, dict):
+            raise _Exit(EXIT_USAGE, f"--edit must be a JSON object, got {type(edited).__name__}")
+        body["edited_args"] = edited
+    verb = "approve" if approve else "reject"
+    data = client.call("POST", f"/api/approvals/{_q(args.id)}/{verb}{_run_q(args)}", body, ok=(409,))
+    if data.get("verdict") == "recorded":
+        out.emit(
+            data["detail"],
+            {"result": "RECORDED", "target_id": data["target_id"], "run_id": data["run_id"], "detail": data["detail"]},
+        )
+        return EXIT_OK
+    return _ack(data, out)
+
+
+def _ack(data: dict[str, Any], out: _Out) -> int:
+    ok = data.get("result") == "SUCCESS"
+    shown = {k: data.get(k) for k in ("result", "detail", "control_id", "data")}
+    out.emit(f"{'ok' if ok else 'refused'}: {data.get('detail', '')}", shown)
+    return EXIT_OK if ok else EXIT_FAILURE
+
+
+def _live_run(client: _Client, run: str | None) -> str:
+    if run:
+        return run
+    live = [r["run_id"] for r in client.call("GET", "/api/runs?live=1&limit=500")["runs"]]
+    if not live:
+        raise _Exit(EXIT_FAILURE, "no live run in this store (is the agent running with a StoreChannel?)")
+    if len(live) > 1:
+        raise _Exit(EXIT_USAGE, f"several runs are live ({', '.join(live)}); name one with --run")
+    return str(live[0])
+
+
+def _run_control(client: _Client, args: argparse.Namespace, out: _Out) -> int:
+    run_id = _live_run(client, args.run)
+    body: dict[str, Any] = {}
+    if args.command == "steer":
+        body["text"] = args.text
+    elif getattr(args, "reason", ""):
+        body["reason"] = args.reason
+    return _ack(client.call("POST", f"/api/runs/{_q(run_id)}/{args.command}", body, ok=(409,)), out)
+
+
+def _event_line(item: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    event = item["event"]
+    kind = next((k for k in event if k not in _ENVELOPE), "")
+    when = _when(_ms(event.get("emitted_at", "")))
+    where = f"{event.get('run_id', '')} [{event.get('sequence', 0)}]"
+    text = f"#{item['seq']:<5} {when}  {where} {kind} " + shorten(json.dumps(event.get(kind, {}), sort_keys=True), 160)
+    return text, {"seq": item["seq"], "hash": item["hash"], "event": event}
+
+
+_ENVELOPE = {"event_id", "run_id", "sequence", "emitted_at", "session_id"}
+
+
+def _ms(stamp: str) -> int:
+    """Milliseconds of a protobuf-JSON timestamp ("2026-01-02T03:04:05.678Z"); 0 when absent or odd."""
+    try:
+        return int(datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp() * 1000)
+    except ValueError:
+        return 0
+
+
+def _events(client: _Client, args: argparse.Namespace, out: _Out) -> int:
+    limit = max(args.limit, 1)
+    page = client.call(
+        "GET", f"/api/audit/events?limit={min(limit, 5000)}" + (f"&run={_q(args.run)}" if args.run else "")
+    )
+    for item in page["events"]:
+        out.emit(*_event_line(item))
+    if not args.follow:
+        return EXIT_OK
+    last = int(page["head_seq"])
+    path = "/api/events" + (f"?run={_q(args.run)}" if args.run else "")
+    try:
+        while True:  # reconnect after a dropped stream, from the last event seen
+            for item in client.stream(path, last):
+                out.emit(*_event_line(item))
+                last = item["seq"]
+                sys.stdout.flush()
+    except KeyboardInterrupt:
+        return EXIT_OK
+
+
+def _runs(client: _Client, args: argparse.Namespace, out: _Out) -> int:
+    items = [
+        {k: r[k] for k in ("run_id", "pid", "host", "status", "liveness")}
+        for r in client.call("GET", "/api/runs?limit=50")["runs"]
+    ]
+    if out.json:
+        out.emit("", {"runs": items})
+    else:
+        for item in items:
+            _say(f"{item['run_id']}  pid {item['pid']} on {item['host']}  {item['liveness']}")
+        if not items:
+            _say("no runs recorded")
+    return EXIT_OK
+
+
+def _audit(client: _Client, args: argparse.Namespace, out: _Out) -> int:
+    data = client.call("GET", "/api/audit/verify")
+    if data["ok"]:
+        out.emit(f"ok: the audit chain of {data['rows']} events is intact (head {data['head_hash'][:16]}…)", data)
+        return EXIT_OK
+    out.emit("TAMPERED: the audit chain is broken\n" + "\n".join(f"  {p}" for p in data["problems"]), data)
+    return EXIT_FAILURE
+
+
+def run_remote(args: argparse.Namespace, out: _Out, *, url: str, token: str) -> int:
+    """Run one command against a goldfive serve at ``url``."""
+    if not token:
+        raise _Exit(EXIT_USAGE, "--url needs a token: --token TOKEN or GOLDFIVE_TOKEN (goldfive users add NAME)")
+    timeout = getattr(args, "timeout", None)
+    client = _Client(url, token, 30.0 if timeout is None else float(timeout))
+    command = args.command
+    if command == "pending":
+        return _pending(client, args, out)
+    if command == "show":
+        return _show(client, args, out)
+    if command in ("approve", "reject"):
+        return _decide(client, args, out, approve=command == "approve")
+    if command in ("pause", "resume", "cancel", "steer"):
+        return _run_control(client, args, out)
+    if command == "events":
+        return _events(client, args, out)
+    if command == "runs":
+        return _runs(client, args, out)
+    if command == "audit":
+        return _audit(client, args, out)
+    raise _Exit(EXIT_USAGE, f"goldfive {command} works on the database only (leave out --url)")
