@@ -40,6 +40,7 @@ bench: $(STAMP)
 	$(PY) bench/adk_overhead.py
 	$(PY) bench/store.py
 	$(PY) bench/policy.py
+	$(PY) bench/serve.py
 
 clean:
 	rm -rf $(VENV)

@@ -86,6 +86,7 @@ async def main(args: argparse.Namespace) -> int:
             cli = f".venv/bin/goldfive --db {args.db}"
             print(f"\n>>> answer from a second terminal:  {cli} approve {request.target_id} --by <you>")
             print(f">>>                             or:  {cli} reject {request.target_id} --reason '...'")
+            print(f">>>           or in a browser:  {cli} serve   (then open http://127.0.0.1:8765/)")
         if args.wait:
             print(f">>> waiting up to {args.timeout_ms / 1000:g} s for that decision")
             return

@@ -1,0 +1,272 @@
+"""Benchmark: goldfive serve — listing a big inbox, HTTP decisions vs the command line's path, live fan-out.
+
+    python bench/serve.py                       # SQLite in a temp dir
+    python bench/serve.py --dsn postgresql://user@127.0.0.1:5432/db
+
+A real ``goldfive serve`` process (uvicorn on 127.0.0.1) runs over a fresh store; this process is
+the agent (a callable run under a trusting ``StoreChannel``) and the clients.
+
+* ``GET /api/approvals`` with 1,000 pending (a first page of 100 and the total), p50/p99.
+  Target: p50 ≤ 50 ms.
+* decide → the agent's tool body starts, p50/p99, one call pending at a time, alternating:
+  ``POST /api/approvals/ID/approve`` (HTTP) and ``decide()`` straight on the store — what
+  ``goldfive approve`` runs, without the interpreter's start-up. Target: HTTP p50 ≤ 2× the CLI path.
+* 50 SSE clients on ``/api/events``: from sending a decision until the 50th client has received
+  its ``approval_granted``, p50/p99 over the decisions. Target: p99 ≤ 1 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
+
+import httpx
+
+from goldfive_core import AgentTools, Task, wrap
+from goldfive_core._util import args_digest, canonical_json
+from goldfive_core.decide import Principal, decide  # TEMP until gate lands
+
+from goldfive_core.pb.v1 import events_pb2
+from goldfive_core.signing import DecisionSigner, TrustKey, load_or_create_signing_key
+from goldfive_core.store import StoreChannel, open_store
+from goldfive_core.store.base import HOST
+from goldfive_core.store.execution import run_approved
+from goldfive_core.users import add_user
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def _ms(values: list[float]) -> str:
+    return f"p50 {_pct(values, 0.5) * 1000:7.2f} ms   p99 {_pct(values, 0.99) * 1000:7.2f} ms   (n={len(values)})"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def _server(location: str, schema: str | None, key: Path) -> Iterator[tuple[str, TrustKey]]:
+    port = _free_port()
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env.pop("GOLDFIVE_DB", None)
+    env.pop("GOLDFIVE_DSN", None)
+    if location.startswith("postgres"):
+        env["GOLDFIVE_DSN"], env["GOLDFIVE_PG_SCHEMA"] = location, schema or "public"
+    else:
+        env["GOLDFIVE_DB"] = location
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "goldfive_core.cli", "serve", "--port", str(port), "--key", str(key)],
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        trust = None
+        while trust is None:
+            line = proc.stdout.readline()
+            if not line:
+                raise SystemExit("goldfive serve did not start")
+            if "GOLDFIVE_TRUST_KEY=" in line:
+                trust = TrustKey.parse(line.split("GOLDFIVE_TRUST_KEY=", 1)[1])
+        url = f"http://127.0.0.1:{port}"
+        for _ in range(200):
+            try:
+                httpx.get(url + "/api/me", timeout=1)
+                break
+            except httpx.TransportError:
+                time.sleep(0.05)
+        yield url, trust
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+async def _list_bench(client: httpx.AsyncClient, store: Any, rounds: int) -> list[float]:
+    run_id = f"run-bench-{uuid.uuid4().hex[:8]}"
+    events = [_event(run_id, 0, events_pb2.RunStarted(adapter="callable"))]
+    for i in range(1000):
+        req = events_pb2.ApprovalRequested(
+            target_id=f"list-{i}",
+            kind="tool",
+            prompt="pay?",
+            metadata={"tool_name": "transfer_funds", "args_json": canonical_json({"n": i})},
+            args_digest=args_digest("transfer_funds", {"n": i}),
+        )
+        req.expires_at.FromMilliseconds(int(time.time() * 1000) + 3_600_000 + i)
+        events.append(_event(run_id, i + 1, req))
+    store.append_events(events, pid=os.getpid(), host=HOST)
+    store.heartbeat([run_id])
+    first = (await client.get("/api/approvals")).json()
+    assert first["total"] == 1000, first.get("total")
+    samples = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        resp = await client.get("/api/approvals")
+        resp.json()
+        samples.append(time.perf_counter() - t0)
+    store.append_events(
+        [_event(run_id, 1001, events_pb2.RunCompleted(status="RUN_STATUS_COMPLETED"))], pid=0, host=HOST
+    )
+    return samples
+
+
+def _event(run_id: str, sequence: int, payload: Any) -> events_pb2.Event:
+    event = events_pb2.Event(event_id=f"ev-{run_id}-{sequence}", run_id=run_id, sequence=sequence)
+    event.emitted_at.FromMilliseconds(int(time.time() * 1000))
+    field = next(
+        f.name
+        for f in events_pb2.Event.DESCRIPTOR.oneofs_by_name["payload"].fields
+        if f.message_type.full_name == type(payload).DESCRIPTOR.full_name
+    )
+    getattr(event, field).CopyFrom(payload)
+    return event
+
+
+async def _sse_client(client: httpx.AsyncClient, after: int, seen: dict[str, float], ready: asyncio.Event) -> None:
+    async with client.stream("GET", "/api/events", headers={"Last-Event-ID": str(after)}) as resp:
+        ready.set()
+        async for line in resp.aiter_lines():
+            if line.startswith("data: ") and '"approval_granted"' in line:
+                target = line.split('"target_id":"', 1)[1].split('"', 1)[0]
+                seen.setdefault(target, time.perf_counter())
+
+
+async def _decisions(
+    url: str, token: str, location: str, schema: str | None, signer: DecisionSigner, n: int, sse: int
+) -> tuple[list[float], list[float], list[float]]:
+    trust = signer.trust_key
+    store = open_store(location, schema=schema)
+    channel = StoreChannel(open_store(location, schema=schema), trust_key=trust)
+    started: dict[str, float] = {}
+    asked: asyncio.Queue[str] = asyncio.Queue()
+
+    async def agent(task: Task, tools: AgentTools) -> None:
+        for i in range(2 * n):
+            call_id = f"bench-{i}"
+
+            async def body(args: Mapping[str, Any], call_id: str = call_id) -> str:
+                started[call_id] = time.perf_counter()
+                return "ok"
+
+            asked.put_nowait(call_id)
+            await run_approved(
+                tools.session,
+                channel.store,
+                call_id=call_id,
+                tool_name="transfer_funds",
+                args={"i": i},
+                body=body,
+                timeout_ms=60_000,
+                trust=channel.trust_key,
+            )
+
+    headers = {"Authorization": f"Bearer {token}"}
+    http_lat: list[float] = []
+    cli_lat: list[float] = []
+    fanout: list[float] = []
+    limits = httpx.Limits(max_connections=sse + 10)
+    async with httpx.AsyncClient(base_url=url, headers=headers, timeout=30, limits=limits) as client:
+        after = store.audit_head()[0]
+        seen_by = [dict[str, float]() for _ in range(sse)]
+        readies = [asyncio.Event() for _ in range(sse)]
+        readers = [asyncio.create_task(_sse_client(client, after, seen_by[i], readies[i])) for i in range(sse)]
+        await asyncio.gather(*(r.wait() for r in readies))
+        run = asyncio.create_task(wrap(agent, control=channel, sinks=[channel.sink]).run("bench"))
+        for i in range(2 * n):
+            call_id = await asyncio.wait_for(asked.get(), 30)
+            while not store.approvals_for(call_id) or not store.approvals_for(call_id)[0].open:
+                await asyncio.sleep(0.002)
+            t0 = time.perf_counter()
+            if i % 2 == 0:
+                resp = await client.post(f"/api/approvals/{call_id}/approve", json={})
+                assert resp.status_code == 200, resp.text
+            else:
+                result = await asyncio.to_thread(
+                    decide,
+                    store,
+                    call_id,
+                    approve=True,
+                    principal=Principal(name="bench", channel="cli"),
+                    signer=signer,
+                )
+                assert result.ok, result.detail
+            while call_id not in started:
+                await asyncio.sleep(0.0005)
+            (http_lat if i % 2 == 0 else cli_lat).append(started[call_id] - t0)
+            if i % 2 == 0:
+                while not all(call_id in s for s in seen_by):
+                    await asyncio.sleep(0.002)
+                fanout.append(max(s[call_id] for s in seen_by) - t0)
+        await asyncio.wait_for(run, 30)
+        for r in readers:
+            r.cancel()
+        await asyncio.gather(*readers, return_exceptions=True)
+    await channel.aclose()
+    return http_lat, cli_lat, fanout
+
+
+async def _main(args: argparse.Namespace) -> None:
+    tmp = Path(tempfile.mkdtemp(prefix="goldfive-bench-serve-"))
+    schema = None
+    if args.dsn:
+        location = args.dsn
+        schema = f"bench_{uuid.uuid4().hex[:10]}"
+    else:
+        location = str(tmp / "goldfive.db")
+    store = open_store(location, schema=schema)
+    token = add_user(store, "bench", "admin").token
+    print(f"goldfive serve benchmark on {store.url}")
+    with _server(location, schema, tmp / "key.pem") as (url, trust):
+        async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=30) as c:
+            listing = await _list_bench(c, store, args.rounds)
+        # The agent trusts the server's key; the CLI path signs with the same key file (a CLI holding the key),
+        # so both paths are signed and verified alike.
+        signer, _ = load_or_create_signing_key(tmp / "key.pem")
+        assert signer.trust_key.raw == trust.raw
+        http_lat, cli_lat, fanout = await _decisions(url, token, location, schema, signer, args.n, args.sse)
+    print(f"GET /api/approvals, 1,000 pending:         {_ms(listing)}   target p50 <= 50 ms")
+    print(f"decide -> tool body starts, HTTP approve:  {_ms(http_lat)}")
+    print(f"decide -> tool body starts, CLI path:      {_ms(cli_lat)}")
+    ratio = statistics.median(http_lat) / statistics.median(cli_lat)
+    print(f"  HTTP / CLI p50 ratio: {ratio:.2f}   target <= 2.0")
+    print(f"{args.sse} SSE clients, decision -> all saw it: {_ms(fanout)}   target p99 <= 1000 ms")
+    if args.dsn:
+        import psycopg
+
+        with psycopg.connect(args.dsn, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--dsn", help="PostgreSQL DSN (default: SQLite in a temp dir)")
+    parser.add_argument("--rounds", type=int, default=50, help="GET /api/approvals requests to time")
+    parser.add_argument("-n", type=int, default=20, help="decisions per path")
+    parser.add_argument("--sse", type=int, default=50, help="SSE clients connected during the decisions")
+    asyncio.run(_main(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    main()
