@@ -12,7 +12,6 @@ from pathlib import Path
 from server_support import goldfive, serve_process, start_tool_agent
 from store_support import REPO, Backend
 
-
 _ago = re.compile(r"\d+(\.\d)?[smh] ago")
 
 
@@ -59,7 +58,14 @@ async def test_the_command_line_through_a_server_prints_what_it_prints_on_the_da
             by = await _cli(backend, "approve", "call-r", "--by", "cfo", url=served.url, token=token)
             assert by.returncode == 2 and "--by is not used with --url" in by.stderr
             ok = await _cli(
-                backend, "--json", "approve", "call-r", "--edit", '{"amount": 12, "to": "bob"}', url=served.url, token=token
+                backend,
+                "--json",
+                "approve",
+                "call-r",
+                "--edit",
+                '{"amount": 12, "to": "bob"}',
+                url=served.url,
+                token=token,
             )
             assert ok.returncode == 0, ok.stderr
             assert json.loads(ok.stdout)["result"] == "SUCCESS"
