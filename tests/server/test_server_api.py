@@ -358,3 +358,20 @@ async def test_audit_verify_over_http_names_a_tampered_row(sqlite_server: Server
         assert report["ok"] is False and report["first_bad_seq"] == 1
     finally:
         await agent.close()
+
+
+async def test_a_live_trusting_agent_refuses_a_decision_forged_into_its_approval_row(sqlite_server: Server) -> None:
+    srv = sqlite_server
+    agent = start_task_agent(srv.backend, "pay-9", trust=srv.signer.trust_key)
+    try:
+        card = await srv.pending("pay-9")
+        srv.store._conn().execute(  # type: ignore[attr-defined]
+            "UPDATE gf_approvals SET status='granted', decision='approve', decided_by='cfo', decided_via='store', "
+            "decided_at_ms=1 WHERE id = ?",
+            (card["id"],),
+        )
+        refused = await _wait_for_kind(agent, "decision_refused")  # found by the channel's sweep
+        assert refused.decision_refused.decided_by == "cfo" and "not signed" in refused.decision_refused.reason
+        assert not agent.task.done() and not agent.sink.of("approval_granted")
+    finally:
+        await agent.close()

@@ -136,3 +136,54 @@ def test_the_server_package_names_its_extra_when_a_dependency_is_missing(blocked
     )
     assert proc.returncode == 0, proc.stderr
     assert "pip install 'goldfive[server]'" in proc.stdout
+
+
+async def test_two_serve_processes_over_one_postgresql_work_together(tmp_path: Path) -> None:
+    from store_support import NO_PG, PG_DSN
+
+    if not PG_DSN:
+        pytest.skip(NO_PG)
+    import uuid
+
+    import psycopg
+
+    backend = Backend("postgres", PG_DSN, f"t_{uuid.uuid4().hex[:12]}")
+    try:
+        backend.open()
+        key = tmp_path / "shared-key.pem"
+        with _serve(backend, key) as first, _serve(backend, key) as second:
+            token = first.admin_token  # made by whichever started first; the second made none
+            assert not any(line.startswith("gf5_") for line in second.lines)
+            auth = {"Authorization": f"Bearer {token}"}
+            agent = start_task_agent(backend, "pg-1", trust=second.trust_key)
+            try:
+                async with httpx.AsyncClient(base_url=first.url) as a, httpx.AsyncClient(base_url=second.url) as b:
+                    for _ in range(400):
+                        if (await b.get("/api/approvals", headers=auth)).json()["total"]:
+                            break
+                        await asyncio.sleep(0.025)
+                    # A browser session made at one process is good at the other (shared key, sessions in the store).
+                    login = await a.post("/api/login", json={"name": "admin", "token": token})
+                    cookie = login.headers["set-cookie"].split(";", 1)[0]
+                    assert (await b.get("/api/me", headers={"Cookie": cookie})).json()["channel"] == "web"
+                    head = backend.open().audit_head()[0]
+                    seen: list[dict[str, str]] = []
+
+                    async def read() -> None:
+                        async for message in _sse(b, "/api/events", {**auth, "Last-Event-ID": str(head)}):
+                            seen.append(message)
+                            if message["event"] == "approval_granted":
+                                return
+
+                    reader = asyncio.create_task(read())
+                    ok = await a.post("/api/approvals/pg-1/approve", json={}, headers=auth)
+                    assert ok.status_code == 200, ok.text
+                    await asyncio.wait_for(reader, 15)
+                    late = await b.post("/api/approvals/pg-1/reject", json={"reason": "x"}, headers=auth)
+                    assert late.status_code == 409 and "already decided" in late.json()["error"]
+                assert (await agent.result()).output["decided_by"] == "admin"
+            finally:
+                await agent.close()
+    finally:
+        with psycopg.connect(PG_DSN, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{backend.schema}" CASCADE')
