@@ -47,17 +47,26 @@ def test_fresh_store_has_current_schema(backend: Backend) -> None:
 
 def test_v1_database_is_migrated_and_keeps_its_rows(tmp_path: object, backend: Backend) -> None:
     store = backend.open()
-    # Rebuild the database as version 1 wrote it: drop what version 2 added, set the version back.
+    store.append_events([_started("run-a"), _request("run-a", 1, "call-1")], pid=1, host="h")
+    # Rebuild the database as version 1 wrote it: drop what versions 2 and 3 added, set the version back.
     conn = store._conn()  # type: ignore[attr-defined]
     conn.execute("DROP TABLE gf_executions")
+    for statement in (
+        "DROP TABLE gf_users",
+        "DROP TABLE gf_web_sessions",
+        "DROP INDEX gf_approvals_expiry",
+        "ALTER TABLE gf_approvals DROP COLUMN decided_channel",
+        "ALTER TABLE gf_approvals DROP COLUMN decision_sig",
+    ):
+        conn.execute(statement)
     conn.execute("UPDATE gf_meta SET value = '1' WHERE key = 'schema_version'")
-    store.append_events([_started("run-a"), _request("run-a", 1, "call-1")], pid=1, host="h")
     assert store.schema_version() == 1
 
     upgraded = backend.open()
     assert upgraded.schema_version() == SCHEMA_VERSION == MIGRATIONS[-1][0]
     assert [r.target_id for r in upgraded.approvals()] == ["call-1"]
     assert upgraded.mark_executing("call-1", run_id="run-a", pid=1, host="h") is True  # v2 table exists
+    assert upgraded.users() == [] and upgraded.approvals()[0].decision_sig == ""  # v3 tables and columns
     assert upgraded.verify_audit().ok
 
 
