@@ -38,13 +38,13 @@ import httpx
 
 from goldfive_core import AgentTools, Task, wrap
 from goldfive_core._util import args_digest, canonical_json
-from goldfive_core.decide import Principal, decide  # TEMP until gate lands
+from goldfive_core.approvals import Principal
 from goldfive_core.pb.v1 import events_pb2
 from goldfive_core.signing import DecisionSigner, TrustKey, load_or_create_signing_key
-from goldfive_core.store import StoreChannel, open_store
+from goldfive_core.store import StoreChannel, decide, open_store
 from goldfive_core.store.base import HOST
 from goldfive_core.store.execution import run_approved
-from goldfive_core.users import add_user
+from goldfive_core.store.users import add_user
 
 REPO = Path(__file__).resolve().parent.parent
 

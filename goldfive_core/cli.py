@@ -22,7 +22,6 @@ create or upgrade it.
 from __future__ import annotations
 
 import argparse
-import datetime
 import getpass
 import json
 import math
@@ -34,6 +33,19 @@ from typing import Any, NoReturn
 
 from ._text import inert
 from .approvals import Principal
+from .cli_text import (
+    EXIT_FAILURE,
+    EXIT_OK,
+    EXIT_TIMEOUT,
+    EXIT_UNREACHABLE,
+    EXIT_USAGE,
+    _ago,
+    _Exit,
+    _json_line,
+    _Out,
+    _say,
+    _when,
+)
 from .control import ControlAck, ControlKind, ControlMessage
 from .errors import ConfigError
 from .events import event_to_dict
@@ -64,25 +76,7 @@ from .store.decide import (
 
 __all__ = ["EXIT_FAILURE", "EXIT_OK", "EXIT_TIMEOUT", "EXIT_UNREACHABLE", "EXIT_USAGE", "main"]
 
-EXIT_OK = 0
-EXIT_FAILURE = 1
-EXIT_USAGE = 2
-EXIT_UNREACHABLE = 3
-EXIT_TIMEOUT = 4
-
-
-def _say(text: str, *, err: bool = False) -> None:
-    stream = sys.stderr if err else sys.stdout
-    stream.write(text + "\n")
-
-
-class _Exit(Exception):
-    def __init__(self, code: int, message: str, data: dict[str, Any] | None = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.data = data
-
+# The exit codes and output helpers live in cli_text, shared with the HTTP client mode (cli_remote).
 
 READ_COMMANDS = frozenset({"pending", "show", "events", "runs", "audit"})
 """Commands that only read: the store is opened read-only and never created or migrated."""
@@ -92,20 +86,6 @@ FIELD = 200
 
 FIELD_FULL = 4000
 """Longest untrusted field ``show`` prints."""
-
-
-def _json_line(data: Any) -> str:
-    # ensure_ascii: every control or non-ASCII character is a \u escape, so JSON output is inert too.
-    return json.dumps(data, sort_keys=True, default=str, ensure_ascii=True, allow_nan=False)
-
-
-class _Out:
-    def __init__(self, as_json: bool) -> None:
-        self.json = as_json
-
-    def emit(self, text: str, data: Any) -> None:
-        """One result: ``text`` for people (already made inert), or ``data`` as one JSON object."""
-        _say(_json_line(data) if self.json else text)
 
 
 def _t(value: object, limit: int | None = FIELD) -> str:
@@ -123,21 +103,6 @@ def _page_note(shown: int, offset: int, total: int, command: str) -> str:
     if more:
         note += f"; {more} more: {command} --offset {offset + shown}"
     return note
-
-
-def _when(ms: int) -> str:
-    if not ms:
-        return "-"
-    return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-
-
-def _ago(ms: int) -> str:
-    seconds = max(0.0, (time.time() * 1000 - ms) / 1000)
-    if seconds < 120:
-        return f"{seconds:.0f}s ago"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f}m ago"
-    return f"{seconds / 3600:.1f}h ago"
 
 
 # -- parsing ------------------------------------------------------------------------------------------
@@ -674,7 +639,7 @@ def _serve(store: Store, args: argparse.Namespace) -> int:
 
 
 def _users(store: Store, args: argparse.Namespace, out: _Out) -> int:
-    from . import users
+    from .store import users
 
     try:
         if args.action == "list":
@@ -777,7 +742,7 @@ def _main(argv: Sequence[str] | None) -> int:
         limits = Limits.from_env()
         _check_args(args, limits)
         if url and args.command not in ("serve", "users"):
-            from ._cli_remote import run_remote
+            from .cli_remote import run_remote
 
             token = getattr(args, "token", None) or os.environ.get("GOLDFIVE_TOKEN", "")
             code = run_remote(args, out, url=url, token=token)

@@ -24,21 +24,15 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from .. import users as users_mod
 from .._util import shorten
+from ..approvals import Principal
 from ..control import ControlAck, ControlKind, ControlMessage
-from ..decide import (
-    AmbiguousApprovalError,
-    ApprovalLookupError,
-    DecideVerdict,
-    Principal,  # TEMP until gate lands
-    decide,
-    find_approval,
-)
 from ..events import event_to_dict
 from ..signing import DecisionSigner
+from ..store import users as users_mod
 from ..store.base import ApprovalRow, RunRow, Store, StoreError, StoreUnavailableError, run_liveness
 from ..store.channel import DeliveryTimeout, RunGone, StoreChannel
+from ..store.decide import AmbiguousApprovalError, ApprovalLookupError, DecideVerdict, decide, find_approval
 from .auth import COOKIE, SESSION_TTL_MS, Authenticator, AuthError, User, derive_cookie_key
 from .stream import Broadcaster
 

@@ -28,7 +28,7 @@ from starlette.requests import HTTPConnection
 
 from .._util import now_ms
 from ..store.base import Store, UserRow, WebSession
-from ..users import ROLES, parse_token, role_allows, verify_token
+from ..store.users import ROLES, parse_token, role_allows, verify_token
 
 __all__ = ["COOKIE", "CSRF_HEADER", "AuthError", "Authenticator", "User"]
 

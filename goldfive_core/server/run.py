@@ -12,7 +12,7 @@ import uvicorn
 
 from ..signing import TRUST_KEY_ENV, DecisionSigner, load_or_create_signing_key
 from ..store.base import Store
-from ..users import UserError, add_user
+from ..store.users import UserError, add_user
 from .app import ServerConfig, create_app
 
 __all__ = ["DEFAULT_KEY_PATH", "first_admin", "serve", "signing_key_path"]

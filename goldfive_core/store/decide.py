@@ -25,6 +25,7 @@ from ..approvals import Principal, already_decided_text
 from ..control import ControlAck, ControlKind, ControlMessage
 from ..errors import GoldfiveError
 from ..policy import Ask, PolicyAuthority
+from ..signing import DecisionSigner, SignedDecision
 from .base import ApprovalRow, Store, run_liveness
 from .channel import DeliveryTimeout, RunGone, StoreChannel
 
@@ -125,11 +126,14 @@ def decide(
     run_id: str | None = None,
     timeout_s: float = DEFAULT_DECIDE_TIMEOUT_S,
     authority: DecisionAuthority | None = None,
+    signer: DecisionSigner | None = None,
 ) -> DecideResult:
     """Decide one approval from outside the agent; never raises for a refusal (see :class:`DecideVerdict`).
 
     ``args_digest`` is the digest of the call the decider saw (default: the one in the store now);
-    a decision is applied or recorded only for a call with that digest. Raises
+    a decision is applied or recorded only for a call with that digest. With ``signer`` (goldfive
+    serve's key) the decision carries a signature that agents given the public key verify; the
+    principal's channel travels and is recorded with it. Raises
     :class:`ApprovalLookupError` when ``target_id`` names no (or no single) approval, and
     :class:`~goldfive_core.store.StoreError` when the store fails.
     """
@@ -145,7 +149,7 @@ def decide(
         return _refused(row, refusal)
     # The digest the decider saw; the live run checks it against its call, record() against the store's.
     digest = args_digest or row.args_digest
-    attempt = _Attempt(store, row, approve, principal, reason, edited_args, digest)
+    attempt = _Attempt(store, row, approve, principal, reason, edited_args, digest, signer)
     live = run_liveness(store.run(row.run_id), stale_after_ms=store.stale_after_ms)
     if live != "live":
         return attempt.record(f"run {row.run_id} is not running ({live})")
@@ -171,13 +175,37 @@ class _Attempt:
     reason: str
     edited_args: Mapping[str, Any] | None
     digest: str
+    signer: DecisionSigner | None
+
+    def _edited_json(self) -> str:
+        return canonical_json(dict(self.edited_args)) if self.edited_args is not None else ""
+
+    def signature(self) -> dict[str, Any] | None:
+        """The signer's signature of exactly this decision (None without a signer)."""
+        if self.signer is None:
+            return None
+        facts = SignedDecision(
+            target_id=self.row.target_id,
+            run_id=self.row.run_id,
+            decision="approve" if self.approve else "reject",
+            edited_args_json=self._edited_json(),
+            args_digest=self.digest,
+            decided_by=self.principal.name,
+            detail=self.reason,
+            channel=self.principal.channel,
+        )
+        return self.signer.sign(facts)
 
     def payload(self) -> dict[str, Any]:
         payload: dict[str, Any] = {
             "target_id": self.row.target_id,
             "run_id": self.row.run_id,
             "decided_by": self.principal.name,
+            "channel": self.principal.channel,
         }
+        signature = self.signature()
+        if signature is not None:
+            payload["signature"] = signature
         if self.reason:
             payload["detail"] = self.reason
         if self.digest:
@@ -207,8 +235,10 @@ class _Attempt:
             approved=self.approve,
             detail=self.reason,
             decided_by=self.principal.name,
-            edited_args_json=canonical_json(dict(self.edited_args)) if self.edited_args is not None else "",
+            edited_args_json=self._edited_json(),
             args_digest=self.digest,
+            channel=self.principal.channel,
+            signature=canonical_json(sig) if (sig := self.signature()) is not None else "",
         )
         if not recorded:  # someone decided, or the call was re-asked with other arguments, since we read it
             after = _reread(self.store, now)

@@ -22,7 +22,7 @@ from goldfive_core.server import ServerConfig, create_app
 from goldfive_core.signing import DecisionSigner, TrustKey, load_or_create_signing_key
 from goldfive_core.store import Store, StoreChannel
 from goldfive_core.store.execution import GuardedResult, run_approved
-from goldfive_core.users import add_user
+from goldfive_core.store.users import add_user
 
 ORIGIN = "http://inbox.test"
 

@@ -68,7 +68,7 @@ async def test_approve_over_http_resumes_the_agent_and_records_who_and_how(serve
         # A second decision, from anyone: says who decided, changes nothing.
         again = await server.post("/api/approvals/pay-1/reject", {"reason": "no"}, user="root")
         assert again.status_code == 409
-        assert again.json()["error"] == "already decided: 'pay-1' was approved by ana; nothing was changed"
+        assert again.json()["error"] == "already decided: 'pay-1' was approved by ana; this decision was not applied"
         assert again.json()["approval"]["decided_at_ms"] > 0
     finally:
         await agent.close()

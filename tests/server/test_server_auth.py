@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 from server_support import ORIGIN, Server, start_task_agent
 
-from goldfive_core.users import verify_token
+from goldfive_core.store.users import verify_token
 
 
 async def _login(srv: Server, name: str = "ana") -> tuple[httpx.AsyncClient, str]:

@@ -72,7 +72,7 @@ async def test_the_command_line_through_a_server_prints_what_it_prints_on_the_da
             assert (await agent.result()).output.status == "ran" and agent.ran == [{"amount": 12, "to": "bob"}]
             again = await _cli(backend, "reject", "call-r", "--reason", "no", url=served.url, token=token)
             assert again.returncode == 1
-            assert again.stdout.strip() == "refused: already decided: 'call-r' was approved by ana; nothing was changed"
+            assert again.stdout.strip() == "refused: already decided: 'call-r' was approved by ana; this decision was not applied"
             shown = (await _cli(backend, "show", "call-r", url=served.url, token=token)).stdout
             assert "decision   approve by ana" in shown and "api" in shown
         finally:

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ._util import shorten
-from .cli import EXIT_FAILURE, EXIT_OK, EXIT_TIMEOUT, EXIT_UNREACHABLE, EXIT_USAGE, _ago, _Exit, _Out, _say, _when
+from .cli_text import EXIT_FAILURE, EXIT_OK, EXIT_TIMEOUT, EXIT_UNREACHABLE, EXIT_USAGE, _ago, _Exit, _Out, _say, _when
 
 __all__ = ["run_remote"]
 

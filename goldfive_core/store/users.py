@@ -15,9 +15,9 @@ import re
 import secrets
 from collections.abc import Mapping
 
-from ._util import now_ms
-from .errors import GoldfiveError
-from .store.base import Store, UserRow
+from .._util import now_ms
+from ..errors import GoldfiveError
+from .base import Store, UserRow
 
 __all__ = [
     "PERMISSIONS",

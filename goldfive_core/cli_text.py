@@ -1,0 +1,59 @@
+"""Exit codes and output helpers of the ``goldfive`` command, shared by its database and HTTP modes."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import sys
+import time
+from typing import Any
+
+__all__ = ["EXIT_FAILURE", "EXIT_OK", "EXIT_TIMEOUT", "EXIT_UNREACHABLE", "EXIT_USAGE"]
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+EXIT_UNREACHABLE = 3
+EXIT_TIMEOUT = 4
+
+
+def _say(text: str, *, err: bool = False) -> None:
+    stream = sys.stderr if err else sys.stdout
+    stream.write(text + "\n")
+
+
+class _Exit(Exception):
+    def __init__(self, code: int, message: str, data: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = data
+
+
+def _json_line(data: Any) -> str:
+    # ensure_ascii: every control or non-ASCII character is a \u escape, so JSON output is inert too.
+    return json.dumps(data, sort_keys=True, default=str, ensure_ascii=True, allow_nan=False)
+
+
+class _Out:
+    def __init__(self, as_json: bool) -> None:
+        self.json = as_json
+
+    def emit(self, text: str, data: Any) -> None:
+        """One result: ``text`` for people (already made inert), or ``data`` as one JSON object."""
+        _say(_json_line(data) if self.json else text)
+
+
+def _when(ms: int) -> str:
+    if not ms:
+        return "-"
+    return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _ago(ms: int) -> str:
+    seconds = max(0.0, (time.time() * 1000 - ms) / 1000)
+    if seconds < 120:
+        return f"{seconds:.0f}s ago"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f}m ago"
+    return f"{seconds / 3600:.1f}h ago"
