@@ -39,7 +39,8 @@ class Broadcaster:
         self.poll_interval_s = poll_interval_s
         self._subscribers: set[asyncio.Queue[AuditRow | None]] = set()
         self._task: asyncio.Task[None] | None = None
-        self._last_seq = -1
+        self._lock = asyncio.Lock()
+        self._last_seq = 0
 
     @property
     def subscribers(self) -> int:
@@ -48,10 +49,8 @@ class Broadcaster:
 
     async def _poll(self) -> None:
         delay = self.poll_interval_s
-        while True:
+        while self._subscribers:  # an idle server (no stream open) reads nothing
             try:
-                if self._last_seq < 0:
-                    self._last_seq = (await asyncio.to_thread(self.store.audit_head))[0]
                 rows = await asyncio.to_thread(self.store.audit_rows, after_seq=self._last_seq, limit=_BACKLOG_PAGE)
                 delay = self.poll_interval_s
             except StoreError as exc:
@@ -71,9 +70,15 @@ class Broadcaster:
             if len(rows) < _BACKLOG_PAGE:
                 await asyncio.sleep(self.poll_interval_s)
 
-    def _ensure_polling(self) -> None:
-        if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(self._poll(), name="goldfive-serve-events")
+    async def _subscribe(self, queue: asyncio.Queue[AuditRow | None]) -> int:
+        """Register ``queue``; returns the seq after which every row reaches it through the poller."""
+        async with self._lock:
+            self._subscribers.add(queue)
+            if self._task is None or self._task.done():
+                # Start from the head as it is now, before the poller runs: no row can fall between.
+                self._last_seq = (await asyncio.to_thread(self.store.audit_head))[0]
+                self._task = asyncio.get_running_loop().create_task(self._poll(), name="goldfive-serve-events")
+            return self._last_seq
 
     async def aclose(self) -> None:
         """Stop polling and disconnect every client."""
@@ -91,14 +96,11 @@ class Broadcaster:
     ) -> AsyncIterator[bytes]:
         """SSE bytes: the backlog after ``after`` (None = only new events), then live events, with pings."""
         queue: asyncio.Queue[AuditRow | None] = asyncio.Queue(maxsize=_QUEUE_MAX)
-        self._subscribers.add(queue)
-        self._ensure_polling()
         try:
+            position = await self._subscribe(queue)
             yield b"retry: 1000\n: connected\n\n"
-            if after is None:
-                after = (await asyncio.to_thread(self.store.audit_head))[0]
-            last = after
-            while True:  # the backlog, read from the store (another process may have served the earlier part)
+            last = position if after is None else after
+            while after is not None:  # the backlog, from the store (another process may have served the rest)
                 page = await asyncio.to_thread(
                     self.store.audit_rows, after_seq=last, run_id=run_id, limit=_BACKLOG_PAGE
                 )

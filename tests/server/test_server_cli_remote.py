@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import getpass
 import json
 import re
 import subprocess
@@ -72,10 +73,45 @@ async def test_the_command_line_through_a_server_prints_what_it_prints_on_the_da
             assert (await agent.result()).output.status == "ran" and agent.ran == [{"amount": 12, "to": "bob"}]
             again = await _cli(backend, "reject", "call-r", "--reason", "no", url=served.url, token=token)
             assert again.returncode == 1
-            assert again.stdout.strip() == "refused: already decided: 'call-r' was approved by ana; this decision was not applied"
+            assert (
+                again.stdout.strip()
+                == "refused: already decided: 'call-r' was approved by ana; this decision was not applied"
+            )
             shown = (await _cli(backend, "show", "call-r", url=served.url, token=token)).stdout
             assert "decision   approve by ana" in shown and "api" in shown
         finally:
             await agent.close()
     gone = await _cli(backend, "pending", url=served.url, token=token)
     assert gone.returncode == 3 and "unreachable" in gone.stderr
+
+
+async def test_a_local_command_line_decision_is_recorded_with_channel_cli_and_the_os_user(
+    sqlite_backend: Backend,
+) -> None:
+    backend = sqlite_backend
+    agent = start_tool_agent(backend, "call-l", {"amount": 1})
+    try:
+        for _ in range(400):
+            if backend.open().approvals():
+                break
+            await asyncio.sleep(0.025)
+        env = backend.env()
+        env.pop("GOLDFIVE_USER", None)
+        done = await asyncio.to_thread(
+            subprocess.run,
+            [sys.executable, "-m", "goldfive_core.cli", "approve", "call-l"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+            cwd=REPO,
+        )
+        assert done.returncode == 0, done.stderr
+        assert (await agent.result()).output.status == "ran"
+        (granted,) = agent.sink.of("approval_granted")
+        assert (granted.approval_granted.decided_by, granted.approval_granted.channel) == (getpass.getuser(), "cli")
+        row = backend.open().approvals_for("call-l")[0]
+        assert (row.decided_by, row.decided_channel, row.decision_sig) == (getpass.getuser(), "cli", "")
+    finally:
+        await agent.close()
