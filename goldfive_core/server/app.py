@@ -32,7 +32,14 @@ from ..signing import DecisionSigner
 from ..store import users as users_mod
 from ..store.base import ApprovalRow, RunRow, Store, StoreError, StoreUnavailableError, run_liveness
 from ..store.channel import DeliveryTimeout, RunGone, StoreChannel
-from ..store.decide import AmbiguousApprovalError, ApprovalLookupError, DecideVerdict, decide, find_approval
+from ..store.decide import (
+    AmbiguousApprovalError,
+    ApprovalLookupError,
+    DecideVerdict,
+    DecisionAuthority,
+    decide,
+    find_approval,
+)
 from .auth import COOKIE, SESSION_TTL_MS, Authenticator, AuthError, User, derive_cookie_key
 from .stream import Broadcaster
 
@@ -69,6 +76,8 @@ class ServerConfig:
     """What the app needs besides the store."""
 
     signer: DecisionSigner
+    authority: DecisionAuthority | None = None
+    """Who may decide what beyond the role's ``decide`` permission (a policy plugs in here)."""
     decide_timeout_s: float = 30.0
     control_timeout_s: float = 30.0
     secure_cookies: bool = False
@@ -380,6 +389,7 @@ class _Api:
                 args_digest=digest,
                 run_id=row.run_id,
                 timeout_s=self.config.decide_timeout_s,
+                authority=self.config.authority,
                 signer=self.config.signer,
             )
         except ApprovalLookupError as exc:

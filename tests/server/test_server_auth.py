@@ -5,6 +5,8 @@ from __future__ import annotations
 import httpx
 from server_support import ORIGIN, Server, start_task_agent
 
+from goldfive_core.approvals import Principal
+from goldfive_core.store import ApprovalRow
 from goldfive_core.store.users import verify_token
 
 
@@ -112,3 +114,23 @@ async def test_only_admins_manage_users(sqlite_server: Server) -> None:
     assert (await srv.post("/api/users", {"name": "bob", "role": "approver"}, user="root")).status_code == 409
     assert (await srv.post("/api/users", {"name": "x y", "role": "approver"}, user="root")).status_code == 400
     assert (await srv.post("/api/users", {"name": "z", "role": "god"}, user="root")).status_code == 400
+
+
+async def test_a_decision_authority_can_refuse_a_user_and_nothing_changes(sqlite_server: Server) -> None:
+    srv = sqlite_server
+
+    class OnlyRoot:
+        def may_decide(self, principal: Principal, approval: ApprovalRow, *, approve: bool) -> str | None:
+            return None if principal.name == "root" else f"{principal.name} may not decide {approval.target_id}"
+
+    srv.client._transport.app.state.api.config.authority = OnlyRoot()  # type: ignore[attr-defined]
+    agent = start_task_agent(srv.backend, "pay-a")
+    try:
+        await srv.pending("pay-a")
+        refused = await srv.post("/api/approvals/pay-a/approve", {})
+        assert refused.status_code == 409 and refused.json()["error"] == "ana may not decide pay-a"
+        assert (await srv.get("/api/approvals/pay-a")).json()["state"] == "pending"
+        assert (await srv.post("/api/approvals/pay-a/approve", {}, user="root")).status_code == 200
+        assert (await agent.result()).output["decided_by"] == "root"
+    finally:
+        await agent.close()
