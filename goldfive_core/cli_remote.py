@@ -17,10 +17,17 @@ import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
+from ._text import inert
 from ._util import shorten
 from .cli_text import EXIT_FAILURE, EXIT_OK, EXIT_TIMEOUT, EXIT_UNREACHABLE, EXIT_USAGE, _ago, _Exit, _Out, _say, _when
 
 __all__ = ["run_remote"]
+
+_FIELD, _FIELD_FULL = 200, 4000  # the database mode's limits on untrusted text per line
+
+
+def _t(value: object, limit: int | None = _FIELD) -> str:
+    return inert(value, limit)
 
 
 class _Client:
@@ -105,13 +112,13 @@ def _pending(client: _Client, args: argparse.Namespace, out: _Out) -> int:
     if not listed:
         _say("no pending approvals")
     for item in listed:
-        what = f"{item['tool_name']} {shorten(item['args_json'], 60)}" if item["tool_name"] else item["prompt"]
+        what = f"{item['tool_name']} {_t(item['args_json'], 60)}" if item["tool_name"] else item["prompt"]
         _say(
-            f"{item['target_id']}  [{item['status']}]  {item['kind']}: {shorten(what, 80)}  "
-            f"(run {item['run_id']}, asked {_ago(item['requested_at_ms'])})"
+            f"{_t(item['target_id'], 80)}  [{item['status']}]  {_t(item['kind'], 10)}: {_t(what, 80)}  "
+            f"(run {_t(item['run_id'], 60)}, asked {_ago(item['requested_at_ms'])})"
         )
         if item["orphaned_reason"]:
-            _say(f"    orphaned: {item['orphaned_reason']}; a decision is kept for a replay of the call")
+            _say(f"    orphaned: {_t(item['orphaned_reason'])}; a decision is kept for a replay of the call")
     return EXIT_OK
 
 
@@ -120,28 +127,32 @@ def _show(client: _Client, args: argparse.Namespace, out: _Out) -> int:
     item.pop("events", None)
     status = item["state"] if item["state"] == "orphaned" else item["status"]
     why = item["orphaned_reason"]
+    full = _FIELD_FULL
     lines = [
-        f"approval   {item['target_id']}  ({item['kind']})",
-        f"status     {status}" + (f" — {why}" if why else ""),
-        f"run        {item['run_id']}" + (f"  session {item['session_id']}" if item["session_id"] else ""),
+        f"approval   {_t(item['target_id'], full)}  ({_t(item['kind'], 20)})",
+        f"status     {status}" + (f" — {_t(why, full)}" if why else ""),
+        f"run        {_t(item['run_id'], full)}"
+        + (f"  session {_t(item['session_id'], full)}" if item["session_id"] else ""),
         f"asked      {_when(item['requested_at_ms'])}  (expires {_when(item['expires_at_ms'])})",
-        f"prompt     {item['prompt']}" if item["prompt"] else "",
-        f"tool       {item['tool_name']}" if item["tool_name"] else "",
-        f"args       {item['args_json']}" if item["args_json"] else "",
-        f"digest     {item['args_digest']}" if item["args_digest"] else "",
+        f"prompt     {_t(item['prompt'], full)}" if item["prompt"] else "",
+        f"task       {_t(item['task_id'], full)}" if item["task_id"] else "",
+        f"tool       {_t(item['tool_name'], full)}" if item["tool_name"] else "",
+        f"args       {_t(item['args_json'], full)}" if item["args_json"] else "",
+        f"digest     {_t(item['args_digest'], full)}" if item["args_digest"] else "",
     ]
     if item["decision"]:
-        who = item["decided_by"] or "?"
-        via = item["decided_via"] + (f", {item['decided_channel']}" if item["decided_channel"] else "")
-        lines.append(f"decision   {item['decision']} by {who} at {_when(item['decided_at_ms'])} (via {via})")
+        who = _t(item["decided_by"], 200) or "?"
+        lines.append(
+            f"decision   {_t(item['decision'], 20)} by {who} at {_when(item['decided_at_ms'])} "
+            f"(via {_t(item['decided_via'], 20)})"
+        )
         if item["detail"]:
-            lines.append(f"detail     {item['detail']}")
+            lines.append(f"detail     {_t(item['detail'], full)}")
         if item["edited_args"] is not None:
-            lines.append(f"edited     {json.dumps(item['edited_args'], sort_keys=True, separators=(',', ':'))}")
+            edited = json.dumps(item["edited_args"], sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+            lines.append(f"edited     {_t(edited, full)}")
     elif item["detail"]:
-        lines.append(f"detail     {item['detail']}")
-    if item.get("execution", "none") != "none":
-        lines.append(f"execution  {item['execution']}")
+        lines.append(f"detail     {_t(item['detail'], full)}")
     out.emit("\n".join(line for line in lines if line), item)
     return EXIT_OK
 
@@ -176,7 +187,11 @@ def _decide(client: _Client, args: argparse.Namespace, out: _Out, *, approve: bo
 def _ack(data: dict[str, Any], out: _Out) -> int:
     ok = data.get("result") == "SUCCESS"
     shown = {k: data.get(k) for k in ("result", "detail", "control_id", "data")}
-    out.emit(f"{'ok' if ok else 'refused'}: {data.get('detail', '')}", shown)
+    detail = str(data.get("detail", ""))
+    label = "ok" if ok else "refused"
+    if detail.lower().startswith(f"{label}:"):  # the agent already said it: never "refused: refused: ..."
+        detail = detail[len(label) + 1 :].lstrip()
+    out.emit(f"{label}: {_t(detail, _FIELD_FULL)}", shown)
     return EXIT_OK if ok else EXIT_FAILURE
 
 
@@ -205,8 +220,9 @@ def _event_line(item: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     event = item["event"]
     kind = next((k for k in event if k not in _ENVELOPE), "")
     when = _when(_ms(event.get("emitted_at", "")))
-    where = f"{event.get('run_id', '')} [{event.get('sequence', 0)}]"
-    text = f"#{item['seq']:<5} {when}  {where} {kind} " + shorten(json.dumps(event.get(kind, {}), sort_keys=True), 160)
+    where = f"{_t(event.get('run_id', ''), 60)} [{event.get('sequence', 0)}]"
+    payload = json.dumps(event.get(kind, {}), sort_keys=True, ensure_ascii=False)
+    text = f"#{item['seq']:<5} {when}  {where} {_t(kind, 40)} " + _t(payload, 160)
     return text, {"seq": item["seq"], "hash": item["hash"], "event": event}
 
 
@@ -251,7 +267,7 @@ def _runs(client: _Client, args: argparse.Namespace, out: _Out) -> int:
         out.emit("", {"runs": items})
     else:
         for item in items:
-            _say(f"{item['run_id']}  pid {item['pid']} on {item['host']}  {item['liveness']}")
+            _say(f"{_t(item['run_id'], 80)}  pid {item['pid']} on {_t(item['host'], 60)}  {_t(item['liveness'])}")
         if not items:
             _say("no runs recorded")
     return EXIT_OK
@@ -262,7 +278,7 @@ def _audit(client: _Client, args: argparse.Namespace, out: _Out) -> int:
     if data["ok"]:
         out.emit(f"ok: the audit chain of {data['rows']} events is intact (head {data['head_hash'][:16]}…)", data)
         return EXIT_OK
-    out.emit("TAMPERED: the audit chain is broken\n" + "\n".join(f"  {p}" for p in data["problems"]), data)
+    out.emit("TAMPERED: the audit chain is broken\n" + "\n".join(f"  {_t(p, 400)}" for p in data["problems"]), data)
     return EXIT_FAILURE
 
 
