@@ -6,10 +6,12 @@ import inspect
 import logging
 import typing
 from collections.abc import Callable, Mapping
-from typing import Any, Literal
+from typing import Any
 
 from google.adk.tools.base_tool import BaseTool
 from google.adk.tools.function_tool import FunctionTool
+
+from goldfive_core.toolcall import SkipReason
 
 from ._compat import AdkCompatError, declaration_of
 
@@ -17,9 +19,6 @@ __all__ = ["SkipReason", "edit_validator", "skip"]
 
 logger = logging.getLogger(__name__)
 
-SkipReason = Literal[
-    "user_rejected", "approval_timeout", "run_cancelled", "goldfive_intervention", "approval_error", "in_doubt"
-]
 
 EditValidator = Callable[[Mapping[str, Any]], "str | None"]
 

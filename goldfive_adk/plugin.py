@@ -61,18 +61,15 @@ from google.adk.tools.tool_confirmation import ToolConfirmation
 from google.adk.tools.tool_context import ToolContext
 from google.genai import types
 
-from goldfive_core._util import args_digest, canonical_json, new_id, shorten
-from goldfive_core.approvals import ApprovalOutcome, ApprovalRequest
+from goldfive_core._util import new_id, shorten
 from goldfive_core.control import ControlChannel
-from goldfive_core.drift import InterventionLevel
-from goldfive_core.errors import ApprovalError, RunCancelledError, RunTerminatedError
+from goldfive_core.errors import RunCancelledError, RunTerminatedError
 from goldfive_core.events import EventSink
 from goldfive_core.lifecycle import RunStatus, close_run, open_run, stopped_status
 from goldfive_core.routing import ControlRouter
-from goldfive_core.session import Guidance, Session, approval_timeout_drift
+from goldfive_core.session import Guidance, Session
 from goldfive_core.steering import SteeringConfig, install_default_steering
-from goldfive_core.store.channel import StoreChannel
-from goldfive_core.store.execution import Replay, begin_execution, check_replay, finish_execution
+from goldfive_core.toolcall import ExecutionLedger, Proceed, Skip, ToolCall, gate_tool_call
 
 from ._asked import ASK_CONFIRMATION, announce_native, announce_native_answer, asked_confirmation, confirm_asked
 from ._compat import body_gets_context, confirmation_flag, end_invocation
@@ -104,11 +101,13 @@ def _user_text(ic: InvocationContext) -> str:
     return " ".join(p.text for p in content.parts if p.text)
 
 
-def _replayed(tool_name: str, replay: Replay) -> dict[str, Any]:
-    """The response for a replayed call the store says already ran (its result) or is in doubt."""
-    if replay.kind == "done":
-        return replay.result if isinstance(replay.result, dict) else {"result": replay.result}
-    return skip(tool_name, "in_doubt", replay.detail)
+def _skipped(tool_name: str, outcome: Skip) -> dict[str, Any]:
+    """The function response ADK hands the model instead of running the tool."""
+    if outcome.reason == "already_done":  # a replayed call that already ran: its recorded result
+        result = outcome.result
+        return result if isinstance(result, dict) else {"result": result}
+    extra: dict[str, Any] = {"decided_by": outcome.decided_by} if outcome.decided_by else {}
+    return skip(tool_name, outcome.reason, outcome.detail, **extra)
 
 
 class _GoldfiveADKPlugin(BasePlugin):
@@ -118,6 +117,8 @@ class _GoldfiveADKPlugin(BasePlugin):
     confirmation tools stay with ADK's native flow and ``report_awaiting_approval`` says
     "unavailable". ``sinks`` receive every event of every run. ``config`` defaults to
     ``SteeringConfig.from_env()``; the tool-approval wait is ``effective_tool_approval_timeout_ms``.
+    ``ledger`` records approved calls at most once (default: the channel's ledger, e.g. a
+    :class:`~goldfive_core.store.StoreChannel`'s store; an in-memory channel has none).
     ``session_setup`` is called with each new Session; the default, like ``wrap()``'s runner, is
     :func:`~goldfive_core.steering.install_default_steering` (the DESIGN §2 ladder and the built-in
     detectors); ``None`` installs nothing (drift is only emitted).
@@ -131,6 +132,7 @@ class _GoldfiveADKPlugin(BasePlugin):
         config: SteeringConfig | None = None,
         name: str = "goldfive",
         session_setup: SessionSetup | None = install_default_steering,
+        ledger: ExecutionLedger | None = None,
     ) -> None:
         super().__init__(name=name)
         self.control = control
@@ -143,8 +145,10 @@ class _GoldfiveADKPlugin(BasePlugin):
         """Call ids whose tool body goldfive let run (only their own confirmation requests are answered)."""
         self._may_ask: dict[int, tuple[BaseTool, bool]] = {}
         """id(tool) → (the tool, whether its body gets the tool context and so may ask for a confirmation)."""
-        self._executing: set[str] = set()
-        """Call ids marked "executing" in the store's ledger, to be marked done after the tool."""
+        self.ledger: ExecutionLedger | None = ledger if ledger is not None else getattr(control, "ledger", None)
+        """At-most-once records of approved calls (default: the channel's, e.g. a StoreChannel's store)."""
+        self._approved: dict[str, Proceed] = {}
+        """Approved calls whose end is to be recorded (ledger) or whose approver's note goes to the model."""
         self._ended: collections.OrderedDict[str, None] = collections.OrderedDict()
         self._policies: dict[tuple[int, str, str], bool | BaseTool] = {}
         """(agent, author, tool name) → needs confirmation: never, always, or evaluate the tool's predicate."""
@@ -317,7 +321,7 @@ class _GoldfiveADKPlugin(BasePlugin):
     async def before_tool_callback(
         self, *, tool: BaseTool, tool_args: dict[str, Any], tool_context: ToolContext
     ) -> dict[str, Any] | None:
-        """Step gate before a tool; asks a person first when the tool requires confirmation."""
+        """The tool-call gate (:func:`~goldfive_core.toolcall.gate_tool_call`), translated for ADK."""
         response = await self._before_tool(tool, tool_args, tool_context)
         if response is None and self.control is not None:
             may_ask = self._may_ask.get(id(tool))
@@ -337,140 +341,68 @@ class _GoldfiveADKPlugin(BasePlugin):
             run = self._run_for(adk_session_id, invocation_id)
             if run is None:
                 return None
-        session = run.session
         name = tool.name
-        call_id = tool_context.function_call_id
-        level = await session.observe_tool_call(name, tool_args)
-        try:
-            await session.gate()
-        except _STOPPED as exc:
-            end_invocation(tool_context)
-            if call_id in run.expected:
-                self._unexpect(run, call_id)
-            return skip(name, "run_cancelled", f"the run was stopped: {exc}")
-        if level >= InterventionLevel.CANCEL_REINVOKE:
-            if call_id in run.expected:
-                self._unexpect(run, call_id)
-            notes = "; ".join(note.text for note in session.take_guidance())
-            return skip(name, "goldfive_intervention", notes or f"goldfive stopped this call ({level.name})")
-        if self.control is None and tool_context.tool_confirmation is not None and call_id:
-            announce_native_answer(session, call_id, tool_context.tool_confirmation)  # the client answered ADK
-        if self.control is None or tool_context.tool_confirmation is not None:
-            # No channel: ADK's native confirmation stays in charge. A set confirmation: already decided
-            # (ADK's native resume, or another plugin).
-            return None
-        if await tool.check_require_confirmation(tool_args, tool_context) is not True:
-            if call_id in run.expected:
-                self._unexpect(run, call_id)
-            return None
-        return await self._confirm(run, tool, tool_args, tool_context)
-
-    @staticmethod
-    def _unexpect(run: AdkRun, call_id: str) -> None:
+        call_id = tool_context.function_call_id or new_id("adk")
         run.expected.discard(call_id)
-        run.session.approvals.forget_expected(call_id)
-
-    async def _confirm(
-        self, run: AdkRun, tool: BaseTool, tool_args: dict[str, Any], tool_context: ToolContext
-    ) -> dict[str, Any] | None:
-        session = run.session
-        name = tool.name
-        target_id = tool_context.function_call_id or new_id("adk")
-        run.expected.discard(target_id)  # opened now (an early decision on it applies at open)
-        try:
-            args_json = canonical_json(tool_args)
-            digest = args_digest(name, tool_args)
-        except (TypeError, ValueError) as exc:
-            return skip(name, "approval_error", f"the call's arguments are not JSON ({exc}); it cannot be approved")
-        current = session.tasks.current
-        task_id = current.id if current is not None else run.root_task_id
-        timeout_ms = session.config.effective_tool_approval_timeout_ms
-        request = ApprovalRequest(
-            target_id=target_id,
-            kind="tool",
-            prompt=f"Allow {name}({shorten(args_json, 300)})?",
-            task_id=task_id,
-            metadata={"tool_name": name, "args_json": args_json, "agent_name": tool_context.agent_name},
-            args_digest=digest,
-            timeout_ms=timeout_ms,
-            validate_edit=edit_validator(tool),
+        confirmation = tool_context.tool_confirmation
+        if self.control is None and confirmation is not None:
+            announce_native_answer(run.session, call_id, confirmation)  # the client answered ADK
+        # No channel: ADK's native confirmation stays in charge. A set confirmation: already decided
+        # (ADK's native resume, or another plugin).
+        needs = (
+            self.control is not None
+            and confirmation is None
+            and await tool.check_require_confirmation(tool_args, tool_context) is True
         )
-        ledger = self.control.store if isinstance(self.control, StoreChannel) else None
-        outcome: ApprovalOutcome | None = None
-        if ledger is not None:
-            # A restarted resumable run replays the call with the same id: the store may know its fate.
-            trust = self.control.trust_key if isinstance(self.control, StoreChannel) else None
-            replay = await check_replay(session, ledger, call_id=target_id, tool_name=name, digest=digest, trust=trust)
-            if replay.kind in ("done", "in_doubt"):
-                return _replayed(name, replay)
-            stored = replay.decision
-            if stored is not None:
-                problem = (
-                    request.validate_edit(stored.edited_args)
-                    if stored.edited_args is not None and request.validate_edit is not None
-                    else None
-                )
-                if problem is not None:
-                    return skip(name, "approval_error", f"the recorded edited arguments do not fit: {problem}")
-                outcome = ApprovalOutcome(
-                    target_id=target_id,
-                    decision="approve" if stored.approved else "reject",
-                    detail=stored.detail,
-                    decided_by=stored.decided_by,
-                    edited_args=stored.edited_args,
-                )
-        if outcome is None:
-            try:
-                outcome = await session.request_approval(request)
-            except ApprovalError as exc:
-                return skip(name, "approval_error", str(exc))
-        if outcome.decision == "approve":
-            if outcome.edited_args is not None:
+        call = ToolCall(call_id=call_id, tool_name=name, args=tool_args, agent=tool_context.agent_name)
+        outcome = await gate_tool_call(
+            run.session,
+            call,
+            needs_person=needs,
+            validate_edit=edit_validator(tool) if needs else None,
+            ledger=self.ledger,
+        )
+        if isinstance(outcome, Skip):
+            if outcome.stop_run:
+                end_invocation(tool_context)
+            return _skipped(name, outcome)
+        if outcome.decision is not None:
+            if outcome.edited:
                 tool_args.clear()  # in place: ADK passes this same dict on to the tool
-                tool_args.update(outcome.edited_args)
-            if ledger is not None:  # at most once: "executing" is recorded before the body runs
-                refused = await begin_execution(session, ledger, call_id=target_id, tool_name=name)
-                if refused is not None:
-                    return _replayed(name, refused)
-                self._executing.add(target_id)
+                tool_args.update(outcome.args)
+            if outcome.ledger is not None or outcome.note:
+                self._approved[call_id] = outcome
             # ADK 2.x re-checks the confirmation after the callbacks; without this it starts its own flow.
             tool_context.tool_confirmation = ToolConfirmation(confirmed=True)
-            return None
-        extra: dict[str, Any] = {"decided_by": outcome.decided_by} if outcome.decided_by else {}
-        if outcome.decision == "reject":
-            return skip(name, "user_rejected", outcome.detail or "a person rejected this call", **extra)
-        if outcome.decision == "timeout":
-            session.emit_drift(approval_timeout_drift(task_id, target_id, timeout_ms))
-            return skip(
-                name,
-                "approval_timeout",
-                f"no decision within {timeout_ms} ms; the call was not made. Do not assume it was approved.",
-            )
-        if session.state in ("cancelled", "terminated"):
-            end_invocation(tool_context)
-        return skip(name, "run_cancelled", outcome.detail or "the run was cancelled")
+        return None
 
     async def after_tool_callback(
         self, *, tool: BaseTool, tool_args: dict[str, Any], tool_context: ToolContext, result: dict[str, Any]
     ) -> dict[str, Any] | None:
-        """Record an approved call's result (StoreChannel ledger); ask the person when the tool asked ADK to.
+        """Record an approved call's result (ledger) and hand the model the approver's note; ask the person
+        when the tool asked ADK to.
 
         A tool that called ``tool_context.request_confirmation(...)`` in its body is answered here when a
         channel is bound: the person decides and the tool runs again, confirmed, with the answer (see
         :mod:`goldfive_adk._asked`); the confirmed run's result replaces the first one.
         """
         call_id = tool_context.function_call_id
-        await self._record_execution(call_id, result=result)
+        approved = self._approved.pop(call_id or "", None)
+        noted: dict[str, Any] | None = None
+        if approved is not None:
+            await approved.finish(result=result)
+            if approved.note and isinstance(result, dict):
+                noted = {**result, "goldfive_approval": approved.note}
         if call_id not in self._let_through:
             # goldfive or another plugin answered before the body: whatever was asked, the tool did not ask it.
-            return None
+            return noted
         self._let_through.discard(call_id)
         asked = asked_confirmation(tool_context)
         if asked is None:
-            return None
+            return noted
         run = self._runs.get(tool_context.session.id)
         if run is None:
-            return None  # not a run of ours (a late callback): ADK's own flow asks the client
+            return noted  # not a run of ours (a late callback): ADK's own flow asks the client
         current = run.session.tasks.current
         return await confirm_asked(
             run.session,
@@ -484,18 +416,12 @@ class _GoldfiveADKPlugin(BasePlugin):
     async def on_tool_error_callback(
         self, *, tool: BaseTool, tool_args: dict[str, Any], tool_context: ToolContext, error: Exception
     ) -> dict[str, Any] | None:
-        """Record that an approved call raised (it did run) in the store's ledger."""
+        """Record that an approved call raised (it did run) in the ledger."""
         self._let_through.discard(tool_context.function_call_id or "")
-        await self._record_execution(tool_context.function_call_id, error=error)
+        approved = self._approved.pop(tool_context.function_call_id or "", None)
+        if approved is not None:
+            await approved.finish(error=error)
         return None
-
-    async def _record_execution(
-        self, call_id: str | None, *, result: Any = None, error: BaseException | None = None
-    ) -> None:
-        if call_id is None or call_id not in self._executing or not isinstance(self.control, StoreChannel):
-            return
-        self._executing.discard(call_id)
-        await finish_execution(self.control.store, call_id=call_id, result=result, error=error)
 
     # -- events ----------------------------------------------------------------------------
     async def on_event_callback(self, *, invocation_context: InvocationContext, event: Event) -> Event | None:

@@ -16,10 +16,13 @@ import dataclasses
 import logging
 from collections.abc import Callable, Mapping
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._util import new_id, now_ms, safe_repr, shorten
 from .errors import ChannelBusyError
+
+if TYPE_CHECKING:
+    from .toolcall import ExecutionLedger
 
 __all__ = [
     "AckResult",
@@ -160,6 +163,9 @@ class ControlChannel:
     be applied, or that waited longer than ``send(timeout=...)``, gets a
     FAILURE ack saying why.
     """
+
+    ledger: ExecutionLedger | None = None
+    """At-most-once records this transport offers adapters (none in memory; a store channel has its store's)."""
 
     def __init__(self, *, max_backlog: int = 10_000) -> None:
         if max_backlog < 1:

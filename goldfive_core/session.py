@@ -286,8 +286,10 @@ class Session:
         return notes
 
     # -- approvals -------------------------------------------------------------
-    async def request_approval(self, request: ApprovalRequest) -> ApprovalOutcome:
+    async def request_approval(self, request: ApprovalRequest, *, wait_s: float | None = None) -> ApprovalOutcome:
         """Open ``request``, emit ApprovalRequested, wait (bounded) and return the outcome.
+
+        The wait lasts the request's ``timeout_ms`` unless ``wait_s`` (seconds) says otherwise.
 
         Decisions emit ApprovalGranted/ApprovalRejected as they are dispatched.
         A timeout emits ApprovalTimedOut; a cancelled wait emits
@@ -314,7 +316,7 @@ class Session:
                 edited_args=record.decision.edited_args,
             )
         try:
-            outcome = await self.approvals.wait(record, request.timeout_ms / 1000)
+            outcome = await self.approvals.wait(record, request.timeout_ms / 1000 if wait_s is None else wait_s)
         except asyncio.CancelledError:
             # A run cancel closes the record (and announces it) before cancelling the agent; announce only
             # a withdrawal nobody announced yet, and nothing when a decision landed first.

@@ -317,6 +317,10 @@ class FakeClaudeCLI(Transport):
             await self.run_hooks(
                 "PostToolUse", {**hook_input, "tool_input": args, "tool_response": output}, tool_use_id=tool_use_id
             )
+        else:  # as the CLI does: a tool that failed ran all the same
+            await self.run_hooks(
+                "PostToolUseFailure", {**hook_input, "tool_input": args, "error": output}, tool_use_id=tool_use_id
+            )
         return use
 
     # -- internals -------------------------------------------------------------------------------------------

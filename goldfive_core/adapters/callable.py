@@ -7,11 +7,13 @@ import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from .._util import new_id
 from ..drift import InterventionLevel
 from ..reporting import REPORTING_TOOL_NAMES, TOOL_SPECS, ToolSpec, call_reporting_tool
 from ..runner import Adapter
 from ..session import Guidance, Session
 from ..tasks import Task
+from ..toolcall import Proceed, ToolCall, gate_tool_call
 
 __all__ = ["AgentTools", "CallableAdapter"]
 
@@ -48,15 +50,22 @@ class AgentTools:
     async def before_tool(self, name: str, args: Mapping[str, Any] | None = None) -> bool:
         """Say you are about to run your own tool ``name`` with ``args``; False means do not run it.
 
-        The drift detectors see the call (e.g. the same call again and again).
-        False comes with a note in :meth:`guidance` saying why; when the ladder
-        pauses the run this waits for a person first, and when it re-invokes
-        the agent this call does not return (the agent is called again).
+        The call goes through the tool-call gate (:func:`~goldfive_core.toolcall.gate_tool_call`):
+        the drift detectors see it (e.g. the same call again and again), a paused run holds it, a
+        person's waiting steer redirects it. False comes with a note in :meth:`guidance` saying why;
+        when the ladder re-invokes the agent this call does not return (the agent is called again),
+        and a stopped run raises RunCancelledError / RunTerminatedError.
         """
-        await self.session.gate()
-        level = await self.session.observe_tool_call(name, {} if args is None else args)
-        await self._settle(level)
-        return level < InterventionLevel.CANCEL_REINVOKE
+        call = ToolCall(call_id=new_id("call"), tool_name=name, args={} if args is None else args)
+        outcome = await gate_tool_call(self.session, call, needs_person=False)
+        if isinstance(outcome, Proceed):
+            return True
+        if outcome.reason == "run_cancelled":
+            await self.session.gate()  # raises the stop the gate saw
+        notes = outcome.guidance or (Guidance(text=outcome.detail, source="nudge"),)
+        for note in notes:  # handed back through guidance(), as before
+            self.session.add_guidance(note.text, note.source, note.control_id)
+        return False
 
     async def _settle(self, level: InterventionLevel) -> None:
         if level >= InterventionLevel.CANCEL_REINVOKE:

@@ -42,18 +42,18 @@ import logging
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from typing import Any, cast
 
-from .._util import args_digest, canonical_json, new_id
-from ..approvals import ApprovalRequest, EditValidator
+from .._util import canonical_json, new_id, shorten
+from ..approvals import EditValidator
 from ..control import ControlChannel
-from ..drift import InterventionLevel
-from ..errors import ApprovalError, ConfigError, MissingExtraError, RunCancelledError, RunTerminatedError
+from ..errors import ConfigError, MissingExtraError, RunCancelledError
 from ..events import EventSink
 from ..lifecycle import RunStatus, close_run, open_run, stopped_status
 from ..reporting import TOOL_SPECS, call_reporting_tool
 from ..routing import ControlRouter
 from ..runner import RunResult, SteererFactory
-from ..session import Guidance, Session, approval_timeout_drift
+from ..session import Guidance, Session
 from ..steering import SteeringConfig, install_default_steering
+from ..toolcall import ExecutionLedger, Proceed, Skip, ToolCall, gate_tool_call
 
 try:
     import jsonschema  # type: ignore[import-untyped]  # a dependency of claude-agent-sdk; ships no type hints
@@ -103,7 +103,9 @@ class GoldfiveClaude:
     (``"mcp__shop__*"``), or ``predicate(tool_name, tool_input) -> bool``.
     ``tool_schemas``: JSON Schemas of gated tools' inputs, by tool name; an
     approval with edited arguments is checked against them (any JSON object
-    is accepted for tools without one). ``steerer_factory`` sets up each run's
+    is accepted for tools without one). ``ledger`` records approved tool uses at
+    most once (default: the channel's ledger; a replayed tool use that ran or is in
+    doubt is denied, never re-run). ``steerer_factory`` sets up each run's
     steerer and detectors (the intervention ladder), as on :class:`~goldfive_core.runner.Runner`.
     """
 
@@ -116,6 +118,7 @@ class GoldfiveClaude:
         gate_tools: GateSpec = None,
         tool_schemas: Mapping[str, Mapping[str, Any]] | None = None,
         server_name: str = "goldfive",
+        ledger: ExecutionLedger | None = None,
     ) -> None:
         if control is not None and not isinstance(control, ControlChannel):
             raise ConfigError(f"control must be a ControlChannel or None, got {type(control).__name__}")
@@ -125,6 +128,8 @@ class GoldfiveClaude:
         self.gate = ToolGate(gate_tools)
         self.tool_schemas = _check_schemas(tool_schemas or {})
         self.server_name = check_server_name(server_name)
+        self.ledger: ExecutionLedger | None = ledger if ledger is not None else getattr(control, "ledger", None)
+        """At-most-once records of approved tool uses (default: the channel's, e.g. a StoreChannel's store)."""
         self.router = ControlRouter(control)
         self.steerer_factory: SteererFactory | None = install_default_steering
         """Gives each run's session its steerer and detectors (default: the DESIGN §2 ladder); None = emit only."""
@@ -192,6 +197,8 @@ class ClaudeRun:
         self._reporting = frozenset(owner.reporting_tools)
         self._interrupts: set[asyncio.Task[None]] = set()
         self._entered = False
+        self._approved: dict[str, Proceed] = {}
+        """Approved tool uses whose end is to be recorded (ledger) or whose approver's note goes to the model."""
 
     # -- lifecycle ------------------------------------------------------------------------------------------
     async def __aenter__(self) -> ClaudeRun:
@@ -265,66 +272,30 @@ class ClaudeRun:
                 if isinstance(item, ToolResultBlock):  # an announced call that was never asked about
                     self.session.approvals.forget_expected(item.tool_use_id)
 
-    # -- the permission callback: step gate, detectors, approvals ---------------------------------------------------
+    # -- the permission callback: the tool-call gate ----------------------------------------------------------------
     async def _can_use_tool(
         self, tool_name: str, tool_input: dict[str, Any], context: ToolPermissionContext
     ) -> PermissionResult:
-        session = self.session
         target_id = context.tool_use_id or new_id("claude")
-        try:
-            await session.gate()
-            level = await session.observe_tool_call(tool_name, tool_input)
-            if level >= InterventionLevel.PAUSE_ESCALATE:
-                await session.gate()  # hold this call until RESUME, STEER or CANCEL
-        except (RunCancelledError, RunTerminatedError) as exc:
-            return PermissionResultDeny(message=f"the run was stopped: {exc}", interrupt=True)
-        redirect = self._take_redirect(level)
-        if redirect:
-            return PermissionResultDeny(message=f"This {tool_name} call was not run. {_guidance_text(redirect)}")
-        if tool_name in self._reporting or not self._gated(tool_name, tool_input):
-            return PermissionResultAllow()
-        return await self._ask_person(tool_name, tool_input, target_id, context)
-
-    async def _ask_person(
-        self, tool_name: str, tool_input: dict[str, Any], target_id: str, context: ToolPermissionContext
-    ) -> PermissionResult:
-        session = self.session
-        if not session.has_channel:
-            return PermissionResultDeny(
-                message=f"approval_unavailable: {tool_name} needs a person's approval and no one can answer "
-                "(no control channel). The call was not run; choose a safe alternative or stop."
-            )
-        current = session.tasks.current
-        task_id = current.id if current is not None else self._root.id
-        timeout_ms = session.config.effective_tool_approval_timeout_ms
-        request = ApprovalRequest(
-            target_id=target_id,
-            kind="tool",
-            prompt=context.title or f"Claude wants to call {tool_name}",
-            task_id=task_id,
-            metadata={"tool_name": tool_name, "args_json": canonical_json(tool_input)},
-            args_digest=args_digest(tool_name, tool_input),
-            timeout_ms=timeout_ms,
-            validate_edit=self._edit_validator(tool_name),
+        gated = tool_name not in self._reporting and self._gated(tool_name, tool_input)
+        call = ToolCall(
+            call_id=target_id,
+            tool_name=tool_name,
+            args=tool_input,
+            prompt=_prompt(tool_name, tool_input, context.title) if gated else "",
         )
-        try:
-            outcome = await session.request_approval(request)
-        except ApprovalError as exc:
-            return PermissionResultDeny(message=f"{tool_name} was not run: {exc}")
-        if outcome.decision == "approve":
-            edited = dict(outcome.edited_args) if outcome.edited_args is not None else None
-            return PermissionResultAllow(updated_input=edited)
-        if outcome.decision == "reject":
-            by = f" ({outcome.decided_by})" if outcome.decided_by else ""
-            reason = outcome.detail or "no reason given"
-            return PermissionResultDeny(message=f"A person{by} rejected this {tool_name} call: {reason}")
-        if outcome.decision == "timeout":
-            session.emit_drift(approval_timeout_drift(task_id, target_id, timeout_ms))
-            return PermissionResultDeny(
-                message=f"approval_timeout: no decision on this {tool_name} call within {timeout_ms} ms; it was not "
-                "run. Do not retry it as if approved."
-            )
-        return PermissionResultDeny(message=f"the run was stopped: {outcome.detail}", interrupt=True)
+        outcome = await gate_tool_call(
+            self.session,
+            call,
+            needs_person=gated,
+            validate_edit=self._edit_validator(tool_name) if gated else None,
+            ledger=self._owner.ledger,
+        )
+        if isinstance(outcome, Skip):
+            return PermissionResultDeny(message=_denial(tool_name, outcome), interrupt=outcome.stop_run)
+        if outcome.ledger is not None or outcome.note:
+            self._approved[target_id] = outcome
+        return PermissionResultAllow(updated_input=dict(outcome.args) if outcome.edited else None)
 
     def _gated(self, tool_name: str, tool_input: Mapping[str, Any]) -> bool:
         try:
@@ -332,17 +303,6 @@ class ClaudeRun:
         except Exception:
             logger.exception("gate_tools predicate raised on %s; asking a person to be safe", tool_name)
             return True
-
-    def _take_redirect(self, level: InterventionLevel) -> list[Guidance]:
-        """Notes to hand the model instead of the held call: steers and escalations, or all at CANCEL_REINVOKE+."""
-        notes = self.session.take_guidance()
-        if level >= InterventionLevel.CANCEL_REINVOKE:
-            return notes
-        redirect = [n for n in notes if n.source in ("steer", "escalation")]
-        for note in notes:
-            if note not in redirect:  # the rest wait for the next hook
-                self.session.add_guidance(note.text, note.source, note.control_id)
-        return redirect
 
     def _edit_validator(self, tool_name: str) -> EditValidator:
         schema = self._owner.tool_schemas.get(tool_name)
@@ -367,6 +327,7 @@ class ClaudeRun:
         return {
             "PreToolUse": [HookMatcher(matcher=None, hooks=[self._pre_tool_use])],
             "PostToolUse": [HookMatcher(matcher=None, hooks=[self._post_tool_use])],
+            "PostToolUseFailure": [HookMatcher(matcher=None, hooks=[self._post_tool_use_failure])],
             "Stop": [HookMatcher(matcher=None, hooks=[self._stop])],
             "UserPromptSubmit": [HookMatcher(matcher=None, hooks=[self._user_prompt_submit])],
         }
@@ -394,7 +355,23 @@ class ClaudeRun:
     async def _post_tool_use(
         self, hook_input: HookInput, tool_use_id: str | None, context: HookContext
     ) -> HookJSONOutput:
-        return self._deliver("PostToolUse", hook_input)
+        data = cast("Mapping[str, Any]", hook_input)
+        approved = self._approved.pop(tool_use_id or str(data.get("tool_use_id") or ""), None)
+        note = ""
+        if approved is not None:
+            await approved.finish(result=data.get("tool_response"))
+            note = approved.note
+        return self._deliver("PostToolUse", hook_input, note=note)
+
+    async def _post_tool_use_failure(
+        self, hook_input: HookInput, tool_use_id: str | None, context: HookContext
+    ) -> HookJSONOutput:
+        """A failed tool use did run: record it done (with its error) in the ledger."""
+        data = cast("Mapping[str, Any]", hook_input)
+        approved = self._approved.pop(tool_use_id or str(data.get("tool_use_id") or ""), None)
+        if approved is not None:
+            await approved.finish(result={"error": str(data.get("error") or "")[:2000]})
+        return {}
 
     async def _stop(self, hook_input: HookInput, tool_use_id: str | None, context: HookContext) -> HookJSONOutput:
         return self._deliver("Stop", hook_input)
@@ -404,17 +381,20 @@ class ClaudeRun:
     ) -> HookJSONOutput:
         return self._deliver("UserPromptSubmit", hook_input)
 
-    def _deliver(self, event: str, hook_input: HookInput) -> HookJSONOutput:
-        """Queued guidance for the model, as the hook's ``additionalContext``."""
+    def _deliver(self, event: str, hook_input: HookInput, *, note: str = "") -> HookJSONOutput:
+        """Queued guidance (and an approver's note) for the model, as the hook's ``additionalContext``."""
         self._learn_session_id(cast("Mapping[str, Any]", hook_input).get("session_id"))
         if self.session.state not in ("running", "paused"):
             return {}
         notes = self.session.take_guidance()
-        if not notes:
+        parts = [note] if note else []
+        if notes:
+            parts.append(_guidance_text(notes))
+        if not parts:
             return {}
         return cast(
             "HookJSONOutput",
-            {"hookSpecificOutput": {"hookEventName": event, "additionalContext": _guidance_text(notes)}},
+            {"hookSpecificOutput": {"hookEventName": event, "additionalContext": "\n\n".join(parts)}},
         )
 
     # -- reporting tools --------------------------------------------------------------------------------------
@@ -493,6 +473,41 @@ class ClaudeRun:
             error=exc if status is RunStatus.FAILED else None,
             tasks=tasks,
         )
+
+
+def _prompt(tool_name: str, tool_input: Mapping[str, Any], title: str | None) -> str:
+    """What the person is asked: what will run (a Bash command, the input of any other tool)."""
+    command = tool_input.get("command") if tool_name == "Bash" else None
+    if isinstance(command, str):
+        what = f"Allow Bash: {shorten(command, 300)}?"
+    else:
+        try:
+            shown = canonical_json(tool_input)
+        except (TypeError, ValueError):
+            shown = repr(dict(tool_input))
+        what = f"Allow {tool_name}({shorten(shown, 300)})?"
+    return f"{title} — {what}" if title else what
+
+
+def _denial(tool_name: str, outcome: Skip) -> str:
+    """The message a denied tool use hands the model."""
+    reason = outcome.reason
+    if reason == "user_rejected":
+        by = f" ({outcome.decided_by})" if outcome.decided_by else ""
+        return f"A person{by} rejected this {tool_name} call: {outcome.detail}"
+    if reason == "goldfive_intervention" and outcome.guidance:
+        return f"This {tool_name} call was not run. {_guidance_text(list(outcome.guidance))}"
+    if reason in ("goldfive_intervention", "run_cancelled"):
+        return outcome.detail
+    if reason == "approval_error":
+        return f"{tool_name} was not run: {outcome.detail}"
+    if reason == "already_done":
+        try:
+            recorded = canonical_json(outcome.result)
+        except (TypeError, ValueError):
+            recorded = repr(outcome.result)
+        return f"already_done: {outcome.detail}; recorded result: {shorten(recorded, 2000)}"
+    return f"{reason}: {outcome.detail}"
 
 
 def _guidance_text(notes: list[Guidance]) -> str:

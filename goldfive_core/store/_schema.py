@@ -22,7 +22,7 @@ __all__ = [
     "USER_COLS",
 ]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 # Migrations: (version, statements). Types are filled in per dialect: {id} an auto-increment
 # primary key, {blob} bytes, {big} a 64-bit integer. Never edit a released step; add one.
@@ -85,6 +85,12 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
             "CREATE INDEX gf_approvals_expiry ON gf_approvals (expires_at_ms, id)",
         ),
     ),
+    (
+        4,
+        # The execution ledger keys on the call id and the args digest: a reused call id with other
+        # arguments is a new call (its own decision, its own execution).
+        ("ALTER TABLE gf_executions ADD COLUMN args_digest TEXT NOT NULL DEFAULT ''",),
+    ),
 )
 
 APPROVAL_COLS = (
@@ -98,7 +104,7 @@ RUN_COLS = "run_id, session_id, adapter, pid, host, status, started_at_ms, heart
 AUDIT_COLS = "seq, run_id, sequence, kind, event_id, emitted_at_ms, body, prev_hash, hash"
 INBOX_COLS = "id, control_id, kind, payload_json, run_id, issued_at_ms, status"
 USER_COLS = "name, role, token_id, token_hash, disabled, created_at_ms, updated_at_ms, failed_logins, locked_until_ms"
-EXEC_COLS = "target_id, run_id, state, started_at_ms, finished_at_ms, result_json, pid, host"
+EXEC_COLS = "target_id, run_id, state, started_at_ms, finished_at_ms, result_json, pid, host, args_digest"
 
 
 def _status(ident: Any, text: Any) -> ApprovalStatus:
@@ -174,6 +180,7 @@ def execution_row(row: Sequence[Any]) -> ExecutionRow:
         result_json=row[5],
         pid=row[6],
         host=row[7],
+        args_digest=row[8],
     )
 
 

@@ -572,7 +572,8 @@ class SqlStore(Store):
                 self._conn(),
                 f"SELECT {APPROVAL_SELECT} FROM gf_approvals a "
                 "WHERE target_id = ? AND status IN (?, ?) "
-                "AND NOT EXISTS (SELECT 1 FROM gf_executions e WHERE e.target_id = a.target_id) "
+                "AND NOT EXISTS (SELECT 1 FROM gf_executions e WHERE e.target_id = a.target_id "
+                "AND (e.args_digest = '' OR a.args_digest = '' OR e.args_digest = a.args_digest)) "
                 "ORDER BY id DESC LIMIT 1",
                 (target_id, *sorted(s.value for s in DECIDED_STATUSES)),
             ).fetchone()
@@ -596,16 +597,23 @@ class SqlStore(Store):
         )
 
     # -- execution ledger ---------------------------------------------------------------------
-    def mark_executing(self, target_id: str, *, run_id: str, pid: int = 0, host: str = HOST) -> bool:
-        """Claim the tool body for ``target_id``; True exactly once."""
+    def mark_executing(
+        self, target_id: str, *, run_id: str, pid: int = 0, host: str = HOST, args_digest: str = ""
+    ) -> bool:
+        """Claim the tool body for ``target_id`` (and ``args_digest``); True exactly once."""
         with self._guard(f"marking {target_id!r} executing"):
             conn = self._conn()
             with self._transaction(conn):
                 cur = self._exec(
                     conn,
-                    f"INSERT INTO gf_executions ({EXEC_COLS}) VALUES (?, ?, 'executing', ?, 0, '', ?, ?) "
-                    "ON CONFLICT (target_id) DO NOTHING",
-                    (target_id, run_id, now_ms(), pid, host),
+                    f"INSERT INTO gf_executions ({EXEC_COLS}) VALUES (?, ?, 'executing', ?, 0, '', ?, ?, ?) "
+                    # A finished call whose id is reused with other arguments is another call: it takes the row.
+                    "ON CONFLICT (target_id) DO UPDATE SET run_id = excluded.run_id, state = excluded.state, "
+                    "started_at_ms = excluded.started_at_ms, finished_at_ms = 0, result_json = '', "
+                    "pid = excluded.pid, host = excluded.host, args_digest = excluded.args_digest "
+                    "WHERE gf_executions.state = 'done' AND gf_executions.args_digest <> '' "
+                    "AND excluded.args_digest <> '' AND gf_executions.args_digest <> excluded.args_digest",
+                    (target_id, run_id, now_ms(), pid, host, args_digest),
                 )
                 return bool(cur.rowcount == 1)
 

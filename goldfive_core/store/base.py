@@ -252,6 +252,8 @@ class ExecutionRow:
     result_json: str
     pid: int
     host: str
+    args_digest: str = ""
+    """The digest of the arguments the body ran with ("" in rows written before schema 3)."""
 
 
 def run_liveness(run: RunRow | None, *, stale_after_ms: int = DEFAULT_STALE_AFTER_MS, now: int | None = None) -> str:
@@ -393,8 +395,12 @@ class Store(abc.ABC):
 
     # -- the execution ledger (at most once per approval) ---------------------------
     @abc.abstractmethod
-    def mark_executing(self, target_id: str, *, run_id: str, pid: int, host: str) -> bool:
-        """Claim the right to run the tool body; False when it was claimed before (done or in doubt)."""
+    def mark_executing(self, target_id: str, *, run_id: str, pid: int, host: str, args_digest: str = "") -> bool:
+        """Claim the right to run the tool body; False when it was claimed before (done or in doubt).
+
+        A finished entry for the same call id with another ``args_digest`` is a different call: it is
+        replaced and the claim succeeds.
+        """
 
     @abc.abstractmethod
     def mark_done(self, target_id: str, *, result_json: str) -> None:

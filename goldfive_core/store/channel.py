@@ -35,6 +35,7 @@ from ..routing import ControlRouter
 from ..session import Session
 from ..signing import TrustKey, trust_key_from_env
 from .base import HOST, InboxRow, Store, StoreError, StoreUnavailableError, run_liveness
+from .execution import StoreLedger
 from .sink import StoreSink
 from .trust import verify_decision
 
@@ -89,6 +90,7 @@ class StoreChannel(ControlChannel):
             raise ValueError(f"ack_timeout_s must be > 0, got {ack_timeout_s}")
         super().__init__()
         self.store = store
+        self.ledger = StoreLedger(store)
         self.ack_timeout_s = ack_timeout_s
         self.endpoint = name or f"{HOST}:{os.getpid()}:{new_id('ch')}"
         self._batch_size = batch_size
@@ -105,6 +107,7 @@ class StoreChannel(ControlChannel):
         if isinstance(trust_key, str):
             trust_key = TrustKey.parse(trust_key)
         self.trust_key: TrustKey | None = trust_key if trust_key is not None else trust_key_from_env()
+        self.ledger = StoreLedger(store, trust=self.trust_key)
         """With a key, this channel applies only APPROVE/REJECT that the key signed (see goldfive serve)."""
 
     @property

@@ -14,7 +14,9 @@ restarted run replays the call (ADK: ``function_call_id``):
 4. otherwise the person is asked (ApprovalRequested, a bounded wait).
 
 An approval is used once: ``mark_executing`` is recorded before the body runs
-and ``mark_done`` with its result after.
+and ``mark_done`` with its result after. The ledger keys on the call id and the
+args digest: a call id reused with other arguments is a new call.
+:class:`StoreLedger` hands these records to the tool-call gate of every adapter.
 """
 
 from __future__ import annotations
@@ -27,20 +29,30 @@ import os
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Literal
 
-from .._util import args_digest, canonical_json, shorten
-from ..approvals import ApprovalRequest
+from .._util import canonical_json, shorten
+from ..approvals import Decision
 from ..drift import Drift, DriftKind, DriftSeverity
 from ..pb.v1 import events_pb2
 from ..session import Session
 from ..signing import TrustKey
-from .base import HOST, ExecutionRow, ExecutionState, Store, StoredDecision
+from ..toolcall import Replay, Skip, ToolCall, gate_tool_call
+from .base import HOST, ExecutionRow, ExecutionState, Store
 from .trust import verify_decision
 
-__all__ = ["GuardedResult", "Replay", "begin_execution", "check_replay", "finish_execution", "run_approved"]
+__all__ = [
+    "GuardedResult",
+    "Replay",
+    "StoreLedger",
+    "begin_execution",
+    "check_replay",
+    "finish_execution",
+    "run_approved",
+]
 
 logger = logging.getLogger(__name__)
 
-GuardedStatus = Literal["ran", "already_done", "in_doubt", "reject", "timeout", "cancelled"]
+GuardedStatus = Literal["ran", "already_done", "in_doubt", "reject", "timeout", "cancelled", "refused"]
+"""``refused``: the gate skipped the call for another reason (no one can answer, a policy, bad arguments)."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -63,30 +75,47 @@ def _accept_object(edited: Mapping[str, Any]) -> str | None:
     return None if isinstance(edited, Mapping) else "edited arguments must be a JSON object"
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class Replay:
-    """What the store knows about a call id before anyone is asked (see :func:`check_replay`)."""
+class StoreLedger:
+    """The store's execution ledger as the gate's :class:`~goldfive_core.toolcall.ExecutionLedger`.
 
-    kind: Literal["none", "done", "in_doubt", "decided"]
-    detail: str = ""
-    result: Any = None
-    decision: StoredDecision | None = None
+    Keyed by call id and args digest: a call id the store saw with other arguments is a new call.
+    """
+
+    def __init__(self, store: Store, *, trust: TrustKey | None = None) -> None:
+        self.store = store
+        self.trust = trust
+        """The key a decision recorded in the store must be signed with (None: any is used)."""
+
+    async def lookup(self, session: Session, call: ToolCall, digest: str) -> Replay:
+        """What the store knows about the call (see :func:`check_replay`)."""
+        return await check_replay(
+            session, self.store, call_id=call.call_id, tool_name=call.tool_name, digest=digest, trust=self.trust
+        )
+
+    async def begin(self, session: Session, call: ToolCall, digest: str) -> Replay | None:
+        """Record "executing" (see :func:`begin_execution`)."""
+        return await begin_execution(session, self.store, call_id=call.call_id, tool_name=call.tool_name, digest=digest)
+
+    async def finish(
+        self, call_id: str, digest: str, *, result: Any = None, error: BaseException | None = None
+    ) -> None:
+        """Record "done" (see :func:`finish_execution`)."""
+        await finish_execution(self.store, call_id=call_id, result=result, error=error)
 
 
 async def check_replay(
     session: Session, store: Store, *, call_id: str, tool_name: str, digest: str, trust: TrustKey | None = None
 ) -> Replay:
-    """Look up ``call_id`` in the ledger and the decisions; announce what applies to the run.
+    """Look up ``call_id`` (with ``digest``) in the ledger and the decisions; announce what applies to the run.
 
     ``done``: the body finished before (its result is in ``result``); ``in_doubt``: it started and
     never finished (a CRITICAL HUMAN_INTERVENTION_REQUIRED drift is emitted; do not run it);
     ``decided``: a decision was recorded while the agent was down (ApprovalGranted/Rejected is
     emitted for this run; a decision for other arguments is ignored); ``none``: ask a person.
     """
-    settled = await _settled(session, store, call_id, tool_name)
+    settled = await _settled(session, store, call_id, tool_name, digest)
     if settled is not None:
-        kind: Literal["done", "in_doubt"] = "done" if settled.status == "already_done" else "in_doubt"
-        return Replay(kind=kind, detail=settled.detail, result=settled.result)
+        return settled
     stored = await asyncio.to_thread(store.find_decision, call_id)
     if stored is None:
         return Replay(kind="none")
@@ -106,8 +135,8 @@ async def check_replay(
         if verify_decision(trust, claimed, approved=stored.approved, run_id=stored.run_id, session=session):
             return Replay(kind="none")  # not signed by the trusted key: ask a person (refusal audited)
     note = f"decision recorded in the store (run {stored.run_id}, via {stored.decided_via}) applied to the replay"
+    edited = stored.edited_args
     if stored.approved:
-        edited = stored.edited_args
         session.events.emit(
             events_pb2.ApprovalGranted(
                 target_id=call_id,
@@ -118,16 +147,29 @@ async def check_replay(
         )
     else:
         session.events.emit(events_pb2.ApprovalRejected(target_id=call_id, detail=note, decided_by=stored.decided_by))
-    return Replay(kind="decided", detail=stored.detail, decision=stored)
+    decision = Decision(
+        approved=stored.approved,
+        detail=stored.detail,
+        decided_by=stored.decided_by,
+        edited_args=edited,
+        args_digest=stored.args_digest,
+        decided_at_ms=stored.decided_at_ms,
+    )
+    return Replay(kind="decided", detail=stored.detail, decision=decision)
 
 
-async def begin_execution(session: Session, store: Store, *, call_id: str, tool_name: str) -> Replay | None:
+async def begin_execution(
+    session: Session, store: Store, *, call_id: str, tool_name: str, digest: str = ""
+) -> Replay | None:
     """Record "executing" before an approved body runs; None = go ahead, else why not (done / in doubt)."""
-    claimed = await asyncio.to_thread(store.mark_executing, call_id, run_id=session.run_id, pid=os.getpid(), host=HOST)
+    claimed = await asyncio.to_thread(
+        store.mark_executing, call_id, run_id=session.run_id, pid=os.getpid(), host=HOST, args_digest=digest
+    )
     if claimed:
         return None
     # Another process claimed it between the look and now.
-    return await check_replay(session, store, call_id=call_id, tool_name=tool_name, digest="")
+    settled = await _settled(session, store, call_id, tool_name, "")
+    return settled if settled is not None else Replay(kind="in_doubt", detail=f"{call_id!r} could not be claimed")
 
 
 async def finish_execution(
@@ -142,6 +184,15 @@ async def finish_execution(
         except (TypeError, ValueError):
             result_json = canonical_json({"repr": shorten(repr(result), 2000)})
     await asyncio.to_thread(store.mark_done, call_id, result_json=result_json)
+
+
+_STATUS_OF: dict[str, GuardedStatus] = {
+    "already_done": "already_done",
+    "in_doubt": "in_doubt",
+    "user_rejected": "reject",
+    "approval_timeout": "timeout",
+    "run_cancelled": "cancelled",
+}
 
 
 async def run_approved(
@@ -160,59 +211,45 @@ async def run_approved(
     """Ask (or find the recorded decision), then run ``body(args)`` at most once for ``call_id``.
 
     With ``trust`` (the public key of ``goldfive serve``), a decision recorded in the store is
-    used only if that key signed it.
+    used only if that key signed it. The call goes through :func:`~goldfive_core.toolcall.gate_tool_call`
+    like any adapter's.
     """
-    digest = args_digest(tool_name, args)
-    replay = await check_replay(session, store, call_id=call_id, tool_name=tool_name, digest=digest, trust=trust)
-    if replay.kind == "done":
-        return GuardedResult(status="already_done", result=replay.result, detail=replay.detail)
-    if replay.kind == "in_doubt":
-        return GuardedResult(status="in_doubt", detail=replay.detail)
-    edited: Mapping[str, Any] | None
-    if replay.decision is not None:
-        stored = replay.decision
-        approved, detail, decided_by, edited = stored.approved, stored.detail, stored.decided_by, stored.edited_args
-    else:
-        outcome = await session.request_approval(
-            ApprovalRequest(
-                target_id=call_id,
-                kind="tool",
-                prompt=prompt or f"run {tool_name}?",
-                task_id=task_id,
-                metadata={"tool_name": tool_name, "args_json": canonical_json(dict(args))},
-                args_digest=digest,
-                timeout_ms=timeout_ms
-                if timeout_ms and timeout_ms > 0
-                else session.config.effective_tool_approval_timeout_ms,
-                validate_edit=_accept_object,
-            )
-        )
-        if outcome.decision in ("timeout", "cancelled"):
-            return GuardedResult(status=outcome.decision, detail=outcome.detail)
-        approved, detail, decided_by, edited = outcome.approved, outcome.detail, outcome.decided_by, outcome.edited_args
-    if not approved:
-        return GuardedResult(status="reject", detail=detail, decided_by=decided_by)
-    call_args = dict(edited) if edited is not None else dict(args)
-    refused = await begin_execution(session, store, call_id=call_id, tool_name=tool_name)
-    if refused is not None:
-        status: GuardedStatus = "already_done" if refused.kind == "done" else "in_doubt"
-        return GuardedResult(status=status, result=refused.result, detail=refused.detail)
+    call = ToolCall(
+        call_id=call_id, tool_name=tool_name, args=args, prompt=prompt or f"run {tool_name}?", task_id=task_id
+    )
+    ledger = StoreLedger(store, trust=trust)
+    outcome = await gate_tool_call(
+        session, call, needs_person=True, validate_edit=_accept_object, ledger=ledger, timeout_ms=timeout_ms
+    )
+    if isinstance(outcome, Skip):
+        status = _STATUS_OF.get(outcome.reason, "refused")
+        return GuardedResult(status=status, result=outcome.result, detail=outcome.detail, decided_by=outcome.decided_by)
+    call_args = dict(outcome.args)
     try:
         result = await body(call_args)
     except BaseException as exc:
-        await finish_execution(store, call_id=call_id, error=exc)
+        await outcome.finish(error=exc)
         raise
-    await finish_execution(store, call_id=call_id, result=result)
-    return GuardedResult(status="ran", result=result, detail=detail, decided_by=decided_by, args=call_args)
+    await outcome.finish(result=result)
+    decision = outcome.decision
+    return GuardedResult(
+        status="ran",
+        result=result,
+        detail=decision.detail if decision is not None else "",
+        decided_by=decision.decided_by if decision is not None else "",
+        args=call_args,
+    )
 
 
-async def _settled(session: Session, store: Store, call_id: str, tool_name: str) -> GuardedResult | None:
+async def _settled(session: Session, store: Store, call_id: str, tool_name: str, digest: str) -> Replay | None:
     row: ExecutionRow | None = await asyncio.to_thread(store.execution, call_id)
     if row is None:
         return None
+    if digest and row.args_digest and row.args_digest != digest:
+        return None  # the call id was reused with other arguments: a new call
     if row.state is ExecutionState.DONE:
-        return GuardedResult(
-            status="already_done",
+        return Replay(
+            kind="done",
             result=json.loads(row.result_json) if row.result_json else None,
             detail=f"{tool_name} already ran for {call_id!r} (run {row.run_id}); its recorded result is returned",
         )
@@ -221,4 +258,4 @@ async def _settled(session: Session, store: Store, call_id: str, tool_name: str)
         "and never recorded a result; it may or may not have run, so it is not run again — a person must check"
     )
     session.emit_drift(Drift(DriftKind.HUMAN_INTERVENTION_REQUIRED, DriftSeverity.CRITICAL, detail))
-    return GuardedResult(status="in_doubt", detail=detail)
+    return Replay(kind="in_doubt", detail=detail)

@@ -1,0 +1,375 @@
+"""The tool-call gate: what happens around one tool call, written once for every adapter.
+
+An adapter translates its host's call into a :class:`ToolCall`, calls
+:func:`gate_tool_call`, and translates the typed outcome back: :class:`Proceed`
+(run the body with ``args``) or :class:`Skip` (do not; hand the model
+``detail``). The order is fixed and the same for every host:
+
+1. **step gate** — a paused run waits here; a stopped run skips the call (``run_cancelled``, ``stop_run``).
+2. **detectors** — the run's detectors see the call; the ladder may pause the run (the step gate holds the
+   call again), re-invoke or abort it (``goldfive_intervention``). A person's waiting STEER (or an
+   escalation's note) also redirects the call: the model gets the words instead of running the old plan.
+3. **not gated** — a call nobody must decide proceeds.
+4. **policy** — an optional :class:`ToolPolicy` says allow, ask or deny before anyone is asked.
+5. **replay lookup** — with an :class:`ExecutionLedger`, a call id (and args digest) the ledger has seen is
+   answered from it: already done (its result), in doubt (never re-run) or decided while the agent was down.
+6. **ask a person** — :func:`wait_for_person`, one bounded wait with an explicit deadline.
+7. **apply the answer** — edited arguments are checked by the call's edit validator; a rejection, a timeout
+   (with its HUMAN_INTERVENTION_REQUIRED drift) or a withdrawal skips the call.
+8. **step gate again** — a PAUSE that arrived while the call waited holds the approved call until RESUME.
+9. **ledger** — "executing" is recorded before the body runs; the adapter reports the end with
+   :meth:`Proceed.finish` ("done", with the result or error).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from ._util import args_digest, canonical_json, shorten
+from .approvals import ApprovalOutcome, ApprovalRequest, Decision, EditValidator
+from .drift import InterventionLevel
+from .errors import ApprovalError, RunCancelledError, RunTerminatedError
+
+if TYPE_CHECKING:
+    from .session import Guidance, Session
+
+__all__ = [
+    "ExecutionLedger",
+    "PolicyVerdict",
+    "Proceed",
+    "Replay",
+    "Skip",
+    "SkipReason",
+    "ToolCall",
+    "ToolPolicy",
+    "gate_tool_call",
+    "wait_for_person",
+]
+
+logger = logging.getLogger(__name__)
+
+SkipReason = Literal[
+    "user_rejected",
+    "approval_timeout",
+    "approval_unavailable",
+    "approval_error",
+    "run_cancelled",
+    "goldfive_intervention",
+    "policy_denied",
+    "in_doubt",
+    "already_done",
+]
+
+_STOPPED = (RunCancelledError, RunTerminatedError)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class ToolCall:
+    """One tool call as the gate sees it, whatever host it came from."""
+
+    call_id: str
+    """The host's id for the call (ADK function call id, Claude tool_use_id); a replay reuses it."""
+    tool_name: str
+    args: Mapping[str, Any]
+    agent: str = ""
+    task_id: str = ""
+    """The task the call belongs to ("" = the session's current task)."""
+    prompt: str = ""
+    """What the person is asked ("" = "Allow tool(args)?")."""
+    metadata: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    """Extra metadata for the ApprovalRequested event (tool_name, args_json and agent_name are added)."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Proceed:
+    """Run the body with ``args`` (the person's edited arguments when they edited them)."""
+
+    kind: Literal["proceed"] = "proceed"
+    call_id: str
+    args: Mapping[str, Any]
+    decision: ApprovalOutcome | None = None
+    """The person's approval (None when nobody had to decide)."""
+    edited: bool = False
+    ledger: ExecutionLedger | None = dataclasses.field(default=None, repr=False, compare=False)
+    """Set when "executing" was recorded: report the end with :meth:`finish`."""
+    digest: str = ""
+
+    @property
+    def note(self) -> str:
+        """What the model should be told about the approval ("" when there is nothing to say)."""
+        decision = self.decision
+        if decision is None or not decision.detail:
+            return ""
+        by = f" ({decision.decided_by})" if decision.decided_by else ""
+        return f"A person{by} approved this call: {decision.detail}"
+
+    async def finish(self, *, result: Any = None, error: BaseException | None = None) -> None:
+        """Record in the ledger that the body finished (with its result, or the error it raised)."""
+        if self.ledger is not None:
+            await self.ledger.finish(self.call_id, self.digest, result=result, error=error)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Skip:
+    """Do not run the body; the model gets ``detail`` (and ``result`` for a call that already ran)."""
+
+    kind: Literal["skip"] = "skip"
+    call_id: str
+    reason: SkipReason
+    detail: str
+    stop_run: bool = False
+    """The run is over: the adapter should end its host's turn (ADK end_invocation, Claude interrupt)."""
+    decided_by: str = ""
+    result: Any = None
+    """For ``already_done``: the result the ledger recorded when the body ran."""
+    guidance: tuple[Guidance, ...] = ()
+    """For ``goldfive_intervention``: the notes handed to the model instead of the call."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class PolicyVerdict:
+    """What a policy says about a call: allow it, ask a person, or deny it (``reason`` tells the model why)."""
+
+    action: Literal["allow", "ask", "deny"]
+    reason: str = ""
+
+
+class ToolPolicy(Protocol):
+    """The policy step: rules on tool and arguments, run before anyone is asked. None = no opinion."""
+
+    def check(self, call: ToolCall, *, gated: bool) -> PolicyVerdict | None:
+        """``gated``: whether the adapter's own configuration asks a person for this call."""
+        ...
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Replay:
+    """What the ledger knows about a call before anyone is asked.
+
+    ``done``: the body finished before (``result``); ``in_doubt``: it started and never finished;
+    ``decided``: a decision was recorded while the agent was down (``decision``); ``none``: ask.
+    """
+
+    kind: Literal["none", "done", "in_doubt", "decided"]
+    detail: str = ""
+    result: Any = None
+    decision: Decision | None = None
+
+
+class ExecutionLedger(Protocol):
+    """At-most-once records of approved calls, keyed by call id **and** args digest.
+
+    A call id reused with other arguments is a new call: the ledger answers ``none`` for it.
+    """
+
+    async def lookup(self, session: Session, call: ToolCall, digest: str) -> Replay:
+        """What is known about this call (announcing to the run what applies, e.g. an in-doubt drift)."""
+        ...
+
+    async def begin(self, session: Session, call: ToolCall, digest: str) -> Replay | None:
+        """Record "executing"; None = go ahead, else why not (done or in doubt meanwhile)."""
+        ...
+
+    async def finish(
+        self, call_id: str, digest: str, *, result: Any = None, error: BaseException | None = None
+    ) -> None:
+        """Record "done" with the body's result (or the error it raised)."""
+        ...
+
+
+async def wait_for_person(
+    session: Session, request: ApprovalRequest, *, deadline_s: float | None = None
+) -> ApprovalOutcome:
+    """Ask a person and wait, at most ``deadline_s`` seconds (None = the request's own timeout).
+
+    The one place the gate waits for a person. A variant that detaches after some seconds (and
+    resumes the call later) passes a shorter ``deadline_s`` and keeps the record open.
+    """
+    return await session.request_approval(request, wait_s=deadline_s)
+
+
+async def gate_tool_call(
+    session: Session,
+    call: ToolCall,
+    *,
+    needs_person: bool,
+    validate_edit: EditValidator | None = None,
+    ledger: ExecutionLedger | None = None,
+    policy: ToolPolicy | None = None,
+    timeout_ms: int | None = None,
+) -> Proceed | Skip:
+    """Take one tool call through the gate (see the module docstring for the order). Never raises for a refusal.
+
+    ``needs_person``: the adapter's configuration gates this call. ``validate_edit`` checks a person's
+    edited arguments (None = edits are refused). ``timeout_ms`` defaults to the session's
+    ``effective_tool_approval_timeout_ms``. ``asyncio.CancelledError`` propagates.
+    """
+    name = call.tool_name
+    # 1-2. step gate, detectors, step gate again (the ladder may just have paused or stopped the run).
+    try:
+        await session.gate()
+        level = await session.observe_tool_call(name, call.args)
+        if level >= InterventionLevel.CANCEL_REINVOKE:
+            await asyncio.sleep(0)  # let a cancellation the ladder just requested (re-invoke, abort) land
+        await session.gate()
+    except _STOPPED as exc:
+        return _stopped(session, call, f"the run was stopped: {exc}")
+    redirect = _take_redirect(session, level)
+    if redirect:
+        return Skip(
+            call_id=call.call_id,
+            reason="goldfive_intervention",
+            detail="; ".join(note.text for note in redirect),
+            guidance=tuple(redirect),
+        )
+    if level >= InterventionLevel.CANCEL_REINVOKE:
+        return Skip(
+            call_id=call.call_id,
+            reason="goldfive_intervention",
+            detail=f"goldfive stopped this {name} call ({level.name})",
+        )
+    # 3-4. gated? the policy may allow, ask or deny first.
+    if policy is not None:
+        verdict = policy.check(call, gated=needs_person)
+        if verdict is not None:
+            if verdict.action == "deny":
+                return Skip(call_id=call.call_id, reason="policy_denied", detail=verdict.reason or "denied by policy")
+            needs_person = verdict.action == "ask"
+    if not needs_person:
+        session.approvals.forget_expected(call.call_id)
+        return Proceed(call_id=call.call_id, args=call.args)
+    if not session.has_channel:
+        session.approvals.forget_expected(call.call_id)
+        return Skip(
+            call_id=call.call_id,
+            reason="approval_unavailable",
+            detail=f"{name} needs a person's approval and no one can answer (no control channel). "
+            "The call was not run; choose a safe alternative or stop.",
+        )
+    try:
+        args_json = canonical_json(call.args)
+        digest = args_digest(name, call.args)
+    except (TypeError, ValueError) as exc:
+        session.approvals.forget_expected(call.call_id)
+        return _error(call, f"the call's arguments are not JSON ({exc}); it cannot be approved")
+    # 5. replay lookup.
+    outcome: ApprovalOutcome | None = None
+    if ledger is not None:
+        replay = await ledger.lookup(session, call, digest)
+        if replay.kind in ("done", "in_doubt"):
+            session.approvals.forget_expected(call.call_id)
+            return _replayed(call, replay)
+        if replay.decision is not None:
+            session.approvals.forget_expected(call.call_id)
+            outcome = _outcome_of(call.call_id, replay.decision)
+    # 6. ask a person.
+    timeout = timeout_ms if timeout_ms and timeout_ms > 0 else session.config.effective_tool_approval_timeout_ms
+    if outcome is None:
+        current = session.tasks.current
+        metadata = {**call.metadata, "tool_name": name, "args_json": args_json}
+        if call.agent:
+            metadata["agent_name"] = call.agent
+        request = ApprovalRequest(
+            target_id=call.call_id,
+            kind="tool",
+            prompt=call.prompt or f"Allow {name}({shorten(args_json, 300)})?",
+            task_id=call.task_id or (current.id if current is not None else ""),
+            metadata=metadata,
+            args_digest=digest,
+            timeout_ms=timeout,
+            validate_edit=validate_edit,
+        )
+        try:
+            outcome = await wait_for_person(session, request)
+        except ApprovalError as exc:
+            return _error(call, str(exc))
+    # 7. apply the answer.
+    if outcome.decision == "approve":
+        args: Mapping[str, Any] = call.args
+        if outcome.edited_args is not None:
+            problem = "edits are refused for this tool" if validate_edit is None else validate_edit(outcome.edited_args)
+            if problem is not None:
+                return _error(call, f"the recorded edited arguments do not fit: {problem}")
+            args = dict(outcome.edited_args)
+        # 8. a PAUSE that arrived while the call waited holds it here.
+        try:
+            await session.gate()
+        except _STOPPED as exc:
+            return _stopped(session, call, f"the run was stopped: {exc}")
+        # 9. at most once.
+        if ledger is not None:
+            refused = await ledger.begin(session, call, digest)
+            if refused is not None:
+                return _replayed(call, refused)
+        return Proceed(
+            call_id=call.call_id,
+            args=args,
+            decision=outcome,
+            edited=outcome.edited_args is not None,
+            ledger=ledger,
+            digest=digest,
+        )
+    if outcome.decision == "reject":
+        return Skip(
+            call_id=call.call_id,
+            reason="user_rejected",
+            detail=outcome.detail or "a person rejected this call",
+            decided_by=outcome.decided_by,
+        )
+    if outcome.decision == "timeout":
+        from .session import approval_timeout_drift
+
+        current = session.tasks.current
+        task_id = call.task_id or (current.id if current is not None else "")
+        session.emit_drift(approval_timeout_drift(task_id, call.call_id, timeout))
+        return Skip(
+            call_id=call.call_id,
+            reason="approval_timeout",
+            detail=f"no decision on this {name} call within {timeout} ms; it was not run. "
+            "Do not retry it as if approved.",
+        )
+    return _stopped(session, call, outcome.detail or "the run was cancelled")
+
+
+def _stopped(session: Session, call: ToolCall, detail: str) -> Skip:
+    session.approvals.forget_expected(call.call_id)
+    stop = session.state in ("cancelled", "terminated")
+    return Skip(call_id=call.call_id, reason="run_cancelled", detail=detail, stop_run=stop)
+
+
+def _error(call: ToolCall, detail: str) -> Skip:
+    return Skip(call_id=call.call_id, reason="approval_error", detail=detail)
+
+
+def _replayed(call: ToolCall, replay: Replay) -> Skip:
+    if replay.kind == "done":
+        return Skip(call_id=call.call_id, reason="already_done", detail=replay.detail, result=replay.result)
+    return Skip(call_id=call.call_id, reason="in_doubt", detail=replay.detail)
+
+
+def _outcome_of(call_id: str, decision: Decision) -> ApprovalOutcome:
+    return ApprovalOutcome(
+        target_id=call_id,
+        decision="approve" if decision.approved else "reject",
+        detail=decision.detail,
+        decided_by=decision.decided_by,
+        edited_args=decision.edited_args,
+    )
+
+
+def _take_redirect(session: Session, level: InterventionLevel) -> list[Guidance]:
+    """Notes that replace the call: a person's steers and escalations, or every note at CANCEL_REINVOKE+."""
+    notes = session.take_guidance()
+    if not notes:
+        return []
+    if level >= InterventionLevel.CANCEL_REINVOKE:
+        return notes
+    redirect = [n for n in notes if n.source in ("steer", "escalation")]
+    for note in notes:
+        if note not in redirect:  # nudges and injected messages wait for the host's next turn
+            session.add_guidance(note.text, note.source, note.control_id)
+    return redirect
