@@ -13,7 +13,8 @@ An adapter translates its host's call into a :class:`ToolCall`, calls
 4. **policy** — an optional :class:`ToolPolicy` says allow, ask or deny before anyone is asked.
 5. **replay lookup** — with an :class:`ExecutionLedger`, a call id (and args digest) the ledger has seen is
    answered from it: already done (its result), in doubt (never re-run) or decided while the agent was down.
-6. **ask a person** — :func:`wait_for_person`, one bounded wait with an explicit deadline.
+6. **ask a person** — :func:`wait_for_person`, one bounded wait with an explicit deadline; with no
+   control channel nobody can answer and the call is skipped (``approval_unavailable``).
 7. **apply the answer** — edited arguments are checked by the call's edit validator; a rejection, a timeout
    (with its HUMAN_INTERVENTION_REQUIRED drift) or a withdrawal skips the call.
 8. **step gate again** — a PAUSE that arrived while the call waited holds the approved call until RESUME.
@@ -242,14 +243,6 @@ async def gate_tool_call(
     if not needs_person:
         session.approvals.forget_expected(call.call_id)
         return Proceed(call_id=call.call_id, args=call.args)
-    if not session.has_channel:
-        session.approvals.forget_expected(call.call_id)
-        return Skip(
-            call_id=call.call_id,
-            reason="approval_unavailable",
-            detail=f"{name} needs a person's approval and no one can answer (no control channel). "
-            "The call was not run; choose a safe alternative or stop.",
-        )
     try:
         args_json = canonical_json(call.args)
         digest = args_digest(name, call.args)
@@ -266,8 +259,16 @@ async def gate_tool_call(
         if replay.decision is not None:
             session.approvals.forget_expected(call.call_id)
             outcome = _outcome_of(call.call_id, replay.decision)
-    # 6. ask a person.
+    # 6. ask a person (when someone can answer).
     timeout = timeout_ms if timeout_ms and timeout_ms > 0 else session.config.effective_tool_approval_timeout_ms
+    if outcome is None and not session.has_channel:
+        session.approvals.forget_expected(call.call_id)
+        return Skip(
+            call_id=call.call_id,
+            reason="approval_unavailable",
+            detail=f"{name} needs a person's approval and no one can answer (no control channel). "
+            "The call was not run; choose a safe alternative or stop.",
+        )
     if outcome is None:
         current = session.tasks.current
         metadata = {**call.metadata, "tool_name": name, "args_json": args_json}

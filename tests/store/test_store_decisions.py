@@ -86,7 +86,7 @@ def _decision_events(store: Store, target: str) -> list[str]:
 async def _replay(store: Store, target: str) -> tuple[str, list[Any]]:
     """A restarted run replays ``target``; returns (its status, the argument sets the body ran with).
 
-    Nobody answers in the replay, so anything but a stored decision ends as a timeout.
+    Nobody can answer in the replay (no control channel), so anything but a stored decision is refused.
     """
     ran: list[Any] = []
 
@@ -148,7 +148,7 @@ async def test_stale_digest_is_refused_when_the_run_dies_while_the_decider_waits
     assert "recorded" not in decider.stdout
     _assert_still_open_and_not_applied(store, "pay-1")
     status, ran = await _replay(store, "pay-1")
-    assert (status, ran) == ("timeout", [])
+    assert (status, ran) == ("refused", [])
 
 
 async def test_matching_digest_is_recorded_when_the_run_dies_while_the_decider_waits(
@@ -177,7 +177,7 @@ async def test_stale_digest_is_refused_offline(backend: Backend, verb: str) -> N
     assert f"refused: args_digest {STALE!r} does not match the call" in refused.stderr
     _assert_still_open_and_not_applied(store, "pay-3")
     status, ran = await _replay(store, "pay-3")
-    assert (status, ran) == ("timeout", [])
+    assert (status, ran) == ("refused", [])
 
 
 def test_a_decision_for_arguments_that_were_re_asked_meanwhile_is_not_recorded(backend: Backend) -> None:
