@@ -62,7 +62,7 @@ from google.adk.tools.tool_context import ToolContext
 from google.genai import types
 
 from goldfive_core._util import new_id, shorten
-from goldfive_core.control import ControlChannel
+from goldfive_core.control import ControlTransport
 from goldfive_core.errors import RunCancelledError, RunTerminatedError
 from goldfive_core.events import EventSink
 from goldfive_core.lifecycle import RunStatus, close_run, open_run, stopped_status
@@ -80,7 +80,7 @@ __all__ = ["GoldfivePlugin", "SessionSetup"]
 
 logger = logging.getLogger(__name__)
 
-SessionSetup = Callable[[Session, ControlChannel | None], Any]
+SessionSetup = Callable[[Session, ControlTransport | None], Any]
 """Called with each new goldfive Session (e.g. to set ``session.steerer`` or ``session.detectors``)."""
 
 _ENDED_MEMORY = 1024
@@ -127,7 +127,7 @@ class _GoldfiveADKPlugin(BasePlugin):
     def __init__(
         self,
         *,
-        control: ControlChannel | None = None,
+        control: ControlTransport | None = None,
         sinks: Iterable[EventSink] = (),
         config: SteeringConfig | None = None,
         name: str = "goldfive",

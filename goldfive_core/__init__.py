@@ -17,7 +17,7 @@ from .approvals import (
     Decision,
     Principal,
 )
-from .control import AckResult, ControlAck, ControlChannel, ControlKind, ControlMessage
+from .control import AckResult, ControlAck, ControlChannel, ControlKind, ControlMessage, ControlTransport
 from .detectors import DelegationDetector, LoopingToolCallDetector, StepBudgetDetector
 from .drift import Drift, DriftKind, DriftSeverity, InterventionLevel
 from .errors import (
@@ -63,6 +63,7 @@ __all__ = [
     "ControlKind",
     "ControlMessage",
     "ControlRouter",
+    "ControlTransport",
     "Decision",
     "DefaultSteerer",
     "DelegationDetector",

@@ -267,6 +267,7 @@ class ApprovalBook:
     def __init__(self, *, history: int = 4096) -> None:
         self._live: dict[str, ApprovalRecord] = {}
         self._decided: collections.OrderedDict[str, ApprovalRecord] = collections.OrderedDict()
+        self._asked: collections.OrderedDict[str, None] = collections.OrderedDict()
         self._history = history
 
     # -- queries -----------------------------------------------------------
@@ -285,6 +286,10 @@ class ApprovalBook:
     def open_targets(self) -> list[str]:
         """Targets waiting for (or still accepting) a decision: pending and timed out."""
         return [t for t, r in self._live.items() if r.status is not ApprovalStatus.EXPECTED]
+
+    def asked_targets(self) -> list[str]:
+        """Every target this book opened a request for (the latest ``history`` of them), oldest first."""
+        return list(self._asked)
 
     def open_records(self) -> list[ApprovalRecord]:
         """Records waiting for (or still accepting) a decision."""
@@ -338,6 +343,9 @@ class ApprovalBook:
         record = ApprovalRecord(request.target_id, ApprovalStatus.PENDING, request, now_ms())
         record.quorum = _tally_for(request)
         self._live[request.target_id] = record
+        self._asked[request.target_id] = None
+        if len(self._asked) > self._history:
+            self._asked.popitem(last=False)
         if early is not None:
             if record.quorum is not None:
                 self._vote(record, early)

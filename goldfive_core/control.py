@@ -14,9 +14,9 @@ import collections
 import contextlib
 import dataclasses
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ._util import new_id, now_ms, safe_repr, shorten
 from .errors import ChannelBusyError
@@ -31,6 +31,8 @@ __all__ = [
     "ControlChannel",
     "ControlKind",
     "ControlMessage",
+    "ControlTransport",
+    "DEFAULT_SEND_TIMEOUT_S",
     "Dispatcher",
     "check_message",
 ]
@@ -154,8 +156,61 @@ def check_message(msg: object) -> ControlAck | None:
     return None
 
 
+DEFAULT_SEND_TIMEOUT_S = 60.0
+"""How long ``send()`` waits for a run to take a message unless told otherwise (``timeout=None``: no bound)."""
+
+_ENDED_MEMORY = 1024
+
+
+@runtime_checkable
+class ControlTransport(Protocol):
+    """What runs (through their :class:`~goldfive_core.routing.ControlRouter`), the ladder and the gate use of a
+    control channel. :class:`ControlChannel` (in memory) and :class:`~goldfive_core.store.StoreChannel` (a store,
+    across processes) implement it; neither extends the other.
+    """
+
+    ledger: ExecutionLedger | None
+    """At-most-once records of approved tool calls this transport offers the gate (None: none)."""
+
+    @property
+    def bound(self) -> bool:
+        """Whether a run is listening."""
+        ...
+
+    def bind(self, dispatcher: Dispatcher, *, owner: object | None = None) -> None:
+        """Start dispatching messages to ``dispatcher`` (a run's router)."""
+        ...
+
+    def unbind(self, dispatcher: Dispatcher) -> None:
+        """Stop dispatching to ``dispatcher``."""
+        ...
+
+    def run_ended(self, names: Iterable[str], detail: str) -> None:
+        """A run ended: messages naming it (run id, session id, a target id it asked about) get ``detail`` at once."""
+        ...
+
+    async def send(self, msg: ControlMessage, *, timeout: float | None = DEFAULT_SEND_TIMEOUT_S) -> ControlAck:  # noqa: ASYNC109
+        """Deliver ``msg`` and return its ack (a FAILURE ack for every problem)."""
+        ...
+
+    def send_nowait(self, msg: ControlMessage) -> asyncio.Future[ControlAck]:
+        """Start delivering ``msg``; a future of its ack."""
+        ...
+
+    def statistics(self) -> ChannelStatistics:
+        """Counts for observability."""
+        ...
+
+
+def message_names(msg: ControlMessage) -> list[str]:
+    """The run ids, session ids and target ids a message names."""
+    payload = msg.payload
+    names = [v for k in ("run_id", "session_id", "target", "target_id") if isinstance(v := payload.get(k), str) and v]
+    return names
+
+
 class ControlChannel:
-    """In-memory control channel (one asyncio event loop).
+    """In-memory control channel (one asyncio event loop); implements :class:`ControlTransport`.
 
     ``await send(msg)`` returns the :class:`ControlAck` once the bound run has
     dispatched the message; ``send_nowait(msg)`` returns a future of it at once.
@@ -175,14 +230,16 @@ class ControlChannel:
         self._owner: object | None = None
         self._backlog: collections.deque[tuple[ControlMessage, asyncio.Future[ControlAck]]] = collections.deque()
         self._dispatched = 0
+        self._ended: collections.OrderedDict[str, str] = collections.OrderedDict()
 
     # -- sending ---------------------------------------------------------
-    async def send(self, msg: ControlMessage, *, timeout: float | None = None) -> ControlAck:  # noqa: ASYNC109 (a deadline on the wait for a run, not on the call)
+    async def send(self, msg: ControlMessage, *, timeout: float | None = DEFAULT_SEND_TIMEOUT_S) -> ControlAck:  # noqa: ASYNC109 (a deadline on the wait for a run, not on the call)
         """Dispatch ``msg`` (now, or once a run binds) and return its ack.
 
-        ``timeout`` bounds the wait for a run to bind (seconds, ``None`` = wait
-        for one). When it runs out the message is withdrawn, never dispatched
-        later, and the ack is a FAILURE that says so.
+        ``timeout`` bounds the wait for a run to bind (seconds; default
+        :data:`DEFAULT_SEND_TIMEOUT_S`, ``None`` = wait for one). When it runs
+        out the message is withdrawn, never dispatched later, and the ack is a
+        FAILURE that says so. A message for a run that ended is answered at once.
         """
         fut = self.send_nowait(msg)
         if fut.done() or timeout is None:
@@ -207,6 +264,8 @@ class ControlChannel:
         fut: asyncio.Future[ControlAck] = asyncio.get_running_loop().create_future()
         if self._dispatcher is not None and not self._backlog:
             fut.set_result(self._dispatch(msg))
+        elif (ended := self._ended_for(msg)) is not None:
+            fut.set_result(ControlAck.failure(_control_id(msg), ended))
         elif len(self._backlog) >= self._max_backlog:
             fut.set_result(
                 ControlAck.failure(
@@ -244,11 +303,31 @@ class ControlChannel:
         """Whether a run is listening."""
         return self._dispatcher is not None
 
+    def run_ended(self, names: Iterable[str], detail: str) -> None:
+        """Remember (bounded) that the runs named ended, so a message for them is answered at once."""
+        for name in names:
+            if name:
+                self._ended[name] = detail
+                self._ended.move_to_end(name)
+        while len(self._ended) > _ENDED_MEMORY:
+            self._ended.popitem(last=False)
+        if self._dispatcher is None:  # messages already waiting for one of them get their answer now
+            for msg, fut in list(self._backlog):
+                ended = self._ended_for(msg)
+                if ended is not None and not fut.done():
+                    self._withdraw(fut)
+                    fut.set_result(ControlAck.failure(_control_id(msg), ended))
+
     def statistics(self) -> ChannelStatistics:
         """Counts for observability."""
         return ChannelStatistics(bound=self.bound, backlog=len(self._backlog), dispatched=self._dispatched)
 
     # -- internals ---------------------------------------------------------
+    def _ended_for(self, msg: object) -> str | None:
+        if not self._ended or not isinstance(msg, ControlMessage) or not isinstance(msg.payload, Mapping):
+            return None
+        return next((self._ended[n] for n in message_names(msg) if n in self._ended), None)
+
     def _withdraw(self, fut: asyncio.Future[ControlAck]) -> None:
         self._backlog = collections.deque(item for item in self._backlog if item[1] is not fut)
 

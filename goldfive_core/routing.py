@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ._util import safe_repr
-from .control import AckResult, ControlAck, ControlChannel, ControlKind, ControlMessage, check_message
+from .control import AckResult, ControlAck, ControlKind, ControlMessage, ControlTransport, check_message
 from .session import Session, decision_from_payload
 
 __all__ = ["ControlRouter"]
@@ -35,7 +35,7 @@ def _preflight(msg: object) -> ControlAck | None:
 class ControlRouter:
     """Routes control messages from one channel to the sessions attached to it."""
 
-    def __init__(self, channel: ControlChannel | None) -> None:
+    def __init__(self, channel: ControlTransport | None) -> None:
         self.channel = channel
         self._sessions: dict[str, Session] = {}
 
@@ -51,9 +51,18 @@ class ControlRouter:
             self.channel.bind(self.dispatch, owner=self)
 
     def detach(self, session: Session) -> None:
-        """Stop routing to ``session``; unbinds the channel when none is left."""
+        """Stop routing to ``session``; unbinds the channel when none is left.
+
+        The channel learns that the run ended, so a later message for it (its run id, session id
+        or one of its approvals) gets a FAILURE ack at once instead of waiting for a run.
+        """
         self._sessions.pop(session.run_id, None)
-        if self.channel is not None and not self._sessions:
+        if self.channel is None:
+            return
+        if session.state in ("finished", "cancelled", "terminated"):
+            names = [session.run_id, session.session_id, *session.approvals.asked_targets()]
+            self.channel.run_ended(names, f"run {session.run_id} ended ({session.state}); nothing was changed")
+        if not self._sessions:
             self.channel.unbind(self.dispatch)
 
     def find(self, name: str) -> Session | None:

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ._util import new_id
-from .control import ControlChannel
+from .control import ControlTransport
 from .errors import RunCancelledError, RunTerminatedError
 from .events import EventSink
 from .lifecycle import RunStatus, close_run, open_run, stopped_status
@@ -54,7 +54,7 @@ class Adapter(abc.ABC):
         """Run the agent on ``task`` and return its output."""
 
 
-SteererFactory = Callable[[Session, ControlChannel | None], Any]
+SteererFactory = Callable[[Session, ControlTransport | None], Any]
 """Builds the steerer for a new session (the ladder); set as ``Runner.steerer_factory``."""
 
 
@@ -65,7 +65,7 @@ class Runner:
         self,
         adapter: Adapter,
         *,
-        control: ControlChannel | None = None,
+        control: ControlTransport | None = None,
         sinks: Iterable[EventSink] = (),
         config: SteeringConfig | None = None,
     ) -> None:
@@ -180,7 +180,7 @@ class Runner:
 def wrap(
     agent: Adapter | Callable[..., Any],
     *,
-    control: ControlChannel | None = None,
+    control: ControlTransport | None = None,
     sinks: Iterable[EventSink] = (),
     config: SteeringConfig | None = None,
 ) -> Runner:

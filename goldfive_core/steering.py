@@ -15,7 +15,7 @@ import os
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from .control import ControlAck, ControlChannel, ControlKind, ControlMessage
+from .control import ControlAck, ControlKind, ControlMessage, ControlTransport
 from .drift import Drift, DriftKind, DriftSeverity, InterventionLevel
 from .errors import ConfigError
 from .ladder import DEFAULT_LADDER, LadderTable, ladder_level, merge_ladder
@@ -171,7 +171,7 @@ class DefaultSteerer:
     def __init__(
         self,
         session: Session,
-        channel: ControlChannel | None = None,
+        channel: ControlTransport | None = None,
         config: SteeringConfig | None = None,
         *,
         ladder: Mapping[DriftKind | None, tuple[int, int, int, int]] | None = None,
@@ -318,7 +318,7 @@ def _log_refused(ack: asyncio.Future[ControlAck]) -> None:
 
 
 def install_default_steering(
-    session: Session, channel: ControlChannel | None = None, config: SteeringConfig | None = None
+    session: Session, channel: ControlTransport | None = None, config: SteeringConfig | None = None
 ) -> DefaultSteerer:
     """Give ``session`` a :class:`DefaultSteerer` and the built-in detectors; returns the steerer.
 

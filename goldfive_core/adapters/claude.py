@@ -44,7 +44,7 @@ from typing import Any, cast
 
 from .._util import canonical_json, new_id, shorten
 from ..approvals import EditValidator
-from ..control import ControlChannel
+from ..control import ControlTransport
 from ..errors import ConfigError, MissingExtraError, RunCancelledError
 from ..events import EventSink
 from ..lifecycle import RunStatus, close_run, open_run, stopped_status
@@ -112,7 +112,7 @@ class GoldfiveClaude:
     def __init__(
         self,
         *,
-        control: ControlChannel | None = None,
+        control: ControlTransport | None = None,
         sinks: Iterable[EventSink] = (),
         config: SteeringConfig | None = None,
         gate_tools: GateSpec = None,
@@ -120,8 +120,10 @@ class GoldfiveClaude:
         server_name: str = "goldfive",
         ledger: ExecutionLedger | None = None,
     ) -> None:
-        if control is not None and not isinstance(control, ControlChannel):
-            raise ConfigError(f"control must be a ControlChannel or None, got {type(control).__name__}")
+        if control is not None and not isinstance(control, ControlTransport):
+            raise ConfigError(
+                f"control must be a ControlChannel (or another ControlTransport) or None, got {type(control).__name__}"
+            )
         self.control = control
         self.sinks = tuple(sinks)
         self.config = config if config is not None else SteeringConfig.from_env()

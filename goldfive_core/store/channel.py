@@ -1,7 +1,7 @@
 """StoreChannel: a control channel whose rendezvous is a store, so decisions can come from other processes.
 
-It offers the surface runners and routers use on :class:`~goldfive_core.control.ControlChannel`
-(``bind``/``unbind``/``bound``/``send``/``send_nowait``/``statistics``), so
+It implements :class:`~goldfive_core.control.ControlTransport`, as the in-memory
+:class:`~goldfive_core.control.ControlChannel` does, so
 ``wrap(agent, control=StoreChannel(store), sinks=[channel.sink])`` works unchanged.
 
 Agent side: while bound, a task on the run's event loop waits for the store's
@@ -24,16 +24,17 @@ import json
 import logging
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
 from .._util import new_id, shorten
-from ..control import ChannelStatistics, ControlAck, ControlChannel, ControlKind, ControlMessage, Dispatcher
+from ..control import DEFAULT_SEND_TIMEOUT_S, ChannelStatistics, ControlAck, ControlKind, ControlMessage, Dispatcher
 from ..errors import ChannelBusyError
 from ..routing import ControlRouter
 from ..session import Session
 from ..signing import TrustKey, trust_key_from_env
+from ..toolcall import ExecutionLedger
 from .base import HOST, InboxRow, Store, StoreError, StoreUnavailableError, run_liveness
 from .execution import StoreLedger
 from .sink import StoreSink
@@ -63,13 +64,14 @@ class RunGone(DeliveryTimeout):
     """The addressed run ended (or its process died) before taking the message; it was withdrawn."""
 
 
-class StoreChannel(ControlChannel):
-    """A control channel backed by a :class:`~goldfive_core.store.base.Store`.
+class StoreChannel:
+    """A control channel backed by a :class:`~goldfive_core.store.base.Store`; implements
+    :class:`~goldfive_core.control.ControlTransport`, as the in-memory channel does.
 
-    A subclass of the in-memory channel only so that every place typed for a
-    ``ControlChannel`` accepts it; it overrides the whole public surface. A
-    message this process's own run can take (goldfive's escalation PAUSE) is
+    A message this process's own run can take (goldfive's escalation PAUSE) is
     dispatched at once, as in memory; everything else goes through the store.
+    The store knows when a run ended, so a message for an ended run fails at once
+    (``RunGone``); :meth:`run_ended` has nothing to remember.
     """
 
     def __init__(
@@ -88,9 +90,7 @@ class StoreChannel(ControlChannel):
             store = open_store(store)
         if ack_timeout_s <= 0:
             raise ValueError(f"ack_timeout_s must be > 0, got {ack_timeout_s}")
-        super().__init__()
         self.store = store
-        self.ledger = StoreLedger(store)
         self.ack_timeout_s = ack_timeout_s
         self.endpoint = name or f"{HOST}:{os.getpid()}:{new_id('ch')}"
         self._batch_size = batch_size
@@ -107,7 +107,7 @@ class StoreChannel(ControlChannel):
         if isinstance(trust_key, str):
             trust_key = TrustKey.parse(trust_key)
         self.trust_key: TrustKey | None = trust_key if trust_key is not None else trust_key_from_env()
-        self.ledger = StoreLedger(store, trust=self.trust_key)
+        self.ledger: ExecutionLedger | None = StoreLedger(store, trust=self.trust_key)
         """With a key, this channel applies only APPROVE/REJECT that the key signed (see goldfive serve)."""
 
     @property
@@ -182,7 +182,10 @@ class StoreChannel(ControlChannel):
                 time.sleep(delay)
                 delay = min(delay * 2, 1.0)
 
-    async def send(self, msg: ControlMessage, *, timeout: float | None = None) -> ControlAck:  # noqa: ASYNC109 (a deadline on the wait for an agent)
+    def run_ended(self, names: Iterable[str], detail: str) -> None:
+        """Nothing to do: the store's run rows say which runs ended."""
+
+    async def send(self, msg: ControlMessage, *, timeout: float | None = DEFAULT_SEND_TIMEOUT_S) -> ControlAck:  # noqa: ASYNC109 (a deadline on the wait for an agent)
         """Post ``msg`` and return its ack; every problem comes back as a FAILURE ack."""
         control_id = msg.id if isinstance(msg, ControlMessage) else ""
         if not isinstance(msg, ControlMessage):

@@ -232,3 +232,43 @@ async def test_steer_accepts_the_upstream_note_and_author_keys() -> None:
     assert not neither.ok and "missing text" in neither.detail
     bad_author = session.dispatch(ControlMessage(ControlKind.STEER, {"note": "x", "author": 7}))
     assert not bad_author.ok and "payload['author'] must be a string" in bad_author.detail
+
+
+async def test_a_message_for_a_run_that_ended_is_answered_at_once() -> None:
+    from goldfive_core import AgentTools, InMemorySink, Task, wrap
+
+    channel = ControlChannel()
+    sink = InMemorySink()
+
+    async def agent(task: Task, tools: AgentTools) -> object:
+        await tools.report_task_started("deploy-1")
+        return await tools.report_awaiting_approval("deploy?", task_id="deploy-1", timeout_ms=60_000)
+
+    runner = wrap(agent, control=channel, sinks=[sink])
+    run = asyncio.create_task(runner.run("go"))
+    await sink.wait_for("approval_requested")
+    assert (await channel.send(ControlMessage(ControlKind.APPROVE, {"target_id": "deploy-1"}))).ok
+    result = await run
+    run_id = result.run_id
+    assert not channel.bound
+    # Nothing is bound now; before, these waited for a run that would never come.
+    late = await channel.send(ControlMessage(ControlKind.APPROVE, {"target_id": "deploy-1"}))
+    assert late.result is AckResult.FAILURE and late.detail == f"run {run_id} ended (finished); nothing was changed"
+    paused = await channel.send(ControlMessage(ControlKind.PAUSE, {"run_id": run_id}))
+    assert paused.result is AckResult.FAILURE and f"run {run_id} ended" in paused.detail
+    assert channel.statistics().backlog == 0
+
+
+async def test_send_waits_for_a_run_within_a_bound_by_default() -> None:
+    import inspect
+
+    from goldfive_core.control import DEFAULT_SEND_TIMEOUT_S, ControlTransport
+    from goldfive_core.store import StoreChannel
+
+    for transport in (ControlChannel, StoreChannel):
+        default = inspect.signature(transport.send).parameters["timeout"].default
+        assert default == DEFAULT_SEND_TIMEOUT_S and default is not None
+    assert isinstance(ControlChannel(), ControlTransport)
+    assert not issubclass(StoreChannel, ControlChannel)  # peers behind one Protocol, not a subclass
+    ack = await ControlChannel().send(ControlMessage(ControlKind.PAUSE, {}), timeout=0.01)
+    assert ack.result is AckResult.FAILURE and "no run bound this channel within 0.01s" in ack.detail

@@ -66,6 +66,7 @@ EXPECTED_ALL = [
     "ControlKind",
     "ControlMessage",
     "ControlRouter",
+    "ControlTransport",
     "Decision",
     "Detector",
     "Drift",
