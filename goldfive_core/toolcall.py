@@ -330,8 +330,7 @@ async def gate_tool_call(
         return Skip(
             call_id=call.call_id,
             reason="approval_timeout",
-            detail=f"no decision on this {name} call within {timeout} ms; it was not run. "
-            "Do not retry it as if approved.",
+            detail=f"no decision within {timeout} ms; the {name} call was not made. Do not assume it was approved.",
         )
     return _stopped(session, call, outcome.detail or "the run was cancelled")
 
