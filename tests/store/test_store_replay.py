@@ -204,7 +204,9 @@ async def test_adk_a_recorded_approval_runs_once_with_the_recorded_edit(backend:
     _record(store, "a-2", approve=True, edited_args={"amount": 7})
     run = _Adk(store, "a-2")
     await run.run()
-    assert (run.ran, run.told) == ([7], [{"moved": 7}])
+    # The model is told the result, and (since #9) the approver's recorded reason with it.
+    note = "A person (ann) approved this call: recorded offline"
+    assert (run.ran, run.told) == ([7], [{"moved": 7, "goldfive_approval": note}])
     again = _Adk(store, "a-2")
     await again.run()
     assert (again.ran, again.told) == ([], [{"moved": 7}])  # the recorded result, not a second transfer
