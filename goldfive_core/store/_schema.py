@@ -22,7 +22,7 @@ __all__ = [
     "USER_COLS",
 ]
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 # Migrations: (version, statements). Types are filled in per dialect: {id} an auto-increment
 # primary key, {blob} bytes, {big} a 64-bit integer. Never edit a released step; add one.
@@ -90,6 +90,23 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
         # The execution ledger keys on the call id and the args digest: a reused call id with other
         # arguments is a new call (its own decision, its own execution).
         ("ALTER TABLE gf_executions ADD COLUMN args_digest TEXT NOT NULL DEFAULT ''",),
+    ),
+    (
+        5,
+        (
+            # The notification outbox (goldfive serve --notify): one row per (event, channel), claimed under a
+            # lease, retried with backoff; and the audit seq the notifiers have scanned up to.
+            """CREATE TABLE gf_outbox (
+                id {id}, dedup_key TEXT NOT NULL UNIQUE, channel TEXT NOT NULL, kind TEXT NOT NULL,
+                target_id TEXT NOT NULL, run_id TEXT NOT NULL, event_id TEXT NOT NULL, audit_seq {big} NOT NULL,
+                notice_json TEXT NOT NULL, event_json TEXT NOT NULL, status TEXT NOT NULL, attempts {big} NOT NULL,
+                next_at_ms {big} NOT NULL, lease_owner TEXT NOT NULL, lease_until_ms {big} NOT NULL,
+                last_error TEXT NOT NULL, receipt_json TEXT NOT NULL, created_at_ms {big} NOT NULL,
+                sent_at_ms {big} NOT NULL)""",
+            "CREATE INDEX gf_outbox_due ON gf_outbox (status, next_at_ms)",
+            "CREATE INDEX gf_outbox_target ON gf_outbox (target_id, channel)",
+            "CREATE TABLE gf_notify_cursor (id INTEGER PRIMARY KEY, seq {big} NOT NULL)",
+        ),
     ),
 )
 

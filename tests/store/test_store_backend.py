@@ -48,7 +48,7 @@ def test_fresh_store_has_current_schema(backend: Backend) -> None:
 def test_v1_database_is_migrated_and_keeps_its_rows(tmp_path: object, backend: Backend) -> None:
     store = backend.open()
     store.append_events([_started("run-a"), _request("run-a", 1, "call-1")], pid=1, host="h")
-    # Rebuild the database as version 1 wrote it: drop what versions 2 and 3 added, set the version back.
+    # Rebuild the database as version 1 wrote it: drop what versions 2 to 5 added, set the version back.
     conn = store._conn()  # type: ignore[attr-defined]
     conn.execute("DROP TABLE gf_executions")
     for statement in (
@@ -57,6 +57,8 @@ def test_v1_database_is_migrated_and_keeps_its_rows(tmp_path: object, backend: B
         "DROP INDEX gf_approvals_expiry",
         "ALTER TABLE gf_approvals DROP COLUMN decided_channel",
         "ALTER TABLE gf_approvals DROP COLUMN decision_sig",
+        "DROP TABLE gf_outbox",
+        "DROP TABLE gf_notify_cursor",
     ):
         conn.execute(statement)
     conn.execute("UPDATE gf_meta SET value = '1' WHERE key = 'schema_version'")
