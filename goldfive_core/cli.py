@@ -203,6 +203,8 @@ def _parser() -> argparse.ArgumentParser:
     p = cmd("runs", "list runs and whether their process is alive, newest first")
     p.add_argument("--limit", type=_count, default=50, help="at most this many (default 50)")
     p.add_argument("--offset", type=_count, default=0, help="skip this many (paging)")
+    p = cmd("notify", "notification delivery (goldfive serve --notify): what was sent, what waits, what failed")
+    p.add_argument("action", choices=["status"], help="status: per channel counts and the latest failures")
     p = cmd("resolve", "settle a tool call reported IN DOUBT (its process died while it ran)")
     p.add_argument("id", help="the call's target id")
     how = p.add_mutually_exclusive_group(required=True)
@@ -586,6 +588,42 @@ def _runs(store: Store, args: argparse.Namespace, out: _Out) -> int:
     return EXIT_OK
 
 
+def _notify_status(store: Store, args: argparse.Namespace, out: _Out) -> int:
+    from .store._sql import SqlStore
+    from .store.outbox import outbox_rows, outbox_summary
+
+    if not isinstance(store, SqlStore):
+        raise _Exit(EXIT_USAGE, "notification status needs a SQLite or PostgreSQL store")
+    summary = outbox_summary(store)
+    failures = [
+        {
+            "id": row.id,
+            "channel": row.channel,
+            "kind": row.kind,
+            "target_id": row.target_id,
+            "run_id": row.run_id,
+            "attempts": row.attempts,
+            "error": row.last_error,
+        }
+        for row in outbox_rows(store, status="failed", limit=20)
+    ]
+    if out.json:
+        out.emit("", {"channels": summary, "failures": failures})
+        return EXIT_OK
+    if not summary:
+        _say("no notifications recorded (is goldfive serve running with --notify?)")
+        return EXIT_OK
+    _say(f"{'channel':<32} {'sent':>6} {'pending':>8} {'failed':>7}")
+    for channel, counts in summary.items():
+        _say(f"{shorten(channel, 32):<32} {counts['sent']:>6} {counts['pending']:>8} {counts['failed']:>7}")
+    for f in failures:
+        _say(
+            f"failed #{f['id']} {f['channel']} {f['kind']} {shorten(str(f['target_id']), 60)} "
+            f"after {f['attempts']} tries: {shorten(str(f['error']), 160)}"
+        )
+    return EXIT_OK
+
+
 def _resolve_doubt(store: Store, args: argparse.Namespace, out: _Out) -> int:
     ex = store.execution(args.id)
     if ex is None or ex.state is not ExecutionState.EXECUTING:
@@ -696,6 +734,8 @@ def _dispatch(store: Store, args: argparse.Namespace, out: _Out) -> int:
         return _runs(store, args, out)
     if command == "resolve":
         return _resolve_doubt(store, args, out)
+    if command == "notify":
+        return _notify_status(store, args, out)
     if command == "audit":
         return _audit(store, args, out)
     if command == "serve":

@@ -115,21 +115,18 @@ class OtelSink:
             self._start_approval(event, at_ms)
         elif kind in _ENDINGS:
             body = getattr(event, kind)
-            if kind == "approval_timed_out" and body.still_open:
-                outcome = "timed_out"
-            else:
-                outcome = _ENDINGS[kind]
+            outcome = _ENDINGS[kind]
             attrs = {"goldfive.decided_by": getattr(body, "decided_by", "")}
             self._end_approval((run_id, body.target_id), outcome, at_ms, attrs)
         elif kind == "drift_detected":
             drift = event.drift_detected
-            if drift.ladder_level == _ESCALATION_LEVEL and drift.kind == _HUMAN_INTERVENTION_REQUIRED:
-                if run_id not in self._escalations:
-                    self._escalations[run_id] = self._tracer.start_span(
-                        "goldfive.escalation",
-                        context=self._parent(run_id),
-                        attributes={"goldfive.run_id": run_id, "goldfive.detail": drift.detail[:500]},
-                    )
+            escalation = drift.ladder_level == _ESCALATION_LEVEL and drift.kind == _HUMAN_INTERVENTION_REQUIRED
+            if escalation and run_id not in self._escalations:
+                self._escalations[run_id] = self._tracer.start_span(
+                    "goldfive.escalation",
+                    context=self._parent(run_id),
+                    attributes={"goldfive.run_id": run_id, "goldfive.detail": drift.detail[:500]},
+                )
 
     def _parent(self, run_id: str) -> otel_context.Context | None:
         # Under the agent's current span when there is one (ADK's), else under our run span.

@@ -220,7 +220,8 @@ def defer(store: SqlStore, row_id: int, *, owner: str, until_ms: int) -> bool:
     return _settle(
         store,
         "deferring a notification",
-        "UPDATE gf_outbox SET next_at_ms = ?, lease_until_ms = 0 WHERE id = ? AND lease_owner = ? AND status = 'pending'",
+        "UPDATE gf_outbox SET next_at_ms = ?, lease_until_ms = 0 "
+        "WHERE id = ? AND lease_owner = ? AND status = 'pending'",
         (until_ms, row_id, owner),
     )
 

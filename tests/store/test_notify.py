@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
 import time
 from collections.abc import Iterator
 from email import message_from_bytes
@@ -11,7 +12,7 @@ from typing import Any
 
 import pytest
 from notify_support import Receiver, SmtpInbox, receiver
-from store_support import Backend, make_event
+from store_support import PYTHON, Backend, make_event
 
 from goldfive_core.errors import ConfigError
 from goldfive_core.pb.v1 import events_pb2
@@ -269,3 +270,26 @@ def test_a_config_file_reads_secrets_from_the_environment_and_refuses_mistakes(t
     path.write_text('[[slack]]\nname = "a"\nbot_token = "x"\n')
     with pytest.raises(ConfigError, match="needs the 'channel'"):
         load_notify_config(path, env={})
+
+
+async def test_goldfive_notify_status_shows_counts_and_failures(sqlite_backend: Backend, rec: Receiver) -> None:
+    store = sqlite_backend.open()
+    rec.fail_next = [500, 500]
+    notifier = Notifier(store, config(webhook(rec.url), retry=RetryPolicy(max_attempts=2, base_s=0.0)), start_at=0)
+    append(store, requested("run-1", 0, "call-1"))
+    await drain(notifier)  # two tries, both refused: failed for good
+    append(store, requested("run-1", 1, "call-2"))
+    await drain(notifier)
+    result = await asyncio.to_thread(
+        subprocess.run,
+        [PYTHON, "-m", "goldfive_core.cli", "notify", "status", "--json"],
+        env=sqlite_backend.env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["channels"] == {"webhook:ops": {"pending": 0, "sent": 1, "failed": 1}}
+    (failure,) = data["failures"]
+    assert failure["attempts"] == 2 and failure["error"] == "webhook:ops: HTTP 500" and failure["target_id"] == "call-1"
