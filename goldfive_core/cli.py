@@ -222,6 +222,10 @@ def _parser() -> argparse.ArgumentParser:
         "default ~/.config/goldfive/decision-key.pem)",
     )
     p.add_argument("--secure-cookies", action="store_true", help="mark the session cookie Secure (behind HTTPS)")
+    p.add_argument(
+        "--notify",
+        help="notification config (TOML: webhook, Slack, email channels; env GOLDFIVE_NOTIFY); see the README",
+    )
     p = cmd("users", "manage who may log in to goldfive serve")
     p.add_argument("action", choices=["add", "list", "disable", "rotate"], help="what to do")
     p.add_argument("name", nargs="?", help="the user's name (add, disable, rotate)")
@@ -665,10 +669,19 @@ def _serve(store: Store, args: argparse.Namespace) -> int:
         raise _Exit(EXIT_USAGE, f"--port must be 0-65535, got {args.port}")
     try:
         from .server import serve
+        from .server.notify import load_notify_config
     except ImportError as exc:
         raise _Exit(EXIT_USAGE, str(exc)) from None
     try:
-        serve(store, host=args.host, port=args.port, key_path=args.key, secure_cookies=args.secure_cookies)
+        notify = load_notify_config(args.notify)
+        serve(
+            store,
+            host=args.host,
+            port=args.port,
+            key_path=args.key,
+            secure_cookies=args.secure_cookies,
+            notify=notify,
+        )
     except ConfigError as exc:
         raise _Exit(EXIT_USAGE, str(exc)) from None
     except KeyboardInterrupt:

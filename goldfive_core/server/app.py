@@ -30,6 +30,7 @@ from ..control import ControlAck, ControlKind, ControlMessage
 from ..events import event_to_dict
 from ..signing import DecisionSigner
 from ..store import users as users_mod
+from ..store._sql import SqlStore
 from ..store.base import ApprovalRow, RunRow, Store, StoreError, StoreUnavailableError, run_liveness
 from ..store.channel import DeliveryTimeout, RunGone, StoreChannel
 from ..store.decide import (
@@ -40,7 +41,9 @@ from ..store.decide import (
     decide,
     find_approval,
 )
+from ..store.outbox import outbox_rows, outbox_summary
 from .auth import COOKIE, SESSION_TTL_MS, Authenticator, AuthError, User, derive_cookie_key
+from .notify import Notifier, NotifyConfig
 from .stream import Broadcaster
 
 __all__ = ["MAX_BODY_BYTES", "ApiError", "ServerConfig", "create_app"]
@@ -83,6 +86,8 @@ class ServerConfig:
     secure_cookies: bool = False
     poll_interval_s: float = 0.1
     recent_events: int = 50
+    notify: NotifyConfig | None = None
+    """Where to send notifications (webhook, Slack, email); None or no channels: none are sent."""
 
 
 # -- helpers --------------------------------------------------------------------------------------------------------
@@ -534,6 +539,26 @@ class _Api:
             }
         )
 
+    async def notifications(self, request: Request, user: User) -> Response:
+        """Delivery status per channel and the latest failures (the inbox shows them)."""
+        if not isinstance(self.store, SqlStore):
+            return JSONResponse({"channels": {}, "failures": []})
+        summary = await _run(outbox_summary, self.store)
+        failed = await _run(outbox_rows, self.store, status="failed", limit=20)
+        failures = [
+            {
+                "channel": row.channel,
+                "kind": row.kind,
+                "target_id": row.target_id,
+                "run_id": row.run_id,
+                "attempts": row.attempts,
+                "error": row.last_error,
+                "at_ms": row.next_at_ms or row.created_at_ms,
+            }
+            for row in failed
+        ]
+        return JSONResponse({"channels": summary, "failures": failures})
+
     async def audit_events(self, request: Request, user: User) -> Response:
         head_seq, head_hash = await _run(self.store.audit_head)
         limit = _int_param(request, "limit", 200, low=1, high=5000)
@@ -595,9 +620,16 @@ def create_app(store: Store, config: ServerConfig) -> Starlette:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        notifier: asyncio.Task[None] | None = None
+        if config.notify is not None and config.notify.targets:
+            notifier = asyncio.create_task(Notifier(store, config.notify).run(), name="goldfive-notifier")
         try:
             yield
         finally:
+            if notifier is not None:
+                notifier.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await notifier
             await api.events.aclose()
 
     routes: list[BaseRoute] = [
@@ -616,6 +648,7 @@ def create_app(store: Store, config: ServerConfig) -> Starlette:
         Route("/api/runs/{run_id}/cancel", r(api.control(ControlKind.CANCEL), "control"), methods=["POST"]),
         Route("/api/runs/{run_id}/steer", r(api.control(ControlKind.STEER), "control"), methods=["POST"]),
         Route("/api/audit/verify", r(api.audit_verify), methods=["GET"]),
+        Route("/api/notifications", r(api.notifications), methods=["GET"]),
         Route("/api/audit/events", r(api.audit_events), methods=["GET"]),
         Route("/api/users", r(api.users, "manage_users"), methods=["GET"]),
         Route("/api/users", r(api.add_user, "manage_users"), methods=["POST"]),

@@ -14,6 +14,7 @@ from ..signing import TRUST_KEY_ENV, DecisionSigner, load_or_create_signing_key
 from ..store.base import Store
 from ..store.users import UserError, add_user
 from .app import ServerConfig, create_app
+from .notify import NotifyConfig
 
 __all__ = ["DEFAULT_KEY_PATH", "first_admin", "serve", "signing_key_path"]
 
@@ -63,14 +64,18 @@ def serve(
     port: int = 8765,
     key_path: str | Path | None = None,
     secure_cookies: bool = False,
+    notify: NotifyConfig | None = None,
     out: TextIO = sys.stdout,
 ) -> None:
     """Run the server until interrupted (blocking)."""
     path = signing_key_path(key_path)
     signer, created = load_or_create_signing_key(path)
-    app = create_app(store, ServerConfig(signer=signer, secure_cookies=secure_cookies))
+    app = create_app(store, ServerConfig(signer=signer, secure_cookies=secure_cookies, notify=notify))
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on", access_log=False)
     server = uvicorn.Server(config)
     shown_host = f"[{host}]" if ":" in host else host
+    if notify is not None and notify.targets:  # before the announcement: its last line is the admin's token
+        channels = ", ".join(t.channel for t in notify.targets)
+        out.write(f"goldfive serve: notifications on {channels} (links to {notify.public_url})\n")
     announce(store, signer, path, created, f"http://{shown_host}:{port}/", out)
     server.run()

@@ -183,10 +183,10 @@ class Served:
 
 
 @contextlib.contextmanager
-def serve_process(backend: Backend, key: Path) -> Iterator[Served]:
+def serve_process(backend: Backend, key: Path, *extra: str) -> Iterator[Served]:
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "goldfive_core.cli", "serve", "--port", str(port), "--key", str(key)],
+        [sys.executable, "-m", "goldfive_core.cli", "serve", "--port", str(port), "--key", str(key), *extra],
         env=backend.env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -1,0 +1,93 @@
+"""goldfive serve --notify: a waiting agent pings a webhook with the inbox link; the decision follows up."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import httpx
+import pytest
+from notify_support import Receiver, receiver
+from server_support import Server, eventually, goldfive, serve_process, start_task_agent
+from store_support import Backend
+
+from goldfive_core.server.notify import Notifier, NotifyConfig, RetryPolicy, WebhookTarget, verify_webhook
+from goldfive_core.store.outbox import outbox_rows
+
+SECRET = "hook-secret"
+
+
+def _config_file(tmp_path: Path, rec: Receiver, public_url: str = "https://gf.example") -> Path:
+    path = tmp_path / "notify.toml"
+    path.write_text(
+        f'public_url = "{public_url}"\n[[webhook]]\nname = "ops"\nurl = "{rec.url}/hook"\nsecret_env = "HOOK_SECRET"\n'
+        "[retry]\nbase_s = 0.05\nmax_s = 0.2\n"
+    )
+    return path
+
+
+async def test_serve_sends_the_request_and_its_decision_to_a_webhook(
+    sqlite_backend: Backend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOOK_SECRET", SECRET)  # the serve process reads the secret from its environment
+    with receiver() as rec:
+        rec.fail_next = [503]  # the receiver is down at first: the notice is retried, sent once
+        env_file = _config_file(tmp_path, rec)
+        backend = sqlite_backend
+        backend.open()
+        agent = start_task_agent(backend, "deploy-1")
+        try:
+            with serve_process(backend, tmp_path / "k.pem", "--notify", str(env_file)) as served:
+                assert any("notifications on webhook:ops" in line for line in served.lines)
+
+                async def got(n: int) -> bool:
+                    return len(rec.requests) >= n
+
+                await eventually(lambda: got(1), "the request notice", limit_s=20)
+                first = rec.requests[0]
+                assert verify_webhook(SECRET, first.body, first.headers)
+                body = first.json()
+                assert body["notice"]["kind"] == "approval_requested"
+                assert body["link"].startswith("https://gf.example/#/approvals/deploy-1")
+                async with httpx.AsyncClient(base_url=served.url) as client:
+                    auth = {"Authorization": f"Bearer {served.admin_token}"}
+                    decided = await client.post("/api/approvals/deploy-1/approve", json={}, headers=auth)
+                    assert decided.status_code == 200, decided.text
+                    await eventually(lambda: got(2), "the follow-up notice", limit_s=20)
+
+                    async def recorded() -> dict[str, object] | None:
+                        status = (await client.get("/api/notifications", headers=auth)).json()
+                        return status if status["channels"]["webhook:ops"]["sent"] == 2 else None
+
+                    status = await eventually(recorded, "both notices recorded as sent")
+                follow = rec.requests[1].json()["notice"]
+                assert follow["kind"] == "approval_granted" and follow["decided_by"] == "admin"
+                assert status == {
+                    "channels": {"webhook:ops": {"pending": 0, "sent": 2, "failed": 0}},
+                    "failures": [],
+                }
+            assert (await agent.result()).output["decision"] == "approve"
+        finally:
+            await agent.close()
+    cli = await asyncio.to_thread(goldfive, backend, "notify", "status", "--json")
+    assert json.loads(cli.stdout)["channels"]["webhook:ops"]["sent"] == 2
+
+
+async def test_notifications_route_lists_failures_for_the_inbox(sqlite_server: Server) -> None:
+    with receiver() as rec:
+        rec.fail_next = [500]
+        cfg = NotifyConfig(targets=(WebhookTarget(name="ops", url=rec.url, secret=SECRET),))  # secret set inline
+        agent = start_task_agent(sqlite_server.backend, "deploy-2")
+        try:
+            await sqlite_server.pending("deploy-2")
+            once = NotifyConfig(targets=cfg.targets, retry=RetryPolicy(max_attempts=1))
+            await Notifier(sqlite_server.store, once, start_at=0).step()
+            assert [r.status for r in outbox_rows(sqlite_server.store)] == ["failed"]
+            data = (await sqlite_server.get("/api/notifications", user="vic")).json()
+            (failure,) = data["failures"]
+            assert failure["channel"] == "webhook:ops" and failure["error"] == "webhook:ops: HTTP 500"
+            assert rec.url not in json.dumps(data)
+            assert (await sqlite_server.client.get("/api/notifications")).status_code == 401
+        finally:
+            await agent.close()
