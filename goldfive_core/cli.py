@@ -619,11 +619,11 @@ def _notify_status(store: Store, args: argparse.Namespace, out: _Out) -> int:
         return EXIT_OK
     _say(f"{'channel':<32} {'sent':>6} {'pending':>8} {'failed':>7}")
     for channel, counts in summary.items():
-        _say(f"{shorten(channel, 32):<32} {counts['sent']:>6} {counts['pending']:>8} {counts['failed']:>7}")
+        _say(f"{_t(channel, 32):<32} {counts['sent']:>6} {counts['pending']:>8} {counts['failed']:>7}")
     for f in failures:
         _say(
-            f"failed #{f['id']} {f['channel']} {f['kind']} {shorten(str(f['target_id']), 60)} "
-            f"after {f['attempts']} tries: {shorten(str(f['error']), 160)}"
+            f"failed #{f['id']} {f['channel']} {f['kind']} {_t(str(f['target_id']), 60)} "
+            f"after {f['attempts']} tries: {_t(f['error'], 160)}"
         )
     return EXIT_OK
 
