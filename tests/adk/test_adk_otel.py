@@ -17,8 +17,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from goldfive_adk import GoldfivePlugin
 from goldfive_core import ControlChannel, ControlKind, ControlMessage, SteeringConfig
 from goldfive_core.otel import OtelSink
+from goldfive_core.testing import AwaitableSink
 from tests.adk.conftest import Bank
-from tests.adk.scripted import Harness, WaitSink
+from tests.adk.scripted import Harness
 
 _EXPORTER = InMemorySpanExporter()
 
@@ -56,7 +57,7 @@ async def test_an_approved_tool_call_is_a_span_under_adks_span_with_decision_met
 ) -> None:
     reader = InMemoryMetricReader()
     otel = OtelSink(tracer_provider=provider, meter_provider=MeterProvider(metric_readers=[reader]))
-    sink = WaitSink()
+    sink = AwaitableSink()
     channel = ControlChannel()
     plugin = GoldfivePlugin(
         control=channel, sinks=[sink, otel], config=SteeringConfig(approval_default_timeout_ms=10_000)
@@ -65,7 +66,7 @@ async def test_an_approved_tool_call_is_a_span_under_adks_span_with_decision_met
     sid = await h.new_session()
 
     async def approve() -> None:
-        (event,) = await sink.wait_for("approval_requested")
+        event = await sink.first("approval_requested")
         target = event.approval_requested.target_id
         assert _metrics(reader)["goldfive.approvals.pending"][0].value == 1
         ack = await channel.send(
