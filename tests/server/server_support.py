@@ -96,7 +96,12 @@ class Agent:
         await self.channel.aclose()
 
 
-def start_task_agent(backend: Backend, target: str, *, trust: Any = None, timeout_ms: int = 20_000) -> Agent:
+# Agents wait long enough that a loaded machine never times a request out before the test decides it; a test
+# that ends earlier cancels its agent.
+AGENT_WAIT_MS = 120_000
+
+
+def start_task_agent(backend: Backend, target: str, *, trust: Any = None, timeout_ms: int = AGENT_WAIT_MS) -> Agent:
     """Flow A: the agent asks 'pay?' with task id ``target`` and returns the answer."""
     channel = StoreChannel(backend.open(), trust_key=trust, sweep_interval_s=0.2)
     sink = InMemorySink()
@@ -129,7 +134,7 @@ def start_tool_agent(
             tool_name=tool,
             args=args,
             body=body,
-            timeout_ms=20_000,
+            timeout_ms=AGENT_WAIT_MS,
             trust=channel.trust_key,
         )
 
