@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from pathlib import Path
 
 import httpx
 import pytest
 from notify_support import Receiver, receiver
 from server_support import Server, eventually, goldfive, serve_process, start_task_agent
-from store_support import Backend
+from store_support import NO_PG, PG_DSN, Backend
 
 from goldfive_core.server.notify import Notifier, NotifyConfig, RetryPolicy, WebhookTarget, verify_webhook
 from goldfive_core.store.outbox import outbox_rows
@@ -91,3 +92,50 @@ async def test_notifications_route_lists_failures_for_the_inbox(sqlite_server: S
             assert (await sqlite_server.client.get("/api/notifications")).status_code == 401
         finally:
             await agent.close()
+
+
+async def test_two_serve_processes_on_one_postgresql_send_each_notice_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not PG_DSN:
+        pytest.skip(NO_PG)
+    monkeypatch.setenv("HOOK_SECRET", SECRET)
+    backend = Backend("postgres", PG_DSN, f"t_{uuid.uuid4().hex[:12]}")
+    backend.open()
+    try:
+        await _two_serves_send_once(backend, tmp_path)
+    finally:
+        import psycopg
+
+        with psycopg.connect(PG_DSN, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{backend.schema}" CASCADE')
+
+
+async def _two_serves_send_once(backend: Backend, tmp_path: Path) -> None:
+    with receiver() as rec:
+        config = _config_file(tmp_path, rec)
+        key = tmp_path / "shared-key.pem"
+        with (
+            serve_process(backend, key, "--notify", str(config)) as first,
+            serve_process(backend, key, "--notify", str(config)),
+        ):
+            agents = [start_task_agent(backend, f"pg-n-{i}") for i in range(3)]
+            try:
+
+                async def got_all() -> bool:
+                    return len(rec.requests) >= 3
+
+                await eventually(got_all, "three request notices", limit_s=30)
+                async with httpx.AsyncClient(base_url=first.url) as client:
+                    auth = {"Authorization": f"Bearer {first.admin_token}"}
+
+                    async def settled() -> bool:
+                        status = (await client.get("/api/notifications", headers=auth)).json()
+                        return bool(status["channels"].get("webhook:ops", {}).get("sent") == 3)
+
+                    await eventually(settled, "all notices recorded as sent")
+            finally:
+                for agent in agents:
+                    await agent.close()
+        keys = [r.headers["Idempotency-Key"] for r in rec.requests]
+    assert len(keys) == len(set(keys)) == 3  # each sent once, though both processes scanned the same log
