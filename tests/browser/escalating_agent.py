@@ -1,0 +1,105 @@
+"""An ADK agent process that loops until goldfive escalates it to a person (run as a subprocess).
+
+The scripted model calls ``search(q="weather")`` again and again; goldfive's loop detector climbs the
+ladder and pauses the run for a person (GOLDFIVE_PAUSE_ESCALATE). Whatever a person sends arrives
+through the store named by ``GOLDFIVE_DB``. Every text the model reads after the user's message is
+printed as ``model read: ...``, so a test can see that a steer reached the model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sys
+from collections.abc import AsyncGenerator
+from typing import Any
+
+from google.adk.agents.llm_agent import LlmAgent
+from google.adk.apps import App
+from google.adk.models.base_llm import BaseLlm
+from google.adk.models.llm_request import LlmRequest
+from google.adk.models.llm_response import LlmResponse
+from google.adk.runners import Runner
+from google.adk.sessions import InMemorySessionService
+from google.adk.tools.function_tool import FunctionTool
+from google.genai import types
+
+from goldfive_adk import GoldfivePlugin
+from goldfive_core import SteeringConfig, install_default_steering
+from goldfive_core.store import StoreChannel, open_store
+
+STEER_MARK = "STEER:"
+QUERY = 'weather <img src=x onerror="window.pwned=1">'
+"""What the model searches for: hostile markup that a page must show as text (it lands in the drift detail)."""
+
+
+def _say(line: str) -> None:
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+def _read_since_user(request: LlmRequest) -> list[str]:
+    seen: list[str] = []
+    for content in reversed(request.contents):
+        parts = content.parts or []
+        if content.role == "user" and any(p.text and not p.text.startswith("[goldfive]") for p in parts):
+            break
+        for part in parts:
+            if part.text:
+                seen.append(part.text)
+            if part.function_response is not None:
+                seen.append(json.dumps(part.function_response.response))
+    return seen[::-1]
+
+
+class StubbornLlm(BaseLlm):
+    """Searches for QUERY until a person's steer (a text containing ``STEER:``) shows up; then stops."""
+
+    model: str = "stubborn"
+
+    async def generate_content_async(
+        self, llm_request: LlmRequest, stream: bool = False
+    ) -> AsyncGenerator[LlmResponse, None]:
+        """One turn, decided from the request alone."""
+        seen = _read_since_user(llm_request)
+        steers = [s for s in seen if STEER_MARK in s]
+        for text in steers:
+            _say("model read: " + text.replace("\n", " "))
+        if steers:
+            part = types.Part(text="following the person's direction")
+        else:
+            part = types.Part(function_call=types.FunctionCall(name="search", args={"q": QUERY}))
+        yield LlmResponse(content=types.Content(role="model", parts=[part]))
+
+
+def search(q: str) -> dict[str, Any]:
+    """Search the web."""
+    return {"results": []}
+
+
+async def main() -> None:
+    logging.basicConfig(level=logging.ERROR, stream=sys.stderr)
+    channel = StoreChannel(open_store())
+    config = SteeringConfig(loop_warning_repeats=2, loop_critical_repeats=3, max_reinvokes=1)
+    plugin = GoldfivePlugin(
+        control=channel, sinks=[channel.sink], config=config, session_setup=install_default_steering
+    )
+    agent = LlmAgent(name="forecaster", model=StubbornLlm(), tools=[FunctionTool(search)])
+    app = App(name="escalation_agent", root_agent=agent, plugins=[plugin])
+    runner = Runner(app=app, session_service=InMemorySessionService())
+    session = await runner.session_service.create_session(app_name=app.name, user_id="u")
+    message = types.Content(role="user", parts=[types.Part(text="what is the weather?")])
+    try:
+        async for event in runner.run_async(user_id="u", session_id=session.id, new_message=message):
+            for part in event.content.parts if event.content and event.content.parts else []:
+                if part.text:
+                    _say(f"text {part.text}")
+    finally:
+        await runner.close()
+        await channel.aclose()
+    _say("done")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

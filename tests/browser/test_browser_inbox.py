@@ -1,0 +1,261 @@
+"""The web inbox in a real browser (Debian's Chromium through Playwright) against ``goldfive serve``.
+
+Everything here is real: a ``goldfive serve`` subprocess over a SQLite store, ADK agents in their own
+processes (the bundled example with its scripted model, and a looping agent) waiting on that store,
+and people who log in with a name and a token. Screenshots land in ``tests/.artifacts/``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from browser_support import ARTIFACTS, ROOT, Proc, chromium_or_skip, free_port, goldfive_bin, wait_http
+
+pytestmark = pytest.mark.timeout(120)
+
+PAGE_TIMEOUT_MS = 15_000  # a bound on any single wait in the page, so a broken page fails instead of hanging
+
+
+@dataclass
+class Server:
+    url: str
+    db: Path
+    env: dict[str, str]
+    tokens: dict[str, str]
+    proc: Proc
+    agents: list[Proc]
+
+    def agent(self, *args: str) -> Proc:
+        proc = Proc([sys.executable, *args], env=self.env)
+        self.agents.append(proc)
+        return proc
+
+
+def _add_user(env: dict[str, str], db: Path, name: str, role: str) -> str:
+    import subprocess
+
+    out = subprocess.run(
+        [goldfive_bin(), "--db", str(db), "users", "add", name, "--role", role, "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    token: str = json.loads(out.strip().splitlines()[-1])["token"]
+    return token
+
+
+@pytest.fixture(scope="module")
+def chromium() -> str:
+    return chromium_or_skip()
+
+
+@pytest.fixture
+def server(tmp_path: Path, chromium: str) -> Iterator[Server]:
+    db = tmp_path / "goldfive.db"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GOLDFIVE_")}
+    env.update(GOLDFIVE_DB=str(db), GOLDFIVE_KEY_DIR=str(tmp_path / "keys"), HOME=str(tmp_path))
+    tokens = {"ana": "", "ben": ""}
+    port = free_port()
+    proc = Proc([goldfive_bin(), "--db", str(db), "serve", "--port", str(port)], env=env)
+    url = f"http://127.0.0.1:{port}"
+    srv = Server(url=url, db=db, env=env, tokens=tokens, proc=proc, agents=[])
+    try:
+        wait_http(url + "/", proc)
+        tokens["ana"] = _add_user(env, db, "ana", "approver")
+        tokens["ben"] = _add_user(env, db, "ben", "approver")
+        yield srv
+    finally:
+        for agent in srv.agents:
+            agent.stop()
+        proc.stop()
+
+
+@pytest.fixture
+def browser(chromium: str) -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=chromium)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+def _login(browser: Any, server: Server, name: str, *, width: int = 1200, height: int = 900) -> Any:
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=PAGE_TIMEOUT_MS)
+    context = browser.new_context(viewport={"width": width, "height": height})
+    page = context.new_page()
+    page.set_default_timeout(PAGE_TIMEOUT_MS)
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.errors = errors
+    page.goto(server.url + "/")
+    page.get_by_label("Name").fill(name)
+    page.get_by_label("Token").fill(server.tokens[name])
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.locator("#user-name")).to_contain_text(name)
+    expect(page.locator("#live")).to_have_text("live")
+    return page
+
+
+def _target_of(agent: Proc) -> str:
+    line = agent.wait_for(lambda s: "approval_requested" in s, timeout=30)
+    found = re.search(r"target_id='([^']+)'", line)
+    assert found, line
+    return found.group(1)
+
+
+def _card(page: Any, target_id: str) -> Any:
+    return page.locator(f'li.card[data-target-id="{target_id}"]')
+
+
+def test_a_person_edits_and_approves_the_card_leaves_every_inbox_and_a_reject_reason_reaches_the_model(
+    server: Server, browser: Any
+) -> None:
+    from playwright.sync_api import expect
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    ana = _login(browser, server, "ana")
+    ben = _login(browser, server, "ben")
+    phone = _login(browser, server, "ana", width=390, height=844)
+    expect(ana.locator("#inbox-empty")).to_be_visible()
+
+    # Two agents ask while the pages are open: the cards appear without a reload.
+    example = str(ROOT / "examples" / "adk_approval.py")
+    payer = server.agent(example, "--db", str(server.db), "--wait", "--timeout-ms", "90000")
+    first = _target_of(payer)
+    expect(_card(ana, first)).to_be_visible()
+    second_agent = server.agent(example, "--db", str(server.db), "--wait", "--timeout-ms", "60000")
+    second = _target_of(second_agent)
+    for page in (ana, ben, phone):
+        expect(page.locator("li.card")).to_have_count(2)
+    expect(_card(ana, first).locator(".args")).to_contain_text('"amount": 250')
+    expect(_card(ana, first).locator(".prompt")).to_contain_text("transfer_funds")
+    expect(ana).to_have_title(re.compile(r"^\(2\) "))
+    ana.screenshot(path=str(ARTIFACTS / "inbox-two-pending.png"), full_page=True)
+    phone.screenshot(path=str(ARTIFACTS / "inbox-phone.png"), full_page=True)
+
+    # Ana edits the amount; the change shows as a diff against the original; she approves.
+    card = _card(ana, first)
+    card.get_by_role("button", name="Edit & approve").click()
+    editor = card.locator("textarea.args-edit")
+    editor.fill(editor.input_value().replace("250", "120"))
+    expect(card.locator(".diff .del")).to_have_text("- amount: 250")
+    expect(card.locator(".diff .add")).to_have_text("+ amount: 120")
+    ana.screenshot(path=str(ARTIFACTS / "inbox-edit-diff.png"), full_page=True)
+    card.get_by_role("button", name="Approve edited").click()
+
+    # The tool runs with the edited arguments, and the card leaves every open inbox.
+    payer.wait_for(lambda s: "transfer_funds ->" in s and "'amount': 120" in s, timeout=30)
+    started = time.monotonic()
+    expect(_card(ben, first)).to_have_count(0, timeout=3000)
+    expect(_card(phone, first)).to_have_count(0, timeout=3000)
+    gone_after_s = time.monotonic() - started
+    expect(_card(ana, first)).to_have_count(0)
+    expect(ben.locator("#toasts")).to_contain_text("approved by ana")
+    expect(ben).to_have_title(re.compile(r"^\(1\) "))
+    payer.wait_for(lambda s: s.startswith("ledger:"), timeout=30)
+    assert "[{'amount': 120, 'to': 'ACME Corp'}]" in payer.output()
+    with (ARTIFACTS / "timings.txt").open("a", encoding="utf-8") as f:
+        f.write(f"card left the other two inboxes {gone_after_s:.3f} s after the agent ran the tool\n")
+
+    # Ben rejects the other one; the reason is required and reaches the model.
+    card = _card(ben, second)
+    card.get_by_role("button", name="Reject").click()
+    expect(card.get_by_role("button", name="Reject with reason")).to_be_disabled()
+    card.locator("textarea.reason").fill("wrong payee: pay the IBAN on the invoice")
+    card.get_by_role("button", name="Reject with reason").click()
+    second_agent.wait_for(lambda s: "I did not pay" in s and "wrong payee: pay the IBAN on the invoice" in s)
+    expect(_card(ana, second)).to_have_count(0, timeout=3000)
+    expect(ana.locator("#inbox-empty")).to_be_visible()
+
+    # History: who decided, when, what, and the edit as a diff.
+    ana.get_by_role("link", name="History").click()
+    entry = ana.locator(f'#history li[data-target-id="{first}"]')
+    expect(entry).to_contain_text("approved")
+    expect(entry).to_contain_text("by ana")
+    expect(entry.locator(".diff .add")).to_have_text("+ amount: 120")
+    expect(ana.locator(f'#history li[data-target-id="{second}"]')).to_contain_text("wrong payee")
+    # The run view of the first run: the request on its timeline, waiting and then approved.
+    entry.get_by_role("link").click()
+    expect(ana.locator('#timeline .tl-row[data-status="approved"]')).to_contain_text("transfer_funds")
+    ana.screenshot(path=str(ARTIFACTS / "run-approved.png"), full_page=True)
+    assert not (ana.errors or ben.errors or phone.errors), ana.errors + ben.errors + phone.errors
+
+
+def test_a_wrong_token_is_refused_and_acting_on_a_card_someone_else_decided_says_who_and_when(
+    server: Server, browser: Any
+) -> None:
+    from playwright.sync_api import expect
+
+    # A wrong token is refused on the sign-in form, and nothing else of the page shows.
+    stranger = browser.new_page()
+    stranger.goto(server.url + "/")
+    stranger.get_by_label("Name").fill("ana")
+    stranger.get_by_label("Token").fill("gf5_not.a-real-token")
+    stranger.get_by_role("button", name="Sign in").click()
+    expect(stranger.locator("#login-error")).not_to_be_empty()
+    expect(stranger.locator("#view-inbox")).to_be_hidden()
+    stranger.close()
+
+    ana = _login(browser, server, "ana")
+    # Ben's page gets no live updates (as if its connection stalled): his card stays after Ana decides.
+    ben = _login(browser, server, "ben")
+    ben.route("**/api/events", lambda route: route.abort())
+    ben.reload()
+    expect(ben.locator("#user-name")).to_contain_text("ben")
+    payer = server.agent(str(ROOT / "examples" / "adk_approval.py"), "--db", str(server.db), "--wait")
+    target = _target_of(payer)
+    ben.reload()  # no stream: a reload is how this page learns of the request
+    expect(_card(ben, target)).to_be_visible()
+    expect(_card(ana, target)).to_be_visible()
+    _card(ana, target).get_by_role("button", name="Approve", exact=True).click()
+    payer.wait_for(lambda s: s.startswith("ledger:"), timeout=30)
+
+    _card(ben, target).get_by_role("button", name="Approve", exact=True).click()
+    expect(ben.locator("#toasts")).to_contain_text(re.compile(r"already approved by ana at \d"))
+    expect(_card(ben, target)).to_have_count(0)
+    assert payer.output().count("transfer_funds ->") == 1
+
+
+def test_an_escalated_run_shows_its_badge_and_a_steer_reaches_the_model(server: Server, browser: Any) -> None:
+    from playwright.sync_api import expect
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    ana = _login(browser, server, "ana")
+    agent = server.agent(str(Path(__file__).with_name("escalating_agent.py")))
+    ana.get_by_role("link", name="Runs").click()
+    run_link = ana.locator("#runs-table a").first
+    expect(run_link).to_be_visible()
+    run_link.click()
+    badge = ana.locator("#run-badge")
+    expect(badge).to_have_text("ESCALATED · LOOPING TOOL CALL")
+    expect(ana.locator("#run-drift")).to_contain_text("called 4 times in a row")
+    # The agent's markup is shown as text and never runs.
+    expect(ana.locator("#run-drift")).to_contain_text('<img src=x onerror=\\"window.pwned=1\\">')
+    assert ana.locator("#run-drift img, #run-events img").count() == 0
+    assert ana.evaluate("window.pwned") is None
+    expect(ana.locator("#timeline .tl-row")).to_have_count(1)
+    expect(ana.locator("#timeline .tl-row .seg.blocked")).to_have_count(1)
+    ana.screenshot(path=str(ARTIFACTS / "run-escalated.png"), full_page=True)
+
+    ana.get_by_placeholder("Tell the agent what to do instead").fill("STEER: read the cached forecast")
+    ana.get_by_role("button", name="Steer").click()
+    expect(ana.locator("#run-result")).to_contain_text("steer: done")
+    agent.wait_for(lambda s: s.startswith("model read:") and "STEER: read the cached forecast" in s)
+    expect(badge).not_to_have_text(re.compile("ESCALATED"))
+    assert not ana.errors, ana.errors
