@@ -147,6 +147,9 @@ def test_a_person_edits_and_approves_the_card_leaves_every_inbox_and_a_reject_re
     expect(_card(ana, first).locator(".prompt")).to_contain_text("transfer_funds")
     expect(ana).to_have_title(re.compile(r"^\(2\) "))
     ana.screenshot(path=str(ARTIFACTS / "inbox-two-pending.png"), full_page=True)
+    ana.get_by_placeholder("Filter").fill(_card(ana, first).get_attribute("data-run-id") or "?")
+    expect(ana.locator("li.card:visible")).to_have_count(1)
+    ana.get_by_placeholder("Filter").fill("")
     phone.screenshot(path=str(ARTIFACTS / "inbox-phone.png"), full_page=True)
 
     # Ana edits the amount; the change shows as a diff against the original; she approves.

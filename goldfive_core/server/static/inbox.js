@@ -328,8 +328,20 @@
         state.cards.delete(k);
       }
     }
+    applyFilter();
     updateCount();
     renderRunCards();
+  }
+
+  function applyFilter() {
+    // Client-side, over what is loaded: matches the tool, agent, run, session or request id.
+    const words = $("#filter").value.trim().toLowerCase().split(/\s+/).filter(Boolean);
+    for (const entry of state.cards.values()) {
+      const hay = ["tool_name", "agent", "run_id", "session_id", "target_id"]
+        .map((f) => String(pick(entry.item, f) || "").toLowerCase())
+        .join(" ");
+      entry.node.classList.toggle("filtered", !words.every((w) => hay.includes(w)));
+    }
   }
 
   function updateCount() {
@@ -1039,6 +1051,7 @@
       if (text) runControl("steer", { text });
     });
     window.addEventListener("hashchange", route);
+    $("#filter").addEventListener("input", applyFilter);
     setInterval(() => {
       for (const entry of state.cards.values()) tick(entry.node);
     }, 1000);
