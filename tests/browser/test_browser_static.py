@@ -28,9 +28,9 @@ def test_the_script_never_turns_data_into_html() -> None:
 
 async def test_goldfive_serve_sends_the_page_under_a_strict_content_security_policy(tmp_path: Path) -> None:
     import httpx
-    from goldfive_core.signing import load_or_create_signing_key
 
     from goldfive_core.server import ServerConfig, create_app
+    from goldfive_core.signing import load_or_create_signing_key
     from goldfive_core.store import open_store
 
     signer, _ = load_or_create_signing_key(tmp_path / "key.pem")
