@@ -55,8 +55,8 @@ CROSS = ("tests/store/test_store_cross_process.py",)
 
 # Where code lives now, and where the tool-call gate moves it (a mutation applies in the first file
 # that holds its snippet exactly once).
-EXECUTION = ("goldfive_core/toolcall.py", "goldfive_core/store/execution.py", "goldfive_core/store/ledger.py")
-ADK = ("goldfive_core/toolcall.py", "goldfive_adk/plugin.py")
+EXECUTION = ("goldfive_core/store/execution.py", "goldfive_core/toolcall.py", "goldfive_core/store/ledger.py")
+ADK = ("goldfive_adk/plugin.py", "goldfive_core/toolcall.py")
 CLAUDE_ADAPTER = ("goldfive_core/adapters/claude.py", "goldfive_core/toolcall.py")
 SQL = ("goldfive_core/store/_sql.py",)
 DECIDE = ("goldfive_core/store/decide.py",)
@@ -74,6 +74,11 @@ class Mutation:
     tests: tuple[str, ...]
     equivalent: str = ""
     """Why no test can tell this mutant from the original (reported apart, left out of the score)."""
+    alt: tuple[tuple[str, str], ...] = ()
+    """The same breakage where the code has moved to: (original, replacement) pairs tried in order."""
+
+    def variants(self) -> tuple[tuple[str, str], ...]:
+        return ((self.original, self.replacement), *self.alt)
 
 
 M = Mutation
@@ -185,6 +190,12 @@ MUTATIONS: tuple[Mutation, ...] = (
         "approved, detail, decided_by, edited = True, stored.detail",
         "run_approved treats a recorded rejection as an approval",
         REPLAY,
+        alt=(
+            (
+                "decision = Decision(\n        approved=stored.approved,",
+                "decision = Decision(\n        approved=True,",
+            ),
+        ),
     ),
     M(
         EXECUTION,
@@ -199,6 +210,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "        pass\n",
         "a body that raised stays 'in doubt' instead of done-with-error",
         REPLAY,
+        alt=(("        await outcome.finish(error=exc)\n", "        pass\n"),),
     ),
     M(
         EXECUTION,
@@ -220,6 +232,12 @@ MUTATIONS: tuple[Mutation, ...] = (
         '    if False:\n        return GuardedResult(status="reject"',
         "run_approved runs the body after a live rejection",
         REPLAY + CROSS,
+        alt=(
+            (
+                '    if outcome.decision == "approve":\n        args: Mapping[str, Any] = call.args',
+                '    if outcome.decision in ("approve", "reject"):\n        args: Mapping[str, Any] = call.args',
+            ),
+        ),
     ),
     M(
         EXECUTION,
@@ -227,6 +245,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "call_args = dict(args)",
         "an approved edit is ignored: the body runs with the original arguments",
         REPLAY,
+        alt=(("            args = dict(outcome.edited_args)\n", "            args = call.args\n"),),
     ),
     M(
         EXECUTION,
@@ -234,6 +253,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "    if True:\n        edited = stored.edited_args",
         "replaying a recorded rejection announces ApprovalGranted",
         REPLAY,
+        alt=(("    if stored.approved:\n        session.events.emit(", "    if True:\n        session.events.emit("),),
     ),
     # -- the SQL store: decisions and the ledger ----------------------------------------------------------------
     M(
@@ -272,6 +292,16 @@ MUTATIONS: tuple[Mutation, ...] = (
         "                )\n                return True",
         "mark_executing claims a body twice",
         BACKEND + REPLAY,
+        alt=(
+            (
+                "                    (target_id, run_id, now_ms(), pid, host, args_digest),\n"
+                "                )\n"
+                "                return bool(cur.rowcount == 1)",
+                "                    (target_id, run_id, now_ms(), pid, host, args_digest),\n"
+                "                )\n"
+                "                return True",
+            ),
+        ),
     ),
     M(
         SQL,
@@ -347,15 +377,26 @@ MUTATIONS: tuple[Mutation, ...] = (
         'decision="approve",',
         "ADK replay turns a recorded rejection into an approval (the rejected transfer runs)",
         REPLAY,
+        alt=(
+            (
+                '        target_id=call_id,\n        decision="approve" if decision.approved else "reject",',
+                '        target_id=call_id,\n        decision="approve",',
+            ),
+        ),
     ),
     M(
         ADK,
         '                if problem is not None:\n                    return skip(name, "approval_error", '
-        'f"the recorded edited arguments do not fit',
-        '                if False:\n                    return skip(name, "approval_error", '
-        'f"the recorded edited arguments do not fit',
+        'f"the recorded edited',
+        '                if False:\n                    return skip(name, "approval_error", f"the recorded edited',
         "ADK replay lets a recorded edit that does not fit reach the tool",
         REPLAY,
+        alt=(
+            (
+                '            if problem is not None:\n                return _error(call, f"the recorded edited',
+                '            if False:\n                return _error(call, f"the recorded edited',
+            ),
+        ),
     ),
     M(
         ADK,
@@ -363,6 +404,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "                pass",
         "ADK runs the tool with the original arguments after an approved edit",
         ADK_B + REPLAY,
+        alt=(("                tool_args.update(outcome.args)", "                pass"),),
     ),
     M(
         ADK,
@@ -370,6 +412,12 @@ MUTATIONS: tuple[Mutation, ...] = (
         "                if False:\n                    return _replayed(name, refused)",
         "ADK runs an approved body the ledger says another process claimed",
         REPLAY,
+        alt=(
+            (
+                "            if refused is not None:\n                return _replayed(call, refused)",
+                "            if False:\n                return _replayed(call, refused)",
+            ),
+        ),
     ),
     M(
         ADK,
@@ -377,6 +425,12 @@ MUTATIONS: tuple[Mutation, ...] = (
         "        pass",
         "ADK reports a tool that raised as in doubt forever",
         REPLAY,
+        alt=(
+            (
+                "        if approved is not None:\n            await approved.finish(error=error)",
+                "        if approved is not None:\n            pass",
+            ),
+        ),
     ),
     M(
         ADK,
@@ -391,6 +445,12 @@ MUTATIONS: tuple[Mutation, ...] = (
         'if outcome.decision == "rejected":\n            return skip(name, "user_rejected"',
         "ADK tells the model something other than user_rejected for a rejection",
         ADK_B + REPLAY,
+        alt=(
+            (
+                '            reason="user_rejected",\n            detail=outcome.detail or "a person',
+                '            reason="run_cancelled",\n            detail=outcome.detail or "a person',
+            ),
+        ),
     ),
     M(
         ADK,
@@ -415,6 +475,12 @@ MUTATIONS: tuple[Mutation, ...] = (
         "return PermissionResultAllow()",
         "Claude runs the tool with the original input after an approved edit",
         CLAUDE,
+        alt=(
+            (
+                "return PermissionResultAllow(updated_input=dict(outcome.args) if outcome.edited else None)",
+                "return PermissionResultAllow()",
+            ),
+        ),
     ),
     M(
         CLAUDE_ADAPTER,
@@ -422,6 +488,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "        if False:\n            return PermissionResultDeny(",
         "Claude waits for a person although no channel can answer",
         CLAUDE,
+        alt=(("    if outcome is None and not session.has_channel:", "    if False:"),),
     ),
     M(
         CLAUDE_ADAPTER,
@@ -429,6 +496,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         '        if outcome.decision == "rejected":\n            by = ',
         "Claude stops the run instead of telling the model the rejection reason",
         CLAUDE,
+        alt=(('    if reason == "user_rejected":\n        by = ', '    if reason == "rejected":\n        by = '),),
     ),
     # -- the store channel: decisions recorded while a live run was cut off -----------------------------------------
     M(
@@ -491,19 +559,21 @@ def _pytest(root: Path, tests: Sequence[str], timeout: float) -> tuple[bool, str
     return proc.returncode == 0, failed or (lines[-1] if lines else proc.stderr[-300:])
 
 
-def _locate(root: Path, mutation: Mutation) -> tuple[Path | None, str]:
+def _locate(root: Path, mutation: Mutation) -> tuple[Path | None, str, tuple[str, str]]:
+    """The file holding one of the mutation's snippets exactly once, its name, and that (original, replacement)."""
     counts = []
-    for rel in mutation.files:
-        path = root / rel
-        if not path.exists():
-            continue
-        n = path.read_text(encoding="utf-8").count(mutation.original)
-        if n == 1:
-            return path, rel
-        if n > 1:
-            counts.append(f"{rel}: {n} places")
+    for original, replacement in mutation.variants():
+        for rel in mutation.files:
+            path = root / rel
+            if not path.exists():
+                continue
+            n = path.read_text(encoding="utf-8").count(original)
+            if n == 1:
+                return path, rel, (original, replacement)
+            if n > 1:
+                counts.append(f"{rel}: {n} places")
     why = "; ".join(counts) if counts else "snippet not found in " + ", ".join(mutation.files)
-    return None, why
+    return None, why, ("", "")
 
 
 def run(mutations: Sequence[Mutation], timeout: float) -> list[Result]:
@@ -515,13 +585,13 @@ def run(mutations: Sequence[Mutation], timeout: float) -> list[Result]:
             raise SystemExit(f"the unmutated test subset fails; fix that first: {tail}")
         results = []
         for i, mutation in enumerate(mutations, 1):
-            path, where = _locate(root, mutation)
+            path, where, (snippet, replacement) = _locate(root, mutation)
             if path is None:
                 results.append(Result(mutation, "not applied", detail=where))
                 print(f"[{i}/{len(mutations)}] NOT APPLIED  {mutation.description} ({where})", flush=True)
                 continue
             original = path.read_text(encoding="utf-8")
-            path.write_text(original.replace(mutation.original, mutation.replacement), encoding="utf-8")
+            path.write_text(original.replace(snippet, replacement), encoding="utf-8")
             started = time.monotonic()
             try:
                 passed, tail = _pytest(root, mutation.tests, timeout)
@@ -562,10 +632,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--only", help="only mutations whose description or file contains this text")
     parser.add_argument("--list", action="store_true", help="list the mutations and exit")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per mutation's test run")
+    parser.add_argument(
+        "--locate", metavar="ROOT", nargs="?", const=str(REPO), help="only say where each snippet is (no tests)"
+    )
     args = parser.parse_args(argv)
     chosen = [
         m for m in MUTATIONS if not args.only or args.only in m.description or any(args.only in f for f in m.files)
     ]
+    if args.locate:
+        for m in chosen:
+            path, where, _ = _locate(Path(args.locate), m)
+            print(f"{'ok         ' if path else 'NOT FOUND  '}{where}: {m.description}")
+        return 0
     if args.list:
         for m in chosen:
             print(f"{' | '.join(m.files)}: {m.description}  [{', '.join(m.tests)}]")
