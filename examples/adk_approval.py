@@ -6,13 +6,17 @@ Runs offline (a scripted model stands in for Gemini; no API key)::
     python examples/adk_approval.py --decision reject --reason "wrong payee"
     python examples/adk_approval.py --decision edit --amount 120 --to "ACME Ltd"
     python examples/adk_approval.py --wait                # only a second terminal decides: goldfive approve ID
+    python examples/adk_approval.py --policy examples/payments_policy.toml --invoice 80   # a rule allows it
+    python examples/adk_approval.py --policy examples/payments_policy.toml --payee "Mallory Ltd"  # a rule denies it
 
 The control channel is the embedded SQLite store (``./goldfive.db``, or ``--db PATH``; ``--in-memory``
 for a plain in-process channel), so the person may answer here or from another terminal with the
 ``goldfive`` command line; whichever answers first wins, the other is told it was already decided.
 Every event also lands in the store's audit log (``goldfive events``, ``goldfive audit verify``).
 
-With no terminal and no ``--decision`` / ``--wait`` it approves, and says so.
+With no terminal and no ``--decision`` / ``--wait`` it approves, and says so. With ``--policy FILE`` (or
+``GOLDFIVE_POLICY``) its rules decide first: small payments run without a person (the rule's name is on
+the audit log), blocked payees are refused with the reason the model reads, the rest ask.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from google.genai import types
 
 from goldfive_adk import GoldfivePlugin
 from goldfive_core import ControlChannel, SteeringConfig
+from goldfive_core.policy import load_policy
 from goldfive_core.store import StoreChannel, open_store
 from goldfive_core.testing import Call, ScriptedModel, SeenRequest
 
@@ -46,7 +51,7 @@ def transfer_funds(amount: int, to: str) -> dict[str, Any]:
     return {"status": "sent", "amount": amount, "to": to}
 
 
-def scripted_treasurer() -> ScriptedModel:
+def scripted_treasurer(amount: int = 250, payee: str = "ACME Corp") -> ScriptedModel:
     """Stands in for a real model: asks to pay an invoice, then reports what happened."""
 
     def report(seen: SeenRequest) -> str:
@@ -55,7 +60,7 @@ def scripted_treasurer() -> ScriptedModel:
             return f"Done: sent {result['amount']} EUR to {result['to']}."
         return f"I did not pay: {result.get('reason')} ({result.get('detail')})."
 
-    pay = Call("transfer_funds", {"amount": 250, "to": "ACME Corp"})
+    pay = Call("transfer_funds", {"amount": amount, "to": payee})
     return ScriptedModel([["Paying invoice #1042.", pay], report], model="scripted-treasurer")
 
 
@@ -69,10 +74,11 @@ async def main(args: argparse.Namespace) -> int:
         channel = StoreChannel(open_store(args.db))
         sinks = [channel.sink, sink]
     config = SteeringConfig(tool_approval_timeout_ms=args.timeout_ms)
-    plugin = GoldfivePlugin(control=channel, sinks=sinks, config=config)
+    policy = load_policy(args.policy) if args.policy else None  # None: GOLDFIVE_POLICY, if set
+    plugin = GoldfivePlugin(control=channel, sinks=sinks, config=config, policy=policy)
     agent = LlmAgent(
         name="treasurer",
-        model=scripted_treasurer(),
+        model=scripted_treasurer(amount=args.invoice, payee=args.payee),
         instruction="Pay the invoices you are given.",
         tools=[FunctionTool(transfer_funds, require_confirmation=True)],
     )
@@ -114,7 +120,7 @@ async def main(args: argparse.Namespace) -> int:
                 return
 
     decider = asyncio.create_task(person())
-    message = types.Content(role="user", parts=[types.Part(text="Pay invoice #1042 from ACME Corp.")])
+    message = types.Content(role="user", parts=[types.Part(text=f"Pay invoice #1042 from {args.payee}.")])
     try:
         async for event in runner.run_async(user_id="demo", session_id=session.id, new_message=message):
             for part in event.content.parts if event.content and event.content.parts else []:
@@ -145,6 +151,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--in-memory", action="store_true", help="use an in-process channel instead of the store")
     parser.add_argument("--wait", action="store_true", help="do not ask here; wait for a decision from the CLI")
     parser.add_argument("--timeout-ms", type=int, default=120_000, help="how long the tool waits for a decision")
+    parser.add_argument("--policy", help="a policy file (TOML) whose rules decide first (env GOLDFIVE_POLICY)")
+    parser.add_argument("--invoice", type=int, default=250, help="the amount the agent will ask to pay")
+    parser.add_argument("--payee", default="ACME Corp", help="whom the agent will ask to pay")
     return parser.parse_args(argv)
 
 

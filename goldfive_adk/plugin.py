@@ -45,7 +45,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from google.adk.agents.base_agent import BaseAgent
@@ -66,6 +66,7 @@ from goldfive_core.control import ControlTransport
 from goldfive_core.errors import RunCancelledError, RunTerminatedError
 from goldfive_core.events import EventSink
 from goldfive_core.lifecycle import RunStatus, close_run, open_run, stopped_status
+from goldfive_core.policy import Policy
 from goldfive_core.routing import ControlRouter
 from goldfive_core.session import Guidance, Session
 from goldfive_core.steering import SteeringConfig, install_default_steering
@@ -133,8 +134,14 @@ class _GoldfiveADKPlugin(BasePlugin):
         name: str = "goldfive",
         session_setup: SessionSetup | None = install_default_steering,
         ledger: ExecutionLedger | None = None,
+        policy: Policy | None = None,
+        labels: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(name=name)
+        self.policy = policy
+        """Rules on tool calls, any tool (None: ``GOLDFIVE_POLICY``, if set)."""
+        self.labels = dict(labels or {})
+        """Each run's labels, which policy rules may match."""
         self.control = control
         self.sinks = tuple(sinks)
         self.config = config if config is not None else SteeringConfig.from_env()
@@ -186,7 +193,12 @@ class _GoldfiveADKPlugin(BasePlugin):
 
     def _start(self, adk_session_id: str, invocation_id: str, ic: InvocationContext | None) -> AdkRun:
         session = Session(
-            session_id=adk_session_id, sinks=self.sinks, config=self.config, has_channel=self.control is not None
+            session_id=adk_session_id,
+            sinks=self.sinks,
+            config=self.config,
+            has_channel=self.control is not None,
+            policy=self.policy,
+            labels=self.labels,
         )
         if self.session_setup is not None:
             self.session_setup(session, self.control)
@@ -373,6 +385,8 @@ class _GoldfiveADKPlugin(BasePlugin):
             if outcome.ledger is not None or outcome.note:
                 self._approved[call_id] = outcome
             # ADK 2.x re-checks the confirmation after the callbacks; without this it starts its own flow.
+            tool_context.tool_confirmation = ToolConfirmation(confirmed=True)
+        elif needs:  # a policy rule allowed a call that asks by default: it runs without a person
             tool_context.tool_confirmation = ToolConfirmation(confirmed=True)
         return None
 

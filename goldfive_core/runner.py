@@ -14,6 +14,7 @@ from .control import ControlTransport
 from .errors import RunCancelledError, RunTerminatedError
 from .events import EventSink
 from .lifecycle import RunStatus, close_run, open_run, stopped_status
+from .policy import Policy
 from .routing import ControlRouter
 from .session import Session, Steerer
 from .steering import SteeringConfig, install_default_steering
@@ -68,8 +69,14 @@ class Runner:
         control: ControlTransport | None = None,
         sinks: Iterable[EventSink] = (),
         config: SteeringConfig | None = None,
+        policy: Policy | None = None,
+        labels: Mapping[str, str] | None = None,
     ) -> None:
         self.adapter = adapter
+        self.policy = policy
+        """Rules on tool calls for every run (None: ``GOLDFIVE_POLICY``, if set)."""
+        self.labels = dict(labels or {})
+        """Each run's labels, which policy rules may match."""
         self.control = control
         self.sinks = tuple(sinks)
         self.config = config if config is not None else SteeringConfig.from_env()
@@ -90,7 +97,13 @@ class Runner:
 
     async def run(self, input: object = None, *, task_id: str | None = None, title: str = "") -> RunResult:
         """Run the agent once and return how it ended. Cancelling this call cancels the agent."""
-        session = Session(sinks=self.sinks, config=self.config, has_channel=self.control is not None)
+        session = Session(
+            sinks=self.sinks,
+            config=self.config,
+            has_channel=self.control is not None,
+            policy=self.policy,
+            labels=self.labels,
+        )
         if self.steerer_factory is not None:
             session.steerer = self.steerer_factory(session, self.control)
         self._last = session
@@ -183,8 +196,13 @@ def wrap(
     control: ControlTransport | None = None,
     sinks: Iterable[EventSink] = (),
     config: SteeringConfig | None = None,
+    policy: Policy | None = None,
+    labels: Mapping[str, str] | None = None,
 ) -> Runner:
-    """Put ``agent`` under goldfive: an :class:`Adapter`, or ``async def agent(task, tools)``."""
+    """Put ``agent`` under goldfive: an :class:`Adapter`, or ``async def agent(task, tools)``.
+
+    ``policy``: rules on tool calls (default ``GOLDFIVE_POLICY``); ``labels``: the runs' labels for those rules.
+    """
     if isinstance(agent, Adapter):
         adapter = agent
     elif callable(agent):
@@ -193,4 +211,4 @@ def wrap(
         adapter = CallableAdapter(agent)
     else:
         raise TypeError(f"wrap() takes an Adapter or an async callable agent(task, tools), got {type(agent).__name__}")
-    return Runner(adapter, control=control, sinks=sinks, config=config)
+    return Runner(adapter, control=control, sinks=sinks, config=config, policy=policy, labels=labels)

@@ -10,8 +10,10 @@ from __future__ import annotations
 import asyncio
 import collections
 import dataclasses
+import getpass
 import logging
 import math
+import os
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal, Protocol
@@ -31,6 +33,7 @@ from .drift import Drift, DriftKind, DriftSeverity, InterventionLevel
 from .errors import RunCancelledError, RunTerminatedError
 from .events import EventEmitter, EventSink
 from .pb.v1 import events_pb2
+from .policy import Policy, default_policy
 from .steering import SteeringConfig
 from .tasks import TaskBoard, TaskStatus
 
@@ -151,8 +154,17 @@ class Session:
         sinks: Iterable[EventSink] = (),
         config: SteeringConfig | None = None,
         has_channel: bool = False,
+        policy: Policy | None = None,
+        labels: Mapping[str, str] | None = None,
+        started_by: str | None = None,
     ) -> None:
         self.run_id = run_id or new_id("run")
+        self.policy: Policy | None = policy if policy is not None else default_policy()
+        """Rules on tool calls (``GOLDFIVE_POLICY`` by default); the tool-call gate applies them."""
+        self.labels: Mapping[str, str] = dict(labels or {})
+        """The run's labels, which policy rules may match (``labels = { env = "prod" }``)."""
+        self.started_by = started_by if started_by is not None else _starter()
+        """Who started the run (``GOLDFIVE_USER`` or the login); a rule may bar them from approving."""
         self.session_id = session_id
         self.config = config if config is not None else SteeringConfig.from_env()
         self.events = EventEmitter(self.run_id, sinks, session_id=session_id)
@@ -609,6 +621,13 @@ _MAX_DEADLINE_S = 366 * 24 * 3600
 
 
 # Drift helpers the reporting tools and adapters share.
+def _starter() -> str:
+    try:
+        return os.environ.get("GOLDFIVE_USER") or getpass.getuser()
+    except (OSError, KeyError):  # no login name in this environment (containers)
+        return ""
+
+
 def approval_timeout_drift(task_id: str, target_id: str, timeout_ms: int) -> Drift:
     """The HUMAN_INTERVENTION_REQUIRED WARNING emitted when an approval wait times out."""
     return Drift(

@@ -34,6 +34,8 @@ from ._util import args_digest, canonical_json, shorten
 from .approvals import ApprovalOutcome, ApprovalRequest, Decision, EditValidator
 from .drift import InterventionLevel
 from .errors import ApprovalError, RunCancelledError, RunTerminatedError
+from .pb.v1 import events_pb2
+from .policy import PolicyCall
 
 if TYPE_CHECKING:
     from .session import Guidance, Session
@@ -137,6 +139,12 @@ class PolicyVerdict:
 
     action: Literal["allow", "ask", "deny"]
     reason: str = ""
+    rule: str = ""
+    """The rule that decided ("" = none named); an allow or deny by a rule goes on the audit log."""
+    grant_id: str = ""
+    """For an allow: the standing grant that let the call through."""
+    metadata: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    """For an ask: what the request carries about the rule (approvers, quorum, ...)."""
 
 
 class ToolPolicy(Protocol):
@@ -233,13 +241,17 @@ async def gate_tool_call(
             reason="goldfive_intervention",
             detail=f"goldfive stopped this {name} call ({level.name})",
         )
-    # 3-4. gated? the policy may allow, ask or deny first.
-    if policy is not None:
-        verdict = policy.check(call, gated=needs_person)
-        if verdict is not None:
-            if verdict.action == "deny":
-                return Skip(call_id=call.call_id, reason="policy_denied", detail=verdict.reason or "denied by policy")
-            needs_person = verdict.action == "ask"
+    # 3-4. gated? the policy may allow, ask or deny first (the caller's, else the run's rules).
+    verdict = policy.check(call, gated=needs_person) if policy is not None else _run_policy(session, call, needs_person)
+    policy_metadata: Mapping[str, str] = {}
+    if verdict is not None:
+        if verdict.action == "deny":
+            _record_policy(session, call, verdict)
+            return Skip(call_id=call.call_id, reason="policy_denied", detail=verdict.reason or "denied by policy")
+        if verdict.action == "allow" and verdict.rule:
+            _record_policy(session, call, verdict)
+        needs_person = verdict.action == "ask"
+        policy_metadata = verdict.metadata
     if not needs_person:
         session.approvals.forget_expected(call.call_id)
         return Proceed(call_id=call.call_id, args=call.args)
@@ -271,7 +283,9 @@ async def gate_tool_call(
         )
     if outcome is None:
         current = session.tasks.current
-        metadata = {**call.metadata, "tool_name": name, "args_json": args_json}
+        metadata = {**call.metadata, **policy_metadata, "tool_name": name, "args_json": args_json}
+        if policy_metadata and session.started_by:
+            metadata["started_by"] = session.started_by
         if call.agent:
             metadata["agent_name"] = call.agent
         request = ApprovalRequest(
@@ -333,6 +347,45 @@ async def gate_tool_call(
             detail=f"no decision within {timeout} ms; the {name} call was not made. Do not assume it was approved.",
         )
     return _stopped(session, call, outcome.detail or "the run was cancelled")
+
+
+def _run_policy(session: Session, call: ToolCall, gated: bool) -> PolicyVerdict | None:
+    """The run's :class:`~goldfive_core.policy.Policy` as the gate's policy step; None = no opinion."""
+    rules = session.policy
+    if rules is None:
+        return None
+    verdict = rules.evaluate(
+        PolicyCall(tool=call.tool_name, args=call.args, agent=call.agent, labels=session.labels, gated=gated)
+    )
+    if verdict.rule is None and not verdict.error:
+        return None  # no rule spoke: the adapter's own configuration decides, as without a policy
+    if verdict.kind == "deny":
+        return PolicyVerdict(action="deny", reason=verdict.reason, rule=verdict.rule_name)
+    if verdict.kind == "allow":
+        return PolicyVerdict(action="allow", rule=verdict.rule_name)
+    return PolicyVerdict(action="ask", rule=verdict.rule_name, metadata=verdict.metadata())
+
+
+def _record_policy(session: Session, call: ToolCall, verdict: PolicyVerdict) -> None:
+    """Put a rule's allow or deny on the record (the audit log keeps every event)."""
+    try:
+        args_json = canonical_json(call.args)
+        digest = args_digest(call.tool_name, call.args)
+    except (TypeError, ValueError):
+        args_json, digest = "", ""  # not JSON: the call is still recorded, by name and rule
+    session.events.emit(
+        events_pb2.PolicyApplied(
+            call_id=call.call_id,
+            tool_name=call.tool_name,
+            rule=verdict.rule,
+            action=verdict.action,
+            reason=verdict.reason,
+            args_digest=digest,
+            args_json=shorten(args_json, 20_000),
+            grant_id=verdict.grant_id,
+            agent=call.agent,
+        )
+    )
 
 
 def _stopped(session: Session, call: ToolCall, detail: str) -> Skip:

@@ -48,6 +48,7 @@ from ..control import ControlTransport
 from ..errors import ConfigError, MissingExtraError, RunCancelledError
 from ..events import EventSink
 from ..lifecycle import RunStatus, close_run, open_run, stopped_status
+from ..policy import Policy
 from ..reporting import TOOL_SPECS, call_reporting_tool
 from ..routing import ControlRouter
 from ..runner import RunResult, SteererFactory
@@ -119,7 +120,12 @@ class GoldfiveClaude:
         tool_schemas: Mapping[str, Mapping[str, Any]] | None = None,
         server_name: str = "goldfive",
         ledger: ExecutionLedger | None = None,
+        policy: Policy | None = None,
+        labels: Mapping[str, str] | None = None,
     ) -> None:
+        self.policy = policy
+        """Rules on tool calls, built-in tools such as Bash included (None: ``GOLDFIVE_POLICY``, if set)."""
+        self.labels = dict(labels or {})
         if control is not None and not isinstance(control, ControlTransport):
             raise ConfigError(
                 f"control must be a ControlChannel (or another ControlTransport) or None, got {type(control).__name__}"
@@ -176,7 +182,13 @@ class ClaudeRun:
         task_id: str | None,
     ) -> None:
         self._owner = owner
-        self.session = Session(sinks=owner.sinks, config=owner.config, has_channel=owner.control is not None)
+        self.session = Session(
+            sinks=owner.sinks,
+            config=owner.config,
+            has_channel=owner.control is not None,
+            policy=owner.policy,
+            labels=owner.labels,
+        )
         if owner.steerer_factory is not None:
             self.session.steerer = owner.steerer_factory(self.session, owner.control)
         self.options: ClaudeAgentOptions = merge_options(

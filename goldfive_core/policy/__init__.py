@@ -39,7 +39,7 @@ from __future__ import annotations
 from ._authority import PolicyAuthority, RequestView
 from ._expr import EvalError, Expression, ExpressionError, compile_expression
 from ._grants import Grant, GrantBook, GrantError
-from ._load import ENV_VAR, load_policy, load_policy_from_env, parse_policy
+from ._load import ENV_VAR, default_policy, load_policy, load_policy_from_env, parse_policy
 from ._model import (
     Allow,
     Ask,
@@ -79,6 +79,7 @@ __all__ = [
     "Rule",
     "Verdict",
     "compile_expression",
+    "default_policy",
     "format_duration",
     "load_policy",
     "load_policy_from_env",

@@ -13,7 +13,7 @@ from .._util import safe_repr
 from ._model import Allow, Ask, Deny, Escalation, GrantScope, PolicyError, Rule, parse_duration
 from ._policy import Policy
 
-__all__ = ["ENV_VAR", "MAX_POLICY_BYTES", "load_policy", "load_policy_from_env", "parse_policy"]
+__all__ = ["ENV_VAR", "MAX_POLICY_BYTES", "default_policy", "load_policy", "load_policy_from_env", "parse_policy"]
 
 ENV_VAR = "GOLDFIVE_POLICY"
 MAX_POLICY_BYTES = 1_000_000
@@ -98,6 +98,31 @@ def load_policy_from_env(environ: Mapping[str, str] | None = None) -> Policy | N
     env = os.environ if environ is None else environ
     path = env.get(ENV_VAR, "").strip()
     return load_policy(Path(path)) if path else None
+
+
+_cached: tuple[tuple[str, int, int], Policy] | None = None
+
+
+def default_policy() -> Policy | None:
+    """The agent side's policy: ``GOLDFIVE_POLICY``, read again only when the file changes; None when unset.
+
+    A bad file raises :class:`PolicyError` (file, line, reason): a run never starts under a policy it
+    could not read.
+    """
+    global _cached
+    path = os.environ.get(ENV_VAR, "").strip()
+    if not path:
+        return None
+    try:
+        st = os.stat(path)
+        key = (path, st.st_mtime_ns, st.st_size)
+    except OSError:
+        key = (path, -1, -1)  # load_policy says why it cannot be read
+    if _cached is not None and _cached[0] == key:
+        return _cached[1]
+    policy = load_policy(path)
+    _cached = (key, policy)
+    return policy
 
 
 def _rule(raw: dict[str, Any], index: int, lines: _Lines, source: str) -> Rule:

@@ -38,6 +38,18 @@ def _run(*flags: str) -> subprocess.CompletedProcess[str]:
             ["I did not pay: user_rejected (wrong payee)", "ledger: []"],
         ),
         (["--in-memory"], ["approving by default", "sent 250 EUR to ACME Corp"]),
+        (
+            ["--policy", "examples/payments_policy.toml", "--invoice", "80"],
+            ["rule='small payments' action='allow'", "sent 80 EUR to ACME Corp", "ledger: [{'amount': 80"],
+        ),
+        (
+            ["--policy", "examples/payments_policy.toml", "--payee", "Mallory Ltd"],
+            [
+                "rule='blocked payees' action='deny'",
+                "I did not pay: policy_denied (this payee is blocked",
+                "ledger: []",
+            ],
+        ),
     ],
 )
 def test_example_runs_without_a_terminal(flags: list[str], expected: list[str], tmp_path: Path) -> None:
@@ -48,6 +60,8 @@ def test_example_runs_without_a_terminal(flags: list[str], expected: list[str], 
     assert "run_completed" in done.stdout
     if "--in-memory" in flags:
         assert not (tmp_path / "goldfive.db").exists()
+        assert "second terminal" not in done.stdout
+    elif "--policy" in flags:  # a rule decided: nobody was asked
         assert "second terminal" not in done.stdout
     else:
         assert "answer from a second terminal" in done.stdout

@@ -35,6 +35,7 @@ EXPECTED = [
     "Rule",
     "Verdict",
     "compile_expression",
+    "default_policy",
     "format_duration",
     "load_policy",
     "load_policy_from_env",
