@@ -33,7 +33,7 @@ from .drift import Drift, DriftKind, DriftSeverity, InterventionLevel
 from .errors import RunCancelledError, RunTerminatedError
 from .events import EventEmitter, EventSink
 from .pb.v1 import events_pb2
-from .policy import Policy, default_policy
+from .policy import Ask, GrantBook, GrantError, GrantScope, Policy, default_policy
 from .steering import SteeringConfig
 from .tasks import TaskBoard, TaskStatus
 
@@ -164,6 +164,8 @@ class Session:
         self.labels: Mapping[str, str] = dict(labels or {})
         """The run's labels, which policy rules may match (``labels = { env = "prod" }``)."""
         self.started_by = started_by if started_by is not None else _starter()
+        self.grants = GrantBook()
+        """Standing approvals of this run ("and allow matching calls for this run / session / 1 h")."""
         """Who started the run (``GOLDFIVE_USER`` or the login); a rule may bar them from approving."""
         self.session_id = session_id
         self.config = config if config is not None else SteeringConfig.from_env()
@@ -519,14 +521,68 @@ class Session:
             target_id, decision = decision_from_payload(msg.kind, msg.payload)
         except ValueError as exc:
             return ControlAck.failure(msg.id, str(exc))
+        scope = msg.payload.get("grant")
+        if scope is not None:
+            problem = self._grant_problem(target_id, decision, scope)
+            if problem:
+                return ControlAck.failure(msg.id, f"refused: {problem}; nothing was decided")
         result = self.approvals.decide(target_id, decision)
         if result.verdict in (DecisionVerdict.APPLIED, DecisionVerdict.APPLIED_LATE):
             assert result.record is not None
+            detail = result.detail
+            if scope is not None and result.record.request is not None:
+                detail += "; " + self._grant(result.record.request, decision, str(scope))
             self._emit_decision(result.record)
-            return ControlAck.success(msg.id, result.detail)
+            return ControlAck.success(msg.id, detail)
         if result.verdict in (DecisionVerdict.KEPT_EARLY, DecisionVerdict.COUNTED):
             return ControlAck.success(msg.id, result.detail)
         return ControlAck.failure(msg.id, result.detail)
+
+    def _grant_problem(self, target_id: str, decision: Decision, scope: Any) -> str:
+        """Why an approval may not also grant ``scope`` ("" if it may)."""
+        if not decision.approved:
+            return "only an approval can allow matching calls"
+        if decision.edited_args is not None:
+            return "an edited approval never creates a grant: approve the edited call alone"
+        if not isinstance(scope, str):
+            return f"grant must be 'run', 'session' or a duration, got {safe_repr(scope)}"
+        record = self.approvals.get(target_id)
+        request = record.request if record is not None else None
+        if request is None or not self.approvals.is_open(target_id):
+            return f"{target_id!r} is not an open request"
+        ask = Ask.from_metadata(request.metadata)
+        rule = request.metadata.get("policy_rule", "")
+        if ask is None or not rule:
+            return f"no policy rule asked {target_id!r}, so none offers a grant"
+        if ask.quorum > 1:
+            return f"rule {rule!r} needs {ask.quorum} approvers; one approver cannot allow later calls"
+        try:
+            wanted = GrantScope.parse(scope)
+        except ValueError as exc:
+            return str(exc)
+        if wanted not in ask.grants:
+            offered = ", ".join(g.label() for g in ask.grants) or "none"
+            return f"rule {rule!r} does not offer a grant {wanted.label()} (offered: {offered})"
+        return ""
+
+    def _grant(self, request: ApprovalRequest, decision: Decision, scope: str) -> str:
+        """Create the grant an approval asked for; the words for its ack."""
+        meta = request.metadata
+        ask = Ask.from_metadata(meta)
+        assert ask is not None
+        try:
+            grant = self.grants.create(
+                ask=ask,
+                rule=meta.get("policy_rule", ""),
+                tool=meta.get("tool_name", ""),
+                scope=scope,
+                granted_by=decision.decided_by or "someone",
+                run_id=self.run_id,
+                session_id=self.session_id,
+            )
+        except GrantError as exc:
+            return f"no grant was made: {exc}"
+        return f"{grant.describe()} ({grant.grant_id})"
 
     def _emit_requested(self, request: ApprovalRequest) -> None:
         event = events_pb2.ApprovalRequested(

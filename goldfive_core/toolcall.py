@@ -354,15 +354,20 @@ def _run_policy(session: Session, call: ToolCall, gated: bool) -> PolicyVerdict 
     rules = session.policy
     if rules is None:
         return None
-    verdict = rules.evaluate(
-        PolicyCall(tool=call.tool_name, args=call.args, agent=call.agent, labels=session.labels, gated=gated)
-    )
+    policy_call = PolicyCall(tool=call.tool_name, args=call.args, agent=call.agent, labels=session.labels, gated=gated)
+    verdict = rules.evaluate(policy_call)
     if verdict.rule is None and not verdict.error:
         return None  # no rule spoke: the adapter's own configuration decides, as without a policy
     if verdict.kind == "deny":
         return PolicyVerdict(action="deny", reason=verdict.reason, rule=verdict.rule_name)
     if verdict.kind == "allow":
         return PolicyVerdict(action="allow", rule=verdict.rule_name)
+    if verdict.rule is not None and not verdict.error:
+        grant = session.grants.find(
+            policy_call, rule=verdict.rule_name, run_id=session.run_id, session_id=session.session_id
+        )
+        if grant is not None:  # a person allowed matching calls of this rule: on the record with the grant's id
+            return PolicyVerdict(action="allow", rule=verdict.rule_name, grant_id=grant.grant_id)
     return PolicyVerdict(action="ask", rule=verdict.rule_name, metadata=verdict.metadata())
 
 

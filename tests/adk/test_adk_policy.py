@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from goldfive_adk import GoldfivePlugin
-from goldfive_core import ControlChannel, ControlKind, ControlMessage, SteeringConfig
+from goldfive_core import ControlAck, ControlChannel, ControlKind, ControlMessage, SteeringConfig
 from goldfive_core.policy import parse_policy
 from tests.adk.conftest import Bank
 from tests.adk.scripted import Harness, WaitSink, responses
@@ -121,3 +121,52 @@ async def test_a_quorum_of_two_distinct_approvers_runs_the_call_once(bank: Bank)
     assert bank.transfers == [{"amount": 20_000, "to": "acme"}]
     [granted] = sink.of("approval_granted")
     assert granted.approval_granted.decided_by == "ana, bo"
+
+
+GRANTING = parse_policy(
+    """
+[[rule]]
+name = "payments to acme"
+tool = "transfer_funds"
+when = "args.to == 'acme'"
+action = "ask"
+grants = ["run", "1h"]
+"""
+)
+
+
+async def test_an_approval_that_grants_the_run_lets_matching_calls_through_on_the_record(bank: Bank) -> None:
+    channel, sink = ControlChannel(), WaitSink()
+    config = SteeringConfig(approval_default_timeout_ms=10_000)
+    plugin = GoldfivePlugin(control=channel, sinks=[sink], config=config, policy=GRANTING)
+    turns = [
+        [("transfer_funds", {"amount": 10, "to": "acme"})],
+        [("transfer_funds", {"amount": 20, "to": "acme"})],
+        [("transfer_funds", {"amount": 30, "to": "bolt"})],
+        "done",
+    ]
+    h = Harness(tools=bank.tools(), turns=turns, plugin=plugin)
+    run = asyncio.ensure_future(h.run(await h.new_session()))
+    [first] = await sink.wait_for("approval_requested")
+    target = first.approval_requested.target_id
+
+    async def approve(target: str, **extra: object) -> ControlAck:
+        return await channel.send(
+            ControlMessage(ControlKind.APPROVE, {"target_id": target, "decided_by": "ana", **extra})
+        )
+
+    edited = await approve(target, grant="run", edited_args={"amount": 5, "to": "acme"})
+    assert not edited.ok and "an edited approval never creates a grant" in edited.detail
+    unoffered = await approve(target, grant="session")
+    assert not unoffered.ok and "does not offer a grant for this session" in unoffered.detail
+    granted = await approve(target, grant="run")
+    assert granted.ok and "allow transfer_funds calls matching rule 'payments to acme'" in granted.detail
+    # The second acme payment runs on the grant; the payment to bolt is not covered and asks.
+    requests = await sink.wait_for("approval_requested", count=2)
+    assert requests[-1].approval_requested.metadata["args_json"] == '{"amount":30,"to":"bolt"}'
+    assert bank.transfers == [{"amount": 10, "to": "acme"}, {"amount": 20, "to": "acme"}]
+    [applied] = sink.of("policy_applied")
+    grant_id = plugin.sessions[0].grants.list()[0].grant_id
+    assert (applied.policy_applied.rule, applied.policy_applied.grant_id) == ("payments to acme", grant_id)
+    await channel.send(ControlMessage(ControlKind.REJECT, {"target_id": requests[-1].approval_requested.target_id}))
+    await run
