@@ -35,7 +35,7 @@ from .approvals import ApprovalOutcome, ApprovalRequest, Decision, EditValidator
 from .drift import InterventionLevel
 from .errors import ApprovalError, RunCancelledError, RunTerminatedError
 from .pb.v1 import events_pb2
-from .policy import PolicyCall
+from .policy import Ask, PolicyCall
 
 if TYPE_CHECKING:
     from .session import Guidance, Session
@@ -298,10 +298,14 @@ async def gate_tool_call(
             timeout_ms=timeout,
             validate_edit=validate_edit,
         )
+        escalation = _schedule_escalation(session, request)
         try:
             outcome = await wait_for_person(session, request)
         except ApprovalError as exc:
             return _error(call, str(exc))
+        finally:
+            if escalation is not None:
+                escalation.cancel()
     # 7. apply the answer.
     if outcome.decision == "approve":
         args: Mapping[str, Any] = call.args
@@ -369,6 +373,25 @@ def _run_policy(session: Session, call: ToolCall, gated: bool) -> PolicyVerdict 
         if grant is not None:  # a person allowed matching calls of this rule: on the record with the grant's id
             return PolicyVerdict(action="allow", rule=verdict.rule_name, grant_id=grant.grant_id)
     return PolicyVerdict(action="ask", rule=verdict.rule_name, metadata=verdict.metadata())
+
+
+def _schedule_escalation(session: Session, request: ApprovalRequest) -> asyncio.TimerHandle | None:
+    """Announce the rule's escalation (``ApprovalEscalated``) if nobody answered within ``escalate.after``."""
+    ask = Ask.from_metadata(request.metadata)
+    if ask is None or ask.escalate is None:
+        return None
+    escalate = ask.escalate
+    rule = request.metadata.get("policy_rule", "")
+
+    def announce() -> None:
+        if session.approvals.is_open(request.target_id):
+            session.events.emit(
+                events_pb2.ApprovalEscalated(
+                    target_id=request.target_id, rule=rule, to=",".join(escalate.to), after_ms=escalate.after_ms
+                )
+            )
+
+    return asyncio.get_running_loop().call_later(escalate.after_ms / 1000, announce)
 
 
 def _record_policy(session: Session, call: ToolCall, verdict: PolicyVerdict) -> None:
