@@ -8,8 +8,9 @@ import asyncio
 from goldfive_adk import GoldfivePlugin
 from goldfive_core import ControlAck, ControlChannel, ControlKind, ControlMessage, SteeringConfig
 from goldfive_core.policy import parse_policy
+from goldfive_core.testing import AwaitableSink as WaitSink
 from tests.adk.conftest import Bank
-from tests.adk.scripted import Harness, WaitSink, responses
+from tests.adk.scripted import Harness, responses
 
 POLICY = parse_policy(
     """
@@ -75,7 +76,7 @@ async def test_a_deny_rule_never_runs_the_body_and_the_model_reads_why(bank: Ban
     response = responses(events)[0].response
     assert response is not None and response["skipped"] is True and response["reason"] == "policy_denied"
     assert response["detail"] == "transfers to mallory are not allowed"
-    assert "transfers to mallory are not allowed" in str(h.model.requests[-1].contents[-1])
+    assert "transfers to mallory are not allowed" in str(h.model.requests[-1].last_response)
     [applied] = sink.of("policy_applied")
     assert (applied.policy_applied.rule, applied.policy_applied.action) == ("no mallory", "deny")
 
