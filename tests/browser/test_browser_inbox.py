@@ -262,3 +262,49 @@ def test_an_escalated_run_shows_its_badge_and_a_steer_reaches_the_model(server: 
     agent.wait_for(lambda s: s.startswith("model read:") and "STEER: read the cached forecast" in s)
     expect(badge).not_to_have_text(re.compile("ESCALATED"))
     assert not ana.errors, ana.errors
+
+
+def test_a_notification_link_opens_its_card_and_failed_deliveries_show_in_the_inbox(
+    server: Server, browser: Any
+) -> None:
+    import asyncio
+    import threading
+
+    from playwright.sync_api import expect
+
+    from goldfive_core.server.notify import Notifier, NotifyConfig, RetryPolicy, WebhookTarget
+    from goldfive_core.store import open_store
+
+    payer = server.agent(str(ROOT / "examples" / "adk_approval.py"), "--db", str(server.db), "--wait")
+    target = _target_of(payer)
+    # A webhook nobody listens on (a closed loopback port): the one try fails and the notice is marked failed.
+    dead = WebhookTarget(name="ops", url=f"http://127.0.0.1:{free_port()}/hook", secret="s")
+    config = NotifyConfig(public_url=server.url, targets=(dead,), retry=RetryPolicy(max_attempts=1))
+
+    def deliver_once() -> None:  # in a thread of its own: Playwright's sync API holds this thread's event loop
+        store = open_store(str(server.db))
+        try:
+            asyncio.run(Notifier(store, config, start_at=0).step())
+        finally:
+            store.close()
+
+    worker = threading.Thread(target=deliver_once)
+    worker.start()
+    worker.join(timeout=60)
+
+    from playwright.sync_api import Page
+
+    page: Page = browser.new_context(viewport={"width": 1200, "height": 900}).new_page()
+    page.set_default_timeout(PAGE_TIMEOUT_MS)
+    page.goto(f"{server.url}/#/approvals/{target}")  # the link a notification carries
+    page.get_by_label("Name").fill("ana")
+    page.get_by_label("Token").fill(server.tokens["ana"])
+    page.get_by_role("button", name="Sign in").click()
+    expect(_card(page, target)).to_have_class(re.compile(r"\bfocused\b"))
+    banner = page.locator("#notify-failed")
+    expect(banner).to_be_visible()
+    expect(banner).to_contain_text("1 notification could not be sent — webhook:ops")
+    assert "127.0.0.1" not in (banner.text_content() or "")  # the channel is named, never its URL
+    page.screenshot(path=str(ARTIFACTS / "inbox-notification-link.png"), full_page=True)
+    _card(page, target).get_by_role("button", name="Approve", exact=True).click()
+    payer.wait_for(lambda s: s.startswith("ledger:"), timeout=30)

@@ -20,6 +20,7 @@
     runLocal: new Map(), // run_id -> {state, afterMs}: what this page last did to the run
     refreshGen: 0,
     runGen: 0,
+    focus: "", // a target id from a #/approvals/ link, focused once its card is shown
   };
 
   // -- small helpers ------------------------------------------------------------------------------
@@ -328,6 +329,7 @@
         state.cards.delete(k);
       }
     }
+    focusLinkedCard();
     applyFilter();
     updateCount();
     renderRunCards();
@@ -1004,7 +1006,11 @@
     const hash = location.hash || "#/";
     let view = "inbox";
     state.runId = "";
-    if (hash.startsWith("#/runs/")) {
+    state.focus = "";
+    if (hash.startsWith("#/approvals/")) {
+      // A notification's link: the inbox, with that request's card brought into view.
+      state.focus = decodeURIComponent(hash.slice("#/approvals/".length).split("?")[0]);
+    } else if (hash.startsWith("#/runs/")) {
       view = "run";
       state.runId = decodeURIComponent(hash.slice("#/runs/".length));
     } else if (hash.startsWith("#/runs")) view = "runs";
@@ -1027,6 +1033,37 @@
     if (view === "history") refreshHistory();
   }
 
+  function focusLinkedCard() {
+    if (!state.focus) return;
+    for (const entry of state.cards.values()) {
+      if (entry.node.dataset.targetId !== state.focus) continue;
+      state.focus = "";
+      entry.node.classList.add("focused");
+      entry.node.scrollIntoView({ block: "center" });
+      const button = entry.node.querySelector("button");
+      if (button) button.focus({ preventScroll: true });
+      return;
+    }
+  }
+
+  async function refreshNotifications() {
+    let status;
+    try {
+      status = await api("GET", "/api/notifications");
+    } catch (_) {
+      return; // an older server or a passing error: nothing to show
+    }
+    const failures = (status && status.failures) || [];
+    const box = $("#notify-failed");
+    box.hidden = failures.length === 0;
+    if (!failures.length) return;
+    const first = failures[0];
+    box.textContent =
+      `${failures.length} notification${failures.length === 1 ? "" : "s"} could not be sent — ` +
+      `${clip(first.channel, 60)}: ${clip(first.error, 200)}. People may not know these requests wait; ` +
+      "see goldfive notify status.";
+  }
+
   async function start() {
     $(".views").hidden = false;
     $(".who").hidden = false;
@@ -1036,6 +1073,7 @@
     startEvents();
     route();
     await refreshPending();
+    refreshNotifications();
   }
 
   async function boot() {
@@ -1057,6 +1095,7 @@
     }, 1000);
     setInterval(() => {
       if (state.me) refreshPending(); // a backstop; the stream does the real work
+      if (state.me) refreshNotifications();
     }, 30000);
     try {
       rememberSession(await api("GET", "/api/me"));
