@@ -149,7 +149,7 @@ class OtelSink:
                 "goldfive.target_id": req.target_id,
                 "goldfive.kind": req.kind,
                 "goldfive.tool": tool,
-                "goldfive.rule": req.metadata.get("rule", ""),
+                "goldfive.rule": req.metadata.get("policy_rule", ""),
             },
         )
         self._approvals[key] = _Open(span=span, started_ms=at_ms, tool=tool)

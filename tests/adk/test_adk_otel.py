@@ -112,7 +112,9 @@ async def test_a_rejected_call_and_a_run_end_close_every_span(
 
     reader = InMemoryMetricReader()
     otel = OtelSink(tracer_provider=provider, meter_provider=MeterProvider(metric_readers=[reader]))
-    requested = events_pb2.ApprovalRequested(target_id="c1", kind="tool", metadata={"tool_name": "rm", "rule": "r1"})
+    requested = events_pb2.ApprovalRequested(
+        target_id="c1", kind="tool", metadata={"tool_name": "rm", "policy_rule": "r1"}
+    )
     otel.emit(make_event("run-1", 0, events_pb2.RunStarted(adapter="callable")))
     otel.emit(make_event("run-1", 1, requested))
     otel.emit(make_event("run-1", 2, events_pb2.ApprovalRejected(target_id="c1", decided_by="bo", detail="no")))

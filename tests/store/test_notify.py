@@ -33,10 +33,14 @@ SECRET = "s3cret-for-tests"
 HOSTILE_PROMPT = "pay <https://evil.example|the invoice> \x1b]0;owned\x07 now"
 
 
-def requested(run: str, seq: int, target: str, *, tool: str = "transfer_funds", rule: str = "") -> events_pb2.Event:
+def requested(
+    run: str, seq: int, target: str, *, tool: str = "transfer_funds", rule: str = "", approvers: str = ""
+) -> events_pb2.Event:
     meta = {"tool_name": tool, "args_json": json.dumps({"to": "bob", "amount": 12000})}
-    if rule:
-        meta["rule"] = rule
+    if rule:  # as a policy's ask rule writes it on the request
+        meta["policy_rule"] = rule
+    if approvers:
+        meta["policy_approvers"] = approvers
     req = events_pb2.ApprovalRequested(target_id=target, kind="tool", prompt=HOSTILE_PROMPT, metadata=meta)
     req.expires_at.FromMilliseconds(1_700_000_600_000)
     return make_event(run, seq, req)
@@ -168,17 +172,21 @@ async def test_filters_pick_channels_and_follow_ups_go_only_where_the_request_we
     sqlite_backend: Backend, rec: Receiver
 ) -> None:
     store = sqlite_backend.open()
-    targets = (webhook(rec.url, "money", tools=("transfer_*",)), webhook(rec.url, "big", rules=("large transfers",)))
+    targets = (
+        webhook(rec.url, "money", tools=("transfer_*",)),
+        webhook(rec.url, "big", rules=("large transfers",)),
+        webhook(rec.url, "finance", roles=("finance",)),
+    )
     notifier = Notifier(store, config(*targets), start_at=0)
     append(
         store,
-        requested("run-1", 0, "call-1", rule="large transfers"),
-        requested("run-1", 1, "call-2", tool="send_mail"),
+        requested("run-1", 0, "call-1", rule="large transfers", approvers="role:finance,ana"),
+        requested("run-1", 1, "call-2", tool="send_mail", approvers="role:it"),
         granted("run-1", 2, "call-2"),
     )
     await drain(notifier)
     seen = sorted((r.headers["Idempotency-Key"].split(":")[-1], r.json()["notice"]["target_id"]) for r in rec.requests)
-    assert seen == [("big", "call-1"), ("money", "call-1")]
+    assert seen == [("big", "call-1"), ("finance", "call-1"), ("money", "call-1")]
 
 
 async def test_an_escalation_is_sent_with_a_link_to_the_run(sqlite_backend: Backend, rec: Receiver) -> None:

@@ -13,8 +13,9 @@
     name = "finance"
     webhook_url_env = "SLACK_WEBHOOK_URL"          # an incoming webhook, or:
     # bot_token_env = "SLACK_BOT_TOKEN"; channel = "C0123"   (messages are then updated when decided)
-    tools = ["transfer_*"]                         # optional filters: tool globs, policy rule names
-    rules = ["large transfers"]
+    tools = ["transfer_*"]                         # optional filters: tool globs, policy rule names,
+    rules = ["large transfers"]                    #   roles the rule lets answer (approvers = ["role:finance"])
+    roles = ["finance"]
 
     [[email]]
     name = "approvers"
@@ -60,16 +61,24 @@ __all__ = [
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class _Filter:
-    """Which notices a channel takes: tool-name globs and policy rule names (empty = all)."""
+    """Which notices a channel takes: tool-name globs, policy rule names, approver roles (empty = all)."""
 
     tools: tuple[str, ...] = ()
     rules: tuple[str, ...] = ()
+    roles: tuple[str, ...] = ()
 
-    def wants(self, *, tool: str, rule: str) -> bool:
-        """True when a notice about ``tool`` (matched by ``rule``) belongs on this channel."""
+    def wants(self, *, tool: str, rule: str, approvers: str = "") -> bool:
+        """True when a request for ``tool`` (matched by ``rule``, answerable by ``approvers``) belongs here.
+
+        ``approvers`` is the policy's comma-separated list (``role:finance,ana``); a channel with ``roles``
+        takes the requests that one of those roles may answer.
+        """
         if self.tools and not any(fnmatch.fnmatchcase(tool, pattern) for pattern in self.tools):
             return False
-        return not self.rules or rule in self.rules
+        if self.rules and rule not in self.rules:
+            return False
+        allowed = {a.strip() for a in approvers.split(",") if a.strip()}
+        return not self.roles or any(f"role:{role}" in allowed for role in self.roles)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -166,7 +175,7 @@ class NotifyConfig:
 
 
 _KNOWN = {
-    "webhook": {"name", "url", "url_env", "secret", "secret_env", "timeout_s", "tools", "rules"},
+    "webhook": {"name", "url", "url_env", "secret", "secret_env", "timeout_s", "tools", "rules", "roles"},
     "slack": {
         "name",
         "webhook_url",
@@ -178,6 +187,7 @@ _KNOWN = {
         "timeout_s",
         "tools",
         "rules",
+        "roles",
     },
     "email": {
         "name",
@@ -194,6 +204,7 @@ _KNOWN = {
         "timeout_s",
         "tools",
         "rules",
+        "roles",
     },
 }
 
@@ -254,7 +265,11 @@ def _target(kind: str, index: int, table: Any, env: Mapping[str, str], names: se
     if f"{kind}:{name}" in names:
         raise ConfigError(f"{where}: a second {kind} channel named {name!r}")
     names.add(f"{kind}:{name}")
-    filters = {"tools": _strings(where, table, "tools"), "rules": _strings(where, table, "rules")}
+    filters = {
+        "tools": _strings(where, table, "tools"),
+        "rules": _strings(where, table, "rules"),
+        "roles": _strings(where, table, "roles"),
+    }
     timeout = _number(where, table, "timeout_s", 10.0 if kind != "email" else 20.0, minimum=0.1)
     if kind == "webhook":
         return WebhookTarget(

@@ -67,6 +67,7 @@ class Notice:
     args_summary: str
     prompt: str
     rule: str
+    approvers: str
     expires_at_ms: int
     decided_by: str
     detail: str
@@ -106,6 +107,7 @@ class Notice:
             ("Arguments", self.args_summary),
             ("Agent says", self.prompt),
             ("Rule", self.rule),
+            ("Who may answer", self.approvers),
             ("Expires", expiry if self.kind == "approval_requested" else ""),
             ("Reason" if self.kind != "escalation" else "Drift", self.detail),
             ("Run", self.run_id),
@@ -140,6 +142,7 @@ def notice_for(event: events_pb2.Event, config: NotifyConfig) -> Notice | None:
         "args_summary": "",
         "prompt": "",
         "rule": "",
+        "approvers": "",
         "expires_at_ms": 0,
         "decided_by": "",
         "detail": "",
@@ -157,7 +160,8 @@ def notice_for(event: events_pb2.Event, config: NotifyConfig) -> Notice | None:
                 "tool": inert(meta.get("tool_name", ""), 80),
                 "args_summary": _args_summary(meta.get("args_json", "")),
                 "prompt": inert(req.prompt, 500),
-                "rule": inert(meta.get("rule", ""), 120),
+                "rule": inert(meta.get("policy_rule", ""), 120),
+                "approvers": inert(meta.get("policy_approvers", ""), 300),
                 "expires_at_ms": timestamp_to_ms(req.expires_at) if req.HasField("expires_at") else 0,
             },
         )

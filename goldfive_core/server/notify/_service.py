@@ -112,7 +112,9 @@ class Notifier:
                     is None
                 ):
                     continue
-            elif notice.kind == "approval_requested" and not target.wants(tool=notice.tool, rule=notice.rule):
+            elif notice.kind == "approval_requested" and not target.wants(
+                tool=notice.tool, rule=notice.rule, approvers=notice.approvers
+            ):
                 continue
             items.append(
                 OutboxItem(
@@ -132,8 +134,9 @@ class Notifier:
     def _with_request_facts(self, notice: Notice) -> Notice:
         for record in self.store.approvals_for(notice.target_id):
             if record.run_id == notice.run_id:
-                rule = str(record.metadata.get("rule", ""))
-                return dataclasses.replace(notice, tool=record.tool_name, rule=rule)
+                rule = str(record.metadata.get("policy_rule", ""))
+                approvers = str(record.metadata.get("policy_approvers", ""))
+                return dataclasses.replace(notice, tool=record.tool_name, rule=rule, approvers=approvers)
         return notice
 
     # -- delivering -------------------------------------------------------------------------
