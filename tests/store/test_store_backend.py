@@ -8,6 +8,7 @@ import sqlite3
 import pytest
 from store_support import Backend, make_event
 
+from goldfive_core.approvals import ApprovalStatus
 from goldfive_core.control import AckResult, ControlAck, ControlKind, ControlMessage
 from goldfive_core.pb.v1 import events_pb2
 from goldfive_core.store import (
@@ -261,3 +262,20 @@ def test_sqlite_files_are_created_private(tmp_path: object, caplog: pytest.LogCa
         assert any("readable by every local user (mode 644)" in r.getMessage() for r in caplog.records)
     finally:
         os.umask(old_umask)
+
+
+@pytest.mark.parametrize("kind", [ControlKind.REJECT, ControlKind.APPROVE])
+def test_an_applied_decision_is_recorded_as_the_decision_it_was(backend: Backend, kind: ControlKind) -> None:
+    """The ack of an applied APPROVE/REJECT writes the record before the run's event does: it must say the same."""
+    store = backend.open()
+    store.append_events([_started("run-a"), _request("run-a", 1, "call-1")], pid=1, host="h")
+    msg = ControlMessage(kind, {"target_id": "call-1", "run_id": "run-a", "detail": "checked", "decided_by": "ana"})
+    ident = store.post_control(msg, run_id="run-a")
+    assert store.claim_controls([ident], endpoint="agent-1") == [ident]
+    store.ack_controls([(ident, ControlAck(msg.id, AckResult.SUCCESS, "applied"))])
+    (record,) = store.approvals_for("call-1")
+    approved = kind is ControlKind.APPROVE
+    assert record.status is (ApprovalStatus.GRANTED if approved else ApprovalStatus.REJECTED)
+    assert (record.decided_by, record.detail) == ("ana", "checked")
+    decision = store.find_decision("call-1")
+    assert decision is not None and decision.approved is approved  # what a replay of the call would apply
