@@ -63,7 +63,6 @@ from .store import (
     StoreError,
     StoreUnavailableError,
     open_store,
-    run_liveness,
 )
 from .store.decide import (
     DEFAULT_DECIDE_TIMEOUT_S,
@@ -286,7 +285,7 @@ def _decider(args: argparse.Namespace) -> str:
 def _status_of(store: Store, row: ApprovalRow) -> tuple[str, str]:
     if not row.open:
         return row.status, ""
-    live = run_liveness(store.run(row.run_id), stale_after_ms=store.stale_after_ms)
+    live = store.liveness(store.run(row.run_id))
     if live == "live":
         return row.status, ""
     return "orphaned", f"run {row.run_id} is not running: {live}"
@@ -329,7 +328,7 @@ def _pending(store: Store, args: argparse.Namespace, out: _Out) -> int:
 def _in_doubt(store: Store) -> list[dict[str, Any]]:
     doubts = []
     for ex in store.executions(state=ExecutionState.EXECUTING):
-        live = run_liveness(store.run(ex.run_id), stale_after_ms=store.stale_after_ms)
+        live = store.liveness(store.run(ex.run_id))
         if live == "live":
             continue
         doubts.append(
@@ -499,11 +498,11 @@ def _live_run(store: Store, run: str | None) -> str:
         found = store.run(run)
         if found is None:
             raise _Exit(EXIT_FAILURE, f"no run {_t(run, 80)!r} in this store (goldfive runs lists them)")
-        liveness = run_liveness(found, stale_after_ms=store.stale_after_ms)
+        liveness = store.liveness(found)
         if liveness != "live":
             raise _Exit(EXIT_FAILURE, f"run {_t(run, 80)} is not running: {liveness}")
         return run
-    live = [r.run_id for r in store.runs(limit=1000) if run_liveness(r, stale_after_ms=store.stale_after_ms) == "live"]
+    live = [r.run_id for r in store.runs(limit=1000) if store.liveness(r) == "live"]
     if not live:
         raise _Exit(EXIT_FAILURE, "no live run in this store (is the agent running with a StoreChannel?)")
     if len(live) > 1:
@@ -576,7 +575,7 @@ def _runs(store: Store, args: argparse.Namespace, out: _Out) -> int:
     total = store.count_runs(running_only=False)
     items = []
     for run in store.runs(running_only=False, limit=args.limit, offset=args.offset):
-        live = run_liveness(run, stale_after_ms=store.stale_after_ms)
+        live = store.liveness(run)
         items.append({"run_id": run.run_id, "pid": run.pid, "host": run.host, "status": run.status, "liveness": live})
     more = max(total - args.offset - len(items), 0)
     if out.json:
@@ -633,7 +632,7 @@ def _resolve_doubt(store: Store, args: argparse.Namespace, out: _Out) -> int:
     if ex is None or ex.state is not ExecutionState.EXECUTING:
         state = "unknown" if ex is None else ex.state.value
         raise _Exit(EXIT_FAILURE, f"{_t(args.id, 80)!r} is not in doubt (execution: {state}); nothing was changed")
-    live = run_liveness(store.run(ex.run_id), stale_after_ms=store.stale_after_ms)
+    live = store.liveness(store.run(ex.run_id))
     if live == "live":
         raise _Exit(EXIT_FAILURE, f"{args.id!r} is running right now in run {ex.run_id}; it is not in doubt")
     if not store.resolve_execution(args.id, ran=bool(args.ran), by=_decider(args)):

@@ -21,7 +21,7 @@ from ..approvals import DECIDED_STATUSES, ApprovalStatus, sources
 from ..control import ControlAck, ControlMessage, check_message
 from ..convert import timestamp_to_ms
 from ..events import payload_name
-from ..pb.v1 import events_pb2
+from ..pb.v1 import events_pb2, types_pb2
 from ._schema import (
     APPROVAL_COLS,
     APPROVAL_SELECT,
@@ -80,6 +80,8 @@ class SqlStore(Store):
     """Every Store method over a DB-API connection; dialects supply connections and wake-ups."""
 
     placeholder = "?"
+    now_expr = "0"
+    """SQL for the store's clock in epoch milliseconds: liveness is judged on one clock, never two hosts'."""
     ddl_types: ClassVar[Mapping[str, str]] = {}
     unavailable_errors: tuple[type[BaseException], ...] = ()
     backend_errors: tuple[type[BaseException], ...] = ()
@@ -290,10 +292,10 @@ class SqlStore(Store):
         if kind == "run_started":
             self._exec(
                 conn,
-                f"INSERT INTO gf_runs ({RUN_COLS}) VALUES (?, ?, ?, ?, ?, 'running', ?, ?, 0) "
+                f"INSERT INTO gf_runs ({RUN_COLS}) VALUES (?, ?, ?, ?, ?, 'running', ?, {self.now_expr}, 0) "
                 "ON CONFLICT (run_id) DO UPDATE SET pid = excluded.pid, host = excluded.host, status = 'running', "
                 "heartbeat_at_ms = excluded.heartbeat_at_ms",
-                (event.run_id, event.session_id, event.run_started.adapter, pid, host, at, now_ms()),
+                (event.run_id, event.session_id, event.run_started.adapter, pid, host, at),
             )
         elif kind in ("run_completed", "run_aborted"):
             self._exec(
@@ -371,14 +373,68 @@ class SqlStore(Store):
             return
         with self._guard("writing a heartbeat"):
             conn = self._conn()
-            at = now_ms()
             with self._transaction(conn):
                 for run_id in run_ids:
                     self._exec(
                         conn,
-                        "UPDATE gf_runs SET heartbeat_at_ms = ? WHERE run_id = ? AND status = 'running'",
-                        (at, run_id),
+                        f"UPDATE gf_runs SET heartbeat_at_ms = {self.now_expr} WHERE run_id = ? AND status = 'running'",
+                        (run_id,),
                     )
+
+    def clock_ms(self) -> int:
+        """The store's clock (the database server's, for PostgreSQL), in epoch milliseconds."""
+        with self._guard("reading the store's clock"):
+            return int(self._exec(self._conn(), f"SELECT {self.now_expr}").fetchone()[0])
+
+    def reap_crashed(self) -> list[str]:
+        """Close runs whose process stopped heartbeating: status ``crashed`` and a closing RunAborted event.
+
+        Judged by the store's clock against the heartbeat the store's clock wrote, so no two hosts'
+        clocks are compared. Their open approvals stay open (listed as orphaned): a decision can still
+        be recorded for a replay of the call.
+        """
+        closed: list[str] = []
+        with self._guard("closing crashed runs"):
+            conn = self._conn()
+            with self._transaction(conn):
+                now = int(self._exec(conn, f"SELECT {self.now_expr}").fetchone()[0])
+                rows = self._exec(
+                    conn,
+                    f"SELECT {RUN_COLS} FROM gf_runs WHERE status = 'running' AND heartbeat_at_ms < ? "
+                    "ORDER BY started_at_ms LIMIT 100",
+                    (now - self.stale_after_ms,),
+                ).fetchall()
+                if not rows:
+                    return []
+                head_seq, head_hash = self._lock_chain_head(conn)
+                for run in (run_row(r) for r in rows):
+                    last = self._exec(
+                        conn, "SELECT MAX(sequence) FROM gf_audit WHERE run_id = ?", (run.run_id,)
+                    ).fetchone()
+                    event = events_pb2.Event(
+                        event_id=f"ev-crashed-{run.run_id}",
+                        run_id=run.run_id,
+                        session_id=run.session_id,
+                        sequence=(int(last[0]) + 1) if last is not None and last[0] is not None else 0,
+                    )
+                    event.emitted_at.FromMilliseconds(now)
+                    event.run_aborted.reason = (
+                        f"crashed: no heartbeat from process {run.pid} on {run.host} for "
+                        f"{(now - run.heartbeat_at_ms) / 1000:.0f} s (the store's clock)"
+                    )
+                    event.run_aborted.status = types_pb2.RUN_STATUS_ABORTED
+                    head_seq, head_hash = self._append_one(conn, event, head_hash)
+                    self._exec(
+                        conn,
+                        "UPDATE gf_runs SET status = 'crashed', ended_at_ms = ? "
+                        "WHERE run_id = ? AND status = 'running'",
+                        (now, run.run_id),
+                    )
+                    closed.append(run.run_id)
+                self._exec(conn, "UPDATE gf_chain_head SET seq = ?, hash = ? WHERE id = 1", (head_seq, head_hash))
+        for run_id in closed:
+            logger.warning("store %s: run %s crashed (no heartbeat); closed it", self.url, run_id)
+        return closed
 
     def audit_rows(self, *, after_seq: int = 0, run_id: str | None = None, limit: int = 1000) -> list[AuditRow]:
         """Audit rows after ``after_seq``, in chain order."""
@@ -401,7 +457,9 @@ class SqlStore(Store):
         """The seq and hash of the last audit row."""
         with self._guard("reading the audit head"):
             row = self._exec(self._conn(), "SELECT seq, hash FROM gf_chain_head WHERE id = 1").fetchone()
-            return int(row[0]), str(row[1])
+        if row is None:
+            raise StoreError(f"{self.url}: the audit chain head row is missing (deleted): run goldfive audit verify")
+        return int(row[0]), str(row[1])
 
     def verify_audit(self) -> AuditReport:
         """Walk the whole chain (in pages) and report every break."""
@@ -418,6 +476,8 @@ class SqlStore(Store):
                     yield from page
                     after = page[-1].seq
 
+            if head is None:
+                return verify_chain(pages(), head_seq=None, head_hash=None)
             return verify_chain(pages(), head_seq=int(head[0]), head_hash=str(head[1]))
 
     # -- approvals ----------------------------------------------------------------------------

@@ -10,6 +10,10 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable
 
+from google.protobuf.message import DecodeError
+
+from ..convert import timestamp_to_ms
+from ..events import payload_name
 from ..pb.v1 import events_pb2
 from .base import AuditReport, AuditRow
 
@@ -31,13 +35,19 @@ def chain_hash(prev_hash: str, body: bytes) -> str:
     return hashlib.sha256(prev_hash.encode("ascii") + body).hexdigest()
 
 
-def verify_chain(rows: Iterable[AuditRow], *, head_seq: int, head_hash: str) -> AuditReport:
-    """Check every row's link and hash, and that the last row is the recorded head."""
+def verify_chain(rows: Iterable[AuditRow], *, head_seq: int | None, head_hash: str | None) -> AuditReport:
+    """Check every row's link and hash, that its columns match its hashed event, per-run sequences, and the head.
+
+    Readers list and filter by the columns beside the body (run, kind, sequence, time), so each is
+    checked against the event the chain hashes. A per-run sequence that skips numbers means events
+    are missing (deleted, or dropped by a writer). ``head_seq`` None means the head row is missing.
+    """
     problems: list[str] = []
     first_bad: int | None = None
     prev = GENESIS_HASH
     count = 0
     last_seq = 0
+    next_sequence: dict[str, int] = {}
 
     def problem(seq: int, text: str) -> None:
         nonlocal first_bad
@@ -55,8 +65,31 @@ def verify_chain(rows: Iterable[AuditRow], *, head_seq: int, head_hash: str) -> 
         if row.hash != expected:
             problem(row.seq, f"row {row.seq} ({row.kind} of run {row.run_id}): content does not match its hash")
         prev = row.hash
-    if count and (last_seq != head_seq or prev != head_hash):
+        event = events_pb2.Event()
+        try:
+            event.ParseFromString(row.body)
+        except DecodeError:
+            problem(row.seq, f"row {row.seq}: its body is not an event")
+            continue
+        shown = {
+            "run_id": (row.run_id, event.run_id),
+            "sequence": (row.sequence, event.sequence),
+            "kind": (row.kind, payload_name(event)),
+            "event_id": (row.event_id, event.event_id),
+            "emitted_at_ms": (row.emitted_at_ms, timestamp_to_ms(event.emitted_at)),
+        }
+        edited = [name for name, (column, hashed) in shown.items() if column != hashed]
+        if edited:
+            problem(row.seq, f"row {row.seq}: column {', '.join(edited)} differs from the hashed event (edited)")
+        want = next_sequence.get(event.run_id, 0)
+        if event.sequence > want:
+            missing = f"#{want}" if event.sequence == want + 1 else f"#{want}-#{event.sequence - 1}"
+            problem(row.seq, f"run {event.run_id}: events {missing} are missing before row {row.seq} (a gap)")
+        next_sequence[event.run_id] = max(want, event.sequence + 1)
+    if head_seq is None or head_hash is None:
+        problem(last_seq, "the chain head row is missing (deleted): tampering; a truncated tail cannot be ruled out")
+    elif count and (last_seq != head_seq or prev != head_hash):
         problem(last_seq, f"the chain ends at row {last_seq} but the recorded head is row {head_seq}: rows are missing")
-    if not count and head_seq:
+    elif not count and head_seq:
         problem(0, f"the audit log is empty but the recorded head is row {head_seq}: rows are missing")
     return AuditReport(ok=not problems, rows=count, head_hash=prev, problems=tuple(problems), first_bad_seq=first_bad)

@@ -260,6 +260,8 @@ def run_liveness(run: RunRow | None, *, stale_after_ms: int = DEFAULT_STALE_AFTE
     """``"live"``, ``"finished"`` or a sentence saying why the run's process is gone."""
     if run is None:
         return "no process ever reported this run (no heartbeat recorded)"
+    if run.status == "crashed":
+        return f"crashed: its process {run.pid} on {run.host} stopped heartbeating"
     if run.status != "running":
         return "finished"
     now = now_ms() if now is None else now
@@ -317,7 +319,21 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     def heartbeat(self, run_ids: Sequence[str]) -> None:
-        """Say that the runs are still alive in this process."""
+        """Say that the runs are still alive in this process (stamped with the store's clock)."""
+
+    @abc.abstractmethod
+    def clock_ms(self) -> int:
+        """The store's clock in epoch milliseconds (PostgreSQL: the server's); liveness is judged on it."""
+
+    @abc.abstractmethod
+    def reap_crashed(self) -> list[str]:
+        """Mark runs without a fresh heartbeat ``crashed`` with a closing audit event; returns their ids."""
+
+    def liveness(self, run: RunRow | None) -> str:
+        """:func:`run_liveness` judged on the store's clock (never this host's against the agent's)."""
+        if run is None or run.status != "running":
+            return run_liveness(run, stale_after_ms=self.stale_after_ms)
+        return run_liveness(run, stale_after_ms=self.stale_after_ms, now=self.clock_ms())
 
     @abc.abstractmethod
     def audit_rows(self, *, after_seq: int = 0, run_id: str | None = None, limit: int = 1000) -> list[AuditRow]:

@@ -35,12 +35,12 @@ from ..routing import ControlRouter
 from ..session import Session
 from ..signing import TrustKey, trust_key_from_env
 from ..toolcall import ExecutionLedger
-from .base import HOST, InboxRow, Store, StoreError, StoreUnavailableError, run_liveness
+from .base import HOST, InboxRow, Store, StoreError, StoreUnavailableError
 from .execution import StoreLedger
 from .sink import StoreSink
 from .trust import verify_decision
 
-__all__ = ["DeliveryTimeout", "RunGone", "StoreChannel"]
+__all__ = ["RUN_LEVEL_KINDS", "AmbiguousRunError", "DeliveryTimeout", "RunGone", "StoreChannel"]
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +62,25 @@ class DeliveryTimeout(StoreError):
 
 class RunGone(DeliveryTimeout):
     """The addressed run ended (or its process died) before taking the message; it was withdrawn."""
+
+
+class AmbiguousRunError(StoreError):
+    """A run-level message named no run while several runs are live on the store; nothing was posted."""
+
+
+RUN_LEVEL_KINDS = frozenset(
+    {
+        ControlKind.PAUSE,
+        ControlKind.RESUME,
+        ControlKind.CANCEL,
+        ControlKind.STEER,
+        ControlKind.GOLDFIVE_STEER,
+        ControlKind.INJECT_MESSAGE,
+        ControlKind.STATUS_QUERY,
+    }
+)
+"""Kinds that act on a whole run. Unaddressed, they go to the only live run on the store, or wait for
+the next run to start when none is live; with several live runs they are refused (name one)."""
 
 
 class StoreChannel:
@@ -133,7 +152,23 @@ class StoreChannel:
                 holders = {row.run_id for row in self.store.approvals_for(target) if row.open}
                 if len(holders) == 1:
                     return holders.pop()
+            # Not requested yet (an early decision): it stays unaddressed, and only the process whose run
+            # announced that call takes it (see _is_ours); it waits for that run, never goes to another.
+            return ""
+        if msg.kind in RUN_LEVEL_KINDS:
+            live = self._live_runs()
+            if len(live) > 1:
+                shown = ", ".join(live[:10]) + (f" and {len(live) - 10} more" if len(live) > 10 else "")
+                raise AmbiguousRunError(
+                    f"{msg.kind} names no run and {len(live)} runs are live on this store ({shown}); "
+                    "name one with payload['run_id']"
+                )
+            if live:
+                return live[0]
         return ""
+
+    def _live_runs(self) -> list[str]:
+        return [r.run_id for r in self.store.runs(limit=1000) if self.store.liveness(r) == "live"]
 
     def deliver(self, msg: ControlMessage, *, timeout_s: float | None = None, run_id: str | None = None) -> ControlAck:
         """Post ``msg`` and block until its ack (thread-safe; the command line calls this).
@@ -165,7 +200,7 @@ class StoreChannel:
     def _gone(self, run_id: str) -> str:
         if not run_id:
             return ""
-        liveness = run_liveness(self.store.run(run_id), stale_after_ms=self.store.stale_after_ms)
+        liveness = self.store.liveness(self.store.run(run_id))
         return "" if liveness == "live" else liveness
 
     def _await_ack(self, control_id: str, deadline: float) -> ControlAck | None:
@@ -276,11 +311,16 @@ class StoreChannel:
                 )
 
     def _is_ours(self, row: InboxRow) -> bool:
-        if not row.run_id:
-            return True
+        """Whether this process should claim ``row``: it serves the run the row names, or the call it decides."""
         owner = self._owner
-        if isinstance(owner, ControlRouter):
+        if not isinstance(owner, ControlRouter):
+            return True
+        if row.run_id:
             return owner.find(row.run_id) is not None
+        if not row.problem and row.kind in (ControlKind.APPROVE, ControlKind.REJECT):
+            # An unaddressed decision goes only to a process whose run requested or announced that call.
+            target = row.payload.get("target_id")
+            return isinstance(target, str) and any(s.approvals.knows(target) for s in owner.sessions)
         return True
 
     def _dispatch_row(self, dispatcher: Dispatcher, row: InboxRow) -> ControlAck:

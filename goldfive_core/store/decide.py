@@ -26,7 +26,7 @@ from ..control import ControlAck, ControlKind, ControlMessage
 from ..errors import GoldfiveError
 from ..policy import Ask, PolicyAuthority
 from ..signing import DecisionSigner, SignedDecision
-from .base import ApprovalRow, Store, run_liveness
+from .base import ApprovalRow, Store
 from .channel import DeliveryTimeout, RunGone, StoreChannel
 
 __all__ = [
@@ -150,7 +150,7 @@ def decide(
     # The digest the decider saw; the live run checks it against its call, record() against the store's.
     digest = args_digest or row.args_digest
     attempt = _Attempt(store, row, approve, principal, reason, edited_args, digest, signer)
-    live = run_liveness(store.run(row.run_id), stale_after_ms=store.stale_after_ms)
+    live = store.liveness(store.run(row.run_id))
     if live != "live":
         return attempt.record(f"run {row.run_id} is not running ({live})")
     kind = ControlKind.APPROVE if approve else ControlKind.REJECT

@@ -67,6 +67,7 @@ class PostgresStore(SqlStore):
     """A goldfive store in a PostgreSQL database (LISTEN/NOTIFY wakes waiters)."""
 
     placeholder = "%s"
+    now_expr = "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)"
     ddl_types: ClassVar[Mapping[str, str]] = {"id": "BIGSERIAL PRIMARY KEY", "blob": "BYTEA", "big": "BIGINT"}
     unavailable_errors = (psycopg.OperationalError,)
     backend_errors = (psycopg.Error,)

@@ -26,6 +26,9 @@ __all__ = ["SinkStatistics", "StoreSink"]
 
 logger = logging.getLogger(__name__)
 
+_REAP_EVERY_BEATS = 5
+"""Every this many heartbeats, a sink also closes runs whose process stopped heartbeating."""
+
 _RETRY_FOR_S = 30.0
 """How long a batch is retried while the store is unavailable before it is dropped (and logged)."""
 
@@ -65,6 +68,7 @@ class StoreSink:
         self._batch_size = batch_size
         self._heartbeat_interval_s = heartbeat_interval_s
         self._live: set[str] = set()
+        self._beats = 0
         self._written = 0
         self._dropped = 0
         self._failed = 0
@@ -206,6 +210,10 @@ class StoreSink:
             return
         try:
             self.store.heartbeat(sorted(self._live))
+            self._beats += 1
+            if self._beats % _REAP_EVERY_BEATS == 0:
+                # Live processes close the runs of dead ones (status crashed + a closing audit event).
+                self.store.reap_crashed()
         except StoreError as exc:
             logger.warning("store %s: heartbeat failed: %s", self.store.url, exc)
 

@@ -47,6 +47,7 @@ class SqliteStore(SqlStore):
     """
 
     placeholder = "?"
+    now_expr = "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)"
     ddl_types: ClassVar[Mapping[str, str]] = {
         "id": "INTEGER PRIMARY KEY AUTOINCREMENT",
         "blob": "BLOB",
