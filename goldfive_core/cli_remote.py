@@ -19,7 +19,18 @@ from typing import Any
 
 from ._text import inert
 from ._util import shorten
-from .cli_text import EXIT_FAILURE, EXIT_OK, EXIT_TIMEOUT, EXIT_UNREACHABLE, EXIT_USAGE, _ago, _Exit, _Out, _say, _when
+from .cli_text import (
+    EXIT_FAILURE,
+    EXIT_OK,
+    EXIT_TIMEOUT,
+    EXIT_UNREACHABLE,
+    EXIT_USAGE,
+    _Exit,
+    _Out,
+    _say,
+    _say_pending,
+    _when,
+)
 
 __all__ = ["run_remote"]
 
@@ -111,14 +122,7 @@ def _pending(client: _Client, args: argparse.Namespace, out: _Out) -> int:
         return EXIT_OK
     if not listed:
         _say("no pending approvals")
-    for item in listed:
-        what = f"{item['tool_name']} {_t(item['args_json'], 60)}" if item["tool_name"] else item["prompt"]
-        _say(
-            f"{_t(item['target_id'], 80)}  [{item['status']}]  {_t(item['kind'], 10)}: {_t(what, 80)}  "
-            f"(run {_t(item['run_id'], 60)}, asked {_ago(item['requested_at_ms'])})"
-        )
-        if item["orphaned_reason"]:
-            _say(f"    orphaned: {_t(item['orphaned_reason'])}; a decision is kept for a replay of the call")
+    _say_pending(listed)
     return EXIT_OK
 
 

@@ -6,7 +6,10 @@ import datetime
 import json
 import sys
 import time
+from collections.abc import Mapping, Sequence
 from typing import Any
+
+from ._text import inert
 
 __all__ = ["EXIT_FAILURE", "EXIT_OK", "EXIT_TIMEOUT", "EXIT_UNREACHABLE", "EXIT_USAGE"]
 
@@ -57,3 +60,15 @@ def _ago(ms: int) -> str:
     if seconds < 7200:
         return f"{seconds / 60:.0f}m ago"
     return f"{seconds / 3600:.1f}h ago"
+
+
+def _say_pending(items: Sequence[Mapping[str, Any]]) -> None:
+    """One line per pending request (and its orphan note), the same in the database and HTTP modes."""
+    for item in items:
+        what = f"{item['tool_name']} {inert(item['args_json'], 60)}" if item["tool_name"] else item["prompt"]
+        _say(
+            f"{inert(item['target_id'], 80)}  [{item['status']}]  {inert(item['kind'], 10)}: {inert(what, 80)}  "
+            f"(run {inert(item['run_id'], 60)}, asked {_ago(item['requested_at_ms'])})"
+        )
+        if item["orphaned_reason"]:
+            _say(f"    orphaned: {inert(item['orphaned_reason'], 200)}; a decision is kept for a replay of the call")
