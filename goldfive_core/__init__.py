@@ -7,7 +7,7 @@ Importable with only ``protobuf`` installed; host integrations live in
 from __future__ import annotations
 
 from ._util import args_digest, canonical_json
-from .adapters.callable import AgentTools, CallableAdapter
+from .adapters.callable import AgentTools, CallableAdapter, wrap
 from .approvals import (
     ApprovalBook,
     ApprovalOutcome,
@@ -35,7 +35,7 @@ from .ladder import DEFAULT_LADDER, LadderRow
 from .lifecycle import RunStatus
 from .reporting import REPORTING_TOOL_NAMES, TOOL_SPECS, ToolSpec, call_reporting_tool
 from .routing import ControlRouter
-from .runner import Adapter, Runner, RunResult, wrap
+from .runner import Adapter, Runner, RunResult
 from .session import Detector, Guidance, Session
 from .steering import DefaultSteerer, SteeringConfig, install_default_steering
 from .tasks import Task, TaskStatus

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._util import args_digest, canonical_json, shorten
 from .drift import Drift, DriftKind, DriftSeverity
-from .session import Detector, Session
-from .steering import SteeringConfig
+from .protocols import Detector
+
+if TYPE_CHECKING:
+    from .session import Session
+    from .steering import SteeringConfig
 
 __all__ = ["DelegationDetector", "LoopingToolCallDetector", "StepBudgetDetector", "default_detectors"]
 

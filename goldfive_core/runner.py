@@ -1,4 +1,8 @@
-"""Runner and wrap(): run an agent under a Session, with the control channel routed to it."""
+"""Runner: run an agent under a Session, with the control channel routed to it.
+
+``wrap()`` (which also takes a plain callable) lives with the callable adapter,
+:mod:`goldfive_core.adapters.callable`, so the core never imports an adapter.
+"""
 
 from __future__ import annotations
 
@@ -20,7 +24,7 @@ from .session import Session, Steerer
 from .steering import SteeringConfig, install_default_steering
 from .tasks import Task, TaskStatus
 
-__all__ = ["Adapter", "RunResult", "RunStatus", "Runner", "SteererFactory", "wrap"]
+__all__ = ["Adapter", "RunResult", "RunStatus", "Runner", "SteererFactory"]
 
 logger = logging.getLogger(__name__)
 
@@ -188,27 +192,3 @@ class Runner:
         if root.status is TaskStatus.FAILED:
             return RunResult(status=RunStatus.FAILED, reason="the root task failed", output=agent.result(), **base)
         return RunResult(status=RunStatus.COMPLETED, output=agent.result(), **base)
-
-
-def wrap(
-    agent: Adapter | Callable[..., Any],
-    *,
-    control: ControlTransport | None = None,
-    sinks: Iterable[EventSink] = (),
-    config: SteeringConfig | None = None,
-    policy: Policy | None = None,
-    labels: Mapping[str, str] | None = None,
-) -> Runner:
-    """Put ``agent`` under goldfive: an :class:`Adapter`, or ``async def agent(task, tools)``.
-
-    ``policy``: rules on tool calls (default ``GOLDFIVE_POLICY``); ``labels``: the runs' labels for those rules.
-    """
-    if isinstance(agent, Adapter):
-        adapter = agent
-    elif callable(agent):
-        from .adapters.callable import CallableAdapter
-
-        adapter = CallableAdapter(agent)
-    else:
-        raise TypeError(f"wrap() takes an Adapter or an async callable agent(task, tools), got {type(agent).__name__}")
-    return Runner(adapter, control=control, sinks=sinks, config=config, policy=policy, labels=labels)

@@ -16,7 +16,7 @@ import math
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from ._util import canonical_json, new_id, safe_repr, shorten
 from .approvals import (
@@ -34,6 +34,7 @@ from .errors import RunCancelledError, RunTerminatedError
 from .events import EventEmitter, EventSink
 from .pb.v1 import events_pb2
 from .policy import Ask, GrantBook, GrantError, GrantScope, Policy, default_policy
+from .protocols import Detector, Steerer
 from .steering import SteeringConfig
 from .tasks import TaskBoard, TaskStatus
 
@@ -63,34 +64,6 @@ class Guidance:
     text: str
     source: Literal["steer", "inject", "nudge", "escalation"]
     control_id: str = ""
-
-
-class Steerer(Protocol):
-    """Decides what a drift leads to (the intervention ladder lives behind this)."""
-
-    async def handle_drift(self, drift: Drift) -> InterventionLevel:
-        """Act on one drift and return the level applied."""
-
-
-class Detector:
-    """Watches a run's steps and reports drift. Subclass and override what you watch.
-
-    Adapters call the ``Session.observe_*`` methods at their step boundaries;
-    the session asks every detector and routes what they report through
-    :meth:`Session.handle_drift`.
-    """
-
-    def on_tool_call(self, session: Session, tool_name: str, args: Mapping[str, Any]) -> Drift | None:
-        """A tool is about to run."""
-        return None
-
-    def on_model_call(self, session: Session) -> Drift | None:
-        """The model is about to be called (one agent step)."""
-        return None
-
-    def on_transfer(self, session: Session, to_agent: str) -> Drift | None:
-        """Control is being handed to another agent."""
-        return None
 
 
 class _BadPayload(Exception):

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from .control import ControlAck, ControlKind, ControlMessage, ControlTransport
+from .detectors import default_detectors
 from .drift import Drift, DriftKind, DriftSeverity, InterventionLevel
 from .errors import ConfigError
 from .ladder import DEFAULT_LADDER, LadderTable, ladder_level, merge_ladder
@@ -326,8 +327,6 @@ def install_default_steering(
     create; ``channel`` is the control channel a person answers on (``None``: no person).
     Calling it again on the same session returns the steerer already installed.
     """
-    from .detectors import default_detectors  # detectors import session, which imports this module
-
     if isinstance(session.steerer, DefaultSteerer):
         return session.steerer
     steerer = DefaultSteerer(session, channel, config)

@@ -1,21 +1,25 @@
-"""CallableAdapter: a plain ``async def agent(task, tools)`` as a goldfive agent."""
+"""CallableAdapter: a plain ``async def agent(task, tools)`` as a goldfive agent, and ``wrap()``."""
 
 from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from .._util import new_id
+from ..control import ControlTransport
 from ..drift import InterventionLevel
+from ..events import EventSink
+from ..policy import Policy
 from ..reporting import REPORTING_TOOL_NAMES, TOOL_SPECS, ToolSpec, call_reporting_tool
-from ..runner import Adapter
+from ..runner import Adapter, Runner
 from ..session import Guidance, Session
+from ..steering import SteeringConfig
 from ..tasks import Task
 from ..toolcall import Proceed, ToolCall, gate_tool_call
 
-__all__ = ["AgentTools", "CallableAdapter"]
+__all__ = ["AgentTools", "CallableAdapter", "wrap"]
 
 AgentFn = Callable[[Task, "AgentTools"], Awaitable[Any]]
 
@@ -150,3 +154,25 @@ class CallableAdapter(Adapter):
         if not inspect.isawaitable(result):
             raise TypeError(f"agent {self.fn!r} must be async (return an awaitable), got {type(result).__name__}")
         return await result
+
+
+def wrap(
+    agent: Adapter | Callable[..., Any],
+    *,
+    control: ControlTransport | None = None,
+    sinks: Iterable[EventSink] = (),
+    config: SteeringConfig | None = None,
+    policy: Policy | None = None,
+    labels: Mapping[str, str] | None = None,
+) -> Runner:
+    """Put ``agent`` under goldfive: an :class:`Adapter`, or ``async def agent(task, tools)``.
+
+    ``policy``: rules on tool calls (default ``GOLDFIVE_POLICY``); ``labels``: the runs' labels for those rules.
+    """
+    if isinstance(agent, Adapter):
+        adapter = agent
+    elif callable(agent):
+        adapter = CallableAdapter(agent)
+    else:
+        raise TypeError(f"wrap() takes an Adapter or an async callable agent(task, tools), got {type(agent).__name__}")
+    return Runner(adapter, control=control, sinks=sinks, config=config, policy=policy, labels=labels)
