@@ -195,6 +195,17 @@ class ApprovalOutcome:
         """True only for an approval."""
         return self.decision == "approve"
 
+    @classmethod
+    def of(cls, target_id: str, decision: Decision) -> ApprovalOutcome:
+        """The outcome a person's ``decision`` on ``target_id`` gives the waiting agent."""
+        return cls(
+            target_id=target_id,
+            decision="approve" if decision.approved else "reject",
+            detail=decision.detail,
+            decided_by=decision.decided_by,
+            edited_args=decision.edited_args,
+        )
+
 
 @dataclasses.dataclass(slots=True, eq=False)
 class ApprovalRecord:
@@ -249,16 +260,6 @@ class ApprovalStatistics:
     timed_out: int
     waiters: int
     decided_remembered: int
-
-
-def _outcome(target_id: str, decision: Decision) -> ApprovalOutcome:
-    return ApprovalOutcome(
-        target_id=target_id,
-        decision="approve" if decision.approved else "reject",
-        detail=decision.detail,
-        decided_by=decision.decided_by,
-        edited_args=decision.edited_args,
-    )
 
 
 class ApprovalBook:
@@ -399,7 +400,7 @@ class ApprovalBook:
         the cancellation propagates.
         """
         if record.decision is not None:
-            return _outcome(record.target_id, record.decision)
+            return ApprovalOutcome.of(record.target_id, record.decision)
         if record.status is not ApprovalStatus.PENDING or self._live.get(record.target_id) is not record:
             raise ApprovalError(f"record {record.target_id!r} is {record.status.value}, not pending")
         loop = asyncio.get_running_loop()
@@ -422,7 +423,7 @@ class ApprovalBook:
         if outcome.decision != "timeout":
             return outcome
         if record.decision is not None:  # decided after the timer fired but before this task resumed
-            return _outcome(record.target_id, record.decision)
+            return ApprovalOutcome.of(record.target_id, record.decision)
         keep_open = record.request is not None and record.request.keep_open_on_timeout
         if keep_open:
             _move(record, ApprovalStatus.TIMED_OUT)
@@ -549,7 +550,7 @@ class ApprovalBook:
         while len(self._decided) > self._history:
             self._decided.popitem(last=False)
         if record.waiter is not None and not record.waiter.done():
-            record.waiter.set_result(_outcome(record.target_id, decision))
+            record.waiter.set_result(ApprovalOutcome.of(record.target_id, decision))
 
 
 def _tally_for(request: ApprovalRequest) -> QuorumTally | None:

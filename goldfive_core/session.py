@@ -295,13 +295,7 @@ class Session:
         self._emit_requested(request)
         if record.decision is not None:  # an early decision, applied at open
             self._emit_decision(record)
-            return ApprovalOutcome(
-                target_id=record.target_id,
-                decision="approve" if record.decision.approved else "reject",
-                detail=record.decision.detail,
-                decided_by=record.decision.decided_by,
-                edited_args=record.decision.edited_args,
-            )
+            return ApprovalOutcome.of(record.target_id, record.decision)
         try:
             outcome = await self.approvals.wait(record, request.timeout_ms / 1000 if wait_s is None else wait_s)
         except asyncio.CancelledError:

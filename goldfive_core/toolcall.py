@@ -270,7 +270,7 @@ async def gate_tool_call(
             return _replayed(call, replay)
         if replay.decision is not None:
             session.approvals.forget_expected(call.call_id)
-            outcome = _outcome_of(call.call_id, replay.decision)
+            outcome = ApprovalOutcome.of(call.call_id, replay.decision)
     # 6. ask a person (when someone can answer).
     timeout = timeout_ms if timeout_ms and timeout_ms > 0 else session.config.effective_tool_approval_timeout_ms
     if outcome is None and not session.has_channel:
@@ -430,16 +430,6 @@ def _replayed(call: ToolCall, replay: Replay) -> Skip:
     if replay.kind == "done":
         return Skip(call_id=call.call_id, reason="already_done", detail=replay.detail, result=replay.result)
     return Skip(call_id=call.call_id, reason="in_doubt", detail=replay.detail)
-
-
-def _outcome_of(call_id: str, decision: Decision) -> ApprovalOutcome:
-    return ApprovalOutcome(
-        target_id=call_id,
-        decision="approve" if decision.approved else "reject",
-        detail=decision.detail,
-        decided_by=decision.decided_by,
-        edited_args=decision.edited_args,
-    )
 
 
 def _take_redirect(session: Session, level: InterventionLevel) -> list[Guidance]:

@@ -114,8 +114,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     M(
         BOOK,
-        'decision="approve" if decision.approved else "reject",\n        detail=decision.detail,',
-        'decision="approve",\n        detail=decision.detail,',
+        'decision="approve" if decision.approved else "reject",\n            detail=decision.detail,',
+        'decision="approve",\n            detail=decision.detail,',
         "the waiting agent is told 'approve' for a rejection",
         APPROVALS,
     ),
@@ -379,8 +379,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         REPLAY,
         alt=(
             (
-                '        target_id=call_id,\n        decision="approve" if decision.approved else "reject",',
-                '        target_id=call_id,\n        decision="approve",',
+                "outcome = ApprovalOutcome.of(call.call_id, replay.decision)",
+                "outcome = ApprovalOutcome.of(call.call_id, dataclasses.replace(replay.decision, approved=True))",
             ),
         ),
     ),
@@ -434,8 +434,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     M(
         ADK,
-        "            tool_context.tool_confirmation = ToolConfirmation(confirmed=True)",
-        "            pass",
+        "starts its own flow.\n            tool_context.tool_confirmation = ToolConfirmation(confirmed=True)",
+        "starts its own flow.\n            pass",
         "ADK approves but leaves ADK's own confirmation flow to block the tool",
         ADK_B,
     ),
