@@ -228,7 +228,7 @@ def _parser() -> argparse.ArgumentParser:
     p = cmd("users", "manage who may log in to goldfive serve")
     p.add_argument("action", choices=["add", "list", "disable", "rotate"], help="what to do")
     p.add_argument("name", nargs="?", help="the user's name (add, disable, rotate)")
-    p.add_argument("--role", choices=["viewer", "approver", "admin"], help="add: the user's role")
+    p.add_argument("--role", choices=["viewer", "approver", "admin", "agent"], help="add: the user's role")
     return parser
 
 
@@ -702,7 +702,7 @@ def _users(store: Store, args: argparse.Namespace, out: _Out) -> int:
             raise _Exit(EXIT_USAGE, f"goldfive users {args.action} needs a NAME")
         if args.action == "add":
             if not args.role:
-                raise _Exit(EXIT_USAGE, "goldfive users add needs --role viewer|approver|admin")
+                raise _Exit(EXIT_USAGE, "goldfive users add needs --role viewer|approver|admin|agent")
             made = users.add_user(store, args.name, args.role)
         elif args.action == "rotate":
             made = users.rotate_user(store, args.name)

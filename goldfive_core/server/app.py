@@ -42,6 +42,7 @@ from ..store.decide import (
     find_approval,
 )
 from ..store.outbox import outbox_rows, outbox_summary
+from .agents import AgentApi, agent_routes, audit_refusal
 from .auth import COOKIE, SESSION_TTL_MS, Authenticator, AuthError, User, derive_cookie_key
 from .notify import Notifier, NotifyConfig
 from .stream import Broadcaster
@@ -52,6 +53,9 @@ logger = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 64 * 1024
 """Largest request body accepted (413 beyond)."""
+
+MAX_AGENT_BODY_BYTES = 4 * 1024 * 1024
+"""Largest body an agent may send (a batch of events; 413 beyond)."""
 
 MAX_PAGE = 500
 STATES = ("pending", "decided", "expired", "cancelled", "orphaned")
@@ -241,6 +245,7 @@ class _Api:
             secure_cookies=config.secure_cookies,
         )
         self.events = Broadcaster(store, poll_interval_s=config.poll_interval_s)
+        self.agents = AgentApi(store, max_body_bytes=MAX_AGENT_BODY_BYTES)
 
     # -- plumbing ---------------------------------------------------------------------------------------------
     def route(
@@ -252,6 +257,8 @@ class _Api:
                 if request.method not in ("GET", "HEAD"):
                     self.auth.check_csrf(request, user)
                 if not user.can(permission):
+                    if user.role == "agent":  # an agent token reaching for the inbox or a decision: on the record
+                        await audit_refusal(self.store, user, request, permission)
                     raise AuthError(403, f"{user.name!r} has role {user.role!r}, which may not {permission}")
                 return await handler(request, user)
             except AuthError as exc:
@@ -631,6 +638,7 @@ def create_app(store: Store, config: ServerConfig) -> Starlette:
                 with contextlib.suppress(asyncio.CancelledError):
                     await notifier
             await api.events.aclose()
+            await api.agents.hub.aclose()
 
     routes: list[BaseRoute] = [
         Route("/", api.index, methods=["GET"]),
@@ -654,6 +662,7 @@ def create_app(store: Store, config: ServerConfig) -> Starlette:
         Route("/api/users", r(api.add_user, "manage_users"), methods=["POST"]),
         Route("/api/users/{name}/{action}", r(api.user_action, "manage_users"), methods=["POST"]),
         Route("/api/events", r(api.stream), methods=["GET"]),
+        *agent_routes(api.agents, r),
     ]
     static = resources.files("goldfive_core.server").joinpath("static")
     if static.is_dir():

@@ -22,7 +22,7 @@ __all__ = [
     "USER_COLS",
 ]
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 # Migrations: (version, statements). Types are filled in per dialect: {id} an auto-increment
 # primary key, {blob} bytes, {big} a 64-bit integer. Never edit a released step; add one.
@@ -106,6 +106,16 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
             "CREATE INDEX gf_outbox_due ON gf_outbox (status, next_at_ms)",
             "CREATE INDEX gf_outbox_target ON gf_outbox (target_id, channel)",
             "CREATE TABLE gf_notify_cursor (id INTEGER PRIMARY KEY, seq {big} NOT NULL)",
+        ),
+    ),
+    (
+        6,
+        (
+            # Agents over HTTP (goldfive serve): which agent user owns a run (it alone may write its events and
+            # read its control messages), and the inbox by run for the server's per-run delivery.
+            """CREATE TABLE gf_run_owners (
+                run_id TEXT PRIMARY KEY, agent TEXT NOT NULL, created_at_ms {big} NOT NULL)""",
+            "CREATE INDEX gf_inbox_run ON gf_inbox (run_id, status)",
         ),
     ),
 )

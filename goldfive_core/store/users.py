@@ -38,10 +38,16 @@ ROLES: dict[str, frozenset[str]] = {
     "viewer": frozenset({"read"}),
     "approver": frozenset({"read", "decide", "control"}),
     "admin": frozenset({"read", "decide", "control", "manage_users"}),
+    "agent": frozenset({"agent"}),
 }
-"""Role → what it may do. A new role (a policy's approver group, an ``agent`` role) is one more entry."""
+"""Role → what it may do. A new role (a policy's approver group) is one more entry.
 
-PERMISSIONS = ("read", "decide", "control", "manage_users")
+``agent`` is for agent processes that reach ``goldfive serve`` over HTTP (:class:`goldfive_core.http.HttpChannel`):
+it may write its own runs' events, read its own runs' control messages and execution-ledger records, and nothing
+else — not read the inbox, never decide or control a run.
+"""
+
+PERMISSIONS = ("read", "decide", "control", "manage_users", "agent")
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,63}$")
 _TOKEN = re.compile(r"^gf5_([0-9a-f]{16})_([A-Za-z0-9_-]{43})$")

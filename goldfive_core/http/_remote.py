@@ -1,0 +1,260 @@
+"""The store operations an agent needs, carried over HTTP to ``goldfive serve`` (``/api/agent/...``).
+
+:class:`RemoteStore` offers the subset of :class:`~goldfive_core.store.base.Store` that the agent side
+of a channel, its sink and its ledger call (events, heartbeats, the execution ledger, decisions recorded
+in the store), so :class:`~goldfive_core.store.StoreSink` and :class:`~goldfive_core.store.execution.StoreLedger`
+run over HTTP unchanged: the same retries, the same at-most-once rules. Failures are translated at this
+boundary: a server that cannot be reached (or answers 5xx/429) raises
+:class:`~goldfive_core.store.base.StoreUnavailableError`, a refusal (4xx) :class:`~goldfive_core.store.base.StoreError`.
+Synchronous and thread-safe (one httpx client per thread), as store methods are.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import urllib.parse
+from collections.abc import Sequence
+from typing import Any
+
+import httpx
+from google.protobuf import json_format
+
+from .._util import shorten
+from ..approvals import ApprovalStatus
+from ..control import ControlMessage
+from ..pb.v1 import events_pb2
+from ..store.base import (
+    DEFAULT_STALE_AFTER_MS,
+    ApprovalRow,
+    ExecutionRow,
+    ExecutionState,
+    StoredDecision,
+    StoreError,
+    StoreUnavailableError,
+)
+
+__all__ = ["AgentRefused", "RemoteStore"]
+
+logger = logging.getLogger(__name__)
+
+
+class AgentRefused(StoreError):
+    """The server refused an agent request (4xx): a bad token, a run of another agent, a malformed request."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def _event_json(event: events_pb2.Event) -> dict[str, Any]:
+    out: dict[str, Any] = json_format.MessageToDict(event, preserving_proto_field_name=True)
+    return out
+
+
+class RemoteStore:
+    """The agent's side of ``/api/agent``: one or more server URLs (tried in turn) and an agent token."""
+
+    stale_after_ms = DEFAULT_STALE_AFTER_MS
+
+    def __init__(self, urls: Sequence[str], *, token: str, timeout_s: float = 10.0) -> None:
+        if not urls:
+            raise ValueError("HttpChannel needs at least one server URL")
+        cleaned = []
+        for url in urls:
+            if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+                raise ValueError(f"a goldfive serve URL must start with http:// or https://, got {url!r}")
+            cleaned.append(url.rstrip("/"))
+        if not isinstance(token, str) or not token.strip():
+            raise ValueError("HttpChannel needs an agent token (goldfive users add NAME --role agent)")
+        self.urls = tuple(cleaned)
+        self._index = 0
+        self._token = token.strip()
+        self.timeout_s = timeout_s
+        self._local = threading.local()
+        self._lock = threading.Lock()
+
+    # -- plumbing -------------------------------------------------------------------------------------------
+    @property
+    def url(self) -> str:
+        """The server tried now (for messages; never carries the token)."""
+        return self.urls[self._index % len(self.urls)]
+
+    def rotate(self, failed: str) -> None:
+        """``failed`` did not answer: try the next URL (a no-op with one, or when another thread moved on)."""
+        with self._lock:
+            if self.url == failed:
+                self._index = (self._index + 1) % len(self.urls)
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """The Authorization header."""
+        return {"Authorization": f"Bearer {self._token}"}
+
+    def _client(self) -> httpx.Client:
+        client: httpx.Client | None = getattr(self._local, "client", None)
+        if client is None:
+            client = httpx.Client(timeout=self.timeout_s, headers=self.headers)
+            self._local.client = client
+        return client
+
+    def close(self) -> None:
+        """Close this thread's connection."""
+        client = getattr(self._local, "client", None)
+        self._local.client = None
+        if client is not None:
+            client.close()
+
+    def request(self, method: str, path: str, body: Any = None) -> Any:
+        """One request to the current server; its JSON answer, or StoreUnavailableError / AgentRefused."""
+        base = self.url
+        try:
+            response = self._client().request(method, base + path, json=body)
+        except httpx.HTTPError as exc:
+            self.rotate(base)
+            raise StoreUnavailableError(f"goldfive serve at {base} unreachable: {type(exc).__name__}: {exc}") from None
+        return answer(base, response, self.rotate)
+
+    # -- events (what StoreSink calls) ---------------------------------------------------------------------------
+    def append_events(self, events: Sequence[events_pb2.Event], *, pid: int, host: str) -> None:
+        """Write events; returns once the server committed them."""
+        self.request(
+            "POST", "/api/agent/events", {"pid": pid, "host": host, "events": [_event_json(e) for e in events]}
+        )
+
+    def heartbeat(self, run_ids: Sequence[str]) -> None:
+        """The runs are alive."""
+        if run_ids:
+            self.request("POST", "/api/agent/heartbeat", {"run_ids": list(run_ids)})
+
+    def reap_crashed(self) -> list[str]:
+        """Ask the server to close runs whose process stopped heartbeating."""
+        closed = self.request("POST", "/api/agent/reap", {}).get("closed", [])
+        return [str(c) for c in closed] if isinstance(closed, list) else []
+
+    # -- decisions recorded in the store (the channel's sweep) ----------------------------------------------------
+    def approvals(self, *, open_only: bool = True, run_id: str | None = None, **_: Any) -> list[ApprovalRow]:
+        """The run's decided records (only what the channel's sweep reads is filled in)."""
+        if not run_id:
+            return []
+        found = self.request("GET", f"/api/agent/runs/{_path(run_id)}/decisions").get("decisions", [])
+        rows = []
+        for index, item in enumerate(found if isinstance(found, list) else []):
+            approved = item.get("decision") == "approve"
+            rows.append(
+                ApprovalRow(
+                    id=index,
+                    run_id=str(item.get("run_id", "")),
+                    session_id="",
+                    target_id=str(item.get("target_id", "")),
+                    kind="",
+                    prompt="",
+                    task_id="",
+                    tool_name="",
+                    args_json="",
+                    args_digest=str(item.get("args_digest", "")),
+                    metadata={},
+                    status=ApprovalStatus.GRANTED if approved else ApprovalStatus.REJECTED,
+                    requested_at_ms=0,
+                    expires_at_ms=0,
+                    timeout_ms=0,
+                    decided_at_ms=int(item.get("decided_at_ms", 0)),
+                    decided_by=str(item.get("decided_by", "")),
+                    decision=str(item.get("decision", "")),
+                    detail=str(item.get("detail", "")),
+                    edited_args_json=str(item.get("edited_args_json", "")),
+                    decided_via=str(item.get("decided_via", "")),
+                    decided_channel=str(item.get("decided_channel", "")),
+                    decision_sig=str(item.get("decision_sig", "")),
+                )
+            )
+        return rows
+
+    # -- the execution ledger (what StoreLedger calls) -------------------------------------------------------------
+    def _ledger(self, call_id: str) -> dict[str, Any]:
+        found = self.request("GET", f"/api/agent/ledger/{_path(call_id)}")
+        return found if isinstance(found, dict) else {}
+
+    def execution(self, target_id: str) -> ExecutionRow | None:
+        """The ledger entry for ``target_id``."""
+        item = self._ledger(target_id).get("execution")
+        if not isinstance(item, dict):
+            return None
+        return ExecutionRow(
+            target_id=str(item["target_id"]),
+            run_id=str(item["run_id"]),
+            state=ExecutionState(item["state"]),
+            started_at_ms=int(item["started_at_ms"]),
+            finished_at_ms=int(item["finished_at_ms"]),
+            result_json=str(item["result_json"]),
+            pid=int(item["pid"]),
+            host=str(item["host"]),
+            args_digest=str(item.get("args_digest", "")),
+        )
+
+    def find_decision(self, target_id: str) -> StoredDecision | None:
+        """A decision recorded for ``target_id`` while the agent was down (one of this agent's runs)."""
+        item = self._ledger(target_id).get("decision")
+        if not isinstance(item, dict):
+            return None
+        edited = item.get("edited_args")
+        return StoredDecision(
+            approval_id=int(item["approval_id"]),
+            run_id=str(item["run_id"]),
+            target_id=str(item["target_id"]),
+            approved=bool(item["approved"]),
+            detail=str(item["detail"]),
+            decided_by=str(item["decided_by"]),
+            args_digest=str(item["args_digest"]),
+            edited_args=edited if isinstance(edited, dict) else None,
+            decided_at_ms=int(item["decided_at_ms"]),
+            decided_via=str(item["decided_via"]),
+            decided_channel=str(item.get("decided_channel", "")),
+            signature=str(item.get("signature", "")),
+        )
+
+    def mark_executing(self, target_id: str, *, run_id: str, pid: int, host: str, args_digest: str = "") -> bool:
+        """Claim the right to run the body (False: claimed before)."""
+        body = {"run_id": run_id, "pid": pid, "host": host, "args_digest": args_digest}
+        return bool(self.request("POST", f"/api/agent/ledger/{_path(target_id)}/executing", body).get("claimed"))
+
+    def mark_done(self, target_id: str, *, result_json: str) -> None:
+        """The body finished."""
+        self.request("POST", f"/api/agent/ledger/{_path(target_id)}/done", {"result_json": result_json})
+
+    # -- what an agent may not do ---------------------------------------------------------------------------------
+    def post_control(self, msg: ControlMessage, *, run_id: str = "") -> int:
+        """Refused: control messages come from people, through goldfive serve."""
+        raise StoreError("an agent's HttpChannel cannot send control messages; people decide through goldfive serve")
+
+
+def _path(value: str) -> str:
+    return urllib.parse.quote(value, safe="")
+
+
+def answer(base: str, response: httpx.Response, rotate: Any = None) -> Any:
+    """The JSON of a 2xx answer; StoreUnavailableError for 5xx/429, AgentRefused for another 4xx."""
+    if response.status_code < 300:
+        try:
+            return response.json()
+        except ValueError:
+            raise StoreUnavailableError(f"goldfive serve at {base} answered something that is not JSON") from None
+    try:
+        error = response.json().get("error", "")
+    except (ValueError, AttributeError):
+        error = ""
+    error = shorten(str(error) or response.reason_phrase, 300)
+    if response.status_code >= 500 or response.status_code == 429:
+        if rotate is not None:
+            rotate(base)
+        raise StoreUnavailableError(f"goldfive serve at {base} answered {response.status_code}: {error}")
+    raise AgentRefused(response.status_code, f"goldfive serve at {base} refused ({response.status_code}): {error}")
+
+
+def loads(text: str) -> Any:
+    """JSON of an SSE data line (None when it is not JSON)."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None

@@ -1,0 +1,524 @@
+"""The agent-facing routes of ``goldfive serve`` (``/api/agent/...``): agents reach goldfive over HTTP.
+
+An agent process holds a URL and a token of role ``agent`` — no database driver, no database
+credentials. Through these routes it writes its runs' events (durably: the answer comes after the
+commit), heartbeats, receives the control messages addressed to its runs as Server-Sent Events,
+acks them, and keeps its execution-ledger records. Nothing else: an agent token reads no inbox and
+never decides; its attempts are refused with 403 and put on the audit log (see :func:`audit_refusal`).
+
+Messages are the protobuf messages of ``proto/goldfive/v1`` in their protobuf JSON mapping
+(``Event``, ``ControlEvent``, ``ControlAck``); the README's "Agents over HTTP" section is the wire
+reference. One :class:`InboxHub` per server process waits for the inbox (one PostgreSQL LISTEN
+connection however many agents wait), claims new messages for the agents connected to it, and hands
+each to its agent's stream; a message claimed for an agent that lost its connection is sent again,
+from the database, when the agent reconnects to this or any other server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import dataclasses
+import json
+import logging
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from google.protobuf import json_format
+
+from .._util import shorten
+from ..control import ControlAck
+from ..convert import ack_from_proto, message_to_proto
+from ..events import payload_name
+from ..pb.v1 import control_pb2, events_pb2
+from ..store import agents as owners
+from ..store.base import ExecutionRow, InboxRow, Store, StoreError
+from .auth import User
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+__all__ = ["AGENT_PING_S", "AgentApi", "AgentError", "InboxHub", "agent_routes", "audit_refusal", "control_frame"]
+
+logger = logging.getLogger(__name__)
+
+AGENT_PING_S = 15.0
+"""A comment line on an idle agent stream this often, so proxies and the agent see a live connection."""
+
+_QUEUE_MAX = 256
+_MAX_RUNS = 256
+_MAX_EVENTS = 1000
+_ENDPOINT = re.compile(r"^[A-Za-z0-9._:@+-]{1,160}$")
+_WAKE_SLICE_S = 5.0
+"""Longest wait for the inbox between looks (a safety net; a posted message wakes the hub at once)."""
+
+
+def _dict(message: Any) -> dict[str, Any]:
+    out: dict[str, Any] = json_format.MessageToDict(message, preserving_proto_field_name=True)
+    return out
+
+
+def control_frame(row: InboxRow) -> bytes:
+    """One SSE message for an agent: ``id`` = inbox id, ``event: control``, ``data`` = the ControlEvent JSON."""
+    data = {"inbox_id": row.id, "run_id": row.run_id, "message": _dict(message_to_proto(row.message()))}
+    return f"id: {row.id}\nevent: control\ndata: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
+
+
+@dataclasses.dataclass(eq=False)
+class _Subscriber:
+    agent: str
+    endpoint: str
+    runs: frozenset[str]
+    queue: asyncio.Queue[InboxRow | None]
+
+
+class InboxHub:
+    """Waits for the store's inbox once per process and hands new messages to the agents connected here."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._by_run: dict[str, list[_Subscriber]] = {}
+        self._task: asyncio.Task[None] | None = None
+        self._wake = asyncio.Event()
+
+    @property
+    def subscribers(self) -> int:
+        """How many agent streams are connected to this process."""
+        return len({id(s) for subs in self._by_run.values() for s in subs})
+
+    def subscribe(self, sub: _Subscriber) -> None:
+        """Route messages for ``sub.runs`` to ``sub`` (the newest subscriber of a run wins)."""
+        for run in sub.runs:
+            self._by_run.setdefault(run, []).append(sub)
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._watch(), name="goldfive-serve-agent-inbox")
+        self._wake.set()
+
+    def unsubscribe(self, sub: _Subscriber) -> None:
+        """Stop routing to ``sub``."""
+        for run in sub.runs:
+            subs = self._by_run.get(run)
+            if subs is not None and sub in subs:
+                subs.remove(sub)
+                if not subs:
+                    del self._by_run[run]
+
+    async def aclose(self) -> None:
+        """Stop waiting and end every stream."""
+        task, self._task = self._task, None
+        for subs in list(self._by_run.values()):
+            for sub in subs:
+                with contextlib.suppress(asyncio.QueueFull):
+                    sub.queue.put_nowait(None)
+        self._by_run.clear()
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    async def deliver(self, sub: _Subscriber, rows: Sequence[InboxRow]) -> None:
+        """Claim ``rows`` for ``sub`` and queue those it won (a row claimed elsewhere went to another stream)."""
+        if not rows:
+            return
+        won = set(await asyncio.to_thread(self.store.claim_controls, [r.id for r in rows], endpoint=sub.endpoint))
+        for row in rows:
+            if row.id in won:
+                self._put(sub, row)
+
+    def _put(self, sub: _Subscriber, row: InboxRow) -> None:
+        try:
+            sub.queue.put_nowait(row)
+        except asyncio.QueueFull:  # a stuck stream: end it; the agent reconnects and gets the row from the database
+            self.unsubscribe(sub)
+            with contextlib.suppress(asyncio.QueueFull, asyncio.QueueEmpty):
+                sub.queue.get_nowait()
+                sub.queue.put_nowait(None)
+
+    async def _pump(self) -> None:
+        """Wake the watcher whenever the inbox may have changed (one thread, one LISTEN connection)."""
+        executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="goldfive-hub")
+        loop = asyncio.get_running_loop()
+        delay = 0.05
+        try:
+            while True:
+                try:
+                    await loop.run_in_executor(executor, self.store.wait_inbox, _WAKE_SLICE_S)
+                    delay = 0.05
+                except StoreError as exc:
+                    logger.warning("agent inbox: store unavailable, retrying in %.2f s: %s", delay, exc)
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, 2.0)
+                self._wake.set()
+        finally:
+            executor.submit(self.store.close)
+            executor.shutdown(wait=False)
+
+    async def _watch(self) -> None:
+        pump = asyncio.get_running_loop().create_task(self._pump(), name="goldfive-serve-agent-inbox-pump")
+        delay = 0.05
+        try:
+            while True:
+                self._wake.clear()
+                if not self._by_run:  # nobody to serve: wait for a subscriber (or the pump's next wake)
+                    await self._wake.wait()
+                    continue
+                try:
+                    runs = list(self._by_run)
+                    rows: list[InboxRow] = []
+                    for start in range(0, len(runs), 500):
+                        rows += await asyncio.to_thread(owners.pending_for_runs, self.store, runs[start : start + 500])
+                    by_sub: dict[_Subscriber, list[InboxRow]] = {}
+                    for row in rows:
+                        subs = self._by_run.get(row.run_id)
+                        if subs:
+                            by_sub.setdefault(subs[-1], []).append(row)
+                    for sub, mine in by_sub.items():
+                        await self.deliver(sub, mine)
+                    delay = 0.05
+                except StoreError as exc:
+                    logger.warning("agent inbox: store unavailable, retrying in %.2f s: %s", delay, exc)
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, 2.0)
+                    continue
+                await self._wake.wait()
+        finally:
+            pump.cancel()
+            await asyncio.gather(pump, return_exceptions=True)
+
+
+# -- request parsing ---------------------------------------------------------------------------------------------
+class AgentError(Exception):
+    """A refused agent request: HTTP status and a sentence."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def _list_of_str(value: Any, what: str, *, limit: int) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(v, str) and 0 < len(v) <= 200 for v in value):
+        raise AgentError(400, f"{what!r} must be a list of non-empty strings (at most 200 characters each)")
+    if len(value) > limit:
+        raise AgentError(400, f"{what!r} has {len(value)} items; the limit is {limit}")
+    return list(value)
+
+
+def _endpoint(agent: str, raw: Any) -> str:
+    if not isinstance(raw, str) or not _ENDPOINT.match(raw):
+        raise AgentError(400, "'endpoint' must be 1-160 characters of letters, digits and . _ : @ + -")
+    return f"{owners.AGENT_ENDPOINT_PREFIX}{agent}:{raw}"
+
+
+def _execution_json(row: ExecutionRow) -> dict[str, Any]:
+    return {
+        "target_id": row.target_id,
+        "run_id": row.run_id,
+        "state": row.state.value,
+        "started_at_ms": row.started_at_ms,
+        "finished_at_ms": row.finished_at_ms,
+        "result_json": row.result_json,
+        "pid": row.pid,
+        "host": row.host,
+        "args_digest": row.args_digest,
+    }
+
+
+async def audit_refusal(store: Store, user: User, request: Request, permission: str) -> None:
+    """Put an agent token's refused attempt (to decide, control, read the inbox...) on the audit log."""
+    target = request.path_params.get("target_id") or request.path_params.get("run_id") or ""
+    event = events_pb2.Event(event_id=f"ev-refused-{user.name}-{id(request):x}", run_id=owners.SERVER_AUDIT_RUN)
+    event.decision_refused.target_id = shorten(str(target), 200)
+    event.decision_refused.decision = shorten(request.url.path.rsplit("/", 1)[-1], 40)
+    event.decision_refused.decided_by = user.name
+    event.decision_refused.reason = (
+        f"agent token {user.name!r} may not {permission} ({request.method} {shorten(request.url.path, 200)}): refused"
+    )
+    event.decision_refused.channel = "agent"
+    logger.warning("refused agent %r: %s %s", user.name, request.method, shorten(request.url.path, 200))
+    try:
+        await asyncio.to_thread(owners.append_server_event, store, event)
+    except StoreError as exc:  # the refusal stands; only its record is missing (logged above)
+        logger.error("could not audit the refused request of agent %r: %s", user.name, exc)
+
+
+class AgentApi:
+    """The handlers of ``/api/agent/...``; every one needs the ``agent`` permission (app.py wraps them)."""
+
+    def __init__(self, store: Store, *, max_body_bytes: int) -> None:
+        self.store = store
+        self.hub = InboxHub(store)
+        self.max_body_bytes = max_body_bytes
+
+    async def _body(self, request: Request) -> dict[str, Any]:
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > self.max_body_bytes:
+                raise AgentError(413, f"the request body is over the limit of {self.max_body_bytes} bytes")
+            chunks.append(chunk)
+        try:
+            body = json.loads(b"".join(chunks) or b"{}")
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise AgentError(400, f"the request body is not valid JSON: {shorten(str(exc), 120)}") from None
+        if not isinstance(body, dict):
+            raise AgentError(400, f"the request body must be a JSON object, got {type(body).__name__}")
+        return body
+
+    async def _own(self, user: User, run_id: str) -> None:
+        refusal = await asyncio.to_thread(owners.claim_run, self.store, run_id, user.name)
+        if refusal is not None:
+            raise AgentError(403, refusal)
+
+    async def _owns_call(self, user: User, call_id: str) -> ExecutionRow | None:
+        row: ExecutionRow | None = await asyncio.to_thread(self.store.execution, call_id)
+        if row is not None:
+            owner = await asyncio.to_thread(owners.run_owner, self.store, row.run_id)
+            if owner != user.name:
+                raise AgentError(403, f"call {shorten(call_id, 80)!r} belongs to a run of another agent")
+        return row
+
+    # -- events, heartbeats ----------------------------------------------------------------------------------
+    async def events(self, request: Request, user: User) -> dict[str, Any]:
+        """``POST /api/agent/events``: append events (protobuf JSON) to the audit chain; answered after the commit."""
+        body = await self._body(request)
+        raw = body.get("events")
+        if not isinstance(raw, list) or not raw:
+            raise AgentError(400, "'events' must be a non-empty list of Event objects (protobuf JSON)")
+        if len(raw) > _MAX_EVENTS:
+            raise AgentError(400, f"'events' has {len(raw)} items; the limit is {_MAX_EVENTS} per request")
+        pid, host = body.get("pid", 0), body.get("host", "")
+        if not isinstance(pid, int) or not isinstance(host, str) or len(host) > 255:
+            raise AgentError(400, "'pid' must be an integer and 'host' a string of at most 255 characters")
+        events: list[events_pb2.Event] = []
+        for index, item in enumerate(raw):
+            event = events_pb2.Event()
+            try:
+                json_format.ParseDict(item, event)
+            except (json_format.ParseError, TypeError, ValueError) as exc:
+                raise AgentError(400, f"events[{index}] is not an Event: {shorten(str(exc), 200)}") from None
+            if event.run_id == owners.SERVER_AUDIT_RUN:
+                raise AgentError(403, f"run id {owners.SERVER_AUDIT_RUN!r} is the server's own")
+            events.append(event)
+        for run_id in sorted({e.run_id for e in events}):
+            await self._own(user, run_id)
+        for event in events:
+            kind = payload_name(event)
+            if kind in ("approval_granted", "approval_rejected"):
+                granted = kind == "approval_granted"
+                target = (event.approval_granted if granted else event.approval_rejected).target_id
+                ok = await asyncio.to_thread(
+                    owners.decision_delivered, self.store, event.run_id, target, approved=granted
+                )
+                if not ok:
+                    raise AgentError(
+                        403,
+                        f"event {event.sequence} of run {event.run_id}: no person's decision for {target!r} reached "
+                        "this run; an agent reports decisions, it cannot make them",
+                    )
+        await asyncio.to_thread(self.store.append_events, events, pid=pid, host=host)
+        return {"written": len(events)}
+
+    async def heartbeat(self, request: Request, user: User) -> dict[str, Any]:
+        """``POST /api/agent/heartbeat``: ``{"run_ids": [...]}`` are alive (stamped with the store's clock)."""
+        body = await self._body(request)
+        runs = _list_of_str(body.get("run_ids", []), "run_ids", limit=_MAX_RUNS)
+        mine = await asyncio.to_thread(owners.owned_runs, self.store, user.name, runs)
+        if set(runs) - mine:
+            raise AgentError(403, "heartbeat for runs this agent does not own")
+        await asyncio.to_thread(self.store.heartbeat, sorted(mine))
+        return {"runs": len(mine)}
+
+    async def reap(self, request: Request, user: User) -> dict[str, Any]:
+        """``POST /api/agent/reap``: close runs whose process stopped heartbeating (any agent may ask)."""
+        await self._body(request)
+        closed = await asyncio.to_thread(self.store.reap_crashed)
+        return {"closed": closed}
+
+    # -- control messages ----------------------------------------------------------------------------------------
+    async def open_stream(self, request: Request, user: User) -> AsyncIterator[bytes]:
+        """``GET /api/agent/stream?run=R&endpoint=E``: the control messages of the agent's runs, as SSE."""
+        params = request.query_params
+        runs = _list_of_str(params.getlist("run"), "run", limit=_MAX_RUNS)
+        if not runs:
+            raise AgentError(400, "name at least one run: /api/agent/stream?run=RUN_ID&endpoint=E")
+        endpoint = _endpoint(user.name, params.get("endpoint"))
+        for run in runs:
+            await self._own(user, run)
+        sub = _Subscriber(user.name, endpoint, frozenset(runs), asyncio.Queue(maxsize=_QUEUE_MAX))
+        self.hub.subscribe(sub)  # before the look at the database: nothing posted from now on falls between
+        try:
+            owed = await asyncio.to_thread(owners.claimed_for, self.store, endpoint)
+            pending = await asyncio.to_thread(owners.pending_for_runs, self.store, runs)
+        except BaseException:
+            self.hub.unsubscribe(sub)
+            raise
+        return self._stream(request, sub, owed, pending)
+
+    async def _stream(
+        self, request: Request, sub: _Subscriber, owed: list[InboxRow], pending: list[InboxRow]
+    ) -> AsyncIterator[bytes]:
+        try:
+            yield b"retry: 1000\n: connected\n\n"
+            # Claimed for this endpoint and never acked (its connection broke): sent again, the agent skips repeats.
+            for row in owed:
+                yield control_frame(row)
+            await self.hub.deliver(sub, pending)
+            while True:
+                try:
+                    item = await asyncio.wait_for(sub.queue.get(), timeout=AGENT_PING_S)
+                except TimeoutError:
+                    if await request.is_disconnected():
+                        return
+                    yield b": ping\n\n"
+                    continue
+                if item is None:
+                    return
+                yield control_frame(item)
+        finally:
+            self.hub.unsubscribe(sub)
+
+    async def acks(self, request: Request, user: User) -> dict[str, Any]:
+        """``POST /api/agent/acks``: ``{"endpoint": E, "acks": [{"inbox_id": N, "ack": ControlAck}]}``."""
+        body = await self._body(request)
+        endpoint = _endpoint(user.name, body.get("endpoint"))
+        raw = body.get("acks")
+        if not isinstance(raw, list) or not raw or len(raw) > 500:
+            raise AgentError(400, "'acks' must be a list of 1-500 {inbox_id, ack} objects")
+        acks: list[tuple[int, ControlAck]] = []
+        for index, item in enumerate(raw):
+            if not isinstance(item, dict) or not isinstance(item.get("inbox_id"), int):
+                raise AgentError(400, f"acks[{index}] must be {{'inbox_id': int, 'ack': ControlAck}}")
+            proto = control_pb2.ControlAck()
+            try:
+                json_format.ParseDict(item.get("ack") or {}, proto)
+                ack = ack_from_proto(proto)
+            except (json_format.ParseError, TypeError, ValueError) as exc:
+                raise AgentError(400, f"acks[{index}].ack is not a ControlAck: {shorten(str(exc), 200)}") from None
+            acks.append((int(item["inbox_id"]), ack))
+        claimed = {row.id for row in await asyncio.to_thread(owners.claimed_for, self.store, endpoint)}
+        mine = [(ident, ack) for ident, ack in acks if ident in claimed]
+        await asyncio.to_thread(self.store.ack_controls, mine)
+        # An id not claimed by this endpoint was acked before (a retry after a lost answer) or is not this agent's.
+        return {"acked": [ident for ident, _ in mine], "ignored": [ident for ident, _ in acks if ident not in claimed]}
+
+    async def decisions(self, request: Request, user: User) -> dict[str, Any]:
+        """``GET /api/agent/runs/{run_id}/decisions``: decisions recorded in the store for the run's requests."""
+        run_id = request.path_params["run_id"]
+        await self._own(user, run_id)
+        rows = await asyncio.to_thread(self.store.approvals, open_only=False, run_id=run_id)
+        return {
+            "decisions": [
+                {
+                    "target_id": r.target_id,
+                    "run_id": r.run_id,
+                    "decision": r.decision,
+                    "decided_by": r.decided_by,
+                    "detail": r.detail,
+                    "args_digest": r.args_digest,
+                    "edited_args_json": r.edited_args_json,
+                    "decided_at_ms": r.decided_at_ms,
+                    "decided_via": r.decided_via,
+                    "decided_channel": r.decided_channel,
+                    "decision_sig": r.decision_sig,
+                }
+                for r in rows
+                if r.decision
+            ]
+        }
+
+    # -- the execution ledger ------------------------------------------------------------------------------------
+    async def ledger(self, request: Request, user: User) -> dict[str, Any]:
+        """``GET /api/agent/ledger/{call_id}``: the ledger entry and any decision recorded while the agent was down."""
+        call_id = request.path_params["call_id"]
+        row = await self._owns_call(user, call_id)
+        stored = await asyncio.to_thread(self.store.find_decision, call_id)
+        decision: dict[str, Any] | None = None
+        if stored is not None:
+            owner = await asyncio.to_thread(owners.run_owner, self.store, stored.run_id)
+            if owner == user.name:
+                decision = {
+                    "approval_id": stored.approval_id,
+                    "run_id": stored.run_id,
+                    "target_id": stored.target_id,
+                    "approved": stored.approved,
+                    "detail": stored.detail,
+                    "decided_by": stored.decided_by,
+                    "args_digest": stored.args_digest,
+                    "edited_args": dict(stored.edited_args) if stored.edited_args is not None else None,
+                    "decided_at_ms": stored.decided_at_ms,
+                    "decided_via": stored.decided_via,
+                    "decided_channel": stored.decided_channel,
+                    "signature": stored.signature,
+                }
+        return {"execution": _execution_json(row) if row is not None else None, "decision": decision}
+
+    async def executing(self, request: Request, user: User) -> dict[str, Any]:
+        """``POST /api/agent/ledger/{call_id}/executing``: claim the right to run the body (at most once)."""
+        call_id = request.path_params["call_id"]
+        body = await self._body(request)
+        run_id, digest = body.get("run_id"), body.get("args_digest", "")
+        pid, host = body.get("pid", 0), body.get("host", "")
+        if not isinstance(run_id, str) or not isinstance(digest, str) or not isinstance(pid, int):
+            raise AgentError(400, "'run_id' and 'args_digest' must be strings, 'pid' an integer")
+        if not isinstance(host, str):
+            raise AgentError(400, "'host' must be a string")
+        await self._own(user, run_id)
+        await self._owns_call(user, call_id)
+        claimed = await asyncio.to_thread(
+            self.store.mark_executing, call_id, run_id=run_id, pid=pid, host=host[:255], args_digest=digest
+        )
+        return {"claimed": bool(claimed)}
+
+    async def done(self, request: Request, user: User) -> dict[str, Any]:
+        """``POST /api/agent/ledger/{call_id}/done``: ``{"result_json": "..."}`` — the body finished."""
+        call_id = request.path_params["call_id"]
+        body = await self._body(request)
+        result_json = body.get("result_json")
+        if not isinstance(result_json, str):
+            raise AgentError(400, "'result_json' must be a string (canonical JSON of the result)")
+        if await self._owns_call(user, call_id) is None:
+            raise AgentError(404, f"no execution of {shorten(call_id, 80)!r} was started")
+        await asyncio.to_thread(self.store.mark_done, call_id, result_json=result_json)
+        return {"done": True}
+
+
+def agent_routes(
+    api: AgentApi, guard: Callable[[Callable[[Request, User], Awaitable[Response]], str], Any]
+) -> list[Route]:
+    """The ``/api/agent/...`` routes; ``guard(handler, permission)`` authenticates (app.py's ``route``)."""
+    from starlette.responses import JSONResponse, StreamingResponse
+    from starlette.routing import Route
+
+    def json_route(handler: Callable[[Request, User], Awaitable[dict[str, Any]]]) -> Any:
+        async def endpoint(request: Request, user: User) -> Response:
+            try:
+                return JSONResponse(await handler(request, user))
+            except AgentError as exc:
+                return JSONResponse({"error": exc.message}, status_code=exc.status)
+
+        return guard(endpoint, "agent")
+
+    async def stream(request: Request, user: User) -> Response:
+        try:
+            body = await api.open_stream(request, user)
+        except AgentError as exc:
+            return JSONResponse({"error": exc.message}, status_code=exc.status)
+        headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+        return StreamingResponse(body, media_type="text/event-stream", headers=headers)
+
+    return [
+        Route("/api/agent/events", json_route(api.events), methods=["POST"]),
+        Route("/api/agent/heartbeat", json_route(api.heartbeat), methods=["POST"]),
+        Route("/api/agent/reap", json_route(api.reap), methods=["POST"]),
+        Route("/api/agent/stream", guard(stream, "agent"), methods=["GET"]),
+        Route("/api/agent/acks", json_route(api.acks), methods=["POST"]),
+        Route("/api/agent/runs/{run_id}/decisions", json_route(api.decisions), methods=["GET"]),
+        Route("/api/agent/ledger/{call_id}", json_route(api.ledger), methods=["GET"]),
+        Route("/api/agent/ledger/{call_id}/executing", json_route(api.executing), methods=["POST"]),
+        Route("/api/agent/ledger/{call_id}/done", json_route(api.done), methods=["POST"]),
+    ]

@@ -1,0 +1,172 @@
+"""What ``goldfive serve`` needs from the store to serve agents over HTTP: run ownership and per-run delivery.
+
+An agent that reaches the server with an ``agent`` token never holds database credentials; the
+server writes for it. These functions keep it to its own runs: the first agent user to write a run
+owns it, another agent (or a run some in-process agent started on the store directly) is refused.
+They work on both SQL backends; every call is short and bounded, like the store's own.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from .._util import now_ms
+from ..events import payload_name
+from ..pb.v1 import events_pb2
+from ._schema import INBOX_COLS, inbox_row
+from ._sql import SqlStore
+from .base import InboxRow, Store, StoreError
+
+__all__ = [
+    "AGENT_ENDPOINT_PREFIX",
+    "append_server_event",
+    "claim_run",
+    "claimed_for",
+    "decision_delivered",
+    "execution_owner",
+    "owned_runs",
+    "pending_for_runs",
+    "run_owner",
+]
+
+AGENT_ENDPOINT_PREFIX = "agent:"
+"""Inbox rows an HTTP agent claims are claimed by ``agent:<user>:<its endpoint>``, so no agent acks another's."""
+
+SERVER_AUDIT_RUN = "goldfive-serve"
+"""The run id under which the server puts its own audit entries (e.g. an agent token that tried to decide)."""
+
+
+def _sql(store: Store) -> SqlStore:
+    if not isinstance(store, SqlStore):
+        raise StoreError(f"{type(store).__name__} cannot serve agents over HTTP (a SQL store is needed)")
+    return store
+
+
+def run_owner(store: Store, run_id: str) -> str | None:
+    """The agent user who owns ``run_id`` (None: no agent over HTTP ever wrote it)."""
+    sql = _sql(store)
+    with sql._guard("reading a run's owner"):
+        row = sql._exec(sql._conn(), "SELECT agent FROM gf_run_owners WHERE run_id = ?", (run_id,)).fetchone()
+    return str(row[0]) if row is not None else None
+
+
+def claim_run(store: Store, run_id: str, agent: str) -> str | None:
+    """Make ``agent`` the owner of ``run_id`` if nobody owns it; None when ``agent`` owns it, else why not."""
+    if not run_id:
+        return "an event or subscription must name its run (run_id is empty)"
+    sql = _sql(store)
+    with sql._guard(f"claiming run {run_id}"):
+        conn = sql._conn()
+        with sql._transaction(conn):
+            row = sql._exec(conn, "SELECT agent FROM gf_run_owners WHERE run_id = ?", (run_id,)).fetchone()
+            if row is None:
+                known = sql._exec(conn, "SELECT 1 FROM gf_runs WHERE run_id = ?", (run_id,)).fetchone()
+                if known is not None:
+                    return f"run {run_id!r} was started by a process writing to the store directly, not by {agent!r}"
+                sql._exec(
+                    conn,
+                    "INSERT INTO gf_run_owners (run_id, agent, created_at_ms) VALUES (?, ?, ?) "
+                    "ON CONFLICT (run_id) DO NOTHING",
+                    (run_id, agent, now_ms()),
+                )
+                row = sql._exec(conn, "SELECT agent FROM gf_run_owners WHERE run_id = ?", (run_id,)).fetchone()
+    owner = str(row[0]) if row is not None else ""
+    return None if owner == agent else f"run {run_id!r} belongs to another agent"
+
+
+def owned_runs(store: Store, agent: str, run_ids: Sequence[str]) -> set[str]:
+    """Which of ``run_ids`` ``agent`` owns."""
+    if not run_ids:
+        return set()
+    sql = _sql(store)
+    marks = ", ".join("?" for _ in run_ids)
+    with sql._guard("reading run owners"):
+        rows = sql._exec(
+            sql._conn(),
+            f"SELECT run_id FROM gf_run_owners WHERE agent = ? AND run_id IN ({marks})",
+            (agent, *run_ids),
+        ).fetchall()
+    return {str(r[0]) for r in rows}
+
+
+def execution_owner(store: Store, call_id: str) -> tuple[str, str | None] | None:
+    """``(run_id, owner)`` of the ledger entry for ``call_id`` (None: no entry)."""
+    row = store.execution(call_id)
+    if row is None:
+        return None
+    return row.run_id, run_owner(store, row.run_id)
+
+
+def pending_for_runs(store: Store, run_ids: Sequence[str], *, limit: int = 500) -> list[InboxRow]:
+    """Unclaimed messages addressed to ``run_ids``, oldest first."""
+    if not run_ids:
+        return []
+    sql = _sql(store)
+    marks = ", ".join("?" for _ in run_ids)
+    with sql._guard("reading the control inbox by run"):
+        cur = sql._exec(
+            sql._conn(),
+            f"SELECT {INBOX_COLS} FROM gf_inbox WHERE status = 'pending' AND run_id IN ({marks}) ORDER BY id LIMIT ?",
+            (*run_ids, limit),
+        )
+        return [inbox_row(r) for r in cur.fetchall()]
+
+
+def claimed_for(store: Store, endpoint: str) -> list[InboxRow]:
+    """Messages ``endpoint`` claimed and has not acked (what an agent must still dispatch after a reconnect)."""
+    return store.claimed_controls(endpoint=endpoint)
+
+
+def decision_delivered(store: Store, run_id: str, target_id: str, *, approved: bool) -> bool:
+    """Whether a person's decision for ``target_id`` reached ``run_id``: recorded on its approval, or delivered.
+
+    An agent's ApprovalGranted/ApprovalRejected event is accepted only then: an agent can say that it
+    applied a decision, never make one.
+    """
+    sql = _sql(store)
+    decision = "approve" if approved else "reject"
+    with sql._guard("checking a decision an agent reported"):
+        conn = sql._conn()
+        row = sql._exec(
+            conn, "SELECT status, decision FROM gf_approvals WHERE run_id = ? AND target_id = ?", (run_id, target_id)
+        ).fetchone()
+        if row is None:
+            return True  # no request on record: the event changes no approval (e.g. a replay's note)
+        if row[0] not in ("pending", "timed_out"):
+            return str(row[1]) == decision or not row[1]
+        rows = sql._exec(
+            conn,
+            "SELECT payload_json FROM gf_inbox WHERE run_id = ? AND kind = ? AND status IN ('claimed', 'acked')",
+            (run_id, "APPROVE" if approved else "REJECT"),
+        ).fetchall()
+    for (payload_json,) in rows:
+        try:
+            payload = json.loads(payload_json)
+        except ValueError:
+            continue
+        if isinstance(payload, dict) and payload.get("target_id") == target_id:
+            return True
+    return False
+
+
+def append_server_event(store: Store, event: events_pb2.Event) -> int:
+    """Append an event of the server's own to the audit chain under :data:`SERVER_AUDIT_RUN`; returns its seq.
+
+    The sequence is taken under the chain's lock, so two servers on one database never collide.
+    """
+    sql = _sql(store)
+    with sql._guard(f"auditing {payload_name(event)}"):
+        conn = sql._conn()
+        with sql._transaction(conn):
+            head_seq, head_hash = sql._lock_chain_head(conn)
+            last = sql._exec(
+                conn, "SELECT MAX(sequence) FROM gf_audit WHERE run_id = ?", (SERVER_AUDIT_RUN,)
+            ).fetchone()
+            event.run_id = SERVER_AUDIT_RUN
+            event.sequence = (int(last[0]) + 1) if last is not None and last[0] is not None else 0
+            if not event.HasField("emitted_at"):
+                event.emitted_at.FromMilliseconds(now_ms())
+            head_seq, head_hash = sql._append_one(conn, event, head_hash)
+            sql._exec(conn, "UPDATE gf_chain_head SET seq = ?, hash = ? WHERE id = 1", (head_seq, head_hash))
+    return head_seq
