@@ -42,9 +42,9 @@ ROLES: dict[str, frozenset[str]] = {
 }
 """Role → what it may do. A new role (a policy's approver group) is one more entry.
 
-``agent`` is for agent processes that reach ``goldfive serve`` over HTTP (:class:`goldfive_core.http.HttpChannel`):
-it may write its own runs' events, read its own runs' control messages and execution-ledger records, and nothing
-else — not read the inbox, never decide or control a run.
+``agent`` is for agent processes that reach ``goldfive serve`` over HTTP
+(:class:`goldfive_core.store.http.HttpChannel`): it may write its own runs' events, read its own runs' control
+messages and execution-ledger records, and nothing else — not read the inbox, never decide or control a run.
 """
 
 PERMISSIONS = ("read", "decide", "control", "manage_users", "agent")

@@ -10,7 +10,7 @@ from http_support import AGENT_WAIT_MS, site
 from store_support import Backend
 
 from goldfive_core import AgentTools, InMemorySink, Task, wrap
-from goldfive_core.http import HttpChannel
+from goldfive_core.store.http import HttpChannel
 
 
 async def test_flow_a_callable_is_approved_over_http(backend: Backend, tmp_path: Path) -> None:

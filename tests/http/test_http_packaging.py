@@ -7,7 +7,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-import goldfive_core.http
+import goldfive_core.store.http
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -26,8 +26,8 @@ _AGENT_HOST = textwrap.dedent(
 
     sys.meta_path.insert(0, Block())
     import goldfive_core
-    assert "goldfive_core.http" not in sys.modules
-    from goldfive_core.http import HttpChannel
+    assert "goldfive_core.store.http" not in sys.modules
+    from goldfive_core.store.http import HttpChannel
     channel = HttpChannel("http://127.0.0.1:9", token="gf5_x")
     print("ok", type(channel.ledger).__name__)
     """
@@ -46,7 +46,7 @@ _NO_HTTPX = textwrap.dedent(
 
     sys.meta_path.insert(0, Block())
     try:
-        import goldfive_core.http
+        import goldfive_core.store.http
     except ImportError as exc:
         print(exc)
     """
@@ -72,10 +72,10 @@ def test_without_httpx_the_error_names_the_extra() -> None:
 
 
 def test_public_names_are_pinned() -> None:
-    assert sorted(goldfive_core.http.__all__) == [
+    assert sorted(goldfive_core.store.http.__all__) == [
         "AgentRefused",
         "DEFAULT_UNREACHABLE_AFTER_S",
         "HttpChannel",
         "RemoteStore",
     ]
-    assert goldfive_core.http.HttpChannel.__doc__
+    assert goldfive_core.store.http.HttpChannel.__doc__

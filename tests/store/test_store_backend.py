@@ -60,6 +60,8 @@ def test_v1_database_is_migrated_and_keeps_its_rows(tmp_path: object, backend: B
         "ALTER TABLE gf_approvals DROP COLUMN decision_sig",
         "DROP TABLE gf_outbox",
         "DROP TABLE gf_notify_cursor",
+        "DROP TABLE gf_run_owners",
+        "DROP INDEX gf_inbox_run",
     ):
         conn.execute(statement)
     conn.execute("UPDATE gf_meta SET value = '1' WHERE key = 'schema_version'")

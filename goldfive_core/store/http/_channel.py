@@ -30,15 +30,15 @@ from typing import Any, TypeVar, cast
 import httpx
 from google.protobuf import json_format
 
-from .._util import shorten
-from ..control import DEFAULT_SEND_TIMEOUT_S, ControlAck, ControlMessage, Dispatcher
-from ..convert import ack_to_proto, message_from_proto
-from ..errors import ChannelBusyError
-from ..pb.v1 import control_pb2, events_pb2
-from ..routing import ControlRouter
-from ..signing import TrustKey
-from ..store.base import InboxRow, Store, StoreUnavailableError
-from ..store.channel import StoreChannel
+from ..._util import shorten
+from ...control import DEFAULT_SEND_TIMEOUT_S, ControlAck, ControlMessage, Dispatcher
+from ...convert import ack_to_proto, message_from_proto
+from ...errors import ChannelBusyError
+from ...pb.v1 import control_pb2, events_pb2
+from ...routing import ControlRouter
+from ...signing import TrustKey
+from ..base import InboxRow, Store, StoreUnavailableError
+from ..channel import StoreChannel
 from ._remote import AgentRefused, RemoteStore, answer, loads
 
 __all__ = ["DEFAULT_UNREACHABLE_AFTER_S", "HttpChannel"]

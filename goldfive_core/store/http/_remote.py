@@ -21,11 +21,11 @@ from typing import Any
 import httpx
 from google.protobuf import json_format
 
-from .._util import shorten
-from ..approvals import ApprovalStatus
-from ..control import ControlMessage
-from ..pb.v1 import events_pb2
-from ..store.base import (
+from ..._util import shorten
+from ...approvals import ApprovalStatus
+from ...control import ControlMessage
+from ...pb.v1 import events_pb2
+from ..base import (
     DEFAULT_STALE_AFTER_MS,
     ApprovalRow,
     ExecutionRow,

@@ -6,7 +6,7 @@ agent's host). ``import goldfive_core`` never imports this package.
 ::
 
     from goldfive_core import wrap
-    from goldfive_core.http import HttpChannel
+    from goldfive_core.store.http import HttpChannel
 
     channel = HttpChannel("https://goldfive.internal", token=os.environ["GOLDFIVE_AGENT_TOKEN"])
     result = await wrap(agent, control=channel, sinks=[channel.sink]).run("go")
@@ -15,12 +15,12 @@ agent's host). ``import goldfive_core`` never imports this package.
 
 from __future__ import annotations
 
-from ..errors import MissingExtraError
+from ...errors import MissingExtraError
 
 try:
     import httpx  # noqa: F401
 except ImportError as exc:  # pragma: no cover - depends on the environment
-    raise MissingExtraError(f"goldfive_core.http (HttpChannel; {exc.name} is missing)", "http") from exc
+    raise MissingExtraError(f"goldfive_core.store.http (HttpChannel; {exc.name} is missing)", "http") from exc
 
 from ._channel import DEFAULT_UNREACHABLE_AFTER_S, HttpChannel
 from ._remote import AgentRefused, RemoteStore
