@@ -35,7 +35,7 @@ from ..drift import Drift, DriftKind, DriftSeverity
 from ..pb.v1 import events_pb2
 from ..session import Session
 from ..signing import TrustKey
-from ..toolcall import Replay, Skip, ToolCall, gate_tool_call
+from ..toolcall import ExecutionLedger, Replay, Skip, ToolCall, gate_tool_call
 from .base import HOST, ExecutionRow, ExecutionState, Store
 from .trust import verify_decision
 
@@ -207,17 +207,20 @@ async def run_approved(
     task_id: str = "",
     timeout_ms: int | None = None,
     trust: TrustKey | None = None,
+    ledger: ExecutionLedger | None = None,
 ) -> GuardedResult:
     """Ask (or find the recorded decision), then run ``body(args)`` at most once for ``call_id``.
 
     With ``trust`` (the public key of ``goldfive serve``), a decision recorded in the store is
     used only if that key signed it. The call goes through :func:`~goldfive_core.toolcall.gate_tool_call`
-    like any adapter's.
+    like any adapter's. ``ledger`` replaces the store's own records (an HttpChannel's ``channel.ledger``,
+    which fails closed when the server cannot be reached).
     """
     call = ToolCall(
         call_id=call_id, tool_name=tool_name, args=args, prompt=prompt or f"run {tool_name}?", task_id=task_id
     )
-    ledger = StoreLedger(store, trust=trust)
+    if ledger is None:
+        ledger = StoreLedger(store, trust=trust)
     outcome = await gate_tool_call(
         session, call, needs_person=True, validate_edit=_accept_object, ledger=ledger, timeout_ms=timeout_ms
     )

@@ -6,10 +6,12 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import pytest
 from http_support import AGENT_WAIT_MS, site
-from store_support import Backend
+from store_support import Backend, await_until
 
 from goldfive_core import AgentTools, InMemorySink, Task, wrap
+from goldfive_core.store.execution import GuardedResult, run_approved
 from goldfive_core.store.http import HttpChannel
 
 
@@ -36,3 +38,146 @@ async def test_flow_a_callable_is_approved_over_http(backend: Backend, tmp_path:
             await channel.aclose()
         assert result.output["decision"] == "approve"
         assert "fine" in result.output["detail"]
+
+
+async def test_a_tool_call_runs_once_with_the_edit_and_its_replay_returns_the_recorded_result(
+    backend: Backend, tmp_path: Path
+) -> None:
+    with site(backend, tmp_path) as s:
+        ran: list[dict[str, Any]] = []
+
+        async def body(call_args: Any) -> dict[str, Any]:
+            ran.append(dict(call_args))
+            return {"sent": call_args["amount"]}
+
+        def start(channel: HttpChannel) -> asyncio.Task[Any]:
+            async def agent(task: Task, tools: AgentTools) -> GuardedResult:
+                return await run_approved(
+                    tools.session,
+                    channel.store,
+                    call_id="call-7",
+                    tool_name="send_money",
+                    args={"to": "bob", "amount": 10},
+                    body=body,
+                    timeout_ms=AGENT_WAIT_MS,
+                    ledger=channel.ledger,
+                )
+
+            return asyncio.create_task(wrap(agent, control=channel, sinks=[channel.sink]).run("go"))
+
+        first = HttpChannel(s.url, token=s.tokens["bot"])
+        run = start(first)
+        try:
+            card = await s.pending("call-7")
+            assert card["tool_name"] == "send_money" and ran == []
+            answer = await s.decide("call-7", body={"edited_args": {"to": "bob", "amount": 7}})
+            assert answer.status_code == 200, answer.text
+            result = await asyncio.wait_for(run, 30)
+        finally:
+            await first.aclose()
+        assert result.output.status == "ran" and ran == [{"to": "bob", "amount": 7}]
+        store = s.backend.open()
+        row = store.execution("call-7")
+        assert row is not None and row.state.value == "done" and row.result_json == '{"sent":7}'
+
+        again = HttpChannel(s.url, token=s.tokens["bot"])  # a restarted agent replays the same call
+        try:
+            replay = await asyncio.wait_for(start(again), 30)
+        finally:
+            await again.aclose()
+        assert replay.output.status == "already_done" and replay.output.result == {"sent": 7}
+        assert ran == [{"to": "bob", "amount": 7}]  # at most once
+
+
+async def test_adk_tool_confirmation_over_http(backend: Backend, tmp_path: Path) -> None:
+    pytest.importorskip("google.adk")
+    from google.adk.agents.llm_agent import LlmAgent
+    from google.adk.apps import App
+    from google.adk.runners import Runner
+    from google.adk.sessions import InMemorySessionService
+    from google.adk.tools.function_tool import FunctionTool
+    from google.genai import types
+
+    from goldfive_adk import GoldfivePlugin
+    from goldfive_core.testing import Call, ScriptedModel
+
+    ran: list[int] = []
+
+    def transfer(amount: int) -> dict[str, Any]:
+        """Move money."""
+        ran.append(amount)
+        return {"moved": amount}
+
+    with site(backend, tmp_path) as s:
+        channel = HttpChannel(s.url, token=s.tokens["bot"])
+        plugin = GoldfivePlugin(control=channel, sinks=[channel.sink])
+        agent = LlmAgent(
+            name="ops",
+            model=ScriptedModel([Call("transfer", {"amount": 10}), lambda seen: f"tool said {seen.last_response}"]),
+            tools=[FunctionTool(transfer, require_confirmation=True)],
+        )
+        app = App(name="http_adk", root_agent=agent, plugins=[plugin])
+        runner = Runner(app=app, session_service=InMemorySessionService())
+        session = await runner.session_service.create_session(app_name=app.name, user_id="u")
+
+        async def invoke() -> list[Any]:
+            message = types.Content(role="user", parts=[types.Part(text="pay bob")])
+            return [e async for e in runner.run_async(user_id="u", session_id=session.id, new_message=message)]
+
+        run = asyncio.create_task(invoke())
+        try:
+            store = s.backend.open()
+            rows = await await_until(lambda: store.approvals(), what="the tool confirmation in the store")
+            assert rows[0].tool_name == "transfer" and ran == []
+            answer = await s.decide(rows[0].target_id, body={"edited_args": {"amount": 7}})
+            assert answer.status_code == 200, answer.text
+            events = await asyncio.wait_for(run, 30)
+        finally:
+            if not run.done():
+                run.cancel()
+            await channel.aclose()
+        assert ran == [7]
+        texts = [p.text for e in events for p in (e.content.parts if e.content else []) if p.text]
+        assert texts[-1] == "tool said {'moved': 7}"
+        decided = store.approvals_for(rows[0].target_id)[0]
+        assert (decided.status, decided.decided_by, decided.decided_channel) == ("granted", "ana", "api")
+        ledger = store.execution(rows[0].target_id)
+        assert ledger is not None and ledger.state.value == "done" and ledger.result_json == '{"moved":7}'
+
+
+async def test_claude_tool_use_is_rejected_over_http_and_the_model_reads_the_reason(
+    backend: Backend, tmp_path: Path
+) -> None:
+    pytest.importorskip("claude_agent_sdk")
+    from goldfive_core.adapters.claude import FakeClaudeCLI, GoldfiveClaude
+    from goldfive_core.testing import AwaitableSink
+    from tests.claude.claude_support import REFUND, REFUND_SCHEMA, Harness, converse, make_shop
+
+    args = {"order_id": "42", "amount": 30}
+    with site(backend, tmp_path) as s:
+        channel = HttpChannel(s.url, token=s.tokens["bot"])
+        sink = AwaitableSink()
+        gf = GoldfiveClaude(
+            control=channel, sinks=[channel.sink, sink], gate_tools=[REFUND], tool_schemas={REFUND: REFUND_SCHEMA}
+        )
+        h = Harness(gf, channel, sink, make_shop(), FakeClaudeCLI(session_id="sess-http"))  # type: ignore[arg-type]
+
+        async def script() -> None:
+            use = asyncio.create_task(h.cli.use_tool("toolu_H", REFUND, args))
+            await h.sink.wait_for("approval_requested")
+            await s.pending("toolu_H")
+            answer = await s.decide("toolu_H", approve=False, body={"reason": "refunds over 20 need a manager"})
+            assert answer.status_code == 200, answer.text
+            done = await use
+            assert not done.allowed
+            await h.cli.result("not refunded")
+
+        try:
+            async with h.run() as run:
+                await converse(run, h.cli, "refund order 42", script, limit_s=60)
+        finally:
+            await channel.aclose()
+        assert h.shop.refunds == []
+        assert any("ana) rejected" in c and "refunds over 20 need a manager" in c for c in h.cli.model_context)
+        rejected = h.sink.of("approval_rejected")[0].approval_rejected
+        assert (rejected.target_id, rejected.decided_by) == ("toolu_H", "ana")

@@ -62,7 +62,7 @@ def _run(code: str) -> subprocess.CompletedProcess[str]:
 def test_an_agent_host_needs_httpx_and_nothing_of_the_database_or_the_server() -> None:
     proc = _run(_AGENT_HOST)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == "ok StoreLedger"
+    assert proc.stdout.strip() == "ok HttpLedger"
 
 
 def test_without_httpx_the_error_names_the_extra() -> None:
@@ -76,6 +76,7 @@ def test_public_names_are_pinned() -> None:
         "AgentRefused",
         "DEFAULT_UNREACHABLE_AFTER_S",
         "HttpChannel",
+        "HttpLedger",
         "RemoteStore",
     ]
     assert goldfive_core.store.http.HttpChannel.__doc__

@@ -22,7 +22,7 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise MissingExtraError(f"goldfive_core.store.http (HttpChannel; {exc.name} is missing)", "http") from exc
 
-from ._channel import DEFAULT_UNREACHABLE_AFTER_S, HttpChannel
+from ._channel import DEFAULT_UNREACHABLE_AFTER_S, HttpChannel, HttpLedger
 from ._remote import AgentRefused, RemoteStore
 
-__all__ = ["DEFAULT_UNREACHABLE_AFTER_S", "AgentRefused", "HttpChannel", "RemoteStore"]
+__all__ = ["DEFAULT_UNREACHABLE_AFTER_S", "AgentRefused", "HttpChannel", "HttpLedger", "RemoteStore"]

@@ -24,7 +24,7 @@ import asyncio
 import collections
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar, cast
 
 import httpx
@@ -36,12 +36,15 @@ from ...convert import ack_to_proto, message_from_proto
 from ...errors import ChannelBusyError
 from ...pb.v1 import control_pb2, events_pb2
 from ...routing import ControlRouter
+from ...session import Session
 from ...signing import TrustKey
-from ..base import InboxRow, Store, StoreUnavailableError
+from ...toolcall import Replay, ToolCall
+from ..base import InboxRow, Store, StoreError, StoreUnavailableError
 from ..channel import StoreChannel
+from ..execution import StoreLedger
 from ._remote import AgentRefused, RemoteStore, answer, loads
 
-__all__ = ["DEFAULT_UNREACHABLE_AFTER_S", "HttpChannel"]
+__all__ = ["DEFAULT_UNREACHABLE_AFTER_S", "HttpChannel", "HttpLedger"]
 
 logger = logging.getLogger(__name__)
 
@@ -84,6 +87,7 @@ class HttpChannel(StoreChannel):
         super().__init__(cast(Store, remote), name=name, sweep_interval_s=sweep_interval_s, trust_key=trust_key)
         self.remote = remote
         self.unreachable_after_s = unreachable_after_s
+        self.ledger = HttpLedger(remote, trust=self.trust_key, unreachable_after_s=unreachable_after_s)
         self.connects = 0
         """How many times the stream (re)connected (observability and tests)."""
         self.failed_closed = 0
@@ -339,6 +343,64 @@ class HttpChannel(StoreChannel):
                     self.failed_closed += 1
                     logger.error("%s: withdrew the open approval %r of run %s: %s", self, target, session.run_id, why)
                     session.events.emit(events_pb2.ApprovalCancelled(target_id=target, reason=shorten(detail, 2000)))
+
+
+class HttpLedger(StoreLedger):
+    """The server's execution ledger for the gate, failing closed: a call the server cannot vouch for is not run.
+
+    Each look-up or claim is retried while the server cannot be reached, for at most ``unreachable_after_s``;
+    then the call is skipped with words the model reads (never an exception into the agent's loop).
+    """
+
+    def __init__(self, remote: RemoteStore, *, trust: TrustKey | None, unreachable_after_s: float) -> None:
+        super().__init__(cast(Store, remote), trust=trust)
+        self.unreachable_after_s = unreachable_after_s
+
+    async def _bounded(self, attempt: Callable[[], Awaitable[T]]) -> T:
+        deadline = time.monotonic() + self.unreachable_after_s
+        delay = 0.05
+        while True:
+            try:
+                return await attempt()
+            except StoreUnavailableError:
+                if time.monotonic() + delay >= deadline:
+                    raise
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 1.0)
+
+    @staticmethod
+    def _not_run(call: ToolCall, exc: StoreError) -> Replay:
+        return Replay(
+            kind="in_doubt",
+            detail=f"{call.tool_name} was NOT run: goldfive serve could not record or vouch for it "
+            f"({shorten(str(exc), 300)}). No one could be asked; do not assume it was approved. "
+            "Try again later or stop.",
+        )
+
+    async def lookup(self, session: Session, call: ToolCall, digest: str) -> Replay:
+        """What the server knows about the call; unreachable → not run."""
+        try:
+            return await self._bounded(lambda: StoreLedger.lookup(self, session, call, digest))
+        except StoreError as exc:
+            logger.error("goldfive serve ledger look-up for %s failed: %s", call.call_id, exc)
+            return self._not_run(call, exc)
+
+    async def begin(self, session: Session, call: ToolCall, digest: str) -> Replay | None:
+        """Record "executing" before the body runs; unreachable → not run."""
+        try:
+            return await self._bounded(lambda: StoreLedger.begin(self, session, call, digest))
+        except StoreError as exc:
+            logger.error("goldfive serve could not record %s as executing: %s", call.call_id, exc)
+            return self._not_run(call, exc)
+
+    async def finish(
+        self, call_id: str, digest: str, *, result: Any = None, error: BaseException | None = None
+    ) -> None:
+        """Record "done"; if the server stays unreachable the entry stays "executing" (in doubt: never re-run)."""
+        try:
+            await self._bounded(lambda: StoreLedger.finish(self, call_id, digest, result=result, error=error))
+        except StoreError as exc:
+            logger.error("goldfive serve could not record %s as done (it stays in doubt): %s", call_id, exc)
 
 
 _NO_ROW = InboxRow(id=-1, control_id="", kind="", payload={}, run_id="", issued_at_ms=0, status="")

@@ -1,0 +1,141 @@
+"""Agents over HTTP when servers fail: killed and restarted mid-wait, several servers over one PostgreSQL,
+no server at all (fail closed with words the model reads)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from http_support import AGENT_WAIT_MS, Serve, Site, eventually, site
+from server_support import free_port
+from store_support import Backend
+
+from goldfive_core import AgentTools, Task, wrap
+from goldfive_core.runner import RunResult
+from goldfive_core.store.execution import GuardedResult, run_approved
+from goldfive_core.store.http import HttpChannel
+
+
+def _tool_agent(channel: HttpChannel, call_id: str, ran: list[Any]) -> asyncio.Task[RunResult]:
+    async def body(call_args: Any) -> str:
+        ran.append(dict(call_args))
+        return "sent"
+
+    async def agent(task: Task, tools: AgentTools) -> GuardedResult:
+        return await run_approved(
+            tools.session,
+            channel.store,
+            call_id=call_id,
+            tool_name="send_money",
+            args={"amount": 10},
+            body=body,
+            timeout_ms=AGENT_WAIT_MS,
+            ledger=channel.ledger,
+        )
+
+    return asyncio.create_task(wrap(agent, control=channel, sinks=[channel.sink]).run("go"))
+
+
+async def _approve(s: Site, target: str, server: int = 0) -> None:
+    answer = await s.decide(target, server=server)
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["verdict"] == "applied", answer.json()
+
+
+async def test_the_server_is_killed_and_restarted_mid_wait_and_the_agent_resumes(
+    backend: Backend, tmp_path: Path
+) -> None:
+    with site(backend, tmp_path) as s:
+        channel = HttpChannel(s.url, token=s.tokens["bot"])
+        ran: list[Any] = []
+        run = _tool_agent(channel, "call-r", ran)
+        try:
+            await s.pending("call-r")
+            await eventually(lambda: _connected(channel, 1), "the agent's stream")
+            s.servers[0].kill()  # SIGKILL while the agent waits
+            await asyncio.sleep(0.3)  # the agent notices and retries against a dead port for a while
+            assert not run.done()
+            s.servers[0].start()  # same port, same database
+            await eventually(lambda: _connected(channel, 2), "the agent's reconnection")
+            await _approve(s, "call-r")
+            result = await asyncio.wait_for(run, 30)
+        finally:
+            if not run.done():
+                run.cancel()
+            await channel.aclose()
+        assert result.output.status == "ran" and ran == [{"amount": 10}]
+        assert channel.failed_closed == 0
+
+
+async def _connected(channel: HttpChannel, times: int) -> bool:
+    return channel.connects >= times
+
+
+async def test_two_servers_on_one_postgresql_the_agent_switches_between_them(
+    pg_backend: Backend, tmp_path: Path
+) -> None:
+    with site(pg_backend, tmp_path, servers=2) as s:
+        a, b = s.servers
+        channel = HttpChannel([a.url, b.url], token=s.tokens["bot"])
+        ran: list[Any] = []
+        try:
+            # Connected to A, decided on B: the decision crosses servers through PostgreSQL.
+            first = _tool_agent(channel, "call-1", ran)
+            await s.pending("call-1", server=1)
+            await _approve(s, "call-1", server=1)
+            assert (await asyncio.wait_for(first, 30)).output.status == "ran"
+            # A dies mid-wait: the agent moves to B and resumes there; B decides.
+            second = _tool_agent(channel, "call-2", ran)
+            await s.pending("call-2", server=1)
+            connects = channel.connects
+            a.kill()
+            await eventually(lambda: _connected(channel, connects + 1), "the agent on server B")
+            assert channel.remote.url == b.url
+            await _approve(s, "call-2", server=1)
+            assert (await asyncio.wait_for(second, 30)).output.status == "ran"
+        finally:
+            await channel.aclose()
+        assert ran == [{"amount": 10}, {"amount": 10}]  # each once
+        store = pg_backend.open()
+        assert [store.execution(c).state.value for c in ("call-1", "call-2")] == ["done", "done"]  # type: ignore[union-attr]
+        assert store.verify_audit().ok
+
+
+async def test_no_server_fails_closed_with_a_result_the_model_reads(sqlite_backend: Backend) -> None:
+    url = f"http://127.0.0.1:{free_port()}"  # nothing listens here
+    channel = HttpChannel(url, token="gf5_0123456789abcdef_" + "x" * 43, unreachable_after_s=1.0)
+    ran: list[Any] = []
+
+    async def flow_a(task: Task, tools: AgentTools) -> Any:
+        await tools.report_task_started("t-1")
+        return await tools.report_awaiting_approval("deploy?", task_id="t-1", timeout_ms=AGENT_WAIT_MS)
+
+    try:
+        answer = await asyncio.wait_for(wrap(flow_a, control=channel, sinks=[channel.sink]).run("go"), 30)
+        tool = await asyncio.wait_for(_tool_agent(channel, "call-x", ran), 30)
+    finally:
+        await channel.aclose()
+    assert answer.output["decision"] == "cancelled"
+    assert "goldfive serve unreachable" in answer.output["detail"] and "NOT approved" in answer.output["detail"]
+    assert tool.output.status == "in_doubt" and "was NOT run" in tool.output.detail and ran == []
+    assert channel.failed_closed == 1
+
+
+async def test_a_revoked_token_fails_closed_too(sqlite_backend: Backend, tmp_path: Path) -> None:
+    with site(sqlite_backend, tmp_path) as s:
+        channel = HttpChannel(s.url, token="gf5_0123456789abcdef_" + "x" * 43)
+
+        async def flow_a(task: Task, tools: AgentTools) -> Any:
+            await tools.report_task_started("t-2")
+            return await tools.report_awaiting_approval("deploy?", task_id="t-2", timeout_ms=AGENT_WAIT_MS)
+
+        try:
+            answer = await asyncio.wait_for(wrap(flow_a, control=channel, sinks=[channel.sink]).run("go"), 30)
+        finally:
+            await channel.aclose()
+    assert answer.output["decision"] == "cancelled"
+    assert "refused this agent" in answer.output["detail"] and "401" in answer.output["detail"]
+
+
+__all__ = ["Serve"]
