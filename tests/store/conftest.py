@@ -16,10 +16,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from store_support import NO_PG, PG_DSN, Backend
+from store_support import NO_PG, PG_DSN, PG_RAN, PG_WANTED, Backend
 
-_PG_RAN = pytest.StashKey[list[str]]()
-_PG_WANTED = pytest.StashKey[int]()
+_PG_RAN = PG_RAN
+_PG_WANTED = PG_WANTED
 
 
 def _pg_expected() -> bool:

@@ -11,11 +11,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from goldfive_core.events import payload_name
 from goldfive_core.pb.v1 import events_pb2
 from goldfive_core.store import Store, open_store
 
 PG_DSN = os.environ.get("GOLDFIVE_TEST_PG_DSN", "")
+
+# Shared by every conftest that hands out PostgreSQL backends (tests/store, tests/faults): one count.
+PG_RAN = pytest.StashKey[list[str]]()
+PG_WANTED = pytest.StashKey[int]()
 NO_PG = "PostgreSQL tests need GOLDFIVE_TEST_PG_DSN (set by .ci/run, which starts a loopback server)"
 HERE = Path(__file__).parent
 REPO = HERE.parent.parent
