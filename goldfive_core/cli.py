@@ -212,6 +212,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--by", help="who says so (default: $GOLDFIVE_USER or your login)")
     p = cmd("audit", "check the audit log")
     p.add_argument("action", choices=["verify"], help="verify: recompute the hash chain")
+    p.add_argument("--checkpoint", metavar="FILE", help="a signed checkpoint kept outside the database")
+    p.add_argument("--public-key", metavar="FILE", help="the Ed25519 key that signs checkpoints (PEM or base64)")
+    p.add_argument("--origin", default="goldfive", help="the log name in the checkpoint (default goldfive)")
     p = cmd("serve", "run the HTTP API and web inbox over this store (pip install 'goldfive[server]')")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=int, default=8765, help="port (default 8765)")
@@ -640,7 +643,19 @@ def _resolve_doubt(store: Store, args: argparse.Namespace, out: _Out) -> int:
 
 
 def _audit(store: Store, args: argparse.Namespace, out: _Out) -> int:
-    report = store.verify_audit()
+    if bool(args.checkpoint) != bool(args.public_key):
+        raise _Exit(EXIT_USAGE, "--checkpoint and --public-key go together")
+    if args.checkpoint:
+        from .store.checkpoint import CheckpointError, load_public_key, verify_chain
+
+        try:
+            with open(args.checkpoint, encoding="utf-8") as note, open(args.public_key, encoding="utf-8") as key:
+                checkpoint, public_key = note.read(100_000), load_public_key(key.read(100_000))
+        except (OSError, UnicodeDecodeError, CheckpointError) as exc:
+            raise _Exit(EXIT_USAGE, f"cannot read the checkpoint or key: {exc}") from None
+        report = verify_chain(store, checkpoint, public_key=public_key, origin=args.origin)
+    else:
+        report = store.verify_audit()
     data = {
         "ok": report.ok,
         "rows": report.rows,

@@ -1,0 +1,108 @@
+"""Signed checkpoints: a database writer without the key cannot rewrite the chain and its head unseen."""
+
+from __future__ import annotations
+
+import base64
+import subprocess
+from pathlib import Path
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from store_support import PYTHON, Backend, make_event
+
+from goldfive_core.pb.v1 import events_pb2
+from goldfive_core.store import Store
+from goldfive_core.store.audit import canonical_event_bytes, chain_hash
+from goldfive_core.store.checkpoint import CheckpointError, parse_checkpoint, verify_chain, write_checkpoint
+
+
+def _fill(store: Store, run: str, n: int = 4) -> None:
+    store.append_events(
+        [make_event(run, i, events_pb2.ApprovalGranted(target_id=f"{run}-t", decided_by="ann")) for i in range(n)],
+        pid=1,
+        host="h",
+    )
+
+
+def _rewrite_from(store: Store, seq: int, decided_by: str) -> None:
+    """What an attacker with database access does: edit a row, recompute every later hash and the head."""
+    conn = store._conn()  # type: ignore[attr-defined]
+    rows = store.audit_rows()
+    prev = next((r.hash for r in rows if r.seq == seq - 1), "0" * 64)
+    for row in rows:
+        if row.seq < seq:
+            continue
+        event = row.event()
+        if row.seq == seq:
+            event.approval_granted.decided_by = decided_by
+        body = canonical_event_bytes(event)
+        digest = chain_hash(prev, body)
+        store._exec(
+            conn, "UPDATE gf_audit SET body = ?, prev_hash = ?, hash = ? WHERE seq = ?", (body, prev, digest, row.seq)
+        )  # type: ignore[attr-defined]
+        prev = digest
+    store._exec(conn, "UPDATE gf_chain_head SET hash = ? WHERE id = 1", (prev,))  # type: ignore[attr-defined]
+
+
+def test_a_rewrite_of_the_chain_and_its_head_is_caught_by_a_signed_checkpoint(backend: Backend, tmp_path: Path) -> None:
+    key = Ed25519PrivateKey.generate()
+    public = key.public_key()
+    store = backend.open()
+    _fill(store, "run-a")
+    note = write_checkpoint(store, key, origin="example.org/goldfive")
+    _fill(store, "run-b")  # the log grows after the checkpoint
+    assert verify_chain(store, note, public_key=public, origin="example.org/goldfive").ok
+
+    _rewrite_from(store, 2, "mallory")
+    assert store.verify_audit().ok  # the unkeyed chain alone is fooled ...
+    report = verify_chain(store, note, public_key=public, origin="example.org/goldfive")
+    assert not report.ok and "the chain up to it was rewritten" in report.problems[-1]  # ... the checkpoint is not
+
+    # The same through the command line, with the checkpoint and the key kept outside the database.
+    (tmp_path / "cp.txt").write_text(note)
+    raw = public.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    (tmp_path / "key.pub").write_text(base64.b64encode(raw).decode())
+    argv = ["audit", "verify", "--checkpoint", str(tmp_path / "cp.txt"), "--public-key", str(tmp_path / "key.pub")]
+    cli = subprocess.run(
+        [PYTHON, "-m", "goldfive_core.cli", *argv, "--origin", "example.org/goldfive"],
+        env=backend.env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert cli.returncode == 1 and "rewritten" in cli.stdout, cli.stdout + cli.stderr
+
+
+def test_a_truncation_below_the_checkpoint_is_caught(backend: Backend) -> None:
+    key = Ed25519PrivateKey.generate()
+    store = backend.open()
+    _fill(store, "run-a", 6)
+    note = write_checkpoint(store, key, origin="gf")
+    conn = store._conn()  # type: ignore[attr-defined]
+    last = store.audit_rows()[2]
+    store._exec(conn, "DELETE FROM gf_audit WHERE seq > ?", (last.seq,))  # type: ignore[attr-defined]
+    store._exec(conn, "UPDATE gf_chain_head SET seq = ?, hash = ? WHERE id = 1", (last.seq, last.hash))  # type: ignore[attr-defined]
+    assert store.verify_audit().ok  # consistent without the checkpoint
+    report = verify_chain(store, note, public_key=key.public_key(), origin="gf")
+    assert not report.ok and "which is gone: history was cut" in " ".join(report.problems)
+
+
+def test_a_checkpoint_from_another_key_or_log_or_edited_is_refused(sqlite_backend: Backend) -> None:
+    key, other = Ed25519PrivateKey.generate(), Ed25519PrivateKey.generate()
+    store = sqlite_backend.open()
+    _fill(store, "run-a")
+    note = write_checkpoint(store, key, origin="gf")
+    assert parse_checkpoint(note, key.public_key(), origin="gf").seq == store.audit_head()[0]
+    for bad, public, origin, why in (
+        (note, other.public_key(), "gf", "no signature by the given public key"),
+        (note, key.public_key(), "elsewhere", "is for log 'gf'"),
+        (note.replace("\n4\n", "\n3\n"), key.public_key(), "gf", "does not verify"),
+        ("gf\n4\n", key.public_key(), "gf", "not a signed note"),
+    ):
+        try:
+            parse_checkpoint(bad, public, origin=origin)
+        except CheckpointError as exc:
+            assert why in str(exc), (why, str(exc))
+        else:
+            raise AssertionError(f"accepted: {why}")
