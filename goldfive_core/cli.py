@@ -245,13 +245,15 @@ def _open(args: argparse.Namespace) -> Store:
     # file, is an error, not a new set of tables. Read commands also open it read-only. Only
     # `serve` and `users` may come first, before any agent made the store.
     first = args.command in ("serve", "users")
-    return open_store(
+    store = open_store(
         location,
         create=first,
         schema=getattr(args, "schema", None),
         migrate=first,
         read_only=args.command in READ_COMMANDS,
     )
+    store.retry_budget_s = 0.0  # a person at a terminal is told at once (exit 3) and can run it again
+    return store
 
 
 def _check_args(args: argparse.Namespace, limits: Limits) -> None:

@@ -13,13 +13,16 @@ An adapter translates its host's call into a :class:`ToolCall`, calls
 4. **policy** — an optional :class:`ToolPolicy` says allow, ask or deny before anyone is asked.
 5. **replay lookup** — with an :class:`ExecutionLedger`, a call id (and args digest) the ledger has seen is
    answered from it: already done (its result), in doubt (never re-run) or decided while the agent was down.
+   A ledger that cannot be reached (after its own retries) fails closed: the call is skipped
+   (``store_unavailable``) and the model is told it did not run.
 6. **ask a person** — :func:`wait_for_person`, one bounded wait with an explicit deadline; with no
    control channel nobody can answer and the call is skipped (``approval_unavailable``).
 7. **apply the answer** — edited arguments are checked by the call's edit validator; a rejection, a timeout
    (with its HUMAN_INTERVENTION_REQUIRED drift) or a withdrawal skips the call.
 8. **step gate again** — a PAUSE that arrived while the call waited holds the approved call until RESUME.
-9. **ledger** — "executing" is recorded before the body runs; the adapter reports the end with
-   :meth:`Proceed.finish` ("done", with the result or error).
+9. **ledger** — "executing" is recorded before the body runs (out of reach: skipped, ``store_unavailable``,
+   the body did not run); the adapter reports the end with :meth:`Proceed.finish` ("done", with the result
+   or error), which never raises — a ledger that lags records it later.
 """
 
 from __future__ import annotations
@@ -27,12 +30,12 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 from ._util import args_digest, canonical_json, shorten
 from .approvals import ApprovalOutcome, ApprovalRequest, Decision, EditValidator
-from .drift import InterventionLevel
+from .drift import Drift, DriftKind, DriftSeverity, InterventionLevel
 from .errors import ApprovalError, RunCancelledError, RunTerminatedError
 from .pb.v1 import events_pb2
 from .policy import Ask, PolicyCall
@@ -55,6 +58,8 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
+R = TypeVar("R")
+
 SkipReason = Literal[
     "user_rejected",
     "approval_timeout",
@@ -65,6 +70,7 @@ SkipReason = Literal[
     "policy_denied",
     "in_doubt",
     "already_done",
+    "store_unavailable",
 ]
 
 _STOPPED = (RunCancelledError, RunTerminatedError)
@@ -112,8 +118,12 @@ class Proceed:
 
     async def finish(self, *, result: Any = None, error: BaseException | None = None) -> None:
         """Record in the ledger that the body finished (with its result, or the error it raised)."""
-        if self.ledger is not None:
+        if self.ledger is None:
+            return
+        try:
             await self.ledger.finish(self.call_id, self.digest, result=result, error=error)
+        except Exception:  # the body ran and its result goes to the model: a ledger failure must not kill the run
+            logger.exception("recording the end of %r in the execution ledger failed", self.call_id)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -160,10 +170,11 @@ class Replay:
     """What the ledger knows about a call before anyone is asked.
 
     ``done``: the body finished before (``result``); ``in_doubt``: it started and never finished;
-    ``decided``: a decision was recorded while the agent was down (``decision``); ``none``: ask.
+    ``decided``: a decision was recorded while the agent was down (``decision``); ``none``: ask;
+    ``unavailable``: the ledger could not be reached, so nothing may run (``detail`` says why).
     """
 
-    kind: Literal["none", "done", "in_doubt", "decided"]
+    kind: Literal["none", "done", "in_doubt", "decided", "unavailable"]
     detail: str = ""
     result: Any = None
     decision: Decision | None = None
@@ -176,11 +187,14 @@ class ExecutionLedger(Protocol):
     """
 
     async def lookup(self, session: Session, call: ToolCall, digest: str) -> Replay:
-        """What is known about this call (announcing to the run what applies, e.g. an in-doubt drift)."""
+        """What is known about this call (announcing to the run what applies, e.g. an in-doubt drift).
+
+        Out of reach after the ledger's own retries: ``Replay(kind="unavailable")`` (raising is treated the same).
+        """
         ...
 
     async def begin(self, session: Session, call: ToolCall, digest: str) -> Replay | None:
-        """Record "executing"; None = go ahead, else why not (done or in doubt meanwhile)."""
+        """Record "executing"; None = go ahead, else why not (done, in doubt meanwhile, or unavailable)."""
         ...
 
     async def finish(
@@ -264,8 +278,8 @@ async def gate_tool_call(
     # 5. replay lookup.
     outcome: ApprovalOutcome | None = None
     if ledger is not None:
-        replay = await ledger.lookup(session, call, digest)
-        if replay.kind in ("done", "in_doubt"):
+        replay = await _ledger_step(session, call, "could not look up whether it already ran", ledger.lookup, digest)
+        if replay.kind in ("done", "in_doubt", "unavailable"):
             session.approvals.forget_expected(call.call_id)
             return _replayed(call, replay)
         if replay.decision is not None:
@@ -321,8 +335,10 @@ async def gate_tool_call(
             return _stopped(session, call, f"the run was stopped: {exc}")
         # 9. at most once.
         if ledger is not None:
-            refused = await ledger.begin(session, call, digest)
+            refused = await _ledger_step(session, call, "could not record that it starts", ledger.begin, digest)
             if refused is not None:
+                if refused.kind == "unavailable":  # the person was told "approved": tell them it did not run
+                    _announce_not_run(session, call, refused.detail, outcome.decided_by)
                 return _replayed(call, refused)
         return Proceed(
             call_id=call.call_id,
@@ -429,7 +445,35 @@ def _error(call: ToolCall, detail: str) -> Skip:
 def _replayed(call: ToolCall, replay: Replay) -> Skip:
     if replay.kind == "done":
         return Skip(call_id=call.call_id, reason="already_done", detail=replay.detail, result=replay.result)
+    if replay.kind == "unavailable":  # fail closed: nothing may run while the ledger is out of reach
+        return Skip(call_id=call.call_id, reason="store_unavailable", detail=replay.detail)
     return Skip(call_id=call.call_id, reason="in_doubt", detail=replay.detail)
+
+
+def _announce_not_run(session: Session, call: ToolCall, detail: str, decided_by: str) -> None:
+    """An approved call that did not run goes on the run's record (sinks keep it through an outage)."""
+    by = f" by {decided_by}" if decided_by else ""
+    text = f"approved{by}, but {call.call_id!r} {detail}; the model was told it did not run"
+    session.emit_drift(Drift(DriftKind.HUMAN_INTERVENTION_REQUIRED, DriftSeverity.WARNING, text))
+
+
+async def _ledger_step(
+    session: Session,
+    call: ToolCall,
+    doing: str,
+    step: Callable[[Session, ToolCall, str], Awaitable[R]],
+    digest: str,
+) -> R | Replay:
+    """One ledger call; a ledger that raises (its retries spent) fails closed as ``unavailable``."""
+    try:
+        return await step(session, call, digest)
+    except Exception as exc:  # asyncio.CancelledError is a BaseException: it propagates
+        detail = (
+            f"did not run: {call.tool_name} was not started because its execution ledger is out of reach "
+            f"({doing}): {shorten(str(exc), 300)}"
+        )
+        logger.error("%s", detail)
+        return Replay(kind="unavailable", detail=detail)
 
 
 def _take_redirect(session: Session, level: InterventionLevel) -> list[Guidance]:

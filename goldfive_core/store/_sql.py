@@ -12,8 +12,10 @@ import abc
 import contextlib
 import json
 import logging
+import os
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, ClassVar, TypeVar
 
 from .._util import canonical_json, now_ms, shorten
@@ -64,6 +66,24 @@ from .base import (
 logger = logging.getLogger(__name__)
 
 
+DEFAULT_RETRY_BUDGET_S = 10.0
+"""Retry budget of the agent-side store calls through an outage (env ``GOLDFIVE_STORE_RETRY_S``)."""
+
+
+def _retry_budget_from_env() -> float:
+    text = os.environ.get("GOLDFIVE_STORE_RETRY_S", "")
+    if not text:
+        return DEFAULT_RETRY_BUDGET_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 3600:  # also refuses nan and inf: an outage must not hold a call forever
+        logger.warning("GOLDFIVE_STORE_RETRY_S=%r is not 0..3600 seconds; using %g", text, DEFAULT_RETRY_BUDGET_S)
+        return DEFAULT_RETRY_BUDGET_S
+    return value
+
+
 def _from(new: ApprovalStatus) -> tuple[str, ...]:
     """The stored statuses a record may move to ``new`` from (the core's transition table)."""
     return tuple(s.value for s in sources(new))
@@ -87,6 +107,7 @@ class SqlStore(Store):
     backend_errors: tuple[type[BaseException], ...] = ()
 
     def __init__(self) -> None:
+        self.retry_budget_s = _retry_budget_from_env()
         self._local = threading.local()
         self._sql_cache: dict[str, str] = {}
 
@@ -158,6 +179,26 @@ class SqlStore(Store):
     def close(self) -> None:
         """Close this thread's connection."""
         self._drop_conn()
+
+    def _retrying(self, what: str, fn: Callable[..., T], *args: Any) -> T:
+        """Call ``fn`` (an idempotent store call); while the store is unavailable, reconnect and retry with
+        backoff for at most ``retry_budget_s``, then raise the last StoreUnavailableError.
+
+        Only calls that are safe to repeat go through here: reads, and writes whose second attempt
+        after a lost answer changes nothing (a heartbeat, "done", an ack, one's own "executing").
+        """
+        deadline = time.monotonic() + max(self.retry_budget_s, 0.0)
+        delay = 0.05
+        while True:
+            try:
+                return fn(*args)
+            except StoreUnavailableError as exc:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise
+                logger.warning("store %s unavailable while %s; retrying in %.2f s: %s", self.url, what, delay, exc)
+                time.sleep(min(delay, left))
+                delay = min(delay * 2, 2.0)
 
     def migrate(self) -> int:
         """Bring the schema to the current version; returns the version found before."""
@@ -368,9 +409,11 @@ class SqlStore(Store):
             )
 
     def heartbeat(self, run_ids: Sequence[str]) -> None:
-        """Refresh the heartbeat of live runs."""
-        if not run_ids:
-            return
+        """Refresh the heartbeat of live runs (retried through an outage)."""
+        if run_ids:
+            self._retrying("writing a heartbeat", self._heartbeat, run_ids)
+
+    def _heartbeat(self, run_ids: Sequence[str]) -> None:
         with self._guard("writing a heartbeat"):
             conn = self._conn()
             with self._transaction(conn):
@@ -626,7 +669,10 @@ class SqlStore(Store):
                 return True
 
     def find_decision(self, target_id: str) -> StoredDecision | None:
-        """The newest decision for ``target_id`` that no execution has claimed."""
+        """The newest decision for ``target_id`` that no execution has claimed (retried through an outage)."""
+        return self._retrying(f"looking up a decision for {target_id!r}", self._find_decision, target_id)
+
+    def _find_decision(self, target_id: str) -> StoredDecision | None:
         with self._guard(f"looking up a decision for {target_id!r}"):
             row = self._exec(
                 self._conn(),
@@ -660,7 +706,16 @@ class SqlStore(Store):
     def mark_executing(
         self, target_id: str, *, run_id: str, pid: int = 0, host: str = HOST, args_digest: str = ""
     ) -> bool:
-        """Claim the tool body for ``target_id`` (and ``args_digest``); True exactly once."""
+        """Claim the tool body for ``target_id`` (and ``args_digest``); True exactly once (retried through an outage).
+
+        Idempotent for the claimer: when an earlier attempt committed but its answer was lost (the
+        connection dropped), the retry finds this run's own "executing" entry and says True again.
+        """
+        return self._retrying(
+            f"marking {target_id!r} executing", self._mark_executing, target_id, run_id, pid, host, args_digest
+        )
+
+    def _mark_executing(self, target_id: str, run_id: str, pid: int, host: str, args_digest: str) -> bool:
         with self._guard(f"marking {target_id!r} executing"):
             conn = self._conn()
             with self._transaction(conn):
@@ -675,10 +730,20 @@ class SqlStore(Store):
                     "AND excluded.args_digest <> '' AND gf_executions.args_digest <> excluded.args_digest",
                     (target_id, run_id, now_ms(), pid, host, args_digest),
                 )
-                return bool(cur.rowcount == 1)
+                if cur.rowcount == 1:
+                    return True
+                row = self._exec(
+                    conn,
+                    "SELECT run_id, state, pid, host, args_digest FROM gf_executions WHERE target_id = ?",
+                    (target_id,),
+                ).fetchone()
+                return row is not None and tuple(row) == (run_id, "executing", pid, host, args_digest)
 
     def mark_done(self, target_id: str, *, result_json: str) -> None:
-        """Record the finished tool body and its result."""
+        """Record the finished tool body and its result (retried through an outage)."""
+        self._retrying(f"marking {target_id!r} done", self._mark_done, target_id, result_json)
+
+    def _mark_done(self, target_id: str, result_json: str) -> None:
         with self._guard(f"marking {target_id!r} done"):
             conn = self._conn()
             with self._transaction(conn):
@@ -711,7 +776,10 @@ class SqlStore(Store):
                 return bool(cur.rowcount == 1)
 
     def execution(self, target_id: str) -> ExecutionRow | None:
-        """The ledger entry for ``target_id``."""
+        """The ledger entry for ``target_id`` (retried through an outage)."""
+        return self._retrying(f"reading execution {target_id!r}", self._execution, target_id)
+
+    def _execution(self, target_id: str) -> ExecutionRow | None:
         with self._guard(f"reading execution {target_id!r}"):
             row = self._exec(
                 self._conn(), f"SELECT {EXEC_COLS} FROM gf_executions WHERE target_id = ?", (target_id,)
@@ -810,9 +878,11 @@ class SqlStore(Store):
         return won
 
     def ack_controls(self, acks: Sequence[tuple[int, ControlAck]]) -> None:
-        """Store acks and wake the senders."""
-        if not acks:
-            return
+        """Store acks and wake the senders (retried through an outage; writing an ack twice changes nothing)."""
+        if acks:
+            self._retrying("storing control acks", self._ack_controls, acks)
+
+    def _ack_controls(self, acks: Sequence[tuple[int, ControlAck]]) -> None:
         with self._guard("storing control acks"):
             conn = self._conn()
             with self._transaction(conn):

@@ -300,6 +300,10 @@ class Store(abc.ABC):
 
     stale_after_ms: int = DEFAULT_STALE_AFTER_MS
 
+    retry_budget_s: float = 0.0
+    """How long idempotent agent-side calls reconnect and retry through an outage before raising
+    (SQL backends read ``GOLDFIVE_STORE_RETRY_S``, default 10 s; the CLI uses 0: a person is told at once)."""
+
     limits: Limits = Limits()
     """Size limits enforced on what is written (backends read ``GOLDFIVE_LIMIT_*`` at construction)."""
 

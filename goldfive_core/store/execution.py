@@ -26,17 +26,20 @@ import dataclasses
 import json
 import logging
 import os
+import threading
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Literal
 
-from .._util import canonical_json, shorten
+from .._util import canonical_json, safe_repr, shorten
 from ..approvals import Decision
 from ..drift import Drift, DriftKind, DriftSeverity
+from ..limits import LimitError, Limits, check_json_depth
 from ..pb.v1 import events_pb2
 from ..session import Session
 from ..signing import TrustKey
 from ..toolcall import ExecutionLedger, Replay, Skip, ToolCall, gate_tool_call
-from .base import HOST, ExecutionRow, ExecutionState, Store
+from .base import HOST, ExecutionRow, ExecutionState, Store, StoreError
 from .trust import verify_decision
 
 __all__ = [
@@ -51,8 +54,9 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-GuardedStatus = Literal["ran", "already_done", "in_doubt", "reject", "timeout", "cancelled", "refused"]
-"""``refused``: the gate skipped the call for another reason (no one can answer, a policy, bad arguments)."""
+GuardedStatus = Literal["ran", "already_done", "in_doubt", "unavailable", "reject", "timeout", "cancelled", "refused"]
+"""``unavailable``: the store stayed out of reach past its retry budget, so the body did not run;
+``refused``: the gate skipped the call for another reason (no one can answer, a policy, bad arguments)."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -72,7 +76,22 @@ class GuardedResult:
 
 
 def _accept_object(edited: Mapping[str, Any]) -> str | None:
-    return None if isinstance(edited, Mapping) else "edited arguments must be a JSON object"
+    """Edited arguments must be a JSON object: string keys, JSON values, within the size limits."""
+    if not isinstance(edited, Mapping):
+        return "edited arguments must be a JSON object"
+    bad = [k for k in edited if not isinstance(k, str)]
+    if bad:
+        return f"edited arguments must have string keys, got {safe_repr(bad[0], 40)}"
+    limits = Limits.from_env()
+    try:
+        check_json_depth(edited, limits.max_json_depth, what="edited arguments")
+        text = canonical_json(dict(edited))
+        limits.check_text("edited arguments", text, limits.max_edit_chars)
+    except LimitError as exc:
+        return str(exc)
+    except (TypeError, ValueError) as exc:
+        return f"edited arguments are not JSON: {shorten(str(exc), 120)}"
+    return None
 
 
 class StoreLedger:
@@ -87,20 +106,89 @@ class StoreLedger:
         """The key a decision recorded in the store must be signed with (None: any is used)."""
 
     async def lookup(self, session: Session, call: ToolCall, digest: str) -> Replay:
-        """What the store knows about the call (see :func:`check_replay`)."""
+        """What the store knows about the call (see :func:`check_replay`); ``unavailable`` through an outage
+        that outlasts the store's retry budget (the gate then skips the call: fail closed)."""
+        try:
+            return await self._lookup(session, call, digest)
+        except StoreError as exc:
+            return _unavailable(self.store, call.tool_name, "could not look up whether it already ran", exc)
+
+    async def _lookup(self, session: Session, call: ToolCall, digest: str) -> Replay:
+        """:meth:`lookup` that raises StoreError (a subclass may retry it its own way)."""
         return await check_replay(
             session, self.store, call_id=call.call_id, tool_name=call.tool_name, digest=digest, trust=self.trust
         )
 
     async def begin(self, session: Session, call: ToolCall, digest: str) -> Replay | None:
-        """Record "executing" (see :func:`begin_execution`)."""
+        """Record "executing" (see :func:`begin_execution`); ``unavailable`` when the store stays out of reach."""
+        try:
+            return await self._begin(session, call, digest)
+        except StoreError as exc:
+            return _unavailable(self.store, call.tool_name, "could not record that it starts", exc)
+
+    async def _begin(self, session: Session, call: ToolCall, digest: str) -> Replay | None:
+        """:meth:`begin` that raises StoreError (a subclass may retry it its own way)."""
         return await begin_execution(session, self.store, call_id=call.call_id, tool_name=call.tool_name, digest=digest)
 
     async def finish(
         self, call_id: str, digest: str, *, result: Any = None, error: BaseException | None = None
     ) -> None:
-        """Record "done" (see :func:`finish_execution`)."""
-        await finish_execution(self.store, call_id=call_id, result=result, error=error)
+        """Record "done" (see :func:`finish_execution`); never raises: through an outage it keeps trying in
+        the background, so a body that ran is not left in doubt while its process lives."""
+        result_json = _result_json(result, error)
+        try:
+            await asyncio.to_thread(self.store.mark_done, call_id, result_json=result_json)
+        except StoreError as exc:
+            logger.warning(
+                "store %s: %r ran but 'done' could not be recorded yet; retrying in the background: %s",
+                self.store.url,
+                call_id,
+                exc,
+            )
+            threading.Thread(
+                target=_mark_done_eventually,
+                args=(self.store, call_id, result_json),
+                name="goldfive-mark-done",
+                daemon=True,
+            ).start()
+
+
+DONE_RETRY_S = 600.0
+"""How long a "done" that could not be written is retried in the background."""
+
+
+def _mark_done_eventually(store: Store, call_id: str, result_json: str) -> None:
+    deadline = time.monotonic() + DONE_RETRY_S
+    while True:
+        try:
+            store.mark_done(call_id, result_json=result_json)
+        except StoreError as exc:
+            if time.monotonic() > deadline:
+                logger.error("store %s: gave up recording %r done: %s", store.url, call_id, exc)
+                return
+            time.sleep(1.0)
+        else:
+            logger.info("store %s: recorded %r done after an outage", store.url, call_id)
+            return
+
+
+def _unavailable(store: Store, tool_name: str, doing: str, exc: StoreError) -> Replay:
+    """Fail closed: the store is out of reach after its retry budget, so the body is not run."""
+    detail = (
+        f"did not run: {tool_name} was not started because the goldfive store {store.url} is unreachable "
+        f"({doing}, retried for {store.retry_budget_s:g} s): {shorten(str(exc), 300)}"
+    )
+    logger.error("%s", detail)
+    return Replay(kind="unavailable", detail=detail)
+
+
+def _result_json(result: Any, error: BaseException | None) -> str:
+    if error is not None:
+        return canonical_json({"error": shorten(repr(error), 500)})
+    try:
+        return canonical_json(result)
+    except (TypeError, ValueError):
+        return canonical_json({"repr": shorten(repr(result), 2000)})
 
 
 async def check_replay(
@@ -176,19 +264,13 @@ async def finish_execution(
     store: Store, *, call_id: str, result: Any = None, error: BaseException | None = None
 ) -> None:
     """Record that the body finished, with its result (or the error it raised)."""
-    if error is not None:
-        result_json = canonical_json({"error": shorten(repr(error), 500)})
-    else:
-        try:
-            result_json = canonical_json(result)
-        except (TypeError, ValueError):
-            result_json = canonical_json({"repr": shorten(repr(result), 2000)})
-    await asyncio.to_thread(store.mark_done, call_id, result_json=result_json)
+    await asyncio.to_thread(store.mark_done, call_id, result_json=_result_json(result, error))
 
 
 _STATUS_OF: dict[str, GuardedStatus] = {
     "already_done": "already_done",
     "in_doubt": "in_doubt",
+    "store_unavailable": "unavailable",
     "user_rejected": "reject",
     "approval_timeout": "timeout",
     "run_cancelled": "cancelled",

@@ -118,7 +118,7 @@ async def test_no_server_fails_closed_with_a_result_the_model_reads(sqlite_backe
         await channel.aclose()
     assert answer.output["decision"] == "cancelled"
     assert "goldfive serve unreachable" in answer.output["detail"] and "NOT approved" in answer.output["detail"]
-    assert tool.output.status == "in_doubt" and "was NOT run" in tool.output.detail and ran == []
+    assert tool.output.status == "unavailable" and "was NOT run" in tool.output.detail and ran == []
     assert channel.failed_closed == 1
 
 

@@ -371,7 +371,7 @@ class HttpLedger(StoreLedger):
     @staticmethod
     def _not_run(call: ToolCall, exc: StoreError) -> Replay:
         return Replay(
-            kind="in_doubt",
+            kind="unavailable",
             detail=f"{call.tool_name} was NOT run: goldfive serve could not record or vouch for it "
             f"({shorten(str(exc), 300)}). No one could be asked; do not assume it was approved. "
             "Try again later or stop.",
@@ -380,7 +380,7 @@ class HttpLedger(StoreLedger):
     async def lookup(self, session: Session, call: ToolCall, digest: str) -> Replay:
         """What the server knows about the call; unreachable → not run."""
         try:
-            return await self._bounded(lambda: StoreLedger.lookup(self, session, call, digest))
+            return await self._bounded(lambda: self._lookup(session, call, digest))
         except StoreError as exc:
             logger.error("goldfive serve ledger look-up for %s failed: %s", call.call_id, exc)
             return self._not_run(call, exc)
@@ -388,7 +388,7 @@ class HttpLedger(StoreLedger):
     async def begin(self, session: Session, call: ToolCall, digest: str) -> Replay | None:
         """Record "executing" before the body runs; unreachable → not run."""
         try:
-            return await self._bounded(lambda: StoreLedger.begin(self, session, call, digest))
+            return await self._bounded(lambda: self._begin(session, call, digest))
         except StoreError as exc:
             logger.error("goldfive serve could not record %s as executing: %s", call.call_id, exc)
             return self._not_run(call, exc)
@@ -396,11 +396,9 @@ class HttpLedger(StoreLedger):
     async def finish(
         self, call_id: str, digest: str, *, result: Any = None, error: BaseException | None = None
     ) -> None:
-        """Record "done"; if the server stays unreachable the entry stays "executing" (in doubt: never re-run)."""
-        try:
-            await self._bounded(lambda: StoreLedger.finish(self, call_id, digest, result=result, error=error))
-        except StoreError as exc:
-            logger.error("goldfive serve could not record %s as done (it stays in doubt): %s", call_id, exc)
+        """Record "done"; while the server stays unreachable it is retried in the background (the entry stays
+        "executing" meanwhile, so it is never re-run; once recorded it is not in doubt)."""
+        await StoreLedger.finish(self, call_id, digest, result=result, error=error)
 
 
 _NO_ROW = InboxRow(id=-1, control_id="", kind="", payload={}, run_id="", issued_at_ms=0, status="")
