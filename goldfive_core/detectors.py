@@ -15,8 +15,8 @@ from .drift import Drift, DriftKind, DriftSeverity
 from .protocols import Detector
 
 if TYPE_CHECKING:
+    from .config import SteeringConfig
     from .session import Session
-    from .steering import SteeringConfig
 
 __all__ = ["DelegationDetector", "LoopingToolCallDetector", "StepBudgetDetector", "default_detectors"]
 

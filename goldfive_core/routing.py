@@ -13,7 +13,8 @@ from typing import Any
 
 from ._util import safe_repr
 from .control import AckResult, ControlAck, ControlKind, ControlMessage, ControlTransport, check_message
-from .session import Session, decision_from_payload
+from .payloads import decision_from_payload
+from .session import Session
 
 __all__ = ["ControlRouter"]
 

@@ -109,7 +109,7 @@ class Runner:
             labels=self.labels,
         )
         if self.steerer_factory is not None:
-            session.steerer = self.steerer_factory(session, self.control)
+            session.set_steerer(self.steerer_factory(session, self.control))
         self._last = session
         root = session.tasks.add(task_id or new_id("task"), title=title or "run", input=input)
         open_run(session, self.router, root_task_id=root.id, input=input, adapter=self.adapter.name)
@@ -164,7 +164,7 @@ class Runner:
                 step.cancel()
                 return True
 
-            session.reinvoke_handler = reinvoke
+            session.set_reinvoke_handler(reinvoke)
             try:
                 return await step
             except asyncio.CancelledError:
@@ -172,7 +172,7 @@ class Runner:
                 if not requested or (this is not None and this.cancelling()):
                     raise  # the run itself is being cancelled
             finally:
-                session.reinvoke_handler = None
+                session.set_reinvoke_handler(None)
             await session.gate()  # a re-invocation is a step boundary too
 
     @staticmethod

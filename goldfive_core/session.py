@@ -12,30 +12,32 @@ import collections
 import dataclasses
 import getpass
 import logging
-import math
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal
 
-from ._util import canonical_json, new_id, safe_repr, shorten
+from ._util import canonical_json, new_id, shorten
 from .approvals import (
     ApprovalBook,
     ApprovalOutcome,
     ApprovalRecord,
     ApprovalRequest,
     Decision,
+    DecisionResult,
     DecisionVerdict,
 )
-from .control import ControlAck, ControlKind, ControlMessage, check_message
+from .config import SteeringConfig
+from .control import ControlAck, ControlMessage
 from .convert import timestamp_from_ms
+from .dispatch import dispatch_message
 from .drift import Drift, DriftKind, DriftSeverity, InterventionLevel
 from .errors import RunCancelledError, RunTerminatedError
 from .events import EventEmitter, EventSink
+from .payloads import MAX_TEXT, decision_from_payload, escalation_deadline_s
 from .pb.v1 import events_pb2
-from .policy import Ask, GrantBook, GrantError, GrantScope, Policy, default_policy
+from .policy import GrantBook, Policy, default_policy
 from .protocols import Detector, Steerer
-from .steering import SteeringConfig
 from .tasks import TaskBoard, TaskStatus
 
 __all__ = [
@@ -51,9 +53,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-MAX_TEXT = 65_536
-"""Longest free text (detail, steer text) a control message may carry."""
-
 RunState = Literal["running", "paused", "cancelled", "terminated", "finished"]
 
 
@@ -64,56 +63,6 @@ class Guidance:
     text: str
     source: Literal["steer", "inject", "nudge", "escalation"]
     control_id: str = ""
-
-
-class _BadPayload(Exception):
-    pass
-
-
-def _text(payload: Mapping[str, Any], key: str, *, required: bool = False) -> str:
-    value = payload.get(key)
-    if value is None:
-        if required:
-            raise _BadPayload(f"missing {key}: payload[{key!r}] must be a non-empty string")
-        return ""
-    if not isinstance(value, str):
-        raise _BadPayload(f"payload[{key!r}] must be a string, got {type(value).__name__}")
-    if required and not value.strip():
-        raise _BadPayload(f"missing {key}: payload[{key!r}] is empty")
-    if len(value) > MAX_TEXT:
-        raise _BadPayload(f"payload[{key!r}] is {len(value)} characters; the limit is {MAX_TEXT}")
-    return value
-
-
-def decision_from_payload(kind: ControlKind, payload: Mapping[str, Any]) -> tuple[str, Decision]:
-    """Parse an APPROVE/REJECT payload; raises ValueError with a message fit for an ack."""
-    try:
-        target_id = _text(payload, "target_id", required=True)
-        detail = _text(payload, "detail") or _text(payload, "reason")
-        decided_by = _text(payload, "decided_by")
-        digest = _text(payload, "args_digest")
-        channel = _text(payload, "channel")
-    except _BadPayload as exc:
-        raise ValueError(f"{kind.value}: {exc}") from None
-    edited = payload.get("edited_args")
-    if edited is not None:
-        if kind is not ControlKind.APPROVE:
-            raise ValueError("REJECT: edited_args only go with APPROVE")
-        if not isinstance(edited, Mapping):
-            raise ValueError(f"APPROVE: payload['edited_args'] must be an object, got {type(edited).__name__}")
-        try:
-            canonical_json(edited)
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"APPROVE: edited_args are not JSON: {exc}") from None
-        edited = dict(edited)
-    return target_id, Decision(
-        approved=kind is ControlKind.APPROVE,
-        detail=detail,
-        decided_by=decided_by,
-        edited_args=edited,
-        args_digest=digest,
-        channel=channel,
-    )
 
 
 class Session:
@@ -187,6 +136,27 @@ class Session:
         """The drift that made goldfive abort the run ("" when none did); RunAborted carries it."""
         return self._stop_drift_id
 
+    # -- what plugs in (adapters and set-up call these; nothing else assigns a session's attributes) ----------
+    def set_steerer(self, steerer: Steerer | None) -> None:
+        """Route this run's drift through ``steerer`` (None: drift is only emitted)."""
+        self.steerer = steerer
+
+    def add_detectors(self, detectors: Iterable[Detector]) -> None:
+        """Let ``detectors`` watch this run's steps too."""
+        self.detectors.extend(detectors)
+
+    def set_reinvoke_handler(self, handler: Callable[[str], bool] | None) -> None:
+        """Set (or clear) what cancels and re-runs the in-flight step at ladder level 3 (:attr:`reinvoke_handler`)."""
+        self.reinvoke_handler = handler
+
+    def adopt_session_id(self, session_id: str) -> bool:
+        """Take the host's session id once it is known (the first wins); returns whether it was taken."""
+        if not session_id or self.session_id:
+            return False
+        self.session_id = session_id
+        self.events.session_id = session_id
+        return True
+
     def on_cancel(self, hook: Callable[[str], None]) -> None:
         """Call ``hook(reason)`` when the run is cancelled or terminated (adapters stop their host)."""
         self._cancel_hooks.append(hook)
@@ -198,7 +168,7 @@ class Session:
         :attr:`pending_drift`; its ``deadline_s`` bounds the wait, after which
         the run is aborted. Raises ValueError for a bad ``deadline_s``.
         """
-        deadline_s = _deadline_s(escalation) if escalation is not None else None
+        deadline_s = escalation_deadline_s(escalation) if escalation is not None else None
         if self._state in ("running", "paused"):
             self._state = "paused"
             self._pause_reason = reason
@@ -317,6 +287,14 @@ class Session:
             )
         return outcome
 
+    def apply_decision(self, target_id: str, decision: Decision) -> DecisionResult:
+        """Apply a person's decision to ``target_id``; an applied one is announced (ApprovalGranted/Rejected)."""
+        result = self.approvals.decide(target_id, decision)
+        if result.verdict in (DecisionVerdict.APPLIED, DecisionVerdict.APPLIED_LATE):
+            assert result.record is not None
+            self._emit_decision(result.record)
+        return result
+
     def expect_approval(self, target_id: str) -> None:
         """Announce a target the host has shown to the person, so an early decision is kept."""
         self.approvals.expect(target_id)
@@ -383,52 +361,8 @@ class Session:
 
     # -- control dispatch ------------------------------------------------------------
     def dispatch(self, msg: ControlMessage) -> ControlAck:
-        """Apply one control message now and say what happened. Never raises."""
-        problem = check_message(msg)
-        if problem is not None:
-            return problem
-        kind = msg.kind
-        payload = msg.payload
-        try:
-            if kind in (ControlKind.APPROVE, ControlKind.REJECT):
-                return self._dispatch_decision(msg)
-            if kind is ControlKind.PAUSE:
-                reason = _text(payload, "reason") or "paused by a person"
-                was = self._state
-                self.pause(reason)
-                return self._state_ack(msg, was, "paused: the run stops at its next step boundary")
-            if kind is ControlKind.RESUME:
-                if self.resume():
-                    return ControlAck.success(msg.id, "resumed")
-                return ControlAck.success(
-                    msg.id, f"run {self.run_id} was not paused ({self._state}); nothing to resume"
-                )
-            if kind in (ControlKind.STEER, ControlKind.GOLDFIVE_STEER, ControlKind.INJECT_MESSAGE):
-                return self._dispatch_text(msg)
-            if kind is ControlKind.CANCEL:
-                if self._state in ("cancelled", "terminated", "finished"):
-                    return ControlAck.success(msg.id, f"run {self.run_id} is already {self._state}")
-                self.cancel(_text(payload, "reason") or "cancelled by a person")
-                return ControlAck.success(msg.id, "cancelled: the run stops at its next step boundary")
-            if kind is ControlKind.STATUS_QUERY:
-                return ControlAck.success(msg.id, f"run {self.run_id} is {self._state}", data=self.status())
-            if kind is ControlKind.GOLDFIVE_PAUSE_ESCALATE:
-                was = self._state
-                try:
-                    # Kept as pending_drift and answered in STATUS_QUERY: it must be able to go on the wire.
-                    canonical_json(payload)
-                except (TypeError, ValueError) as exc:
-                    return ControlAck.failure(msg.id, f"{kind}: the payload is not a JSON object: {safe_repr(exc)}")
-                try:
-                    self.pause(_text(payload, "reason") or "escalated to a person", escalation=payload)
-                except ValueError as exc:
-                    return ControlAck.failure(msg.id, f"{kind}: {exc}")
-                return self._state_ack(msg, was, "paused for a person: RESUME, STEER or CANCEL to go on")
-            if kind in (ControlKind.REWIND_TO, ControlKind.INTERCEPT_TRANSFER):
-                return ControlAck.unsupported(msg.id, f"{kind} is not supported by this run")
-            return ControlAck.failure(msg.id, f"control kind {kind!r} cannot be dispatched to a run")
-        except _BadPayload as exc:
-            return ControlAck.failure(msg.id, f"{kind}: {exc}")
+        """Apply one control message now and say what happened. Never raises (see :mod:`goldfive_core.dispatch`)."""
+        return dispatch_message(self, msg)
 
     def status(self) -> dict[str, Any]:
         """A JSON-able snapshot: state, pending drift, open approvals and tasks (emits nothing)."""
@@ -457,100 +391,6 @@ class Session:
         }
 
     # -- internals -------------------------------------------------------------------
-    def _state_ack(self, msg: ControlMessage, was: RunState, detail: str) -> ControlAck:
-        if was == "paused" and self._state == "paused":
-            return ControlAck.success(msg.id, "already paused")
-        if self._state != "paused":
-            return ControlAck.failure(msg.id, f"run {self.run_id} is {self._state}; it cannot be paused")
-        return ControlAck.success(msg.id, detail)
-
-    def _dispatch_text(self, msg: ControlMessage) -> ControlAck:
-        # Upstream goldfive UIs send a STEER as {"note": ..., "author": ...}; ours send {"text": ...}.
-        key = "note" if msg.payload.get("text") is None and msg.payload.get("note") is not None else "text"
-        text = _text(msg.payload, key, required=True)
-        author = _text(msg.payload, "author")
-        if author:
-            text = f"{text} (from {author})"
-        if self._state not in ("running", "paused"):
-            return ControlAck.failure(msg.id, f"run {self.run_id} is {self._state}; nobody will read this")
-        if msg.kind is ControlKind.INJECT_MESSAGE:
-            self.add_guidance(text, "inject", msg.id)
-            return ControlAck.success(msg.id, "message queued for the agent's next turn")
-        self.add_guidance(text, "steer", msg.id)
-        resumed = self.resume()
-        return ControlAck.success(
-            msg.id, "steer queued for the agent's next turn" + ("; run resumed" if resumed else "")
-        )
-
-    def _dispatch_decision(self, msg: ControlMessage) -> ControlAck:
-        assert isinstance(msg.kind, ControlKind)
-        try:
-            target_id, decision = decision_from_payload(msg.kind, msg.payload)
-        except ValueError as exc:
-            return ControlAck.failure(msg.id, str(exc))
-        scope = msg.payload.get("grant")
-        if scope is not None:
-            problem = self._grant_problem(target_id, decision, scope)
-            if problem:
-                return ControlAck.failure(msg.id, f"refused: {problem}; nothing was decided")
-        result = self.approvals.decide(target_id, decision)
-        if result.verdict in (DecisionVerdict.APPLIED, DecisionVerdict.APPLIED_LATE):
-            assert result.record is not None
-            detail = result.detail
-            if scope is not None and result.record.request is not None:
-                detail += "; " + self._grant(result.record.request, decision, str(scope))
-            self._emit_decision(result.record)
-            return ControlAck.success(msg.id, detail)
-        if result.verdict in (DecisionVerdict.KEPT_EARLY, DecisionVerdict.COUNTED):
-            return ControlAck.success(msg.id, result.detail)
-        return ControlAck.failure(msg.id, result.detail)
-
-    def _grant_problem(self, target_id: str, decision: Decision, scope: Any) -> str:
-        """Why an approval may not also grant ``scope`` ("" if it may)."""
-        if not decision.approved:
-            return "only an approval can allow matching calls"
-        if decision.edited_args is not None:
-            return "an edited approval never creates a grant: approve the edited call alone"
-        if not isinstance(scope, str):
-            return f"grant must be 'run', 'session' or a duration, got {safe_repr(scope)}"
-        record = self.approvals.get(target_id)
-        request = record.request if record is not None else None
-        if request is None or not self.approvals.is_open(target_id):
-            return f"{target_id!r} is not an open request"
-        ask = Ask.from_metadata(request.metadata)
-        rule = request.metadata.get("policy_rule", "")
-        if ask is None or not rule:
-            return f"no policy rule asked {target_id!r}, so none offers a grant"
-        if ask.quorum > 1:
-            return f"rule {rule!r} needs {ask.quorum} approvers; one approver cannot allow later calls"
-        try:
-            wanted = GrantScope.parse(scope)
-        except ValueError as exc:
-            return str(exc)
-        if wanted not in ask.grants:
-            offered = ", ".join(g.label() for g in ask.grants) or "none"
-            return f"rule {rule!r} does not offer a grant {wanted.label()} (offered: {offered})"
-        return ""
-
-    def _grant(self, request: ApprovalRequest, decision: Decision, scope: str) -> str:
-        """Create the grant an approval asked for; the words for its ack."""
-        meta = request.metadata
-        ask = Ask.from_metadata(meta)
-        assert ask is not None
-        try:
-            grant = self.grants.create(
-                ask=ask,
-                rule=meta.get("policy_rule", ""),
-                tool=meta.get("tool_name", ""),
-                scope=scope,
-                granted_by=decision.decided_by or "someone",
-                run_id=self.run_id,
-                session_id=self.session_id,
-            )
-        except GrantError as exc:
-            return f"no grant was made: {exc}"
-        return f"{grant.describe()} ({grant.grant_id})"
-
     def _emit_requested(self, request: ApprovalRequest) -> None:
         event = events_pb2.ApprovalRequested(
             target_id=request.target_id,
@@ -619,28 +459,6 @@ class Session:
             f"(drift {drift.get('drift_id') or '?'}) within its deadline of {deadline:g} s: {drift.get('reason', '')}",
             drift_id=str(drift.get("drift_id") or ""),
         )
-
-
-def _deadline_s(escalation: Mapping[str, Any]) -> float | None:
-    value = escalation.get("deadline_s")
-    if value is None:
-        return None
-    # Compare before math.isfinite(): a huge int overflows float conversion.
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not 0 < value <= _MAX_DEADLINE_S
-        or not math.isfinite(value)
-    ):
-        raise ValueError(
-            f"payload['deadline_s'] must be a positive number of seconds (at most {_MAX_DEADLINE_S}), "
-            f"got {safe_repr(value)}"
-        )
-    return float(value)
-
-
-_MAX_DEADLINE_S = 366 * 24 * 3600
-"""A year: longer deadlines overflow the event loop's clock arithmetic for no benefit."""
 
 
 # Drift helpers the reporting tools and adapters share.

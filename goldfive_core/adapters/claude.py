@@ -190,7 +190,7 @@ class ClaudeRun:
             labels=owner.labels,
         )
         if owner.steerer_factory is not None:
-            self.session.steerer = owner.steerer_factory(self.session, owner.control)
+            self.session.set_steerer(owner.steerer_factory(self.session, owner.control))
         self.options: ClaudeAgentOptions = merge_options(
             options,
             gate=owner.gate,
@@ -435,9 +435,8 @@ class ClaudeRun:
             approvals.expect(tool_use_id)
 
     def _learn_session_id(self, session_id: object) -> None:
-        if isinstance(session_id, str) and session_id and not self.session.session_id:
-            self.session.session_id = session_id
-            self.session.events.session_id = session_id
+        if isinstance(session_id, str):
+            self.session.adopt_session_id(session_id)
 
     def _on_cancel(self, reason: str) -> None:
         client = self.client

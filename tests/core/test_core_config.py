@@ -28,7 +28,7 @@ def test_os_environ_is_read(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.parametrize("raw", ["soon", "-5", "0", "1.5", "", "1e3", "true"])
 def test_a_bad_env_value_warns_and_keeps_the_default(raw: str, caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.WARNING, logger="goldfive_core.steering"):
+    with caplog.at_level(logging.WARNING, logger="goldfive_core.config"):
         config = SteeringConfig.from_env({ENV: raw})
     assert config.approval_default_timeout_ms == 600_000
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING and ENV in r.getMessage()]

@@ -1,0 +1,200 @@
+"""The control dispatch table: what each :class:`ControlKind` does to a run.
+
+:meth:`Session.dispatch` calls :func:`dispatch_message`, which looks the kind up
+in one table and applies it through the session's own methods (pause, resume,
+cancel, guidance, decisions); nothing here touches the session's state
+directly. A handler returns the ack; a malformed payload becomes a FAILURE ack
+naming the key (:mod:`goldfive_core.payloads`), never an exception.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from ._util import canonical_json, safe_repr
+from .approvals import ApprovalRequest, Decision, DecisionVerdict
+from .control import ControlAck, ControlKind, ControlMessage, check_message
+from .payloads import BadPayload, decision_from_payload, text_field
+
+if TYPE_CHECKING:
+    from .session import RunState, Session
+
+__all__ = ["dispatch_message"]
+
+Handler = Callable[["Session", ControlMessage], ControlAck]
+
+
+def dispatch_message(session: Session, msg: ControlMessage) -> ControlAck:
+    """Apply one control message to ``session`` now and say what happened. Never raises."""
+    problem = check_message(msg)
+    if problem is not None:
+        return problem
+    kind = msg.kind
+    handler = _TABLE.get(kind) if isinstance(kind, ControlKind) else None
+    if handler is None:
+        return ControlAck.failure(msg.id, f"control kind {kind!r} cannot be dispatched to a run")
+    try:
+        return handler(session, msg)
+    except BadPayload as exc:
+        return ControlAck.failure(msg.id, f"{kind}: {exc}")
+
+
+def _pause(session: Session, msg: ControlMessage) -> ControlAck:
+    reason = text_field(msg.payload, "reason") or "paused by a person"
+    was = session.state
+    session.pause(reason)
+    return _state_ack(session, msg, was, "paused: the run stops at its next step boundary")
+
+
+def _resume(session: Session, msg: ControlMessage) -> ControlAck:
+    if session.resume():
+        return ControlAck.success(msg.id, "resumed")
+    return ControlAck.success(msg.id, f"run {session.run_id} was not paused ({session.state}); nothing to resume")
+
+
+def _cancel(session: Session, msg: ControlMessage) -> ControlAck:
+    if session.state in ("cancelled", "terminated", "finished"):
+        return ControlAck.success(msg.id, f"run {session.run_id} is already {session.state}")
+    session.cancel(text_field(msg.payload, "reason") or "cancelled by a person")
+    return ControlAck.success(msg.id, "cancelled: the run stops at its next step boundary")
+
+
+def _status(session: Session, msg: ControlMessage) -> ControlAck:
+    return ControlAck.success(msg.id, f"run {session.run_id} is {session.state}", data=session.status())
+
+
+def _escalate(session: Session, msg: ControlMessage) -> ControlAck:
+    kind, payload = msg.kind, msg.payload
+    was = session.state
+    try:
+        # Kept as pending_drift and answered in STATUS_QUERY: it must be able to go on the wire.
+        canonical_json(payload)
+    except (TypeError, ValueError) as exc:
+        return ControlAck.failure(msg.id, f"{kind}: the payload is not a JSON object: {safe_repr(exc)}")
+    try:
+        session.pause(text_field(payload, "reason") or "escalated to a person", escalation=payload)
+    except ValueError as exc:
+        return ControlAck.failure(msg.id, f"{kind}: {exc}")
+    return _state_ack(session, msg, was, "paused for a person: RESUME, STEER or CANCEL to go on")
+
+
+def _unsupported(session: Session, msg: ControlMessage) -> ControlAck:
+    return ControlAck.unsupported(msg.id, f"{msg.kind} is not supported by this run")
+
+
+def _text(session: Session, msg: ControlMessage) -> ControlAck:
+    # Upstream goldfive UIs send a STEER as {"note": ..., "author": ...}; ours send {"text": ...}.
+    key = "note" if msg.payload.get("text") is None and msg.payload.get("note") is not None else "text"
+    text = text_field(msg.payload, key, required=True)
+    author = text_field(msg.payload, "author")
+    if author:
+        text = f"{text} (from {author})"
+    if session.state not in ("running", "paused"):
+        return ControlAck.failure(msg.id, f"run {session.run_id} is {session.state}; nobody will read this")
+    if msg.kind is ControlKind.INJECT_MESSAGE:
+        session.add_guidance(text, "inject", msg.id)
+        return ControlAck.success(msg.id, "message queued for the agent's next turn")
+    session.add_guidance(text, "steer", msg.id)
+    resumed = session.resume()
+    return ControlAck.success(msg.id, "steer queued for the agent's next turn" + ("; run resumed" if resumed else ""))
+
+
+def _decision(session: Session, msg: ControlMessage) -> ControlAck:
+    assert isinstance(msg.kind, ControlKind)
+    try:
+        target_id, decision = decision_from_payload(msg.kind, msg.payload)
+    except ValueError as exc:
+        return ControlAck.failure(msg.id, str(exc))
+    scope = msg.payload.get("grant")
+    if scope is not None:
+        problem = _grant_problem(session, target_id, decision, scope)
+        if problem:
+            return ControlAck.failure(msg.id, f"refused: {problem}; nothing was decided")
+    result = session.apply_decision(target_id, decision)
+    if result.verdict in (DecisionVerdict.APPLIED, DecisionVerdict.APPLIED_LATE):
+        assert result.record is not None
+        detail = result.detail
+        if scope is not None and result.record.request is not None:
+            detail += "; " + _grant(session, result.record.request, decision, str(scope))
+        return ControlAck.success(msg.id, detail)
+    if result.verdict in (DecisionVerdict.KEPT_EARLY, DecisionVerdict.COUNTED):
+        return ControlAck.success(msg.id, result.detail)
+    return ControlAck.failure(msg.id, result.detail)
+
+
+_TABLE: Mapping[ControlKind, Handler] = {
+    ControlKind.APPROVE: _decision,
+    ControlKind.REJECT: _decision,
+    ControlKind.PAUSE: _pause,
+    ControlKind.RESUME: _resume,
+    ControlKind.STEER: _text,
+    ControlKind.GOLDFIVE_STEER: _text,
+    ControlKind.INJECT_MESSAGE: _text,
+    ControlKind.CANCEL: _cancel,
+    ControlKind.STATUS_QUERY: _status,
+    ControlKind.GOLDFIVE_PAUSE_ESCALATE: _escalate,
+    ControlKind.REWIND_TO: _unsupported,
+    ControlKind.INTERCEPT_TRANSFER: _unsupported,
+}
+"""Every kind a run answers; any other kind gets a FAILURE ack."""
+
+
+def _state_ack(session: Session, msg: ControlMessage, was: RunState, detail: str) -> ControlAck:
+    if was == "paused" and session.state == "paused":
+        return ControlAck.success(msg.id, "already paused")
+    if session.state != "paused":
+        return ControlAck.failure(msg.id, f"run {session.run_id} is {session.state}; it cannot be paused")
+    return ControlAck.success(msg.id, detail)
+
+
+def _grant_problem(session: Session, target_id: str, decision: Decision, scope: Any) -> str:
+    """Why an approval may not also grant ``scope`` ("" if it may)."""
+    from .policy import Ask, GrantScope
+
+    if not decision.approved:
+        return "only an approval can allow matching calls"
+    if decision.edited_args is not None:
+        return "an edited approval never creates a grant: approve the edited call alone"
+    if not isinstance(scope, str):
+        return f"grant must be 'run', 'session' or a duration, got {safe_repr(scope)}"
+    record = session.approvals.get(target_id)
+    request = record.request if record is not None else None
+    if request is None or not session.approvals.is_open(target_id):
+        return f"{target_id!r} is not an open request"
+    ask = Ask.from_metadata(request.metadata)
+    rule = request.metadata.get("policy_rule", "")
+    if ask is None or not rule:
+        return f"no policy rule asked {target_id!r}, so none offers a grant"
+    if ask.quorum > 1:
+        return f"rule {rule!r} needs {ask.quorum} approvers; one approver cannot allow later calls"
+    try:
+        wanted = GrantScope.parse(scope)
+    except ValueError as exc:
+        return str(exc)
+    if wanted not in ask.grants:
+        offered = ", ".join(g.label() for g in ask.grants) or "none"
+        return f"rule {rule!r} does not offer a grant {wanted.label()} (offered: {offered})"
+    return ""
+
+
+def _grant(session: Session, request: ApprovalRequest, decision: Decision, scope: str) -> str:
+    """Create the grant an approval asked for; the words for its ack."""
+    from .policy import Ask, GrantError
+
+    meta = request.metadata
+    ask = Ask.from_metadata(meta)
+    assert ask is not None
+    try:
+        grant = session.grants.create(
+            ask=ask,
+            rule=meta.get("policy_rule", ""),
+            tool=meta.get("tool_name", ""),
+            scope=scope,
+            granted_by=decision.decided_by or "someone",
+            run_id=session.run_id,
+            session_id=session.session_id,
+        )
+    except GrantError as exc:
+        return f"no grant was made: {exc}"
+    return f"{grant.describe()} ({grant.grant_id})"

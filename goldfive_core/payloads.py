@@ -1,0 +1,101 @@
+"""Parsing control-message payloads: the one place a payload's keys are read and checked.
+
+Every function raises :class:`BadPayload` (or ValueError, where noted) with words fit for a
+FAILURE ack: the key, what it should be, what came.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from ._util import canonical_json, safe_repr
+from .approvals import Decision
+from .control import ControlKind
+
+__all__ = [
+    "MAX_DEADLINE_S",
+    "MAX_TEXT",
+    "BadPayload",
+    "decision_from_payload",
+    "escalation_deadline_s",
+    "text_field",
+]
+
+MAX_TEXT = 65_536
+"""Longest free text (detail, steer text) a control message may carry."""
+
+
+class BadPayload(Exception):
+    """A control message's payload is malformed; the message says which key and what is expected."""
+
+
+def text_field(payload: Mapping[str, Any], key: str, *, required: bool = False) -> str:
+    """``payload[key]`` as a string ("" when absent); raises BadPayload for a wrong type, size or emptiness."""
+    value = payload.get(key)
+    if value is None:
+        if required:
+            raise BadPayload(f"missing {key}: payload[{key!r}] must be a non-empty string")
+        return ""
+    if not isinstance(value, str):
+        raise BadPayload(f"payload[{key!r}] must be a string, got {type(value).__name__}")
+    if required and not value.strip():
+        raise BadPayload(f"missing {key}: payload[{key!r}] is empty")
+    if len(value) > MAX_TEXT:
+        raise BadPayload(f"payload[{key!r}] is {len(value)} characters; the limit is {MAX_TEXT}")
+    return value
+
+
+def decision_from_payload(kind: ControlKind, payload: Mapping[str, Any]) -> tuple[str, Decision]:
+    """Parse an APPROVE/REJECT payload; raises ValueError with a message fit for an ack."""
+    try:
+        target_id = text_field(payload, "target_id", required=True)
+        detail = text_field(payload, "detail") or text_field(payload, "reason")
+        decided_by = text_field(payload, "decided_by")
+        digest = text_field(payload, "args_digest")
+        channel = text_field(payload, "channel")
+    except BadPayload as exc:
+        raise ValueError(f"{kind.value}: {exc}") from None
+    edited = payload.get("edited_args")
+    if edited is not None:
+        if kind is not ControlKind.APPROVE:
+            raise ValueError("REJECT: edited_args only go with APPROVE")
+        if not isinstance(edited, Mapping):
+            raise ValueError(f"APPROVE: payload['edited_args'] must be an object, got {type(edited).__name__}")
+        try:
+            canonical_json(edited)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"APPROVE: edited_args are not JSON: {exc}") from None
+        edited = dict(edited)
+    return target_id, Decision(
+        approved=kind is ControlKind.APPROVE,
+        detail=detail,
+        decided_by=decided_by,
+        edited_args=edited,
+        args_digest=digest,
+        channel=channel,
+    )
+
+
+def escalation_deadline_s(escalation: Mapping[str, Any]) -> float | None:
+    """A GOLDFIVE_PAUSE_ESCALATE payload's ``deadline_s`` (None = none); raises ValueError when it is bad."""
+    value = escalation.get("deadline_s")
+    if value is None:
+        return None
+    # Compare before math.isfinite(): a huge int overflows float conversion.
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not 0 < value <= MAX_DEADLINE_S
+        or not math.isfinite(value)
+    ):
+        raise ValueError(
+            f"payload['deadline_s'] must be a positive number of seconds (at most {MAX_DEADLINE_S}), "
+            f"got {safe_repr(value)}"
+        )
+    return float(value)
+
+
+MAX_DEADLINE_S = 366 * 24 * 3600
+"""A year: longer deadlines overflow the event loop's clock arithmetic for no benefit."""
