@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 
+from goldfive_core.lifecycle import RunHandle
 from goldfive_core.session import Session
 
 __all__ = ["AdkRun"]
@@ -21,8 +22,8 @@ class AdkRun:
     """goldfive's state for one active ADK session."""
 
     adk_session_id: str
-    session: Session
-    root_task_id: str
+    handle: RunHandle
+    """The run itself: its session, root task, open/close and final status."""
     invocations: dict[str, set[asyncio.Task[object]]] = dataclasses.field(default_factory=dict)
     """Invocation id → the agent tasks seen running it (watched so a cancelled invocation ends the run)."""
     expected: set[str] = dataclasses.field(default_factory=set)
@@ -33,3 +34,13 @@ class AdkRun:
     """Why an invocation failed (on_run_error_callback), if one did."""
     native_waiting: list[str] = dataclasses.field(default_factory=list)
     """Calls ADK's own confirmation flow asked the client about (no channel): the run ends waiting for a person."""
+
+    @property
+    def session(self) -> Session:
+        """The run's goldfive session."""
+        return self.handle.session
+
+    @property
+    def root_task_id(self) -> str:
+        """The run's root task (the invocation that started it)."""
+        return self.handle.root_task_id

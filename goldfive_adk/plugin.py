@@ -45,7 +45,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from google.adk.agents.base_agent import BaseAgent
@@ -65,7 +65,7 @@ from goldfive_core._util import new_id, shorten
 from goldfive_core.control import ControlTransport
 from goldfive_core.errors import RunCancelledError, RunTerminatedError
 from goldfive_core.events import EventSink
-from goldfive_core.lifecycle import RunStatus, close_run, open_run, stopped_status
+from goldfive_core.lifecycle import RunHandle, SessionSetup
 from goldfive_core.policy import Policy
 from goldfive_core.routing import ControlRouter
 from goldfive_core.session import Guidance, Session
@@ -81,8 +81,6 @@ __all__ = ["GoldfivePlugin", "SessionSetup"]
 
 logger = logging.getLogger(__name__)
 
-SessionSetup = Callable[[Session, ControlTransport | None], Any]
-"""Called with each new goldfive Session (e.g. to set ``session.steerer`` or ``session.detectors``)."""
 
 _ENDED_MEMORY = 1024
 _MISSING = object()
@@ -192,23 +190,21 @@ class _GoldfiveADKPlugin(BasePlugin):
         return self._start(adk_session_id, invocation_id, None)
 
     def _start(self, adk_session_id: str, invocation_id: str, ic: InvocationContext | None) -> AdkRun:
-        session = Session(
-            session_id=adk_session_id,
-            sinks=self.sinks,
-            config=self.config,
-            has_channel=self.control is not None,
-            policy=self.policy,
-            labels=self.labels,
-        )
-        if self.session_setup is not None:
-            self.session_setup(session, self.control)
         text = _user_text(ic) if ic is not None else ""
         agent = ic.agent.name if ic is not None and ic.agent is not None else "agent"
-        root = session.tasks.add(invocation_id, title=f"ADK invocation of {agent}", input=text)
-        run = AdkRun(adk_session_id=adk_session_id, session=session, root_task_id=root.id)
+        handle = RunHandle(
+            self,
+            adapter="adk",
+            setup=self.session_setup,
+            root_task_id=invocation_id,
+            title=f"ADK invocation of {agent}",
+            input=text,
+            session_id=adk_session_id,
+        )
+        run = AdkRun(adk_session_id=adk_session_id, handle=handle)
         run.invocations[invocation_id] = set()
         self._runs[adk_session_id] = run
-        open_run(session, self.router, root_task_id=root.id, input=text, adapter="adk")
+        handle.open()
         return run
 
     def _end_invocation(self, adk_session_id: str, invocation_id: str) -> None:
@@ -223,26 +219,14 @@ class _GoldfiveADKPlugin(BasePlugin):
 
     def _finish(self, run: AdkRun, reason: str = "") -> None:
         self._runs.pop(run.adk_session_id, None)
-        session = run.session
-        stopped = stopped_status(session)
-        if stopped is not None:
-            status, why = stopped
-        elif run.error:
-            status, why = RunStatus.FAILED, run.error
-        elif run.aborted or reason:
-            status, why = RunStatus.CANCELLED, reason or "the client aborted the invocation"
-        elif run.native_waiting:
-            ids = ", ".join(run.native_waiting)
-            status, why = (
-                RunStatus.DETACHED,
-                (
-                    f"waits for a person on {ids}: ADK asked the client (adk_request_confirmation); "
-                    "the answer resumes the invocation as a new run"
-                ),
+        aborted = (reason or "the client aborted the invocation") if run.aborted or reason else ""
+        detached = ""
+        if run.native_waiting:
+            detached = (
+                f"waits for a person on {', '.join(run.native_waiting)}: ADK asked the client "
+                "(adk_request_confirmation); the answer resumes the invocation as a new run"
             )
-        else:
-            status, why = RunStatus.COMPLETED, ""
-        close_run(session, self.router, status, root_task_id=run.root_task_id, reason=why)
+        run.handle.close(failed=run.error, cancelled=aborted, detached=detached)
 
     def _watch(self, run: AdkRun, invocation_id: str) -> None:
         tasks = run.invocations.get(invocation_id)

@@ -1,4 +1,10 @@
-"""How a run starts and ends, the same for every adapter.
+"""How a run starts and ends, the same for every adapter: :class:`RunHandle`.
+
+A :class:`RunHandle` is what every adapter (``Runner`` for callable agents, the
+ADK plugin, the Claude adapter) holds for one run: it builds the run's
+:class:`Session`, calls the set-up (steerer and detectors), opens the run,
+decides how it ended (:meth:`RunHandle.close`, one order for every host) and
+closes it. Beneath it:
 
 ``open_run`` attaches the session to its router (messages sent before the
 run, such as a PAUSE, apply now), emits RunStarted and starts the root task.
@@ -8,15 +14,36 @@ last event (RunCompleted or RunAborted), then detaches the session.
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping
 from enum import StrEnum
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
-from ._util import shorten
+from ._util import new_id, shorten
+from .errors import RunCancelledError, RunTerminatedError
 from .pb.v1 import events_pb2, types_pb2
 from .routing import ControlRouter
 from .session import Session
 from .tasks import TaskStatus
 
-__all__ = ["RunStatus", "close_run", "open_run", "stopped_status"]
+if TYPE_CHECKING:
+    from .config import SteeringConfig
+    from .control import ControlTransport
+    from .events import EventSink
+    from .policy import Policy
+    from .protocols import Steerer
+
+__all__ = [
+    "RunHandle",
+    "RunOwner",
+    "RunResult",
+    "RunStatus",
+    "SessionSetup",
+    "close_run",
+    "open_run",
+    "stopped_status",
+]
 
 
 class RunStatus(StrEnum):
@@ -37,6 +64,151 @@ _PB_RUN_STATUS = {
     RunStatus.ABORTED: types_pb2.RUN_STATUS_ABORTED,
     RunStatus.DETACHED: types_pb2.RUN_STATUS_DETACHED,
 }
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RunResult:
+    """How a run ended (``await runner.run(input)`` returns it; ``ClaudeRun.result`` holds it)."""
+
+    run_id: str
+    status: RunStatus
+    root_task_id: str
+    output: Any = None
+    reason: str = ""
+    error: BaseException | None = None
+    tasks: Mapping[str, TaskStatus] = dataclasses.field(default_factory=dict)
+
+
+SessionSetup = Callable[[Session, "ControlTransport | None"], object]
+"""Called with each new session and the control channel (e.g. :func:`~goldfive_core.steering.install_default_steering`).
+
+It may give the session a steerer and detectors itself (``session.set_steerer``, ``session.add_detectors``);
+a steerer it returns becomes the run's steerer. ``runner.SteererFactory`` and ``goldfive_adk.SessionSetup``
+are this type.
+"""
+
+
+class RunOwner(Protocol):
+    """What a run is built from: the adapter's channel, sinks, config, policy, labels and router."""
+
+    @property
+    def control(self) -> ControlTransport | None: ...
+    @property
+    def sinks(self) -> Iterable[EventSink]: ...
+    @property
+    def config(self) -> SteeringConfig: ...
+    @property
+    def policy(self) -> Policy | None: ...
+    @property
+    def labels(self) -> Mapping[str, str]: ...
+    @property
+    def router(self) -> ControlRouter: ...
+
+
+_CANCELLED = (asyncio.CancelledError, RunCancelledError, RunTerminatedError)
+
+
+class RunHandle:
+    """One run of any adapter: its session, set-up, open/close and final status.
+
+    ``owner``: the adapter object holding the channel, sinks, config, policy, labels and router.
+    ``setup``: called with the new session (steerer and detectors); None installs nothing.
+    ``root_task_id`` (default a new ``task-…`` id), ``title`` and ``input`` describe the root task;
+    ``adapter`` names the host in RunStarted.
+    """
+
+    def __init__(
+        self,
+        owner: RunOwner,
+        *,
+        adapter: str,
+        setup: SessionSetup | None,
+        root_task_id: str | None = None,
+        title: str = "run",
+        input: object = None,
+        session_id: str = "",
+    ) -> None:
+        self.router = owner.router
+        self.adapter = adapter
+        self.input = input
+        self.session = Session(
+            session_id=session_id,
+            sinks=owner.sinks,
+            config=owner.config,
+            has_channel=owner.control is not None,
+            policy=owner.policy,
+            labels=owner.labels,
+        )
+        if setup is not None:
+            steerer = setup(self.session, owner.control)
+            if steerer is not None:
+                self.session.set_steerer(cast("Steerer", steerer))
+        self.root = self.session.tasks.add(root_task_id or new_id("task"), title=title, input=input)
+        """The run's root task (the reporting tools default to it)."""
+        self.result: RunResult | None = None
+        """How the run ended, once :meth:`close` ran."""
+
+    @property
+    def root_task_id(self) -> str:
+        """The root task's id."""
+        return self.root.id
+
+    def open(self) -> None:
+        """Attach the session to the router (waiting messages apply now), emit RunStarted, start the root task."""
+        open_run(self.session, self.router, root_task_id=self.root_task_id, input=self.input, adapter=self.adapter)
+
+    def close(
+        self,
+        *,
+        error: BaseException | None = None,
+        failed: str = "",
+        cancelled: str = "",
+        detached: str = "",
+        output: Any = None,
+        summary: str = "",
+    ) -> RunResult:
+        """Decide how the run ended, emit its last event and detach it; a second call returns the first result.
+
+        One order for every host: a stop by a person or the ladder (the session's state) — then the
+        host's ``error`` (a cancellation → CANCELLED, anything else → FAILED) — then ``failed`` (the host
+        says the run failed, e.g. the root task failed) — then ``cancelled`` (the client aborted) — then
+        ``detached`` (the run ended to wait for a person) — else COMPLETED.
+        """
+        if self.result is not None:
+            return self.result
+        status, reason = self.final_status(error=error, failed=failed, cancelled=cancelled, detached=detached)
+        tasks = close_run(
+            self.session, self.router, status, root_task_id=self.root_task_id, reason=reason, summary=summary
+        )
+        self.result = RunResult(
+            run_id=self.session.run_id,
+            status=status,
+            root_task_id=self.root_task_id,
+            output=output,
+            reason=reason,
+            error=error if status is RunStatus.FAILED else None,
+            tasks=tasks,
+        )
+        return self.result
+
+    def final_status(
+        self, *, error: BaseException | None = None, failed: str = "", cancelled: str = "", detached: str = ""
+    ) -> tuple[RunStatus, str]:
+        """The status :meth:`close` would give, with its reason (see there for the order)."""
+        stopped = stopped_status(self.session)
+        if stopped is not None:
+            return stopped
+        if isinstance(error, _CANCELLED):
+            return RunStatus.CANCELLED, "cancelled"
+        if error is not None:
+            return RunStatus.FAILED, f"the agent raised {error!r}"
+        if failed:
+            return RunStatus.FAILED, failed
+        if cancelled:
+            return RunStatus.CANCELLED, cancelled
+        if detached:
+            return RunStatus.DETACHED, detached
+        return RunStatus.COMPLETED, ""
 
 
 def open_run(session: Session, router: ControlRouter, *, root_task_id: str, input: object, adapter: str) -> None:

@@ -8,16 +8,13 @@ from __future__ import annotations
 
 import abc
 import asyncio
-import dataclasses
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ._util import new_id
 from .control import ControlTransport
-from .errors import RunCancelledError, RunTerminatedError
 from .events import EventSink
-from .lifecycle import RunStatus, close_run, open_run, stopped_status
+from .lifecycle import RunHandle, RunResult, RunStatus, SessionSetup
 from .policy import Policy
 from .routing import ControlRouter
 from .session import Session, Steerer
@@ -27,19 +24,6 @@ from .tasks import Task, TaskStatus
 __all__ = ["Adapter", "RunResult", "RunStatus", "Runner", "SteererFactory"]
 
 logger = logging.getLogger(__name__)
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class RunResult:
-    """What ``await runner.run(input)`` returns."""
-
-    run_id: str
-    status: RunStatus
-    root_task_id: str
-    output: Any = None
-    reason: str = ""
-    error: BaseException | None = None
-    tasks: Mapping[str, TaskStatus] = dataclasses.field(default_factory=dict)
 
 
 class Adapter(abc.ABC):
@@ -59,8 +43,8 @@ class Adapter(abc.ABC):
         """Run the agent on ``task`` and return its output."""
 
 
-SteererFactory = Callable[[Session, ControlTransport | None], Any]
-"""Builds the steerer for a new session (the ladder); set as ``Runner.steerer_factory``."""
+SteererFactory = SessionSetup
+"""Sets up each new session (the ladder); set as ``Runner.steerer_factory``. The same type as ``SessionSetup``."""
 
 
 class Runner:
@@ -101,18 +85,18 @@ class Runner:
 
     async def run(self, input: object = None, *, task_id: str | None = None, title: str = "") -> RunResult:
         """Run the agent once and return how it ended. Cancelling this call cancels the agent."""
-        session = Session(
-            sinks=self.sinks,
-            config=self.config,
-            has_channel=self.control is not None,
-            policy=self.policy,
-            labels=self.labels,
+        handle = RunHandle(
+            self,
+            adapter=self.adapter.name,
+            setup=self.steerer_factory,
+            root_task_id=task_id,
+            title=title or "run",
+            input=input,
         )
-        if self.steerer_factory is not None:
-            session.set_steerer(self.steerer_factory(session, self.control))
+        session = handle.session
         self._last = session
-        root = session.tasks.add(task_id or new_id("task"), title=title or "run", input=input)
-        open_run(session, self.router, root_task_id=root.id, input=input, adapter=self.adapter.name)
+        root = handle.root
+        handle.open()
         agent = asyncio.create_task(self._drive(session, root), name=f"goldfive-{session.run_id}")
 
         def stop_agent(_reason: str) -> None:
@@ -131,11 +115,18 @@ class Runner:
             finally:
                 if agent.done() and not agent.cancelled():
                     agent.exception()  # retrieved on purpose: the caller's cancellation is what propagates
-                close_run(session, self.router, RunStatus.CANCELLED, root_task_id=root.id, reason=session.stop_reason)
+                handle.close()
             raise
-        result = self._result(session, root, agent)
-        tasks = close_run(session, self.router, result.status, root_task_id=root.id, reason=result.reason)
-        return dataclasses.replace(result, tasks=tasks)
+        if agent.cancelled():
+            return handle.close(cancelled="cancelled")
+        error = agent.exception()
+        if error is not None:
+            result = handle.close(error=error)
+            if result.error is not None:
+                logger.error("agent of run %s raised", session.run_id, exc_info=error)
+            return result
+        failed = "the root task failed" if root.status is TaskStatus.FAILED else ""
+        return handle.close(failed=failed, output=agent.result())
 
     async def _drive(self, session: Session, root: Task) -> Any:
         await session.gate()
@@ -174,21 +165,3 @@ class Runner:
             finally:
                 session.set_reinvoke_handler(None)
             await session.gate()  # a re-invocation is a step boundary too
-
-    @staticmethod
-    def _result(session: Session, root: Task, agent: asyncio.Task[Any]) -> RunResult:
-        base: dict[str, Any] = {"run_id": session.run_id, "root_task_id": root.id}
-        # The session's state is authoritative: an agent that swallowed its cancellation still ran in a
-        # cancelled (or terminated) run.
-        error = None if agent.cancelled() else agent.exception()
-        stopped = stopped_status(session)
-        if stopped is not None:
-            return RunResult(status=stopped[0], reason=stopped[1], **base)
-        if agent.cancelled() or isinstance(error, RunCancelledError | RunTerminatedError):
-            return RunResult(status=RunStatus.CANCELLED, reason="cancelled", **base)
-        if error is not None:
-            logger.error("agent of run %s raised", session.run_id, exc_info=error)
-            return RunResult(status=RunStatus.FAILED, reason=f"agent raised {error!r}", error=error, **base)
-        if root.status is TaskStatus.FAILED:
-            return RunResult(status=RunStatus.FAILED, reason="the root task failed", output=agent.result(), **base)
-        return RunResult(status=RunStatus.COMPLETED, output=agent.result(), **base)

@@ -45,14 +45,13 @@ from typing import Any, cast
 from .._util import canonical_json, new_id, shorten
 from ..approvals import EditValidator
 from ..control import ControlTransport
-from ..errors import ConfigError, MissingExtraError, RunCancelledError
+from ..errors import ConfigError, MissingExtraError
 from ..events import EventSink
-from ..lifecycle import RunStatus, close_run, open_run, stopped_status
+from ..lifecycle import RunHandle, RunResult, SessionSetup
 from ..policy import Policy
 from ..reporting import TOOL_SPECS, call_reporting_tool
 from ..routing import ControlRouter
-from ..runner import RunResult, SteererFactory
-from ..session import Guidance, Session
+from ..session import Guidance
 from ..steering import SteeringConfig, install_default_steering
 from ..toolcall import ExecutionLedger, Proceed, Skip, ToolCall, gate_tool_call
 
@@ -139,7 +138,7 @@ class GoldfiveClaude:
         self.ledger: ExecutionLedger | None = ledger if ledger is not None else getattr(control, "ledger", None)
         """At-most-once records of approved tool uses (default: the channel's, e.g. a StoreChannel's store)."""
         self.router = ControlRouter(control)
-        self.steerer_factory: SteererFactory | None = install_default_steering
+        self.steerer_factory: SessionSetup | None = install_default_steering
         """Gives each run's session its steerer and detectors (default: the DESIGN §2 ladder); None = emit only."""
 
     @property
@@ -182,15 +181,15 @@ class ClaudeRun:
         task_id: str | None,
     ) -> None:
         self._owner = owner
-        self.session = Session(
-            sinks=owner.sinks,
-            config=owner.config,
-            has_channel=owner.control is not None,
-            policy=owner.policy,
-            labels=owner.labels,
+        self._handle = RunHandle(
+            owner,
+            adapter="claude",
+            setup=owner.steerer_factory,
+            root_task_id=task_id,
+            title=title or "claude run",
+            input=title,
         )
-        if owner.steerer_factory is not None:
-            self.session.set_steerer(owner.steerer_factory(self.session, owner.control))
+        self.session = self._handle.session
         self.options: ClaudeAgentOptions = merge_options(
             options,
             gate=owner.gate,
@@ -206,8 +205,6 @@ class ClaudeRun:
         self.result: RunResult | None = None
         """How the run ended; set when the ``async with`` block exits."""
         self._transport = transport
-        self._title = title
-        self._root = self.session.tasks.add(task_id or new_id("task"), title=title or "claude run")
         self._reporting = frozenset(owner.reporting_tools)
         self._interrupts: set[asyncio.Task[None]] = set()
         self._entered = False
@@ -219,9 +216,8 @@ class ClaudeRun:
         if self._entered:
             raise RuntimeError(f"run {self.session.run_id} was already started; call gf.run() for a new one")
         self._entered = True
-        session = self.session
-        open_run(session, self._owner.router, root_task_id=self._root.id, input=self._title, adapter="claude")
-        session.on_cancel(self._on_cancel)
+        self._handle.open()
+        self.session.on_cancel(self._on_cancel)
         return self
 
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
@@ -460,32 +456,10 @@ class ClaudeRun:
             logger.warning("could not interrupt Claude for run %s", self.session.run_id, exc_info=True)
 
     def _finish(self, exc: BaseException | None) -> RunResult:
-        session = self.session
         last = self.last_result
         output = last.result if last is not None else None
-        stopped = stopped_status(session)
-        if stopped is not None:
-            status, reason = stopped
-        elif isinstance(exc, asyncio.CancelledError | RunCancelledError):
-            status, reason = RunStatus.CANCELLED, "cancelled"
-        elif exc is not None:
-            status, reason = RunStatus.FAILED, f"the run raised {exc!r}"
-        elif last is not None and last.is_error:
-            status, reason = RunStatus.FAILED, f"Claude ended with {last.subtype}"
-        else:
-            status, reason = RunStatus.COMPLETED, ""
-        tasks = close_run(
-            session, self._owner.router, status, root_task_id=self._root.id, reason=reason, summary=output or ""
-        )
-        return RunResult(
-            run_id=session.run_id,
-            status=status,
-            root_task_id=self._root.id,
-            output=output,
-            reason=reason,
-            error=exc if status is RunStatus.FAILED else None,
-            tasks=tasks,
-        )
+        failed = f"Claude ended with {last.subtype}" if last is not None and last.is_error else ""
+        return self._handle.close(error=exc, failed=failed, output=output, summary=output or "")
 
 
 def _prompt(tool_name: str, tool_input: Mapping[str, Any], title: str | None) -> str:
