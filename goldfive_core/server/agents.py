@@ -20,11 +20,13 @@ import asyncio
 import concurrent.futures
 import contextlib
 import dataclasses
+import functools
 import json
 import logging
 import re
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from google.protobuf import json_format
 
@@ -46,6 +48,8 @@ __all__ = ["AGENT_PING_S", "AgentApi", "AgentError", "InboxHub", "agent_routes",
 
 logger = logging.getLogger(__name__)
 
+T = TypeVar("T")
+
 AGENT_PING_S = 15.0
 """A comment line on an idle agent stream this often, so proxies and the agent see a live connection."""
 
@@ -53,8 +57,20 @@ _QUEUE_MAX = 256
 _MAX_RUNS = 256
 _MAX_EVENTS = 1000
 _ENDPOINT = re.compile(r"^[A-Za-z0-9._:@+-]{1,160}$")
+_REAP_EVERY_S = 10.0
+"""How often a server with connected agents closes runs whose heartbeat stopped (status crashed)."""
+
 _WAKE_SLICE_S = 5.0
 """Longest wait for the inbox between looks (a safety net; a posted message wakes the hub at once)."""
+
+
+_POOL = concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="goldfive-agents")
+"""Store calls of the agent routes run here, never queued behind people's decisions: a decision holds a
+thread of the default pool until the agent acks it, and the ack must not wait for that pool."""
+
+
+async def _io(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    return await asyncio.get_running_loop().run_in_executor(_POOL, functools.partial(fn, *args, **kwargs))
 
 
 def _dict(message: Any) -> dict[str, Any]:
@@ -123,7 +139,7 @@ class InboxHub:
         """Claim ``rows`` for ``sub`` and queue those it won (a row claimed elsewhere went to another stream)."""
         if not rows:
             return
-        won = set(await asyncio.to_thread(self.store.claim_controls, [r.id for r in rows], endpoint=sub.endpoint))
+        won = set(await _io(self.store.claim_controls, [r.id for r in rows], endpoint=sub.endpoint))
         for row in rows:
             if row.id in won:
                 self._put(sub, row)
@@ -143,9 +159,14 @@ class InboxHub:
         loop = asyncio.get_running_loop()
         delay = 0.05
         try:
+            next_reap = time.monotonic() + _REAP_EVERY_S
             while True:
                 try:
                     await loop.run_in_executor(executor, self.store.wait_inbox, _WAKE_SLICE_S)
+                    if self._by_run and time.monotonic() >= next_reap:
+                        # Agents over HTTP do not close each other's crashed runs (their sinks skip it): we do.
+                        await loop.run_in_executor(executor, self.store.reap_crashed)
+                        next_reap = time.monotonic() + _REAP_EVERY_S
                     delay = 0.05
                 except StoreError as exc:
                     logger.warning("agent inbox: store unavailable, retrying in %.2f s: %s", delay, exc)
@@ -169,7 +190,7 @@ class InboxHub:
                     runs = list(self._by_run)
                     rows: list[InboxRow] = []
                     for start in range(0, len(runs), 500):
-                        rows += await asyncio.to_thread(owners.pending_for_runs, self.store, runs[start : start + 500])
+                        rows += await _io(owners.pending_for_runs, self.store, runs[start : start + 500])
                     by_sub: dict[_Subscriber, list[InboxRow]] = {}
                     for row in rows:
                         subs = self._by_run.get(row.run_id)
@@ -240,7 +261,7 @@ async def audit_refusal(store: Store, user: User, request: Request, permission: 
     event.decision_refused.channel = "agent"
     logger.warning("refused agent %r: %s %s", user.name, request.method, shorten(request.url.path, 200))
     try:
-        await asyncio.to_thread(owners.append_server_event, store, event)
+        await _io(owners.append_server_event, store, event)
     except StoreError as exc:  # the refusal stands; only its record is missing (logged above)
         logger.error("could not audit the refused request of agent %r: %s", user.name, exc)
 
@@ -270,14 +291,14 @@ class AgentApi:
         return body
 
     async def _own(self, user: User, run_id: str) -> None:
-        refusal = await asyncio.to_thread(owners.claim_run, self.store, run_id, user.name)
+        refusal = await _io(owners.claim_run, self.store, run_id, user.name)
         if refusal is not None:
             raise AgentError(403, refusal)
 
     async def _owns_call(self, user: User, call_id: str) -> ExecutionRow | None:
-        row: ExecutionRow | None = await asyncio.to_thread(self.store.execution, call_id)
+        row: ExecutionRow | None = await _io(self.store.execution, call_id)
         if row is not None:
-            owner = await asyncio.to_thread(owners.run_owner, self.store, row.run_id)
+            owner = await _io(owners.run_owner, self.store, row.run_id)
             if owner != user.name:
                 raise AgentError(403, f"call {shorten(call_id, 80)!r} belongs to a run of another agent")
         return row
@@ -311,33 +332,25 @@ class AgentApi:
             if kind in ("approval_granted", "approval_rejected"):
                 granted = kind == "approval_granted"
                 target = (event.approval_granted if granted else event.approval_rejected).target_id
-                ok = await asyncio.to_thread(
-                    owners.decision_delivered, self.store, event.run_id, target, approved=granted
-                )
+                ok = await _io(owners.decision_delivered, self.store, event.run_id, target, approved=granted)
                 if not ok:
                     raise AgentError(
                         403,
                         f"event {event.sequence} of run {event.run_id}: no person's decision for {target!r} reached "
                         "this run; an agent reports decisions, it cannot make them",
                     )
-        await asyncio.to_thread(self.store.append_events, events, pid=pid, host=host)
+        await _io(self.store.append_events, events, pid=pid, host=host)
         return {"written": len(events)}
 
     async def heartbeat(self, request: Request, user: User) -> dict[str, Any]:
         """``POST /api/agent/heartbeat``: ``{"run_ids": [...]}`` are alive (stamped with the store's clock)."""
         body = await self._body(request)
         runs = _list_of_str(body.get("run_ids", []), "run_ids", limit=_MAX_RUNS)
-        mine = await asyncio.to_thread(owners.owned_runs, self.store, user.name, runs)
+        mine = await _io(owners.owned_runs, self.store, user.name, runs)
         if set(runs) - mine:
             raise AgentError(403, "heartbeat for runs this agent does not own")
-        await asyncio.to_thread(self.store.heartbeat, sorted(mine))
+        await _io(self.store.heartbeat, sorted(mine))
         return {"runs": len(mine)}
-
-    async def reap(self, request: Request, user: User) -> dict[str, Any]:
-        """``POST /api/agent/reap``: close runs whose process stopped heartbeating (any agent may ask)."""
-        await self._body(request)
-        closed = await asyncio.to_thread(self.store.reap_crashed)
-        return {"closed": closed}
 
     # -- control messages ----------------------------------------------------------------------------------------
     async def open_stream(self, request: Request, user: User) -> AsyncIterator[bytes]:
@@ -352,8 +365,8 @@ class AgentApi:
         sub = _Subscriber(user.name, endpoint, frozenset(runs), asyncio.Queue(maxsize=_QUEUE_MAX))
         self.hub.subscribe(sub)  # before the look at the database: nothing posted from now on falls between
         try:
-            owed = await asyncio.to_thread(owners.claimed_for, self.store, endpoint)
-            pending = await asyncio.to_thread(owners.pending_for_runs, self.store, runs)
+            owed = await _io(owners.claimed_for, self.store, endpoint)
+            pending = await _io(owners.pending_for_runs, self.store, runs)
         except BaseException:
             self.hub.unsubscribe(sub)
             raise
@@ -400,9 +413,9 @@ class AgentApi:
             except (json_format.ParseError, TypeError, ValueError) as exc:
                 raise AgentError(400, f"acks[{index}].ack is not a ControlAck: {shorten(str(exc), 200)}") from None
             acks.append((int(item["inbox_id"]), ack))
-        claimed = {row.id for row in await asyncio.to_thread(owners.claimed_for, self.store, endpoint)}
+        claimed = {row.id for row in await _io(owners.claimed_for, self.store, endpoint)}
         mine = [(ident, ack) for ident, ack in acks if ident in claimed]
-        await asyncio.to_thread(self.store.ack_controls, mine)
+        await _io(self.store.ack_controls, mine)
         # An id not claimed by this endpoint was acked before (a retry after a lost answer) or is not this agent's.
         return {"acked": [ident for ident, _ in mine], "ignored": [ident for ident, _ in acks if ident not in claimed]}
 
@@ -410,7 +423,7 @@ class AgentApi:
         """``GET /api/agent/runs/{run_id}/decisions``: decisions recorded in the store for the run's requests."""
         run_id = request.path_params["run_id"]
         await self._own(user, run_id)
-        rows = await asyncio.to_thread(self.store.approvals, open_only=False, run_id=run_id)
+        rows = await _io(self.store.approvals, open_only=False, run_id=run_id)
         return {
             "decisions": [
                 {
@@ -436,10 +449,10 @@ class AgentApi:
         """``GET /api/agent/ledger/{call_id}``: the ledger entry and any decision recorded while the agent was down."""
         call_id = request.path_params["call_id"]
         row = await self._owns_call(user, call_id)
-        stored = await asyncio.to_thread(self.store.find_decision, call_id)
+        stored = await _io(self.store.find_decision, call_id)
         decision: dict[str, Any] | None = None
         if stored is not None:
-            owner = await asyncio.to_thread(owners.run_owner, self.store, stored.run_id)
+            owner = await _io(owners.run_owner, self.store, stored.run_id)
             if owner == user.name:
                 decision = {
                     "approval_id": stored.approval_id,
@@ -469,7 +482,7 @@ class AgentApi:
             raise AgentError(400, "'host' must be a string")
         await self._own(user, run_id)
         await self._owns_call(user, call_id)
-        claimed = await asyncio.to_thread(
+        claimed = await _io(
             self.store.mark_executing, call_id, run_id=run_id, pid=pid, host=host[:255], args_digest=digest
         )
         return {"claimed": bool(claimed)}
@@ -483,7 +496,7 @@ class AgentApi:
             raise AgentError(400, "'result_json' must be a string (canonical JSON of the result)")
         if await self._owns_call(user, call_id) is None:
             raise AgentError(404, f"no execution of {shorten(call_id, 80)!r} was started")
-        await asyncio.to_thread(self.store.mark_done, call_id, result_json=result_json)
+        await _io(self.store.mark_done, call_id, result_json=result_json)
         return {"done": True}
 
 
@@ -514,7 +527,6 @@ def agent_routes(
     return [
         Route("/api/agent/events", json_route(api.events), methods=["POST"]),
         Route("/api/agent/heartbeat", json_route(api.heartbeat), methods=["POST"]),
-        Route("/api/agent/reap", json_route(api.reap), methods=["POST"]),
         Route("/api/agent/stream", guard(stream, "agent"), methods=["GET"]),
         Route("/api/agent/acks", json_route(api.acks), methods=["POST"]),
         Route("/api/agent/runs/{run_id}/decisions", json_route(api.decisions), methods=["GET"]),

@@ -10,6 +10,7 @@ server's key, with ``decided_by`` = the logged-in user and the channel (``web`` 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import dataclasses
 import json
@@ -53,6 +54,9 @@ logger = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 64 * 1024
 """Largest request body accepted (413 beyond)."""
+
+SERVER_THREADS = 16
+"""Worker threads for store calls (each may hold one database connection)."""
 
 MAX_AGENT_BODY_BYTES = 4 * 1024 * 1024
 """Largest body an agent may send (a batch of events; 413 beyond)."""
@@ -628,6 +632,11 @@ def create_app(store: Store, config: ServerConfig) -> Starlette:
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         notifier: asyncio.Task[None] | None = None
+        # Each decision waiting for a live agent's ack holds a worker thread; more than the default handful
+        # keeps a burst of decisions from starving the requests (logins, heartbeats) that answer them.
+        asyncio.get_running_loop().set_default_executor(
+            concurrent.futures.ThreadPoolExecutor(max_workers=SERVER_THREADS, thread_name_prefix="goldfive-serve")
+        )
         if config.notify is not None and config.notify.targets:
             notifier = asyncio.create_task(Notifier(store, config.notify).run(), name="goldfive-notifier")
         try:

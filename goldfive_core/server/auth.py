@@ -17,12 +17,15 @@ from __future__ import annotations
 import asyncio
 import base64
 import collections
+import concurrent.futures
 import dataclasses
+import functools
 import hashlib
 import hmac
 import secrets
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 from starlette.requests import HTTPConnection
 
@@ -36,11 +39,22 @@ COOKIE = "goldfive_session"
 CSRF_HEADER = "x-csrf-token"
 SESSION_TTL_MS = 12 * 3600 * 1000
 
+T = TypeVar("T")
+
 _ACCOUNT_FREE_FAILURES = 5
 _ACCOUNT_MAX_LOCK_S = 15 * 60
 _ADDR_WINDOW_S = 300.0
 _ADDR_MAX_FAILURES = 30
 _CACHE_MAX = 1024
+
+
+_POOL = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="goldfive-auth")
+"""Store look-ups of authentication run here: decisions waiting for agents' acks hold threads of the default
+pool, and the agents' requests that carry those acks must still get through authentication."""
+
+
+async def _lookup(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    return await asyncio.get_running_loop().run_in_executor(_POOL, functools.partial(fn, *args, **kwargs))
 
 
 class AuthError(Exception):
@@ -104,14 +118,14 @@ class Authenticator:
         if parsed is None:
             return None
         token_id, secret = parsed
-        user = await asyncio.to_thread(self.store.user_by_token_id, token_id)
+        user = await _lookup(self.store.user_by_token_id, token_id)
         if user is None or user.disabled:
             return None
         key = hashlib.sha256(f"{token}\n{user.token_hash}".encode()).hexdigest()
         if key in self._verified:
             self._verified.move_to_end(key)
             return user
-        if not await asyncio.to_thread(verify_token, secret, user.token_hash):
+        if not await _lookup(verify_token, secret, user.token_hash):
             return None
         self._verified[key] = user.name
         while len(self._verified) > _CACHE_MAX:
@@ -126,10 +140,10 @@ class Authenticator:
         if not sid or not mac or not hmac.compare_digest(mac, self._mac(sid)):
             return None
         id_hash = hashlib.sha256(sid.encode()).hexdigest()
-        session = await asyncio.to_thread(self.store.web_session, id_hash)
+        session = await _lookup(self.store.web_session, id_hash)
         if session is None:
             return None
-        user = await asyncio.to_thread(self.store.user, session.user_name)
+        user = await _lookup(self.store.user, session.user_name)
         if user is None or user.disabled:
             return None
         return User(name=user.name, role=user.role, channel="web", csrf=session.csrf, session_hash=id_hash)
@@ -181,7 +195,7 @@ class Authenticator:
     async def login(self, name: str, token: str, *, addr: str) -> tuple[User, str]:
         """Check name + token; returns the user and the cookie value of a new session."""
         self._addr_check(addr)
-        user = await asyncio.to_thread(self.store.user, name) if name else None
+        user = await _lookup(self.store.user, name) if name else None
         now = now_ms()
         if user is not None and user.locked_until_ms > now:
             wait = (user.locked_until_ms - now) // 1000 + 1
@@ -192,7 +206,7 @@ class Authenticator:
             and not user.disabled
             and parsed is not None
             and parsed[0] == user.token_id
-            and await asyncio.to_thread(verify_token, parsed[1], user.token_hash)
+            and await _lookup(verify_token, parsed[1], user.token_hash)
         )
         if not ok or user is None:
             self._addr_fail(addr)
@@ -201,26 +215,26 @@ class Authenticator:
                 lock_s = 0
                 if failures >= _ACCOUNT_FREE_FAILURES:
                     lock_s = min(2 ** (failures - _ACCOUNT_FREE_FAILURES), _ACCOUNT_MAX_LOCK_S)
-                await asyncio.to_thread(
+                await _lookup(
                     self.store.note_login, user.name, ok=False, lock_until_ms=now + lock_s * 1000 if lock_s else 0
                 )
             raise AuthError(401, "wrong name or token (or the user is disabled)")
         if user.failed_logins:
-            await asyncio.to_thread(self.store.note_login, user.name, ok=True)
+            await _lookup(self.store.note_login, user.name, ok=True)
         sid = secrets.token_urlsafe(32)
         csrf = secrets.token_urlsafe(24)
         id_hash = hashlib.sha256(sid.encode()).hexdigest()
         session = WebSession(
             id_hash=id_hash, user_name=user.name, csrf=csrf, created_at_ms=now, expires_at_ms=now + SESSION_TTL_MS
         )
-        await asyncio.to_thread(self.store.add_web_session, session)
+        await _lookup(self.store.add_web_session, session)
         found = User(name=user.name, role=user.role, channel="web", csrf=csrf, session_hash=id_hash)
         return found, f"{sid}.{self._mac(sid)}"
 
     async def logout(self, user: User) -> None:
         """End the user's web session."""
         if user.session_hash:
-            await asyncio.to_thread(self.store.end_web_session, user.session_hash)
+            await _lookup(self.store.end_web_session, user.session_hash)
 
 
 def derive_cookie_key(signature_of_label: bytes) -> bytes:

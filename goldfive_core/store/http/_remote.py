@@ -129,9 +129,8 @@ class RemoteStore:
             self.request("POST", "/api/agent/heartbeat", {"run_ids": list(run_ids)})
 
     def reap_crashed(self) -> list[str]:
-        """Ask the server to close runs whose process stopped heartbeating."""
-        closed = self.request("POST", "/api/agent/reap", {}).get("closed", [])
-        return [str(c) for c in closed] if isinstance(closed, list) else []
+        """Nothing: the servers close runs whose process stopped heartbeating (not every agent's sink)."""
+        return []
 
     # -- decisions recorded in the store (the channel's sweep) ----------------------------------------------------
     def approvals(self, *, open_only: bool = True, run_id: str | None = None, **_: Any) -> list[ApprovalRow]:
