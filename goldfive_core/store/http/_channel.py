@@ -349,7 +349,8 @@ class HttpLedger(StoreLedger):
     """The server's execution ledger for the gate, failing closed: a call the server cannot vouch for is not run.
 
     Each look-up or claim is retried while the server cannot be reached, for at most ``unreachable_after_s``;
-    then the call is skipped with words the model reads (never an exception into the agent's loop).
+    then the gate skips the call (``store_unavailable``) with words the model reads — never an exception
+    into the agent's loop. "done" is retried in the background by :class:`StoreLedger` itself.
     """
 
     def __init__(self, remote: RemoteStore, *, trust: TrustKey | None, unreachable_after_s: float) -> None:
@@ -370,35 +371,33 @@ class HttpLedger(StoreLedger):
 
     @staticmethod
     def _not_run(call: ToolCall, exc: StoreError) -> Replay:
-        return Replay(
-            kind="unavailable",
-            detail=f"{call.tool_name} was NOT run: goldfive serve could not record or vouch for it "
+        detail = (
+            f"did not run: {call.tool_name} was NOT run because goldfive serve could not record or vouch for it "
             f"({shorten(str(exc), 300)}). No one could be asked; do not assume it was approved. "
-            "Try again later or stop.",
+            "Try again later or stop."
         )
+        logger.error("%s", detail)
+        return Replay(kind="unavailable", detail=detail)
+
+    async def _lookup(self, session: Session, call: ToolCall, digest: str) -> Replay:
+        return await self._bounded(lambda: StoreLedger._lookup(self, session, call, digest))
+
+    async def _begin(self, session: Session, call: ToolCall, digest: str) -> Replay | None:
+        return await self._bounded(lambda: StoreLedger._begin(self, session, call, digest))
 
     async def lookup(self, session: Session, call: ToolCall, digest: str) -> Replay:
-        """What the server knows about the call; unreachable → not run."""
+        """What the server knows about the call; a server out of reach (or refusing) → not run."""
         try:
-            return await self._bounded(lambda: self._lookup(session, call, digest))
+            return await self._lookup(session, call, digest)
         except StoreError as exc:
-            logger.error("goldfive serve ledger look-up for %s failed: %s", call.call_id, exc)
             return self._not_run(call, exc)
 
     async def begin(self, session: Session, call: ToolCall, digest: str) -> Replay | None:
-        """Record "executing" before the body runs; unreachable → not run."""
+        """Record "executing" before the body runs; a server out of reach (or refusing) → not run."""
         try:
-            return await self._bounded(lambda: self._begin(session, call, digest))
+            return await self._begin(session, call, digest)
         except StoreError as exc:
-            logger.error("goldfive serve could not record %s as executing: %s", call.call_id, exc)
             return self._not_run(call, exc)
-
-    async def finish(
-        self, call_id: str, digest: str, *, result: Any = None, error: BaseException | None = None
-    ) -> None:
-        """Record "done"; while the server stays unreachable it is retried in the background (the entry stays
-        "executing" meanwhile, so it is never re-run; once recorded it is not in doubt)."""
-        await StoreLedger.finish(self, call_id, digest, result=result, error=error)
 
 
 _NO_ROW = InboxRow(id=-1, control_id="", kind="", payload={}, run_id="", issued_at_ms=0, status="")

@@ -57,6 +57,8 @@ class RemoteStore:
     """The agent's side of ``/api/agent``: one or more server URLs (tried in turn) and an agent token."""
 
     stale_after_ms = DEFAULT_STALE_AFTER_MS
+    retry_budget_s = 0.0
+    """The HttpChannel retries by its own ``unreachable_after_s``; each request here is tried once."""
 
     def __init__(self, urls: Sequence[str], *, token: str, timeout_s: float = 10.0) -> None:
         if not urls:
