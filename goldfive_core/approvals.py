@@ -27,11 +27,13 @@ import collections
 import dataclasses
 from collections.abc import Callable, Mapping
 from enum import StrEnum
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ._util import args_digest, now_ms, safe_repr
 from .errors import ApprovalError, InvalidTransitionError
-from .policy import Ask, QuorumTally
+
+if TYPE_CHECKING:
+    from .policy import Ask, QuorumTally
 
 __all__ = [
     "ApprovalBook",
@@ -48,6 +50,7 @@ __all__ = [
     "OPEN_STATUSES",
     "Principal",
     "already_decided_text",
+    "policy_ask",
     "sources",
     "transition",
 ]
@@ -553,11 +556,26 @@ class ApprovalBook:
             record.waiter.set_result(ApprovalOutcome.of(record.target_id, decision))
 
 
+def policy_ask(metadata: Mapping[str, str]) -> Ask | None:
+    """The policy rule's ask a request carries (approvers, quorum, escalation, grants), or None.
+
+    Only requests a rule asked carry ``policy_*`` metadata; for the others the policy package is not
+    even imported (it is not needed to run without policies).
+    """
+    if not any(key.startswith("policy_") for key in metadata):
+        return None
+    from .policy import Ask
+
+    return Ask.from_metadata(metadata)
+
+
 def _tally_for(request: ApprovalRequest) -> QuorumTally | None:
     """A tally when the request's policy rule asks for more than one approver."""
-    ask = Ask.from_metadata(request.metadata)
+    ask = policy_ask(request.metadata)
     if ask is None or ask.quorum <= 1:
         return None
+    from .policy import QuorumTally
+
     return QuorumTally(quorum=ask.quorum, args_digest=request.args_digest, reject_ends=ask.reject_ends)
 
 

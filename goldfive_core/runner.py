@@ -10,16 +10,18 @@ import abc
 import asyncio
 import logging
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .control import ControlTransport
 from .events import EventSink
 from .lifecycle import RunHandle, RunResult, RunStatus, SessionSetup
-from .policy import Policy
 from .routing import ControlRouter
 from .session import Session, Steerer
 from .steering import SteeringConfig, install_default_steering
 from .tasks import Task, TaskStatus
+
+if TYPE_CHECKING:
+    from .policy import Policy
 
 __all__ = ["Adapter", "RunResult", "RunStatus", "Runner", "SteererFactory"]
 

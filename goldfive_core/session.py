@@ -15,7 +15,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ._util import canonical_json, new_id, shorten
 from .approvals import (
@@ -36,9 +36,11 @@ from .errors import RunCancelledError, RunTerminatedError
 from .events import EventEmitter, EventSink
 from .payloads import MAX_TEXT, decision_from_payload, escalation_deadline_s
 from .pb.v1 import events_pb2
-from .policy import GrantBook, Policy, default_policy
 from .protocols import Detector, Steerer
 from .tasks import TaskBoard, TaskStatus
+
+if TYPE_CHECKING:
+    from .policy import GrantBook, Policy
 
 __all__ = [
     "MAX_TEXT",
@@ -81,13 +83,12 @@ class Session:
         started_by: str | None = None,
     ) -> None:
         self.run_id = run_id or new_id("run")
-        self.policy: Policy | None = policy if policy is not None else default_policy()
+        self.policy: Policy | None = policy if policy is not None else _env_policy()
         """Rules on tool calls (``GOLDFIVE_POLICY`` by default); the tool-call gate applies them."""
         self.labels: Mapping[str, str] = dict(labels or {})
         """The run's labels, which policy rules may match (``labels = { env = "prod" }``)."""
         self.started_by = started_by if started_by is not None else _starter()
-        self.grants = GrantBook()
-        """Standing approvals of this run ("and allow matching calls for this run / session / 1 h")."""
+        self._grants: GrantBook | None = None
         """Who started the run (``GOLDFIVE_USER`` or the login); a rule may bar them from approving."""
         self.session_id = session_id
         self.config = config if config is not None else SteeringConfig.from_env()
@@ -135,6 +136,15 @@ class Session:
     def stop_drift_id(self) -> str:
         """The drift that made goldfive abort the run ("" when none did); RunAborted carries it."""
         return self._stop_drift_id
+
+    @property
+    def grants(self) -> GrantBook:
+        """Standing approvals of this run ("and allow matching calls for this run / session / 1 h")."""
+        if self._grants is None:
+            from .policy import GrantBook
+
+            self._grants = GrantBook()
+        return self._grants
 
     # -- what plugs in (adapters and set-up call these; nothing else assigns a session's attributes) ----------
     def set_steerer(self, steerer: Steerer | None) -> None:
@@ -459,6 +469,15 @@ class Session:
             f"(drift {drift.get('drift_id') or '?'}) within its deadline of {deadline:g} s: {drift.get('reason', '')}",
             drift_id=str(drift.get("drift_id") or ""),
         )
+
+
+def _env_policy() -> Policy | None:
+    """``GOLDFIVE_POLICY``'s rules (read now: a bad file stops the run from starting), or None when unset."""
+    if not os.environ.get("GOLDFIVE_POLICY", "").strip():
+        return None  # no policy: the policy package (its parser) is not imported at all
+    from .policy import default_policy
+
+    return default_policy()
 
 
 # Drift helpers the reporting tools and adapters share.

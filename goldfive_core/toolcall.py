@@ -34,11 +34,10 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 from ._util import args_digest, canonical_json, shorten
-from .approvals import ApprovalOutcome, ApprovalRequest, Decision, EditValidator
+from .approvals import ApprovalOutcome, ApprovalRequest, Decision, EditValidator, policy_ask
 from .drift import Drift, DriftKind, DriftSeverity, InterventionLevel
 from .errors import ApprovalError, RunCancelledError, RunTerminatedError
 from .pb.v1 import events_pb2
-from .policy import Ask, PolicyCall
 
 if TYPE_CHECKING:
     from .session import Guidance, Session
@@ -374,6 +373,8 @@ def _run_policy(session: Session, call: ToolCall, gated: bool) -> PolicyVerdict 
     rules = session.policy
     if rules is None:
         return None
+    from .policy import PolicyCall
+
     policy_call = PolicyCall(tool=call.tool_name, args=call.args, agent=call.agent, labels=session.labels, gated=gated)
     verdict = rules.evaluate(policy_call)
     if verdict.rule is None and not verdict.error:
@@ -393,7 +394,7 @@ def _run_policy(session: Session, call: ToolCall, gated: bool) -> PolicyVerdict 
 
 def _schedule_escalation(session: Session, request: ApprovalRequest) -> asyncio.TimerHandle | None:
     """Announce the rule's escalation (``ApprovalEscalated``) if nobody answered within ``escalate.after``."""
-    ask = Ask.from_metadata(request.metadata)
+    ask = policy_ask(request.metadata)
     if ask is None or ask.escalate is None:
         return None
     escalate = ask.escalate

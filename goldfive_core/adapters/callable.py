@@ -5,19 +5,21 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._util import new_id
 from ..control import ControlTransport
 from ..drift import InterventionLevel
 from ..events import EventSink
-from ..policy import Policy
 from ..reporting import REPORTING_TOOL_NAMES, TOOL_SPECS, ToolSpec, call_reporting_tool
 from ..runner import Adapter, Runner
 from ..session import Guidance, Session
 from ..steering import SteeringConfig
 from ..tasks import Task
 from ..toolcall import Proceed, ToolCall, gate_tool_call
+
+if TYPE_CHECKING:
+    from ..policy import Policy
 
 __all__ = ["AgentTools", "CallableAdapter", "wrap"]
 

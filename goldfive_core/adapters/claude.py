@@ -40,7 +40,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable, Mapping
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from .._util import canonical_json, new_id, shorten
 from ..approvals import EditValidator
@@ -48,7 +48,6 @@ from ..control import ControlTransport
 from ..errors import ConfigError, MissingExtraError
 from ..events import EventSink
 from ..lifecycle import RunHandle, RunResult, SessionSetup
-from ..policy import Policy
 from ..reporting import TOOL_SPECS, call_reporting_tool
 from ..routing import ControlRouter
 from ..session import Guidance
@@ -86,6 +85,9 @@ except ImportError as exc:  # pragma: no cover - depends on what is installed
 
 from ._claude_fake import FakeClaudeCLI, FakeToolUse
 from ._claude_options import GatePredicate, GateSpec, ToolGate, check_server_name, mcp_tool_name, merge_options
+
+if TYPE_CHECKING:
+    from ..policy import Policy
 
 __all__ = ["ClaudeRun", "FakeClaudeCLI", "FakeToolUse", "GatePredicate", "GateSpec", "GoldfiveClaude"]
 

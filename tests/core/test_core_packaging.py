@@ -40,6 +40,32 @@ _BLOCKED_IMPORT = textwrap.dedent(
 )
 
 
+_LAZY_IMPORT = textwrap.dedent(
+    """
+    import os, sys
+    os.environ.pop("GOLDFIVE_POLICY", None)
+    import goldfive_core
+    heavy = sorted(m for m in sys.modules if m.startswith(("goldfive_core.policy", "goldfive_core.store", "tomllib")))
+    assert not heavy, heavy
+    from goldfive_core import Session, SteeringConfig
+    session = Session(config=SteeringConfig())
+    assert session.policy is None
+    heavy = sorted(m for m in sys.modules if m.startswith("goldfive_core.policy"))
+    assert not heavy, heavy
+    print("ok")
+    """
+)
+
+
+def test_import_and_a_session_without_policies_leave_the_policy_package_unloaded() -> None:
+    # import goldfive_core stays cheap (<= 50 ms target): the policy parser loads only when a policy is used.
+    proc = subprocess.run(
+        [sys.executable, "-c", _LAZY_IMPORT], cwd=ROOT, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "ok"
+
+
 def test_core_imports_with_host_sdks_blocked() -> None:
     proc = subprocess.run(
         [sys.executable, "-c", _BLOCKED_IMPORT], cwd=ROOT, capture_output=True, text=True, timeout=60, check=False
