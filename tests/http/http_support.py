@@ -29,6 +29,8 @@ class Serve:
     key: Path
     port: int
     proc: subprocess.Popen[str] | None = None
+    trust_key: str = ""
+    """The server's GOLDFIVE_TRUST_KEY (agents given it apply only decisions the server signed)."""
 
     @property
     def url(self) -> str:
@@ -47,6 +49,8 @@ class Serve:
         while True:
             line = self.proc.stdout.readline()
             assert line, f"serve exited early: {self.proc.stderr.read() if self.proc.stderr else ''}"
+            if "GOLDFIVE_TRUST_KEY=" in line:
+                self.trust_key = line.split("GOLDFIVE_TRUST_KEY=", 1)[1].strip()
             if line.startswith("gf5_") or "log in with a user's name and token" in line:
                 break
         deadline = time.monotonic() + 20

@@ -4,10 +4,12 @@ no server at all (fail closed with words the model reads)."""
 from __future__ import annotations
 
 import asyncio
+import json
+import sys
 from pathlib import Path
 from typing import Any
 
-from http_support import AGENT_WAIT_MS, Serve, Site, eventually, site
+from http_support import AGENT_WAIT_MS, Site, eventually, site
 from server_support import free_port
 from store_support import Backend
 
@@ -138,4 +140,37 @@ async def test_a_revoked_token_fails_closed_too(sqlite_backend: Backend, tmp_pat
     assert "refused this agent" in answer.output["detail"] and "401" in answer.output["detail"]
 
 
-__all__ = ["Serve"]
+async def test_an_agent_killed_mid_wait_gets_the_decision_recorded_meanwhile_on_replay(
+    backend: Backend, tmp_path: Path
+) -> None:
+    marker = tmp_path / "ran.jsonl"
+    script = Path(__file__).with_name("http_agent_proc.py")
+    with site(backend, tmp_path) as s:
+        argv = [sys.executable, str(script), s.url, s.tokens["bot"], "call-k", str(marker)]
+        env = s.backend.env()
+        first = await asyncio.create_subprocess_exec(
+            *argv, env=env, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL
+        )
+        try:
+            await s.pending("call-k")
+        finally:
+            first.kill()  # SIGKILL mid-wait: the request stays in the database, the run's process is gone
+            await asyncio.wait_for(first.wait(), 10)
+        answer = await s.decide("call-k", body={"reason": "go ahead"})
+        assert answer.status_code == 200 and answer.json()["verdict"] == "recorded", answer.text
+        assert not marker.exists()
+
+        async def agent() -> dict[str, Any]:
+            proc = await asyncio.create_subprocess_exec(
+                *argv, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+            )
+            out, err = await asyncio.wait_for(proc.communicate(), 60)
+            assert proc.returncode == 0, err.decode()
+            result: dict[str, Any] = json.loads(out.decode().strip().splitlines()[-1])
+            return result
+
+        replayed = await agent()  # the restarted agent replays the same call: the recorded decision applies
+        assert replayed["status"] == "ran" and replayed["result"] == {"sent": 10}, replayed
+        again = await agent()  # and once it ran, never again
+        assert again["status"] == "already_done" and again["result"] == {"sent": 10}, again
+    assert marker.read_text().splitlines() == ['{"amount": 10, "to": "bob"}']

@@ -17,7 +17,8 @@ from goldfive_core.store.http import HttpChannel
 
 async def test_flow_a_callable_is_approved_over_http(backend: Backend, tmp_path: Path) -> None:
     with site(backend, tmp_path) as s:
-        channel = HttpChannel(s.url, token=s.tokens["bot"])
+        # Trusting the server's key: the decision's signature survives the wire (ControlEvent params_json).
+        channel = HttpChannel(s.url, token=s.tokens["bot"], trust_key=s.servers[0].trust_key)
         sink = InMemorySink()
 
         async def agent(task: Task, tools: AgentTools) -> Any:
@@ -38,6 +39,7 @@ async def test_flow_a_callable_is_approved_over_http(backend: Backend, tmp_path:
             await channel.aclose()
         assert result.output["decision"] == "approve"
         assert "fine" in result.output["detail"]
+        assert not [e for e in sink.events if e.WhichOneof("payload") == "decision_refused"]
 
 
 async def test_a_tool_call_runs_once_with_the_edit_and_its_replay_returns_the_recorded_result(
@@ -181,3 +183,33 @@ async def test_claude_tool_use_is_rejected_over_http_and_the_model_reads_the_rea
         assert any("ana) rejected" in c and "refunds over 20 need a manager" in c for c in h.cli.model_context)
         rejected = h.sink.of("approval_rejected")[0].approval_rejected
         assert (rejected.target_id, rejected.decided_by) == ("toolu_H", "ana")
+
+
+async def test_an_agent_trusting_another_key_refuses_the_servers_decision(
+    sqlite_backend: Backend, tmp_path: Path
+) -> None:
+    from goldfive_core.signing import load_or_create_signing_key
+
+    stranger, _ = load_or_create_signing_key(tmp_path / "other" / "key.pem")
+    with site(sqlite_backend, tmp_path) as s:
+        channel = HttpChannel(s.url, token=s.tokens["bot"], trust_key=stranger.trust_key)
+        sink = InMemorySink()
+
+        async def agent(task: Task, tools: AgentTools) -> Any:
+            await tools.report_task_started("pay-2")
+            return await tools.report_awaiting_approval("pay?", task_id="pay-2", timeout_ms=AGENT_WAIT_MS)
+
+        run = asyncio.create_task(wrap(agent, control=channel, sinks=[channel.sink, sink]).run("go"))
+        try:
+            await s.pending("pay-2")
+            answer = await s.decide("pay-2")
+            assert answer.status_code == 409 and "the request stays pending" in answer.json()["error"], answer.text
+            assert not run.done()
+            assert (await s.pending("pay-2"))["state"] == "pending"
+        finally:
+            run.cancel()
+            await asyncio.gather(run, return_exceptions=True)
+            await channel.aclose()
+        assert [
+            e.decision_refused.decided_by for e in sink.events if e.WhichOneof("payload") == "decision_refused"
+        ] == ["ana"]
