@@ -7,7 +7,7 @@
    each side, ratio of medians and median of the per-pair ratios (target <= 1.03). Plus the Python
    function calls the plugin adds per tool call, counted with ``sys.setprofile`` (deterministic):
    every call in the whole run with the plugin minus without it, and the calls made inside goldfive
-   code alone (target <= 50).
+   code alone (target <= 30).
 2. Approve -> the tool body starts: goldfive in-process (the APPROVE is dispatched -> the body's first
    line) vs ADK's native confirm-and-resume (a new ``run_async`` carrying the confirmation
    FunctionResponse -> the body's first line). Target: goldfive >= 10x faster.
@@ -252,7 +252,7 @@ async def main(args: argparse.Namespace) -> None:
     print("\n1. tool calls that need no approval" + " " * 9 + "without      with plugin   ratio")
     print(ratio_line(f"   {args.calls} sequential tool calls (median)", without, with_))
     print(f"   min: {min(without) * 1000:.2f} ms without, {min(with_) * 1000:.2f} ms with")
-    print(f"   extra Python calls per tool call, whole run (setprofile):   {per_call:7.1f}   (target <= 50)")
+    print(f"   extra Python calls per tool call, whole run (setprofile):   {per_call:7.1f}   (target <= 30)")
     print(f"   Python calls per tool call inside goldfive code:            {inside:7.1f}")
     print("\n2. approve -> tool body starts (median)")
     print(f"   goldfive in-process                      {med_ms(gold)}")

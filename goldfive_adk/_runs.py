@@ -24,6 +24,8 @@ class AdkRun:
     adk_session_id: str
     handle: RunHandle
     """The run itself: its session, root task, open/close and final status."""
+    session: Session = dataclasses.field(init=False)
+    """The run's goldfive session (the handle's; a plain field: every callback reads it)."""
     invocations: dict[str, set[asyncio.Task[object]]] = dataclasses.field(default_factory=dict)
     """Invocation id → the agent tasks seen running it (watched so a cancelled invocation ends the run)."""
     expected: set[str] = dataclasses.field(default_factory=set)
@@ -35,10 +37,8 @@ class AdkRun:
     native_waiting: list[str] = dataclasses.field(default_factory=list)
     """Calls ADK's own confirmation flow asked the client about (no channel): the run ends waiting for a person."""
 
-    @property
-    def session(self) -> Session:
-        """The run's goldfive session."""
-        return self.handle.session
+    def __post_init__(self) -> None:
+        self.session = self.handle.session
 
     @property
     def root_task_id(self) -> str:

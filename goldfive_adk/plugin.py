@@ -148,13 +148,16 @@ class _GoldfiveADKPlugin(BasePlugin):
         self._runs: dict[str, AdkRun] = {}
         self._let_through: set[str] = set()
         """Call ids whose tool body goldfive let run (only their own confirmation requests are answered)."""
-        self._may_ask: dict[int, tuple[BaseTool, bool]] = {}
-        """id(tool) → (the tool, whether its body gets the tool context and so may ask for a confirmation)."""
+        self._tools: dict[int, tuple[BaseTool, bool, bool | None]] = {}
+        """id(tool) → (the tool, whether its body gets the tool context and so may ask for a confirmation,
+        whether it needs confirmation: always, never, or None = ask its predicate per call)."""
         self.ledger: ExecutionLedger | None = ledger if ledger is not None else getattr(control, "ledger", None)
         """At-most-once records of approved calls (default: the channel's, e.g. a StoreChannel's store)."""
         self._approved: dict[str, Proceed] = {}
         """Approved calls whose end is to be recorded (ledger) or whose approver's note goes to the model."""
         self._ended: collections.OrderedDict[str, None] = collections.OrderedDict()
+        self._live: dict[str, AdkRun] = {}
+        """Invocation id → its run, for the invocations running now (the callbacks' fast path)."""
         self._policies: dict[tuple[int, str, str], bool | BaseTool] = {}
         """(agent, author, tool name) → needs confirmation: never, always, or evaluate the tool's predicate."""
 
@@ -180,10 +183,12 @@ class _GoldfiveADKPlugin(BasePlugin):
         run = self._runs.get(adk_session_id)
         if run is not None:
             if invocation_id in run.invocations:
+                self._live[invocation_id] = run
                 return run
             if invocation_id in self._ended:
                 return None  # a late callback of an invocation that already ended
             run.invocations[invocation_id] = set()
+            self._live[invocation_id] = run
             return run
         if invocation_id in self._ended:
             return None
@@ -204,11 +209,13 @@ class _GoldfiveADKPlugin(BasePlugin):
         run = AdkRun(adk_session_id=adk_session_id, handle=handle)
         run.invocations[invocation_id] = set()
         self._runs[adk_session_id] = run
+        self._live[invocation_id] = run
         handle.open()
         return run
 
     def _end_invocation(self, adk_session_id: str, invocation_id: str) -> None:
         run = self._runs.get(adk_session_id)
+        self._live.pop(invocation_id, None)
         self._ended[invocation_id] = None
         while len(self._ended) > _ENDED_MEMORY:
             self._ended.popitem(last=False)
@@ -219,6 +226,8 @@ class _GoldfiveADKPlugin(BasePlugin):
 
     def _finish(self, run: AdkRun, reason: str = "") -> None:
         self._runs.pop(run.adk_session_id, None)
+        for invocation_id in [i for i, r in self._live.items() if r is run]:
+            del self._live[invocation_id]
         aborted = (reason or "the client aborted the invocation") if run.aborted or reason else ""
         detached = ""
         if run.native_waiting:
@@ -293,23 +302,20 @@ class _GoldfiveADKPlugin(BasePlugin):
         self, *, callback_context: CallbackContext, llm_request: LlmRequest
     ) -> LlmResponse | None:
         """Step gate before a model call; hands the model any queued guidance (STEER text, nudges)."""
-        adk_session_id, invocation_id = callback_context.session.id, callback_context.invocation_id
-        run = self._runs.get(adk_session_id)
-        if run is None or invocation_id not in run.invocations:  # the common case skips the slow path
-            run = self._run_for(adk_session_id, invocation_id)
+        invocation_id = callback_context.invocation_id
+        run = self._live.get(invocation_id)
+        if run is None:  # the common case skips the slow path
+            run = self._run_for(callback_context.session.id, invocation_id)
             if run is None:
                 return None
         if asyncio.current_task() not in run.invocations[invocation_id]:
             self._watch(run, invocation_id)
-        session = run.session
-        await session.observe_model_call()
         try:
-            await session.gate()
+            notes = await run.session.model_step()
         except _STOPPED as exc:
             end_invocation(callback_context)
             text = f"[goldfive] The run was stopped: {exc}"
             return LlmResponse(content=types.Content(role="model", parts=[types.Part(text=text)]))
-        notes = session.take_guidance()
         if notes:
             llm_request.contents.append(_guidance_content(notes))
         return None
@@ -318,27 +324,31 @@ class _GoldfiveADKPlugin(BasePlugin):
         self, *, tool: BaseTool, tool_args: dict[str, Any], tool_context: ToolContext
     ) -> dict[str, Any] | None:
         """The tool-call gate (:func:`~goldfive_core.toolcall.gate_tool_call`), translated for ADK."""
-        response = await self._before_tool(tool, tool_args, tool_context)
-        if response is None and self.control is not None:
-            may_ask = self._may_ask.get(id(tool))
-            if may_ask is None:
-                may_ask = self._may_ask[id(tool)] = (tool, body_gets_context(tool))
-            call_id = tool_context.function_call_id
-            if may_ask[1] and call_id:
-                self._let_through.add(call_id)  # the body runs: a confirmation it asks for is ours to ask
+        function_call_id = tool_context.function_call_id
+        known = self._tools.get(id(tool))
+        if known is None:
+            known = self._tools[id(tool)] = (tool, body_gets_context(tool), confirmation_flag(tool))
+        response = await self._before_tool(tool, tool_args, tool_context, function_call_id, known[2])
+        if response is None and self.control is not None and known[1] and function_call_id:
+            self._let_through.add(function_call_id)  # the body runs: a confirmation it asks for is ours to ask
         return response
 
     async def _before_tool(
-        self, tool: BaseTool, tool_args: dict[str, Any], tool_context: ToolContext
+        self,
+        tool: BaseTool,
+        tool_args: dict[str, Any],
+        tool_context: ToolContext,
+        function_call_id: str | None,
+        flag: bool | None,
     ) -> dict[str, Any] | None:
-        adk_session_id, invocation_id = tool_context.session.id, tool_context.invocation_id
-        run = self._runs.get(adk_session_id)
-        if run is None or invocation_id not in run.invocations:
-            run = self._run_for(adk_session_id, invocation_id)
+        invocation_id = tool_context.invocation_id
+        run = self._live.get(invocation_id)
+        if run is None:
+            run = self._run_for(tool_context.session.id, invocation_id)
             if run is None:
                 return None
         name = tool.name
-        call_id = tool_context.function_call_id or new_id("adk")
+        call_id = function_call_id or new_id("adk")
         run.expected.discard(call_id)
         confirmation = tool_context.tool_confirmation
         if self.control is None and confirmation is not None:
@@ -348,7 +358,8 @@ class _GoldfiveADKPlugin(BasePlugin):
         needs = (
             self.control is not None
             and confirmation is None
-            and await tool.check_require_confirmation(tool_args, tool_context) is True
+            and flag is not False  # a tool that never asks is not asked per call (no predicate to run)
+            and (flag is True or await tool.check_require_confirmation(tool_args, tool_context) is True)
         )
         call = ToolCall(call_id=call_id, tool_name=name, args=tool_args, agent=tool_context.agent_name)
         outcome = await gate_tool_call(

@@ -10,7 +10,7 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ._util import args_digest, canonical_json, shorten
+from ._util import canonical_json, shorten
 from .drift import Drift, DriftKind, DriftSeverity
 from .protocols import Detector
 
@@ -40,27 +40,40 @@ class LoopingToolCallDetector(Detector):
     def __init__(self, warning_repeats: int = 3, critical_repeats: int = 5) -> None:
         self.warning_repeats = warning_repeats
         self.critical_repeats = critical_repeats
-        self._last: str | None = None
+        self._last_name: str | None = None
+        self._last_args: dict[str, Any] = {}
         self.streak = 0
         """How many times in a row the latest call was made."""
 
     def on_tool_call(self, session: Session, tool_name: str, args: Mapping[str, Any]) -> Drift | None:
         """Count the streak of identical calls; report at the thresholds."""
+        # Runs on every tool call: a plain comparison first, the canonical JSON only when it says "same".
         try:
-            key = args_digest(tool_name, args)
-            shown = canonical_json(args)
-        except (TypeError, ValueError):  # arguments that are not JSON still compare by their repr
-            key = shown = f"{tool_name}:{args!r}"
-        self.streak = self.streak + 1 if key == self._last else 1
-        self._last = key
+            same = tool_name == self._last_name and args == self._last_args and _same_json(args, self._last_args)
+        except Exception:  # an argument whose __eq__ raises: compare as text
+            same = tool_name == self._last_name and repr(args) == repr(self._last_args)
+        self._last_name, self._last_args = tool_name, dict(args)
+        self.streak = self.streak + 1 if same else 1
         if self.streak >= self.critical_repeats:
             severity = DriftSeverity.CRITICAL
         elif self.streak == self.warning_repeats:
             severity = DriftSeverity.WARNING
         else:
             return None
+        try:
+            shown = canonical_json(args)
+        except (TypeError, ValueError):
+            shown = repr(args)
         detail = f"{tool_name}({shorten(shown, 120)}) called {self.streak} times in a row with the same arguments"
         return Drift(DriftKind.LOOPING_TOOL_CALL, severity, detail, task_id=_current_task(session))
+
+
+def _same_json(args: Mapping[str, Any], last: Mapping[str, Any]) -> bool:
+    """Equal arguments that JSON also says are the same (1 and 1.0 differ); non-JSON ones compare by repr."""
+    try:
+        return canonical_json(args) == canonical_json(last)
+    except (TypeError, ValueError):
+        return repr(args) == repr(last)
 
 
 class StepBudgetDetector(Detector):

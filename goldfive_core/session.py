@@ -337,22 +337,71 @@ class Session:
         model the queued guidance instead; at PAUSE_ESCALATE its next
         :meth:`gate` blocks.
         """
-        return await self._observe([d.on_tool_call(self, tool_name, args) for d in self.detectors])
+        # Every detector is asked before any drift is handled; a detector that does not watch tool calls
+        # (the base class's no-op) is not called at all: this runs on every tool call of every adapter.
+        drifts: list[Drift] | None = None
+        for detector in self.detectors:
+            if type(detector).on_tool_call is not _BASE_ON_TOOL_CALL:
+                drift = detector.on_tool_call(self, tool_name, args)
+                if drift is not None:
+                    drifts = [drift] if drifts is None else [*drifts, drift]
+        return InterventionLevel.OBSERVE if drifts is None else await self._handle_all(drifts)
 
     async def observe_model_call(self) -> InterventionLevel:
         """Step boundary before a model call: ask the detectors (e.g. a step budget)."""
-        return await self._observe([d.on_model_call(self) for d in self.detectors])
+        drifts: list[Drift] | None = None
+        for detector in self.detectors:
+            if type(detector).on_model_call is not _BASE_ON_MODEL_CALL:
+                drift = detector.on_model_call(self)
+                if drift is not None:
+                    drifts = [drift] if drifts is None else [*drifts, drift]
+        return InterventionLevel.OBSERVE if drifts is None else await self._handle_all(drifts)
 
     async def observe_transfer(self, to_agent: str) -> InterventionLevel:
         """Control moves to ``to_agent``: ask the detectors (e.g. runaway delegation)."""
-        return await self._observe([d.on_transfer(self, to_agent) for d in self.detectors])
+        drifts = [d.on_transfer(self, to_agent) for d in self.detectors]
+        return await self._handle_all([d for d in drifts if d is not None])
 
-    async def _observe(self, drifts: list[Drift | None]) -> InterventionLevel:
+    async def _handle_all(self, drifts: list[Drift]) -> InterventionLevel:
         level = InterventionLevel.OBSERVE
         for drift in drifts:
-            if drift is not None:
-                level = max(level, await self.handle_drift(drift))
+            level = max(level, await self.handle_drift(drift))
         return level
+
+    # -- the step boundaries around a model call and a tool call ------------------------------------------
+    async def model_step(self) -> list[Guidance]:
+        """Before a model call: the detectors (a step budget), the step gate, then every queued note.
+
+        Raises RunCancelledError / RunTerminatedError once the run was stopped (see :meth:`gate`).
+        """
+        await self.observe_model_call()
+        if self._state != "running":
+            await self.gate()
+        return self.take_guidance() if self._guidance else []
+
+    async def tool_step(self, tool_name: str, args: Mapping[str, Any]) -> tuple[InterventionLevel, list[Guidance]]:
+        """Before a tool call (the tool-call gate's steps 1-2): step gate, detectors, step gate again.
+
+        Returns the highest level the detectors' drifts reached and the notes that replace the call: a
+        person's steers and escalation notes — or every note from CANCEL_REINVOKE on. Other notes (nudges,
+        injected messages) stay queued for the host's next turn. Raises RunCancelledError /
+        RunTerminatedError once the run was stopped, also when the ladder just stopped it.
+        """
+        if self._state != "running":
+            await self.gate()
+        level = await self.observe_tool_call(tool_name, args)
+        if level >= InterventionLevel.CANCEL_REINVOKE:
+            await asyncio.sleep(0)  # let a cancellation the ladder just requested (re-invoke, abort) land
+        if self._state != "running":  # the ladder may just have paused or stopped the run
+            await self.gate()
+        if not self._guidance:
+            return level, []
+        notes = self.take_guidance()
+        if level >= InterventionLevel.CANCEL_REINVOKE:
+            return level, notes
+        redirect = [n for n in notes if n.source in ("steer", "escalation")]
+        self._guidance.extend(n for n in notes if n not in redirect)  # wait for the host's next turn
+        return level, redirect
 
     # -- tasks -------------------------------------------------------------------
     def start_task(self, task_id: str, *, title: str = "", parent_id: str | None = None, input: object = None) -> None:
@@ -469,6 +518,10 @@ class Session:
             f"(drift {drift.get('drift_id') or '?'}) within its deadline of {deadline:g} s: {drift.get('reason', '')}",
             drift_id=str(drift.get("drift_id") or ""),
         )
+
+
+_BASE_ON_TOOL_CALL = Detector.on_tool_call
+_BASE_ON_MODEL_CALL = Detector.on_model_call
 
 
 def _env_policy() -> Policy | None:

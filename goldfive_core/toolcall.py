@@ -233,14 +233,9 @@ async def gate_tool_call(
     name = call.tool_name
     # 1-2. step gate, detectors, step gate again (the ladder may just have paused or stopped the run).
     try:
-        await session.gate()
-        level = await session.observe_tool_call(name, call.args)
-        if level >= InterventionLevel.CANCEL_REINVOKE:
-            await asyncio.sleep(0)  # let a cancellation the ladder just requested (re-invoke, abort) land
-        await session.gate()
+        level, redirect = await session.tool_step(name, call.args)
     except _STOPPED as exc:
         return _stopped(session, call, f"the run was stopped: {exc}")
-    redirect = _take_redirect(session, level)
     if redirect:
         return Skip(
             call_id=call.call_id,
@@ -255,7 +250,10 @@ async def gate_tool_call(
             detail=f"goldfive stopped this {name} call ({level.name})",
         )
     # 3-4. gated? the policy may allow, ask or deny first (the caller's, else the run's rules).
-    verdict = policy.check(call, gated=needs_person) if policy is not None else _run_policy(session, call, needs_person)
+    if policy is not None:
+        verdict = policy.check(call, gated=needs_person)
+    else:
+        verdict = _run_policy(session, call, needs_person) if session.policy is not None else None
     policy_metadata: Mapping[str, str] = {}
     if verdict is not None:
         if verdict.action == "deny":
@@ -475,17 +473,3 @@ async def _ledger_step(
         )
         logger.error("%s", detail)
         return Replay(kind="unavailable", detail=detail)
-
-
-def _take_redirect(session: Session, level: InterventionLevel) -> list[Guidance]:
-    """Notes that replace the call: a person's steers and escalations, or every note at CANCEL_REINVOKE+."""
-    notes = session.take_guidance()
-    if not notes:
-        return []
-    if level >= InterventionLevel.CANCEL_REINVOKE:
-        return notes
-    redirect = [n for n in notes if n.source in ("steer", "escalation")]
-    for note in notes:
-        if note not in redirect:  # nudges and injected messages wait for the host's next turn
-            session.add_guidance(note.text, note.source, note.control_id)
-    return redirect

@@ -40,6 +40,17 @@ def test_looping_counts_identical_calls_in_a_row_and_any_other_call_ends_the_str
     assert drift.detail == 'f({"a":2}) called 4 times in a row with the same arguments'
 
 
+def test_looping_compares_arguments_as_json_would_and_survives_arguments_that_are_not_json() -> None:
+    session, detector = _session(), LoopingToolCallDetector(warning_repeats=2, critical_repeats=3)
+    # Equal in Python, different as JSON: no streak. Another tool with the same arguments: no streak.
+    assert [detector.on_tool_call(session, "f", a) for a in ({"n": 1}, {"n": 1.0}, {"n": True})] == [None] * 3
+    assert detector.on_tool_call(session, "g", {"n": True}) is None
+    # Not JSON at all (a set): compared by repr, still counted.
+    detector.on_tool_call(session, "h", {"s": {1}})
+    drift = detector.on_tool_call(session, "h", {"s": {1}})
+    assert drift is not None and drift.severity is W and drift.detail.startswith("h({'s': {1}}) called 2 times")
+
+
 def test_looping_compares_key_order_independently_and_copes_with_non_json_args() -> None:
     session, detector = _session(), LoopingToolCallDetector(warning_repeats=2, critical_repeats=3)
     assert detector.on_tool_call(session, "f", {"a": 1, "b": 2}) is None
