@@ -379,7 +379,8 @@ class AgentApi:
             yield b"retry: 1000\n: connected\n\n"
             # Claimed for this endpoint and never acked (its connection broke): sent again, the agent skips repeats.
             for row in owed:
-                yield control_frame(row)
+                if (frame := await self._frame(row)) is not None:
+                    yield frame
             await self.hub.deliver(sub, pending)
             while True:
                 try:
@@ -391,9 +392,28 @@ class AgentApi:
                     continue
                 if item is None:
                     return
-                yield control_frame(item)
+                if (frame := await self._frame(item)) is not None:
+                    yield frame
         finally:
             self.hub.unsubscribe(sub)
+
+    async def _frame(self, row: InboxRow) -> bytes | None:
+        """The row's SSE frame; a row the wire cannot carry is answered here (FAILURE ack) and not sent."""
+        problem = row.problem
+        if not problem:
+            try:
+                return control_frame(row)
+            except ValueError as exc:
+                problem = f"its payload cannot travel as a ControlEvent: {shorten(str(exc), 200)}"
+        detail = (
+            f"quarantined: inbox row #{row.id} (control {shorten(row.control_id, 80)!r}) was not delivered: {problem}"
+        )
+        logger.warning("agent stream: %s", detail)
+        try:
+            await _io(self.store.ack_controls, [(row.id, ControlAck.failure(row.control_id, detail))])
+        except StoreError as exc:  # it stays claimed and unacked; the sender's wait ends with its timeout
+            logger.error("agent stream: could not answer inbox row #%d: %s", row.id, exc)
+        return None
 
     async def acks(self, request: Request, user: User) -> dict[str, Any]:
         """``POST /api/agent/acks``: ``{"endpoint": E, "acks": [{"inbox_id": N, "ack": ControlAck}]}``."""

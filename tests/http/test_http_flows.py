@@ -213,3 +213,34 @@ async def test_an_agent_trusting_another_key_refuses_the_servers_decision(
         assert [
             e.decision_refused.decided_by for e in sink.events if e.WhichOneof("payload") == "decision_refused"
         ] == ["ana"]
+
+
+async def test_a_message_the_wire_cannot_carry_is_answered_and_the_stream_goes_on(
+    sqlite_backend: Backend, tmp_path: Path
+) -> None:
+    from goldfive_core import ControlKind, ControlMessage
+
+    with site(sqlite_backend, tmp_path) as s:
+        channel = HttpChannel(s.url, token=s.tokens["bot"])
+
+        async def agent(task: Task, tools: AgentTools) -> Any:
+            await tools.report_task_started("pay-3")
+            return await tools.report_awaiting_approval("pay?", task_id="pay-3", timeout_ms=AGENT_WAIT_MS)
+
+        run = asyncio.create_task(wrap(agent, control=channel, sinks=[channel.sink]).run("go"))
+        try:
+            card = await s.pending("pay-3")
+            store = s.backend.open()
+            bad = ControlMessage(ControlKind.APPROVE, {"target_id": "pay-3", "detail": 5})  # detail must be a string
+            store.post_control(bad, run_id=card["run_id"])
+            ack = await await_until(lambda: store.get_ack(bad.id), what="the server's answer to the bad message")
+            assert not ack.ok and "quarantined" in ack.detail and "cannot travel" in ack.detail
+            assert not run.done()
+            answer = await s.decide("pay-3")
+            assert answer.status_code == 200 and answer.json()["verdict"] == "applied", answer.text
+            result = await asyncio.wait_for(run, 30)
+        finally:
+            if not run.done():
+                run.cancel()
+            await channel.aclose()
+        assert result.output["decision"] == "approve"
