@@ -56,7 +56,7 @@ AGENT_PING_S = 15.0
 _QUEUE_MAX = 256
 _MAX_RUNS = 256
 _MAX_EVENTS = 1000
-_ENDPOINT = re.compile(r"^[A-Za-z0-9._:@+-]{1,160}$")
+_ENDPOINT = re.compile(r"^[A-Za-z0-9._:@+-]{1,320}$")
 _REAP_EVERY_S = 10.0
 """How often a server with connected agents closes runs whose heartbeat stopped (status crashed)."""
 
@@ -230,7 +230,7 @@ def _list_of_str(value: Any, what: str, *, limit: int) -> list[str]:
 
 def _endpoint(agent: str, raw: Any) -> str:
     if not isinstance(raw, str) or not _ENDPOINT.match(raw):
-        raise AgentError(400, "'endpoint' must be 1-160 characters of letters, digits and . _ : @ + -")
+        raise AgentError(400, "'endpoint' must be 1-320 characters of letters, digits and . _ : @ + -")
     return f"{owners.AGENT_ENDPOINT_PREFIX}{agent}:{raw}"
 
 

@@ -99,3 +99,18 @@ async def test_malformed_agent_requests_get_clear_errors(server: Server) -> None
     assert (await server.get("/api/agent/stream?run=r&endpoint=bad%20name", user="bot")).status_code == 400
     acks = await server.post("/api/agent/acks", {"endpoint": "e", "acks": [{"inbox_id": "x"}]}, user="bot")
     assert acks.status_code == 400
+
+
+async def test_goldfive_users_add_makes_an_agent_token_that_works_only_on_agent_routes(
+    server: Server, backend: Backend
+) -> None:
+    from server_support import goldfive
+
+    made = goldfive(backend, "users", "add", "worker-7", "--role", "agent")
+    assert made.returncode == 0, made.stderr
+    assert "role agent" in made.stdout
+    token = made.stdout.strip().splitlines()[-1]
+    server.tokens["worker-7"] = token
+    ok = await server.post("/api/agent/events", _events(*_request("run-w", "t-w")), user="worker-7")
+    assert ok.status_code == 200, ok.text
+    assert (await server.post("/api/approvals/t-w/approve", {}, user="worker-7")).status_code == 403
