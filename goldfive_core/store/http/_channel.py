@@ -169,7 +169,9 @@ class HttpChannel(StoreChannel):
                     owed.clear()
                     self._fail_closed(f"goldfive serve refused this agent: {exc}")
                     await self._cancellable(asyncio.sleep(5.0))
-                except (StoreUnavailableError, httpx.HTTPError) as exc:
+                except (StoreUnavailableError, httpx.HTTPError, StoreError, ValueError, KeyError, TypeError) as exc:
+                    # Out of reach, or an answer this agent cannot read (another version?): the same bounded
+                    # retry, then fail closed; the serving task never dies silently.
                     self.remote.rotate(base)
                     now = time.monotonic()
                     if self._down_since is None:
