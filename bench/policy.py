@@ -5,7 +5,9 @@
 The policy (built from TOML, as users write it) has 50 rules: 20 on one tool with conditions that
 compare, test membership and run regexes over nested arguments, 20 on other tools, and 10 globs with
 run labels. The calls are
-  * worst: the call that walks all 20 conditions on its tool and every glob, and matches the last one;
+  * worst: an amount past every threshold of the 19 transfer rules, so each of them runs its first two
+    tests before it fails, and the 20th matches (no part of the ladder can be skipped);
+  * below: an amount below every threshold (the 19 rules are one ladder, skipped with one test);
   * mixed: a rotation of calls that allow, ask, deny and match nothing.
 Each is timed as ``Policy.evaluate(PolicyCall(...))`` (building the call view included).
 
@@ -73,6 +75,7 @@ WORST = {
     "memo": "inv-2041",
     "tags": ["q3"],
 }
+PAST = {**WORST, "amount": 10**9, "currency": "XXX"}  # passes every threshold; the currency test fails
 MIXED: list[tuple[str, dict[str, Any]]] = [
     ("transfer_funds", WORST),
     ("transfer_funds", {**WORST, "amount": 1500}),  # matches "transfer 0" (allow) at once
@@ -108,10 +111,14 @@ async def main() -> None:
     assert len(policy) == 50, len(policy)
     labels = {"env": "prod"}
     worst_call = lambda: policy.evaluate(  # noqa: E731
+        PolicyCall(tool="transfer_funds", args=PAST, agent="billing", labels=labels, gated=True)
+    )
+    below_call = lambda: policy.evaluate(  # noqa: E731
         PolicyCall(tool="transfer_funds", args=WORST, agent="billing", labels=labels, gated=True)
     )
-    verdict = worst_call()
-    assert verdict.kind == "deny" and verdict.rule_name == "transfer last", verdict
+    for call in (worst_call, below_call):
+        verdict = call()
+        assert verdict.kind == "deny" and verdict.rule_name == "transfer last", verdict
     rotation = [PolicyCall(tool=t, args=a, agent="billing", labels=labels, gated=True) for t, a in MIXED]
     kinds = [policy.evaluate(c).kind for c in rotation]
     assert set(kinds) == {"allow", "ask", "deny"}, kinds
@@ -131,10 +138,11 @@ async def main() -> None:
         await tools.before_tool("transfer_funds", {"amount": next(counter)})
         worst_call()
 
-    worst, mix, base, combined = [], [], [], []
+    worst, below, mix, base, combined = [], [], [], [], []
     n = opts.calls
     for _ in range(opts.samples):
         worst.append(time_loop(worst_call, n))
+        below.append(time_loop(below_call, n))
         mix.append(time_loop(mixed, n // len(MIXED)) / len(MIXED))
         base.append(await time_async_loop(no_policy, n // 4))
         combined.append(await time_async_loop(with_policy, n // 4))
@@ -142,12 +150,13 @@ async def main() -> None:
         tools = AgentTools(session, Task(id="t", title="bench"))
 
     us = 1e6
-    w, m, b, c = (statistics.median(x) * us for x in (worst, mix, base, combined))
-    wmin, bmin, cmin = (min(x) * us for x in (worst, base, combined))
+    w, lo, m, b, c = (statistics.median(x) * us for x in (worst, below, mix, base, combined))
+    wmin, lomin, bmin, cmin = (min(x) * us for x in (worst, below, base, combined))
     print(f"policy: {len(policy)} rules; {opts.samples} samples of {n} calls; median (best) per call")
     print(
-        f"  Policy.evaluate, worst call (21 conditions, 10 globs): {w:7.2f} µs ({wmin:.2f})   target <= {TARGET_US} µs"
+        f"  Policy.evaluate, worst call (39 tests in 20 rules):     {w:7.2f} µs ({wmin:.2f})   target <= {TARGET_US} µs"
     )
+    print(f"  Policy.evaluate, below every threshold (ladder skipped): {lo:6.2f} µs ({lomin:.2f})")
     print(f"  Policy.evaluate, mixed calls (allow/ask/deny/none):    {m:7.2f} µs")
     print(f"  baseline, a tool call with no policy (before_tool):    {b:7.2f} µs ({bmin:.2f})")
     print(f"  the same call plus the worst-case evaluation:          {c:7.2f} µs ({cmin:.2f})   ratio {c / b:.2f}x")

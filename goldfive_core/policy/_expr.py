@@ -474,12 +474,18 @@ _ORDER: dict[str, Callable[[Any, Any], bool]] = {
 }
 
 
+Guard = tuple[str, Callable[[Any, Any], bool], Any]
+"""``(key, order, bound)`` of a leading ``args.KEY <op> NUMBER`` test."""
+
+
 class _Compiler:
     def __init__(self, source: str) -> None:
         self.source = source
         self.paths: list[str] = []
         self.fusible: dict[int, tuple[str, Callable[[Any, Any], bool], Any, str]] = {}
         """id(evaluator) → (key, order, bound, text) for ``args.KEY <op> NUMBER`` tests, fused into ``and``."""
+        self.guards: dict[int, Guard] = {}
+        """id(evaluator) → its guard: an ``and`` chain whose first test is ``args.KEY <op> NUMBER``."""
 
     def text(self, node: _Node) -> str:
         if isinstance(node, _Path):
@@ -520,7 +526,15 @@ class _Compiler:
         for head in reversed(parts[:-1]):
             fuse = self.fusible.get(id(head)) if conj else None
             tail = _fused_and(fuse, tail) if fuse is not None else _pair(conj, head, tail)
+        first = self.fusible.get(id(parts[0])) if conj else None
+        if first is not None:
+            self.guards[id(tail)] = first[:3]
         return tail
+
+    def guard_of(self, fn: Evaluator) -> Guard | None:
+        """The guard of a compiled condition (see :attr:`Expression.guard`), if it has one."""
+        lone = self.fusible.get(id(fn))
+        return lone[:3] if lone is not None else self.guards.get(id(fn))
 
     def value(self, node: _Node) -> Evaluator:
         if isinstance(node, _Lit):
@@ -650,6 +664,21 @@ class _Compiler:
 
                 return in_text
             keys = frozenset((_tag(v), v) for v in right.value)
+            strings = frozenset(v for t, v in keys if t == "string")
+            key = _single_arg(node.left)
+            if key is not None:
+                # ``args.currency in ['EUR', 'USD']``: one frame, and a string needs no type tag.
+                def in_list_arg(c: CallView) -> bool:
+                    try:
+                        v = c.args[key]
+                    except (KeyError, TypeError):
+                        raise EvalError(f"{lhs_text} is missing") from None
+                    if v.__class__ is str:
+                        return v in strings
+                    tag = _tag(v)
+                    return tag not in ("list", "object") and (tag, v) in keys
+
+                return in_list_arg
 
             def in_list(c: CallView) -> bool:
                 v = lhs(c)
@@ -722,6 +751,10 @@ class Expression:
     canonical: str
     """A normalised form of the syntax tree: two expressions with the same one are the same condition."""
     _fn: Evaluator
+    guard: Guard | None = None
+    """``(key, order, bound)`` when the expression starts with ``args.KEY <op> NUMBER and ...``: for a call
+    whose ``args[KEY]`` is a finite int or float with ``not order(value, bound)`` it is false, with no error
+    possible, so a policy can skip it without calling it. None when it has no such first test."""
 
     def test(self, call: CallView) -> bool:
         """True if the call satisfies it; raises :class:`EvalError` when it cannot be evaluated."""
@@ -753,4 +786,6 @@ def compile_expression(source: str) -> Expression:
     fn = compiler.condition(tree)
     if not compiler.paths:
         raise ExpressionError("the expression reads no path (args..., tool, agent, labels...): it is a constant", 1)
-    return Expression(source=source, paths=tuple(compiler.paths), canonical=repr(tree), _fn=fn)
+    return Expression(
+        source=source, paths=tuple(compiler.paths), canonical=repr(tree), _fn=fn, guard=compiler.guard_of(fn)
+    )

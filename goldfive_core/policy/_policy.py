@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Iterable, Sequence
-from typing import Literal
+import operator
+from collections.abc import Callable, Iterable, Sequence
+from math import isfinite
+from typing import Any, Literal
 
 from .._util import shorten
-from ._expr import FOREIGN_ERRORS, EvalError, Evaluator, foreign_error
+from ._expr import FOREIGN_ERRORS, EvalError, Evaluator, Guard, foreign_error
 from ._model import Allow, Ask, Deny, PolicyCall, PolicyError, Rule, covers
 
 __all__ = ["DEFAULT_ASK", "Policy", "Verdict"]
@@ -59,7 +61,54 @@ class Verdict:
         return out
 
 
-_Candidate = tuple[Rule, Evaluator | None, Verdict]
+_Candidate = tuple[Rule, Evaluator | None, Verdict, Guard | None]
+_Skip = tuple[str, Callable[[Any], bool]]
+"""(key, fails_all): a finite number ``args[key]`` for which ``fails_all`` is true fails every rule of the run."""
+_Segment = tuple[_Skip | None, tuple[_Candidate, ...]]
+
+_ABOVE = (operator.gt, operator.ge)
+_BELOW = (operator.lt, operator.le)
+
+
+def _segments(candidates: list[_Candidate]) -> tuple[_Segment, ...]:
+    """Cut the candidate rules into runs that a single test can skip, and the rest (checked one by one).
+
+    A run is two or more consecutive rules whose ``when`` starts with ``args.KEY`` compared, in one
+    direction, to a number (``> 1000``, ``>= 5000``, ...): a value below every threshold of the run
+    (above, for ``<``/``<=``) fails them all.
+    """
+    out: list[_Segment] = []
+    i = 0
+    while i < len(candidates):
+        guard = candidates[i][3]
+        j = i + 1
+        if guard is not None and guard[1] in (*_ABOVE, *_BELOW):
+            side = _ABOVE if guard[1] in _ABOVE else _BELOW
+            while j < len(candidates):
+                other = candidates[j][3]
+                if other is None or other[0] != guard[0] or other[1] not in side:
+                    break
+                j += 1
+        group = tuple(candidates[i:j])
+        out.append((_skip_of(group) if len(group) > 1 else None, group))
+        i = j
+    return tuple(out)
+
+
+def _skip_of(group: tuple[_Candidate, ...]) -> _Skip:
+    guards = [c[3] for c in group if c[3] is not None]
+    key = guards[0][0]
+    strict = [g[2] for g in guards if g[1] in (operator.gt, operator.lt)]
+    loose = [g[2] for g in guards if g[1] in (operator.ge, operator.le)]
+    if guards[0][1] in _ABOVE:  # v > a fails when v <= a; v >= b fails when v < b
+        lo_strict = min(strict) if strict else None
+        lo_loose = min(loose) if loose else None
+        return key, lambda v: (lo_strict is None or v <= lo_strict) and (lo_loose is None or v < lo_loose)
+    hi_strict = max(strict) if strict else None
+    hi_loose = max(loose) if loose else None
+    return key, lambda v: (hi_strict is None or v >= hi_strict) and (hi_loose is None or v > hi_loose)
+
+
 _PASS = Verdict(kind="allow")  # an unmarked tool no rule mentions: runs as without a policy
 _DEFAULT = Verdict(kind="ask", ask=DEFAULT_ASK)
 
@@ -86,10 +135,18 @@ class Policy:
             if not isinstance(r, Rule):
                 raise PolicyError(f"a policy holds Rule objects, got {type(r).__name__}", source=source)
         _check(self.rules, source)
-        self._compiled = tuple((r, r.expression._fn if r.expression else None, _verdict_of(r)) for r in self.rules)
+        self._compiled = tuple(
+            (
+                r,
+                r.expression._fn if r.expression else None,
+                _verdict_of(r),
+                r.expression.guard if r.expression else None,
+            )
+            for r in self.rules
+        )
         self._label_keys = tuple(sorted({k for r in self.rules for k in r.labels}))
         """The run labels some rule reads: only those tell two calls' candidate rules apart."""
-        self._heads: dict[tuple[str, str, tuple[str | None, ...]], tuple[_Candidate, ...]] = {}
+        self._heads: dict[tuple[str, str, tuple[str | None, ...]], tuple[_Segment, ...]] = {}
 
     def __len__(self) -> int:
         return len(self.rules)
@@ -101,8 +158,8 @@ class Policy:
         """True if some rule could match a call of ``tool`` (so an unmarked tool must go through the gate)."""
         return any(r._tool(tool) for r in self.rules)
 
-    def _candidates(self, call: PolicyCall) -> tuple[_Candidate, ...]:
-        """The rules whose tool, agent and labels match, in order, with their compiled ``when``.
+    def _candidates(self, call: PolicyCall) -> tuple[_Segment, ...]:
+        """The rules whose tool, agent and labels match, in order, with their compiled ``when``, in segments.
 
         Cached per (tool, agent, labels): within a run those repeat, so a call only runs conditions.
         """
@@ -110,7 +167,7 @@ class Policy:
         key = (call.tool, call.agent, tuple([labels.get(k) for k in self._label_keys]) if self._label_keys else ())
         hit = self._heads.get(key)
         if hit is None:
-            hit = tuple(self._compiled[i] for i, r in enumerate(self.rules) if r.matches_head(call))
+            hit = _segments([self._compiled[i] for i, r in enumerate(self.rules) if r.matches_head(call)])
             if len(self._heads) >= _CACHE_LIMIT:
                 self._heads.clear()  # bounded: tool names come from a model
             self._heads[key] = hit
@@ -126,7 +183,28 @@ class Policy:
 
     def _evaluate(self, call: PolicyCall) -> Verdict:
         errors: list[str] | None = None
-        for rule, test, verdict in self._candidates(call):
+        args = call.args
+        get = args.get if isinstance(args, dict) else None
+        for skip, group in self._candidates(call):
+            if skip is not None and get is not None:
+                # A run of rules that all start with ``args.KEY > N and ...`` (a threshold ladder): a number
+                # below every threshold makes all of them false, with no error possible; skipped at once.
+                w: Any = get(skip[0])
+                cls = w.__class__
+                if (cls is int or (cls is float and isfinite(w))) and skip[1](w):
+                    continue
+            verdict_or_none, errors = self._group(call, group, errors)
+            if verdict_or_none is not None:
+                return verdict_or_none
+        if errors:
+            return _erred(None, DEFAULT_ASK, errors)
+        return _DEFAULT if call.gated else _PASS
+
+    def _group(
+        self, call: PolicyCall, group: tuple[_Candidate, ...], errors: list[str] | None
+    ) -> tuple[Verdict | None, list[str] | None]:
+        """The rules of one segment in order: (the verdict of the first that decides, or None; errors so far)."""
+        for rule, test, verdict, _guard in group:
             if test is not None:
                 try:
                     hit = test(call)
@@ -135,7 +213,7 @@ class Policy:
                     errors = errors or []
                     errors.append(f"{rule.where()} could not be evaluated: {problem}")
                     if isinstance(rule.action, Ask):
-                        return _erred(rule, rule.action, errors)
+                        return _erred(rule, rule.action, errors), errors
                     continue
                 if not hit:
                     continue
@@ -143,15 +221,13 @@ class Policy:
             if isinstance(action, Allow):
                 if errors:
                     continue  # an earlier rule could not say whether this call is theirs: never allow it
-                return verdict
+                return verdict, errors
             if isinstance(action, Deny):
-                return Verdict(kind="deny", rule=rule, reason=action.reason, error="; ".join(errors or ()))
+                return Verdict(kind="deny", rule=rule, reason=action.reason, error="; ".join(errors or ())), errors
             if not errors:
-                return verdict
-            return Verdict(kind="ask", rule=rule, ask=action, error="; ".join(errors))
-        if errors:
-            return _erred(None, DEFAULT_ASK, errors)
-        return _DEFAULT if call.gated else _PASS
+                return verdict, errors
+            return Verdict(kind="ask", rule=rule, ask=action, error="; ".join(errors)), errors
+        return None, errors
 
 
 def _verdict_of(rule: Rule) -> Verdict:
