@@ -16,6 +16,7 @@ from ._util import canonical_json, safe_repr
 from .approvals import ApprovalRequest, Decision, DecisionVerdict
 from .control import ControlAck, ControlKind, ControlMessage, check_message
 from .payloads import BadPayload, decision_from_payload, text_field
+from .pb.v1 import events_pb2
 
 if TYPE_CHECKING:
     from .session import RunState, Session
@@ -112,12 +113,29 @@ def _decision(session: Session, msg: ControlMessage) -> ControlAck:
         if problem:
             return ControlAck.failure(msg.id, f"refused: {problem}; nothing was decided")
     result = session.apply_decision(target_id, decision)
+    tally = result.record.quorum if result.record is not None else None
     if result.verdict in (DecisionVerdict.APPLIED, DecisionVerdict.APPLIED_LATE):
         assert result.record is not None
         detail = result.detail
         if scope is not None and result.record.request is not None:
             detail += "; " + _grant(session, result.record.request, decision, str(scope))
+        final = result.record.decision
+        if tally is not None and final is not None:
+            # The last vote of a quorum: the decision is everyone's ("ana, bo"), not only this voter's.
+            data: dict[str, Any] = {
+                "decision": "quorum",
+                "decided_by": final.decided_by,
+                "quorum_progress": tally.progress(),
+            }
+            if final.edited_args is not None:  # the arguments all of them approved (an earlier edit)
+                data["edited_args"] = dict(final.edited_args)
+            return ControlAck.success(msg.id, detail, data=data)
         return ControlAck.success(msg.id, detail)
+    if result.verdict is DecisionVerdict.COUNTED and tally is not None:
+        # A vote, not the decision: the ack says so, so whoever records acks (the store) keeps it pending.
+        return ControlAck.success(
+            msg.id, result.detail, data={"decision": "counted", "quorum_progress": tally.progress()}
+        )
     if result.verdict in (DecisionVerdict.KEPT_EARLY, DecisionVerdict.COUNTED):
         return ControlAck.success(msg.id, result.detail)
     return ControlAck.failure(msg.id, result.detail)
@@ -197,4 +215,21 @@ def _grant(session: Session, request: ApprovalRequest, decision: Decision, scope
         )
     except GrantError as exc:
         return f"no grant was made: {exc}"
+    # On the record: the store keeps it as a grant that is listed, revoked and outlives this process.
+    session.events.emit(
+        events_pb2.GrantCreated(
+            grant_id=grant.grant_id,
+            rule=grant.rule,
+            tool=grant.tool,
+            granted_by=grant.granted_by,
+            scope=grant.scope,
+            session_id=grant.session_id,
+            args_constraint=grant.args_constraint,
+            created_at_ms=grant.created_at_ms,
+            expires_at_ms=grant.expires_at_ms or 0,
+            target_id=request.target_id,
+            description=grant.describe(),
+            channel=decision.channel,
+        )
+    )
     return f"{grant.describe()} ({grant.grant_id})"

@@ -40,7 +40,7 @@ from .protocols import Detector, Steerer
 from .tasks import TaskBoard, TaskStatus
 
 if TYPE_CHECKING:
-    from .policy import GrantBook, Policy
+    from .policy import GrantBook, GrantRecords, Policy
 
 __all__ = [
     "MAX_TEXT",
@@ -145,6 +145,13 @@ class Session:
 
             self._grants = GrantBook()
         return self._grants
+
+    @property
+    def grant_records(self) -> GrantRecords | None:
+        """Where grants are kept beyond this process (a store's sink): read before a grant lets a call through."""
+        from .policy import GrantRecords
+
+        return next((sink for sink in self.events.sinks if isinstance(sink, GrantRecords)), None)
 
     # -- what plugs in (adapters and set-up call these; nothing else assigns a session's attributes) ----------
     def set_steerer(self, steerer: Steerer | None) -> None:
@@ -300,6 +307,22 @@ class Session:
     def apply_decision(self, target_id: str, decision: Decision) -> DecisionResult:
         """Apply a person's decision to ``target_id``; an applied one is announced (ApprovalGranted/Rejected)."""
         result = self.approvals.decide(target_id, decision)
+        tally = result.record.quorum if result.record is not None else None
+        if tally is not None and result.verdict in (
+            DecisionVerdict.COUNTED,
+            DecisionVerdict.APPLIED,
+            DecisionVerdict.APPLIED_LATE,
+        ):
+            # Each vote of a quorum goes on the record, so the inbox and `goldfive show` can say "1 of 2: ana".
+            self.events.emit(
+                events_pb2.ApprovalVoted(
+                    target_id=target_id,
+                    decided_by=decision.decided_by,
+                    decision="approve" if decision.approved else "reject",
+                    progress=tally.progress(),
+                    channel=decision.channel,
+                )
+            )
         if result.verdict in (DecisionVerdict.APPLIED, DecisionVerdict.APPLIED_LATE):
             assert result.record is not None
             self._emit_decision(result.record)

@@ -75,11 +75,15 @@ class SignedDecision:
     """The reason given (the model sees it), so it cannot be swapped either."""
     channel: str
     """How the person decided: ``web``, ``api`` or ``cli``."""
+    grant: str = ""
+    """The standing grant an approval asks for (``run``, ``session``, ``1h``); ``""`` for none."""
 
 
 def decision_bytes(facts: SignedDecision, *, key_id: str, signed_at_ms: int) -> bytes:
     """The exact bytes signed: the domain tag and canonical JSON of every covered field."""
     body = dataclasses.asdict(facts)
+    if not body["grant"]:
+        del body["grant"]  # a decision without a grant signs the same bytes as before grants existed
     body["key_id"] = key_id
     body["signed_at_ms"] = signed_at_ms
     return DOMAIN + canonical_json(body).encode()
@@ -186,6 +190,7 @@ def check_decision(
     decided_by: str,
     detail: str,
     signature: Any,
+    grant: str = "",
 ) -> str | None:
     """None when ``signature`` is ``trust``'s signature of exactly this decision, else what is wrong.
 
@@ -232,11 +237,12 @@ def check_decision(
         decided_by=decided_by,
         detail=detail,
         channel=channel,
+        grant=grant,
     )
     if not trust.verify(decision_bytes(facts, key_id=key_id, signed_at_ms=at), raw_sig):
         return (
             "the decision's signature does not match what it claims "
-            "(target, run, verdict, edits, digest, decider, reason)"
+            "(target, run, verdict, edits, digest, decider, reason, grant)"
         )
     return None
 

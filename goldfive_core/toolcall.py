@@ -253,7 +253,7 @@ async def gate_tool_call(
     if policy is not None:
         verdict = policy.check(call, gated=needs_person)
     else:
-        verdict = _run_policy(session, call, needs_person) if session.policy is not None else None
+        verdict = await _run_policy(session, call, needs_person) if session.policy is not None else None
     policy_metadata: Mapping[str, str] = {}
     if verdict is not None:
         if verdict.action == "deny":
@@ -366,12 +366,12 @@ async def gate_tool_call(
     return _stopped(session, call, outcome.detail or "the run was cancelled")
 
 
-def _run_policy(session: Session, call: ToolCall, gated: bool) -> PolicyVerdict | None:
+async def _run_policy(session: Session, call: ToolCall, gated: bool) -> PolicyVerdict | None:
     """The run's :class:`~goldfive_core.policy.Policy` as the gate's policy step; None = no opinion."""
     rules = session.policy
     if rules is None:
         return None
-    from .policy import PolicyCall
+    from .policy import PolicyCall, find_grant
 
     policy_call = PolicyCall(tool=call.tool_name, args=call.args, agent=call.agent, labels=session.labels, gated=gated)
     verdict = rules.evaluate(policy_call)
@@ -381,9 +381,15 @@ def _run_policy(session: Session, call: ToolCall, gated: bool) -> PolicyVerdict 
         return PolicyVerdict(action="deny", reason=verdict.reason, rule=verdict.rule_name)
     if verdict.kind == "allow":
         return PolicyVerdict(action="allow", rule=verdict.rule_name)
-    if verdict.rule is not None and not verdict.error:
-        grant = session.grants.find(
-            policy_call, rule=verdict.rule_name, run_id=session.run_id, session_id=session.session_id
+    if verdict.rule is not None and not verdict.error and verdict.ask is not None and verdict.ask.grants:
+        # Grants made here, and those kept in the store (revoked there, or made by an earlier process).
+        grant = await find_grant(
+            session.grants,
+            session.grant_records,
+            policy_call,
+            rule=verdict.rule_name,
+            run_id=session.run_id,
+            session_id=session.session_id,
         )
         if grant is not None:  # a person allowed matching calls of this rule: on the record with the grant's id
             return PolicyVerdict(action="allow", rule=verdict.rule_name, grant_id=grant.grant_id)

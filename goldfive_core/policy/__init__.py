@@ -36,9 +36,9 @@ parentheses. Types are strict (see ``goldfive_core.policy._expr``) and evaluatio
 
 from __future__ import annotations
 
-from ._authority import PolicyAuthority, RequestView
+from ._authority import PolicyAuthority, Refusal, RequestView
 from ._expr import EvalError, Expression, ExpressionError, compile_expression
-from ._grants import Grant, GrantBook, GrantError
+from ._grants import Grant, GrantBook, GrantError, GrantRecords, find_grant
 from ._load import ENV_VAR, default_policy, load_policy, load_policy_from_env, parse_policy
 from ._model import (
     Allow,
@@ -60,7 +60,9 @@ __all__ = [
     "QuorumTally",
     "QuorumStep",
     "PolicyAuthority",
+    "Refusal",
     "GrantError",
+    "GrantRecords",
     "GrantBook",
     "Grant",
     "DEFAULT_ASK",
@@ -80,6 +82,7 @@ __all__ = [
     "Verdict",
     "compile_expression",
     "default_policy",
+    "find_grant",
     "format_duration",
     "load_policy",
     "load_policy_from_env",

@@ -19,7 +19,23 @@ from .._util import now_ms
 from ._model import Ask, format_duration
 from ._policy import Policy
 
-__all__ = ["PolicyAuthority", "RequestView"]
+__all__ = ["PolicyAuthority", "Refusal", "RequestView"]
+
+
+class Refusal(str):
+    """The sentence saying why a decision may not be taken, and which kind of refusal it is.
+
+    ``forbidden``: the decider may not decide this request (not an approver, barred);
+    ``expired``: the request is past its deadline. A plain string from another authority counts as
+    ``forbidden``.
+    """
+
+    kind: str
+
+    def __new__(cls, text: str, kind: str = "forbidden") -> Refusal:
+        made = super().__new__(cls, text)
+        made.kind = kind
+        return made
 
 
 class _Named(Protocol):
@@ -90,9 +106,10 @@ class PolicyAuthority:
         now = self._clock()
         started = approval.requested_at_ms
         if ask.expires_ms is not None and started and now >= started + ask.expires_ms:
-            return (
+            return Refusal(
                 f"refused: {approval.target_id!r} expired {format_duration(ask.expires_ms)} after it was asked; "
-                "a decision can no longer be taken"
+                "a decision can no longer be taken",
+                "expired",
             )
         escalated = ask.escalate is not None and bool(started) and now >= started + ask.escalate.after_ms
         meta = approval.metadata
@@ -105,5 +122,5 @@ class PolicyAuthority:
         )
         if why:
             verb = "approval" if approve else "rejection"
-            return f"refused ({verb} of {approval.target_id!r}): {why}; the request stays pending"
+            return Refusal(f"refused ({verb} of {approval.target_id!r}): {why}; the request stays pending")
         return None

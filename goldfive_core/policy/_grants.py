@@ -10,15 +10,18 @@ reported with its id so it can be audited.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
-from collections.abc import Callable
-from typing import Literal
+from collections.abc import Callable, Sequence
+from typing import Literal, Protocol, runtime_checkable
 
 from .._util import now_ms, safe_repr
 from ._expr import EvalError, Expression, ExpressionError, compile_expression
 from ._model import Ask, GrantScope, PolicyCall, format_duration
 
-__all__ = ["Grant", "GrantBook", "GrantError"]
+__all__ = ["Grant", "GrantBook", "GrantError", "GrantRecords", "find_grant"]
+
+logger = logging.getLogger(__name__)
 
 MAX_GRANTS = 10_000
 
@@ -45,6 +48,13 @@ class Grant:
     revoked_at_ms: int | None = None
     revoked_by: str = ""
     _constraint: Expression | None = dataclasses.field(default=None, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.args_constraint and self._constraint is None:
+            try:  # a grant read back from a store: its constraint as text
+                object.__setattr__(self, "_constraint", compile_expression(self.args_constraint))
+            except ExpressionError as exc:
+                raise ValueError(f"grant {self.grant_id}: args constraint: {exc}") from None
 
     def describe(self) -> str:
         """Words an approver reads before confirming, and a list shows afterwards."""
@@ -184,3 +194,50 @@ class GrantBook:
             ended = g.revoked_at_ms if g.revoked_at_ms is not None else g.expires_at_ms
             if ended is not None and ended < horizon:
                 del self._grants[grant_id]
+
+
+@runtime_checkable
+class GrantRecords(Protocol):
+    """Where grants are kept beyond one process (a store's sink): listed and revoked from outside the run."""
+
+    async def standing_grants(self, *, rule: str, tool: str) -> Sequence[Grant] | None:
+        """Every kept grant of ``rule`` for ``tool``, revoked and expired ones included; None = cannot tell now."""
+        ...
+
+
+async def find_grant(
+    book: GrantBook,
+    records: GrantRecords | None,
+    call: PolicyCall,
+    *,
+    rule: str,
+    run_id: str,
+    session_id: str,
+    at_ms: int | None = None,
+) -> Grant | None:
+    """The grant that lets ``call`` (asked about by ``rule``) through, else None (a person is asked).
+
+    ``book`` holds the grants made in this process; ``records`` those kept in a store, which also says
+    which were revoked from outside (a revocation there wins) and holds grants an earlier process made.
+    When the records cannot be read, no grant applies: the call asks a person (fail closed).
+    """
+    if records is None:
+        return book.find(call, rule=rule, run_id=run_id, session_id=session_id)
+    try:
+        kept = await records.standing_grants(rule=rule, tool=call.tool)
+    except Exception as exc:  # a store's bug must not let a revoked grant through, nor crash the gate
+        logger.warning("could not read the grants of rule %r: %s", rule, exc)
+        kept = None
+    if kept is None:
+        return None
+    now = book._clock() if at_ms is None else at_ms
+    for grant in kept:
+        if grant.revoked_at_ms is not None:
+            book.revoke(grant.grant_id, by=grant.revoked_by or "someone")
+    local = book.find(call, rule=rule, run_id=run_id, session_id=session_id)
+    if local is not None:
+        return local  # made here; if the store does not have it yet, nobody outside can have revoked it
+    for grant in kept:
+        if grant.covers(call, rule=rule, run_id=run_id, session_id=session_id, at_ms=now):
+            return grant
+    return None

@@ -22,7 +22,7 @@ __all__ = [
     "USER_COLS",
 ]
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 # Migrations: (version, statements). Types are filled in per dialect: {id} an auto-increment
 # primary key, {blob} bytes, {big} a 64-bit integer. Never edit a released step; add one.
@@ -118,6 +118,22 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
             "CREATE INDEX gf_inbox_run ON gf_inbox (run_id, status)",
         ),
     ),
+    (
+        7,
+        (
+            # Policies: standing grants ("approve, and allow matching calls for this run / session / 1 h") as
+            # records that are listed and revoked from outside the run and outlive its process; and the
+            # quorum tally of a request that needs several approvers ("1 of 2: ana").
+            """CREATE TABLE gf_grants (
+                grant_id TEXT PRIMARY KEY, rule TEXT NOT NULL, tool TEXT NOT NULL, granted_by TEXT NOT NULL,
+                scope TEXT NOT NULL, run_id TEXT NOT NULL, session_id TEXT NOT NULL, args_constraint TEXT NOT NULL,
+                created_at_ms {big} NOT NULL, expires_at_ms {big} NOT NULL, target_id TEXT NOT NULL,
+                description TEXT NOT NULL, channel TEXT NOT NULL, revoked_at_ms {big} NOT NULL,
+                revoked_by TEXT NOT NULL, revoke_reason TEXT NOT NULL)""",
+            "CREATE INDEX gf_grants_rule ON gf_grants (rule, tool)",
+            "ALTER TABLE gf_approvals ADD COLUMN quorum_progress TEXT NOT NULL DEFAULT ''",
+        ),
+    ),
 )
 
 APPROVAL_COLS = (
@@ -125,7 +141,7 @@ APPROVAL_COLS = (
     "status, requested_at_ms, expires_at_ms, timeout_ms, decided_at_ms, decided_by, decision, detail, "
     "edited_args_json, decided_via"
 )
-APPROVAL_SELECT = APPROVAL_COLS + ", decided_channel, decision_sig"
+APPROVAL_SELECT = APPROVAL_COLS + ", decided_channel, decision_sig, quorum_progress"
 """What reads select: the record and how it was decided (columns with defaults, kept out of inserts)."""
 RUN_COLS = "run_id, session_id, adapter, pid, host, status, started_at_ms, heartbeat_at_ms, ended_at_ms"
 AUDIT_COLS = "seq, run_id, sequence, kind, event_id, emitted_at_ms, body, prev_hash, hash"
@@ -166,6 +182,7 @@ def approval_row(row: Sequence[Any]) -> ApprovalRow:
         decided_via=row[20],
         decided_channel=row[21] if len(row) > 21 else "",
         decision_sig=row[22] if len(row) > 22 else "",
+        quorum_progress=row[23] if len(row) > 23 else "",
     )
 
 

@@ -355,7 +355,8 @@ class SqlStore(Store):
                 "args_digest = excluded.args_digest, metadata_json = excluded.metadata_json, status = excluded.status, "
                 "requested_at_ms = excluded.requested_at_ms, expires_at_ms = excluded.expires_at_ms, "
                 "timeout_ms = excluded.timeout_ms, decided_at_ms = 0, decided_by = '', decision = '', detail = '', "
-                "edited_args_json = '', decided_via = '', decided_channel = '', decision_sig = ''",
+                "edited_args_json = '', decided_via = '', decided_channel = '', decision_sig = '', "
+                "quorum_progress = ''",
                 (
                     event.run_id,
                     event.session_id,
@@ -397,6 +398,38 @@ class SqlStore(Store):
                 "UPDATE gf_approvals SET status = ?, detail = ? "
                 f"WHERE run_id = ? AND target_id = ? AND status IN ({_marks(new)})",
                 (new.value, out.detail, event.run_id, out.target_id, *_from(new)),
+            )
+        elif kind == "approval_voted":
+            vote = event.approval_voted
+            self._exec(
+                conn,
+                "UPDATE gf_approvals SET quorum_progress = ? "
+                f"WHERE run_id = ? AND target_id = ? AND status IN ({', '.join('?' for _ in OPEN_STATUSES)})",
+                (vote.progress, event.run_id, vote.target_id, *(s.value for s in OPEN_STATUSES)),
+            )
+        elif kind == "grant_created":
+            g = event.grant_created
+            self._exec(
+                conn,
+                "INSERT INTO gf_grants (grant_id, rule, tool, granted_by, scope, run_id, session_id, args_constraint, "
+                "created_at_ms, expires_at_ms, target_id, description, channel, revoked_at_ms, revoked_by, "
+                "revoke_reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, '', '') "
+                "ON CONFLICT (grant_id) DO NOTHING",
+                (
+                    g.grant_id,
+                    g.rule,
+                    g.tool,
+                    g.granted_by,
+                    g.scope,
+                    event.run_id if g.scope == "run" else "",
+                    g.session_id,
+                    g.args_constraint,
+                    g.created_at_ms or at,
+                    g.expires_at_ms,
+                    g.target_id,
+                    g.description,
+                    g.channel,
+                ),
             )
         elif kind == "approval_cancelled":
             cancelled = event.approval_cancelled
@@ -915,6 +948,15 @@ class SqlStore(Store):
         target = payload.get("target_id")
         if not run_id or not isinstance(target, str):
             return  # unaddressed: the sink records it from the run's events
+        if isinstance(ack.data, Mapping) and ack.data.get("decision") == "counted":
+            # One vote of a quorum: the request stays pending; only the tally changes ("1 of 2: ana").
+            self._exec(
+                conn,
+                "UPDATE gf_approvals SET quorum_progress = ? "
+                f"WHERE run_id = ? AND target_id = ? AND status IN ({', '.join('?' for _ in OPEN_STATUSES)})",
+                (str(ack.data.get("quorum_progress") or ""), run_id, target, *(s.value for s in OPEN_STATUSES)),
+            )
+            return
         approved = row[0] == "APPROVE"
         edited = payload.get("edited_args")
         self._write_decision(

@@ -100,6 +100,8 @@ class ApprovalRow:
     """How the decision came: ``web``, ``api`` (goldfive serve) or ``cli``; "" when unknown."""
     decision_sig: str = ""
     """The server's signature block of the decision (JSON), "" when unsigned."""
+    quorum_progress: str = ""
+    """For a request that needs several approvers: the tally after the last vote ("1 of 2: ana"), else ""."""
 
     @property
     def open(self) -> bool:

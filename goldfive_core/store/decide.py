@@ -21,13 +21,14 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 from .._util import canonical_json
-from ..approvals import Principal, already_decided_text
+from ..approvals import ApprovalStatus, Principal, already_decided_text
 from ..control import ControlAck, ControlKind, ControlMessage
 from ..errors import GoldfiveError
-from ..policy import Ask, PolicyAuthority
+from ..policy import Ask, PolicyAuthority, Refusal
 from ..signing import DecisionSigner, SignedDecision
 from .base import ApprovalRow, Store
 from .channel import DeliveryTimeout, RunGone, StoreChannel
+from .grants import audit_refusal
 
 __all__ = [
     "DEFAULT_DECIDE_TIMEOUT_S",
@@ -91,6 +92,9 @@ class DecideResult:
     target_id: str
     run_id: str
     ack: ControlAck | None = None
+    refusal: str = ""
+    """Why an audited refusal was made: ``forbidden`` (the decider may not decide this request) or ``expired``
+    (past its deadline); "" otherwise. Both are on the audit log as ``DecisionRefused``."""
 
     @property
     def ok(self) -> bool:
@@ -127,6 +131,7 @@ def decide(
     timeout_s: float = DEFAULT_DECIDE_TIMEOUT_S,
     authority: DecisionAuthority | None = None,
     signer: DecisionSigner | None = None,
+    grant: str | None = None,
 ) -> DecideResult:
     """Decide one approval from outside the agent; never raises for a refusal (see :class:`DecideVerdict`).
 
@@ -136,22 +141,39 @@ def decide(
     principal's channel travels and is recorded with it. Raises
     :class:`ApprovalLookupError` when ``target_id`` names no (or no single) approval, and
     :class:`~goldfive_core.store.StoreError` when the store fails.
+
+    ``grant`` (``run``, ``session`` or a duration the request's rule offers) asks the live run to
+    also allow the rule's later matching calls within that scope: a standing grant, kept in the store
+    (``goldfive grants``). Never with edited arguments or a rejection.
     """
     row = find_approval(store, target_id, run_id=run_id)
     if edited_args is not None and not approve:
         return _refused(row, "refused: edited_args only go with an approval")
+    if grant is not None and (not approve or edited_args is not None):
+        why = "only an approval can allow matching calls" if not approve else "an edited approval never creates a grant"
+        return _refused(row, f"refused: {why}; nothing was decided")
     if not row.open:
-        return _closed(row)
+        closed = _closed(row)
+        if row.status is ApprovalStatus.EXPIRED:  # a decision after the request's deadline: refused, audited
+            return _audited(store, row, principal, approve, dataclasses.replace(closed, refusal="expired"))
+        return closed
     # Who may decide is enforced here, for every channel: without an authority of the caller's, the
     # request's own policy fields (approvers, barred principals, expiry) decide.
     refusal = (authority if authority is not None else PolicyAuthority()).may_decide(principal, row, approve=approve)
     if refusal is not None:
-        return _refused(row, refusal)
+        kind = refusal.kind if isinstance(refusal, Refusal) else "forbidden"
+        return _audited(store, row, principal, approve, dataclasses.replace(_refused(row, refusal), refusal=kind))
     # The digest the decider saw; the live run checks it against its call, record() against the store's.
     digest = args_digest or row.args_digest
-    attempt = _Attempt(store, row, approve, principal, reason, edited_args, digest, signer)
+    attempt = _Attempt(store, row, approve, principal, reason, edited_args, digest, signer, grant or "")
     live = store.liveness(store.run(row.run_id))
     if live != "live":
+        if grant is not None:
+            return _refused(
+                row,
+                f"refused: a grant is made by the run itself and run {row.run_id} is not running ({live}); "
+                "approve without a grant. Nothing was recorded",
+            )
         return attempt.record(f"run {row.run_id} is not running ({live})")
     kind = ControlKind.APPROVE if approve else ControlKind.REJECT
     try:
@@ -176,6 +198,7 @@ class _Attempt:
     edited_args: Mapping[str, Any] | None
     digest: str
     signer: DecisionSigner | None
+    grant: str = ""
 
     def _edited_json(self) -> str:
         return canonical_json(dict(self.edited_args)) if self.edited_args is not None else ""
@@ -193,6 +216,7 @@ class _Attempt:
             decided_by=self.principal.name,
             detail=self.reason,
             channel=self.principal.channel,
+            grant=self.grant,
         )
         return self.signer.sign(facts)
 
@@ -212,6 +236,8 @@ class _Attempt:
             payload["args_digest"] = self.digest
         if self.edited_args is not None:
             payload["edited_args"] = dict(self.edited_args)
+        if self.grant:
+            payload["grant"] = self.grant
         return payload
 
     def record(self, why: str) -> DecideResult:
@@ -250,6 +276,20 @@ class _Attempt:
             target_id=now.target_id,
             run_id=now.run_id,
         )
+
+
+def _audited(store: Store, row: ApprovalRow, principal: Principal, approve: bool, result: DecideResult) -> DecideResult:
+    """Put a refusal on the audit log (who tried, why it was refused); nothing else changes."""
+    audit_refusal(
+        store,
+        target_id=row.target_id,
+        run_id=row.run_id,
+        approve=approve,
+        decided_by=principal.name,
+        reason=result.detail,
+        channel=principal.channel,
+    )
+    return result
 
 
 def _reread(store: Store, row: ApprovalRow) -> ApprovalRow:

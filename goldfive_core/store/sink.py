@@ -9,6 +9,7 @@ tell a live run from one whose process was killed.
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import dataclasses
 import logging
@@ -20,7 +21,9 @@ import weakref
 
 from ..events import payload_name
 from ..pb.v1 import events_pb2
+from ..policy import Grant
 from .base import HEARTBEAT_INTERVAL_S, HOST, Store, StoreError, StoreUnavailableError
+from .grants import grant_rows
 
 __all__ = ["SinkStatistics", "StoreSink"]
 
@@ -109,6 +112,19 @@ class StoreSink:
         self._closed = True
         self._queue.put(_STOP)
         self._thread.join(timeout)
+
+    async def standing_grants(self, *, rule: str, tool: str) -> list[Grant] | None:
+        """The store's grants of ``rule`` for ``tool`` (revoked ones too); None when the store cannot be read.
+
+        Makes this sink the run's :class:`~goldfive_core.policy.GrantRecords`: grants are kept in the
+        store it writes, revoked there from outside the run, and read back before one lets a call through.
+        """
+        try:
+            rows = await asyncio.to_thread(grant_rows, self.store, rule=rule, tool=tool, limit=1000)
+        except StoreError as exc:
+            logger.warning("store %s: cannot read grants (a person is asked instead): %s", self.store.url, exc)
+            return None
+        return [g for g in (row.grant() for row in rows) if g is not None]
 
     def statistics(self) -> SinkStatistics:
         """A snapshot of the counts."""

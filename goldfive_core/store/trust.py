@@ -50,6 +50,7 @@ def verify_decision(
         decided_by=decided_by if isinstance(decided_by, str) else "",
         detail=str(payload.get("detail") or payload.get("reason") or ""),
         signature=payload.get("signature"),
+        grant=grant if isinstance(grant := payload.get("grant"), str) else "",
     )
     if problem is None:
         return None

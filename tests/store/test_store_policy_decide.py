@@ -14,6 +14,7 @@ from goldfive_core.approvals import ApprovalStatus, Principal
 from goldfive_core.pb.v1 import events_pb2
 from goldfive_core.policy import Ask, Escalation, Policy, PolicyAuthority, PolicyCall, Rule, parse_duration
 from goldfive_core.store import DecideVerdict, Store, decide
+from goldfive_core.store.grants import DECIDERS_STREAM
 
 PAYMENTS = Policy(
     [
@@ -47,7 +48,7 @@ def _ask(store: Store, target: str, *, requested_at_ms: int = 0, **extra: str) -
     request = events_pb2.ApprovalRequested(
         target_id=target, kind="tool", prompt="pay?", args_digest="sha256:abc", timeout_ms=60_000, metadata=metadata
     )
-    event = make_event("run-a", 1, request)
+    event = make_event("run-a", 0, request)
     event.emitted_at.FromMilliseconds(requested_at_ms or time.time_ns() // 1_000_000)
     # No RunStarted: the run is not live, so an allowed decision is recorded in the store.
     store.append_events([event], pid=1, host="h")
@@ -55,6 +56,16 @@ def _ask(store: Store, target: str, *, requested_at_ms: int = 0, **extra: str) -
 
 def _status(store: Store, target: str) -> ApprovalStatus:
     return ApprovalStatus(store.approvals_for(target)[0].status)
+
+
+def _refusals(store: Store) -> list[tuple[str, str, str, str, str]]:
+    """The audited refusals: (request's run, target, who tried, approve/reject, why)."""
+    out = []
+    for row in store.audit_rows(run_id=DECIDERS_STREAM):
+        refused = row.event().decision_refused
+        assert row.kind == "decision_refused"
+        out.append((refused.request_run_id, refused.target_id, refused.decided_by, refused.decision, refused.reason))
+    return out
 
 
 REFUSED = [
@@ -75,7 +86,13 @@ def test_a_decider_the_rule_does_not_allow_is_refused_and_nothing_changes(
     result = decide(store, "pay-1", approve=approve, principal=Principal(name=who, channel="api"), reason="x")
     assert result.verdict is DecideVerdict.REFUSED and not result.ok
     assert reason in result.detail and "the request stays pending" in result.detail
+    assert result.refusal == "forbidden"
     assert _status(store, "pay-1") is ApprovalStatus.PENDING
+    # On the audit log: who tried, what, and why it was refused; the chain still verifies.
+    [(run, target, by, what, why)] = _refusals(store)
+    assert (run, target, by, what) == ("run-a", "pay-1", who, "approve" if approve else "reject")
+    assert reason in why
+    assert store.verify_audit().ok
     allowed = decide(store, "pay-1", approve=approve, principal=Principal(name="ana", channel="api"), reason="x")
     assert allowed.verdict is DecideVerdict.RECORDED
     assert _status(store, "pay-1") is (ApprovalStatus.GRANTED if approve else ApprovalStatus.REJECTED)
@@ -87,7 +104,31 @@ def test_a_decision_after_the_rules_deadline_is_refused(backend: Backend) -> Non
     result = decide(store, "pay-1", approve=True, principal=Principal(name="ana", channel="cli"))
     assert result.verdict is DecideVerdict.REFUSED
     assert "'pay-1' expired 4h after it was asked" in result.detail
+    assert result.refusal == "expired"
     assert _status(store, "pay-1") is ApprovalStatus.PENDING
+    [(_, target, by, _, why)] = _refusals(store)
+    assert (target, by) == ("pay-1", "ana") and "expired 4h after it was asked" in why
+
+
+def test_a_decision_on_a_request_that_expired_with_its_wait_is_refused_and_audited(backend: Backend) -> None:
+    store = backend.open()
+    _ask(store, "pay-1")
+    timed_out = events_pb2.ApprovalTimedOut(target_id="pay-1", timeout_ms=60_000, still_open=False, detail="timeout")
+    store.append_events([make_event("run-a", 1, timed_out)], pid=1, host="h")
+    result = decide(store, "pay-1", approve=True, principal=Principal(name="ana", channel="web"))
+    assert result.verdict is DecideVerdict.REFUSED and result.refusal == "expired"
+    assert "'pay-1' is expired" in result.detail
+    assert [(t, by) for _, t, by, _, _ in _refusals(store)] == [("pay-1", "ana")]
+    assert _status(store, "pay-1") is ApprovalStatus.EXPIRED
+
+
+def test_an_allowed_decision_and_an_already_decided_one_are_not_refusals(backend: Backend) -> None:
+    store = backend.open()
+    _ask(store, "pay-1")
+    assert decide(store, "pay-1", approve=True, principal=Principal(name="ana", channel="cli")).ok
+    again = decide(store, "pay-1", approve=True, principal=Principal(name="cy", channel="cli"))
+    assert again.verdict is DecideVerdict.REFUSED and again.refusal == ""
+    assert _refusals(store) == []
 
 
 def test_the_escalation_group_may_answer_once_the_time_has_come(backend: Backend) -> None:

@@ -164,18 +164,20 @@ class ApprovalRejected(_message.Message):
     def __init__(self, target_id: _Optional[str] = ..., detail: _Optional[str] = ..., decided_by: _Optional[str] = ..., channel: _Optional[str] = ...) -> None: ...
 
 class DecisionRefused(_message.Message):
-    __slots__ = ("target_id", "decision", "decided_by", "reason", "channel")
+    __slots__ = ("target_id", "decision", "decided_by", "reason", "channel", "request_run_id")
     TARGET_ID_FIELD_NUMBER: _ClassVar[int]
     DECISION_FIELD_NUMBER: _ClassVar[int]
     DECIDED_BY_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     CHANNEL_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_RUN_ID_FIELD_NUMBER: _ClassVar[int]
     target_id: str
     decision: str
     decided_by: str
     reason: str
     channel: str
-    def __init__(self, target_id: _Optional[str] = ..., decision: _Optional[str] = ..., decided_by: _Optional[str] = ..., reason: _Optional[str] = ..., channel: _Optional[str] = ...) -> None: ...
+    request_run_id: str
+    def __init__(self, target_id: _Optional[str] = ..., decision: _Optional[str] = ..., decided_by: _Optional[str] = ..., reason: _Optional[str] = ..., channel: _Optional[str] = ..., request_run_id: _Optional[str] = ...) -> None: ...
 
 class ApprovalTimedOut(_message.Message):
     __slots__ = ("target_id", "timeout_ms", "still_open", "detail")
@@ -231,8 +233,62 @@ class ApprovalEscalated(_message.Message):
     after_ms: int
     def __init__(self, target_id: _Optional[str] = ..., rule: _Optional[str] = ..., to: _Optional[str] = ..., after_ms: _Optional[int] = ...) -> None: ...
 
+class GrantCreated(_message.Message):
+    __slots__ = ("grant_id", "rule", "tool", "granted_by", "scope", "session_id", "args_constraint", "created_at_ms", "expires_at_ms", "target_id", "description", "channel")
+    GRANT_ID_FIELD_NUMBER: _ClassVar[int]
+    RULE_FIELD_NUMBER: _ClassVar[int]
+    TOOL_FIELD_NUMBER: _ClassVar[int]
+    GRANTED_BY_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    ARGS_CONSTRAINT_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    TARGET_ID_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    CHANNEL_FIELD_NUMBER: _ClassVar[int]
+    grant_id: str
+    rule: str
+    tool: str
+    granted_by: str
+    scope: str
+    session_id: str
+    args_constraint: str
+    created_at_ms: int
+    expires_at_ms: int
+    target_id: str
+    description: str
+    channel: str
+    def __init__(self, grant_id: _Optional[str] = ..., rule: _Optional[str] = ..., tool: _Optional[str] = ..., granted_by: _Optional[str] = ..., scope: _Optional[str] = ..., session_id: _Optional[str] = ..., args_constraint: _Optional[str] = ..., created_at_ms: _Optional[int] = ..., expires_at_ms: _Optional[int] = ..., target_id: _Optional[str] = ..., description: _Optional[str] = ..., channel: _Optional[str] = ...) -> None: ...
+
+class GrantRevoked(_message.Message):
+    __slots__ = ("grant_id", "revoked_by", "reason", "channel")
+    GRANT_ID_FIELD_NUMBER: _ClassVar[int]
+    REVOKED_BY_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    CHANNEL_FIELD_NUMBER: _ClassVar[int]
+    grant_id: str
+    revoked_by: str
+    reason: str
+    channel: str
+    def __init__(self, grant_id: _Optional[str] = ..., revoked_by: _Optional[str] = ..., reason: _Optional[str] = ..., channel: _Optional[str] = ...) -> None: ...
+
+class ApprovalVoted(_message.Message):
+    __slots__ = ("target_id", "decided_by", "decision", "progress", "channel")
+    TARGET_ID_FIELD_NUMBER: _ClassVar[int]
+    DECIDED_BY_FIELD_NUMBER: _ClassVar[int]
+    DECISION_FIELD_NUMBER: _ClassVar[int]
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    CHANNEL_FIELD_NUMBER: _ClassVar[int]
+    target_id: str
+    decided_by: str
+    decision: str
+    progress: str
+    channel: str
+    def __init__(self, target_id: _Optional[str] = ..., decided_by: _Optional[str] = ..., decision: _Optional[str] = ..., progress: _Optional[str] = ..., channel: _Optional[str] = ...) -> None: ...
+
 class Event(_message.Message):
-    __slots__ = ("event_id", "run_id", "sequence", "emitted_at", "session_id", "run_started", "task_started", "task_progress", "task_completed", "task_failed", "task_blocked", "task_cancelled", "drift_detected", "run_completed", "run_aborted", "approval_requested", "approval_granted", "approval_rejected", "approval_timed_out", "approval_cancelled", "decision_refused", "policy_applied", "approval_escalated")
+    __slots__ = ("event_id", "run_id", "sequence", "emitted_at", "session_id", "run_started", "task_started", "task_progress", "task_completed", "task_failed", "task_blocked", "task_cancelled", "drift_detected", "run_completed", "run_aborted", "approval_requested", "approval_granted", "approval_rejected", "approval_timed_out", "approval_cancelled", "decision_refused", "policy_applied", "approval_escalated", "grant_created", "grant_revoked", "approval_voted")
     EVENT_ID_FIELD_NUMBER: _ClassVar[int]
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     SEQUENCE_FIELD_NUMBER: _ClassVar[int]
@@ -256,6 +312,9 @@ class Event(_message.Message):
     DECISION_REFUSED_FIELD_NUMBER: _ClassVar[int]
     POLICY_APPLIED_FIELD_NUMBER: _ClassVar[int]
     APPROVAL_ESCALATED_FIELD_NUMBER: _ClassVar[int]
+    GRANT_CREATED_FIELD_NUMBER: _ClassVar[int]
+    GRANT_REVOKED_FIELD_NUMBER: _ClassVar[int]
+    APPROVAL_VOTED_FIELD_NUMBER: _ClassVar[int]
     event_id: str
     run_id: str
     sequence: int
@@ -279,4 +338,7 @@ class Event(_message.Message):
     decision_refused: DecisionRefused
     policy_applied: PolicyApplied
     approval_escalated: ApprovalEscalated
-    def __init__(self, event_id: _Optional[str] = ..., run_id: _Optional[str] = ..., sequence: _Optional[int] = ..., emitted_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., session_id: _Optional[str] = ..., run_started: _Optional[_Union[RunStarted, _Mapping]] = ..., task_started: _Optional[_Union[TaskStarted, _Mapping]] = ..., task_progress: _Optional[_Union[TaskProgress, _Mapping]] = ..., task_completed: _Optional[_Union[TaskCompleted, _Mapping]] = ..., task_failed: _Optional[_Union[TaskFailed, _Mapping]] = ..., task_blocked: _Optional[_Union[TaskBlocked, _Mapping]] = ..., task_cancelled: _Optional[_Union[TaskCancelled, _Mapping]] = ..., drift_detected: _Optional[_Union[DriftDetected, _Mapping]] = ..., run_completed: _Optional[_Union[RunCompleted, _Mapping]] = ..., run_aborted: _Optional[_Union[RunAborted, _Mapping]] = ..., approval_requested: _Optional[_Union[ApprovalRequested, _Mapping]] = ..., approval_granted: _Optional[_Union[ApprovalGranted, _Mapping]] = ..., approval_rejected: _Optional[_Union[ApprovalRejected, _Mapping]] = ..., approval_timed_out: _Optional[_Union[ApprovalTimedOut, _Mapping]] = ..., approval_cancelled: _Optional[_Union[ApprovalCancelled, _Mapping]] = ..., decision_refused: _Optional[_Union[DecisionRefused, _Mapping]] = ..., policy_applied: _Optional[_Union[PolicyApplied, _Mapping]] = ..., approval_escalated: _Optional[_Union[ApprovalEscalated, _Mapping]] = ...) -> None: ...
+    grant_created: GrantCreated
+    grant_revoked: GrantRevoked
+    approval_voted: ApprovalVoted
+    def __init__(self, event_id: _Optional[str] = ..., run_id: _Optional[str] = ..., sequence: _Optional[int] = ..., emitted_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., session_id: _Optional[str] = ..., run_started: _Optional[_Union[RunStarted, _Mapping]] = ..., task_started: _Optional[_Union[TaskStarted, _Mapping]] = ..., task_progress: _Optional[_Union[TaskProgress, _Mapping]] = ..., task_completed: _Optional[_Union[TaskCompleted, _Mapping]] = ..., task_failed: _Optional[_Union[TaskFailed, _Mapping]] = ..., task_blocked: _Optional[_Union[TaskBlocked, _Mapping]] = ..., task_cancelled: _Optional[_Union[TaskCancelled, _Mapping]] = ..., drift_detected: _Optional[_Union[DriftDetected, _Mapping]] = ..., run_completed: _Optional[_Union[RunCompleted, _Mapping]] = ..., run_aborted: _Optional[_Union[RunAborted, _Mapping]] = ..., approval_requested: _Optional[_Union[ApprovalRequested, _Mapping]] = ..., approval_granted: _Optional[_Union[ApprovalGranted, _Mapping]] = ..., approval_rejected: _Optional[_Union[ApprovalRejected, _Mapping]] = ..., approval_timed_out: _Optional[_Union[ApprovalTimedOut, _Mapping]] = ..., approval_cancelled: _Optional[_Union[ApprovalCancelled, _Mapping]] = ..., decision_refused: _Optional[_Union[DecisionRefused, _Mapping]] = ..., policy_applied: _Optional[_Union[PolicyApplied, _Mapping]] = ..., approval_escalated: _Optional[_Union[ApprovalEscalated, _Mapping]] = ..., grant_created: _Optional[_Union[GrantCreated, _Mapping]] = ..., grant_revoked: _Optional[_Union[GrantRevoked, _Mapping]] = ..., approval_voted: _Optional[_Union[ApprovalVoted, _Mapping]] = ...) -> None: ...
