@@ -28,9 +28,10 @@ import math
 import os
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any, NoReturn
 
+from . import cli_grants
 from ._text import inert
 from .approvals import Principal
 from .cli_text import (
@@ -42,6 +43,7 @@ from .cli_text import (
     _Exit,
     _json_line,
     _Out,
+    _policy_lines,
     _say,
     _say_pending,
     _when,
@@ -176,6 +178,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--digest", help="refuse unless the call still has this args digest (from 'show')")
     p.add_argument("--run", help="the run, when the id is open in several")
     p.add_argument("--policy", metavar="FILE", help="who may decide comes from this policy (env GOLDFIVE_POLICY)")
+    p.add_argument(
+        "--grant",
+        metavar="SCOPE",
+        help="also allow the rule's later matching calls: run, session or a duration the rule offers (goldfive grants)",
+    )
     p = cmd("reject", "reject a pending request")
     p.add_argument("id", help="the approval's target id")
     p.add_argument("--reason", required=True, help="why (the model sees it)")
@@ -228,6 +235,12 @@ def _parser() -> argparse.ArgumentParser:
         "--notify",
         help="notification config (TOML: webhook, Slack, email channels; env GOLDFIVE_NOTIFY); see the README",
     )
+    p.add_argument(
+        "--policy",
+        metavar="FILE",
+        help="who may decide each rule's requests, checked against the users' names and roles (env GOLDFIVE_POLICY)",
+    )
+    cli_grants.add_parser(cmd)
     p = cmd("users", "manage who may log in to goldfive serve")
     p.add_argument("action", choices=["add", "list", "disable", "rotate"], help="what to do")
     p.add_argument("name", nargs="?", help="the user's name (add, disable, rotate)")
@@ -366,7 +379,7 @@ def _show(store: Store, args: argparse.Namespace, out: _Out) -> int:
         f"tool       {_t(row.tool_name, full)}" if row.tool_name else "",
         f"args       {_t(row.args_json, full)}" if row.args_json else "",
         f"digest     {_t(row.args_digest, full)}" if row.args_digest else "",
-        *_policy_lines(row.metadata),
+        *_policy_lines(row.metadata, row.quorum_progress),
     ]
     if row.decision:
         who = _t(row.decided_by, 200) or "?"
@@ -418,30 +431,6 @@ def _authority(args: argparse.Namespace) -> PolicyAuthority:
     return PolicyAuthority(policy)
 
 
-def _policy_lines(meta: Mapping[str, str]) -> list[str]:
-    """What the request's policy said: the rule, who may answer, how many, escalation, expiry."""
-    lines = []
-    rule = meta.get("policy_rule")
-    if rule:
-        parts = [f"rule {_t(rule, 80)!r} ({meta.get('policy_action', '?')})"]
-        if meta.get("policy_approvers"):
-            parts.append(f"approvers {_t(meta['policy_approvers'], 200)}")
-        if meta.get("policy_quorum"):
-            parts.append(f"quorum {meta['policy_quorum']}")
-        if meta.get("policy_barred"):
-            parts.append(f"barred {meta['policy_barred']}")
-        if meta.get("policy_escalate_after"):
-            parts.append(f"escalates after {meta['policy_escalate_after']} to {meta.get('policy_escalate_to', '?')}")
-        if meta.get("policy_expires"):
-            parts.append(f"expires {meta['policy_expires']} after asked")
-        if meta.get("policy_grants"):
-            parts.append(f"grants {meta['policy_grants']}")
-        lines.append("policy     " + _t(" · ".join(parts), FIELD_FULL))  # the agent wrote these fields
-    if meta.get("policy_error"):
-        lines.append(f"policy     asked because: {_t(meta['policy_error'], 300)}")
-    return lines
-
-
 def _parse_edit(text: str, limits: Limits) -> dict[str, Any]:
     try:
         edited = parse_json_strict(
@@ -473,6 +462,7 @@ def _decide(store: Store, args: argparse.Namespace, out: _Out, *, approve: bool)
             run_id=args.run,
             timeout_s=_timeout(args),
             authority=authority,
+            grant=getattr(args, "grant", None),
         )
     except AmbiguousApprovalError as exc:
         raise _Exit(EXIT_USAGE, str(exc)) from None
@@ -683,6 +673,7 @@ def _serve(store: Store, args: argparse.Namespace) -> int:
         raise _Exit(EXIT_USAGE, str(exc)) from None
     try:
         notify = load_notify_config(args.notify)
+        policy = load_policy(args.policy) if args.policy else load_policy_from_env()
         serve(
             store,
             host=args.host,
@@ -690,6 +681,7 @@ def _serve(store: Store, args: argparse.Namespace) -> int:
             key_path=args.key,
             secure_cookies=args.secure_cookies,
             notify=notify,
+            policy=policy,
         )
     except ConfigError as exc:
         raise _Exit(EXIT_USAGE, str(exc)) from None
@@ -764,6 +756,8 @@ def _dispatch(store: Store, args: argparse.Namespace, out: _Out) -> int:
         return _serve(store, args)
     if command == "users":
         return _users(store, args, out)
+    if command == "grants":
+        return cli_grants.grants_command(args, out, store=store, by=_decider(args))
     raise _Exit(EXIT_USAGE, f"unknown command {command!r}")  # unreachable: argparse checks
 
 

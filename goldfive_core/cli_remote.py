@@ -27,6 +27,7 @@ from .cli_text import (
     EXIT_USAGE,
     _Exit,
     _Out,
+    _policy_lines,
     _say,
     _say_pending,
     _when,
@@ -143,6 +144,7 @@ def _show(client: _Client, args: argparse.Namespace, out: _Out) -> int:
         f"tool       {_t(item['tool_name'], full)}" if item["tool_name"] else "",
         f"args       {_t(item['args_json'], full)}" if item["args_json"] else "",
         f"digest     {_t(item['args_digest'], full)}" if item["args_digest"] else "",
+        *_policy_lines(item.get("metadata") or {}, str(item.get("quorum_progress") or "")),
     ]
     if item["decision"]:
         who = _t(item["decided_by"], 200) or "?"
@@ -169,6 +171,8 @@ def _decide(client: _Client, args: argparse.Namespace, out: _Out, *, approve: bo
         body["reason"] = args.reason
     if args.digest:
         body["args_digest"] = args.digest
+    if approve and getattr(args, "grant", None):
+        body["grant"] = args.grant
     if approve and args.edit is not None:
         try:
             edited = json.loads(args.edit)
@@ -307,4 +311,8 @@ def run_remote(args: argparse.Namespace, out: _Out, *, url: str, token: str) -> 
         return _runs(client, args, out)
     if command == "audit":
         return _audit(client, args, out)
+    if command == "grants":
+        from .cli_grants import grants_command
+
+        return grants_command(args, out, client=client)
     raise _Exit(EXIT_USAGE, f"goldfive {command} works on the database only (leave out --url)")

@@ -72,3 +72,30 @@ def _say_pending(items: Sequence[Mapping[str, Any]]) -> None:
         )
         if item["orphaned_reason"]:
             _say(f"    orphaned: {inert(item['orphaned_reason'], 200)}; a decision is kept for a replay of the call")
+
+
+def _policy_lines(meta: Mapping[str, str], progress: str = "") -> list[str]:
+    """What the request's policy said (the rule, who may answer, how many, escalation, expiry) and the votes so far."""
+    lines = []
+    rule = meta.get("policy_rule")
+    if rule:
+        parts = [f"rule {inert(rule, 80)!r} ({inert(meta.get('policy_action', '?'), 20)})"]
+        if meta.get("policy_approvers"):
+            parts.append(f"approvers {inert(meta['policy_approvers'], 200)}")
+        if meta.get("policy_quorum"):
+            parts.append(f"quorum {inert(meta['policy_quorum'], 20)}")
+        if meta.get("policy_barred"):
+            parts.append(f"barred {inert(meta['policy_barred'], 200)}")
+        if meta.get("policy_escalate_after"):
+            to = inert(meta.get("policy_escalate_to", "?"), 200)
+            parts.append(f"escalates after {inert(meta['policy_escalate_after'], 20)} to {to}")
+        if meta.get("policy_expires"):
+            parts.append(f"expires {inert(meta['policy_expires'], 20)} after asked")
+        if meta.get("policy_grants"):
+            parts.append(f"grants {inert(meta['policy_grants'], 200)}")
+        lines.append("policy     " + inert(" · ".join(parts), 4000))  # the agent wrote these fields
+    if meta.get("policy_error"):
+        lines.append(f"policy     asked because: {inert(meta['policy_error'], 300)}")
+    if progress:
+        lines.append(f"approvals  {inert(progress, 400)}")
+    return lines

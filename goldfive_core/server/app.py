@@ -29,7 +29,9 @@ from .._util import shorten
 from ..approvals import Principal
 from ..control import ControlAck, ControlKind, ControlMessage
 from ..events import event_to_dict
+from ..policy import Ask, Policy, PolicyAuthority
 from ..signing import DecisionSigner
+from ..store import grants as grants_mod
 from ..store import users as users_mod
 from ..store._sql import SqlStore
 from ..store.base import ApprovalRow, RunRow, Store, StoreError, StoreUnavailableError, run_liveness
@@ -88,7 +90,11 @@ class ServerConfig:
 
     signer: DecisionSigner
     authority: DecisionAuthority | None = None
-    """Who may decide what beyond the role's ``decide`` permission (a policy plugs in here)."""
+    """Who may decide what beyond the role's ``decide`` permission (default: :attr:`policy`'s rules, with the
+    logged-in users' names and roles)."""
+    policy: Policy | None = None
+    """The deciding side's policy (``goldfive serve --policy`` / ``GOLDFIVE_POLICY``): a request's rule is read
+    from here, not from what the agent wrote; without one, the request's own ``policy_*`` fields are used."""
     decide_timeout_s: float = 30.0
     control_timeout_s: float = 30.0
     secure_cookies: bool = False
@@ -155,7 +161,29 @@ def approval_json(row: ApprovalRow, *, liveness: str) -> dict[str, Any]:
         "signed": bool(row.decision_sig),
         "detail": row.detail,
         "edited_args": _json_or_none(row.edited_args_json),
-        "rule": None,
+        "rule": row.metadata.get("policy_rule") or None,
+        "policy": _policy_json(row.metadata),
+        "quorum_progress": row.quorum_progress,
+    }
+
+
+def _policy_json(meta: Mapping[str, str]) -> dict[str, Any] | None:
+    """What the request's rule says (who may answer, how many, escalation, grants offered); None without a rule."""
+    rule = meta.get("policy_rule")
+    if not rule:
+        return None
+    ask = Ask.from_metadata(meta)
+    return {
+        "rule": rule,
+        "action": meta.get("policy_action", ""),
+        "approvers": list(ask.approvers) if ask else [],
+        "quorum": ask.quorum if ask else 1,
+        "escalate_after": meta.get("policy_escalate_after", ""),
+        "escalate_to": meta.get("policy_escalate_to", ""),
+        "expires": meta.get("policy_expires", ""),
+        # What an approver may extend an approval to, in the words they read before confirming.
+        "grants": [{"scope": g.text(), "label": g.label()} for g in ask.grants] if ask and ask.quorum == 1 else [],
+        "error": meta.get("policy_error", ""),
     }
 
 
@@ -250,6 +278,12 @@ class _Api:
         )
         self.events = Broadcaster(store, poll_interval_s=config.poll_interval_s)
         self.agents = AgentApi(store, max_body_bytes=MAX_AGENT_BODY_BYTES)
+        self.authority: DecisionAuthority = config.authority or PolicyAuthority(config.policy, roles=self._roles)
+
+    def _roles(self, name: str) -> tuple[str, ...]:
+        """A user's roles for a rule's ``role:NAME`` approvers (runs on decide()'s worker thread)."""
+        row = self.store.user(name)
+        return (row.role,) if row is not None and not row.disabled else ()
 
     # -- plumbing ---------------------------------------------------------------------------------------------
     def route(
@@ -384,10 +418,11 @@ class _Api:
     async def _decide(self, request: Request, user: User, *, approve: bool) -> Response:
         body = await _body(request)
         if approve:
-            _only(body, ("reason", "edited_args", "args_digest"))
+            _only(body, ("reason", "edited_args", "args_digest", "grant"))
         else:
             _only(body, ("reason", "args_digest"))
         reason = _text_field(body, "reason", required=not approve)
+        grant = _text_field(body, "grant", limit=40) or None
         digest = _text_field(body, "args_digest", limit=200) or None
         edited = body.get("edited_args")
         if edited is not None and not isinstance(edited, dict):
@@ -405,8 +440,9 @@ class _Api:
                 args_digest=digest,
                 run_id=row.run_id,
                 timeout_s=self.config.decide_timeout_s,
-                authority=self.config.authority,
+                authority=self.authority,
                 signer=self.config.signer,
+                grant=grant,
             )
         except ApprovalLookupError as exc:
             raise ApiError(404, str(exc)) from None
@@ -420,10 +456,16 @@ class _Api:
         }
         if result.ack is not None:
             data["control_id"] = result.ack.control_id
+            vote = result.ack.data or {}
+            if vote.get("decision") == "counted":  # one vote of a quorum: the request is still pending
+                data["counted"] = True
+                data["quorum_progress"] = str(vote.get("quorum_progress") or "")
         if result.ok:
             return JSONResponse(data)
         if result.verdict is DecideVerdict.NO_ANSWER:
             return JSONResponse({**data, "error": result.detail}, status_code=504)
+        if result.refusal == "forbidden":  # not among the rule's approvers, or barred: audited, nothing changed
+            return JSONResponse({**data, "error": result.detail}, status_code=403)
         now = await _run(find_approval, self.store, row.target_id, run_id=row.run_id)
         data["approval"] = approval_json(now, liveness="live" if now.open else "-")
         return JSONResponse({**data, "error": result.detail}, status_code=409)
@@ -433,6 +475,43 @@ class _Api:
 
     async def reject(self, request: Request, user: User) -> Response:
         return await self._decide(request, user, approve=False)
+
+    # -- grants -----------------------------------------------------------------------------------------------
+    async def grants(self, request: Request, user: User) -> Response:
+        limit = _int_param(request, "limit", 100, low=1, high=MAX_PAGE)
+        everything = request.query_params.get("all") in ("1", "true")
+        now = await _run(self.store.clock_ms)
+        rows = await _run(grants_mod.grant_rows, self.store, active_only=not everything, at_ms=now, limit=limit)
+        return JSONResponse({"grants": [r.as_dict(now) for r in rows], "total": len(rows)})
+
+    async def revoke_grant(self, request: Request, user: User) -> Response:
+        body = await _body(request)
+        _only(body, ("reason",))
+        reason = _text_field(body, "reason", limit=1000)
+        grant_id = request.path_params["grant_id"]
+        row = await _run(grants_mod.grant_row, self.store, grant_id)
+        if row is None:
+            raise ApiError(404, f"unknown grant {shorten(grant_id, 80)!r}: no such grant")
+        why = self._may_revoke(user, row)
+        if why:
+            raise ApiError(403, why)
+        try:
+            revoked = await _run(
+                grants_mod.revoke_grant, self.store, row.grant_id, by=user.name, reason=reason, channel=user.channel
+            )
+        except grants_mod.GrantNotFound as exc:
+            raise ApiError(409, str(exc)) from None
+        return JSONResponse({"result": "REVOKED", "grant": revoked.as_dict(await _run(self.store.clock_ms))})
+
+    def _may_revoke(self, user: User, row: grants_mod.GrantRow) -> str:
+        """Who may revoke: an admin, else whoever the rule lets decide its requests (with the server's policy)."""
+        if user.can("manage_users") or self.config.policy is None:
+            return ""
+        rule = next((r for r in self.config.policy.rules if r.name == row.rule), None)
+        if rule is None or not isinstance(rule.action, Ask):
+            return ""
+        why = rule.action.refusal(user=user.name, roles=(user.role,), escalated=True)
+        return f"{user.name!r} may not revoke grant {row.grant_id!r} of rule {row.rule!r}: {why}" if why else ""
 
     # -- runs -------------------------------------------------------------------------------------------------
     async def runs(self, request: Request, user: User) -> Response:
@@ -658,6 +737,8 @@ def create_app(store: Store, config: ServerConfig) -> Starlette:
         Route("/api/approvals/{target_id}", r(api.approval), methods=["GET"]),
         Route("/api/approvals/{target_id}/approve", r(api.approve, "decide"), methods=["POST"]),
         Route("/api/approvals/{target_id}/reject", r(api.reject, "decide"), methods=["POST"]),
+        Route("/api/grants", r(api.grants), methods=["GET"]),
+        Route("/api/grants/{grant_id}/revoke", r(api.revoke_grant, "decide"), methods=["POST"]),
         Route("/api/runs", r(api.runs), methods=["GET"]),
         Route("/api/runs/{run_id}/events", r(api.run_events), methods=["GET"]),
         Route("/api/runs/{run_id}/pause", r(api.control(ControlKind.PAUSE), "control"), methods=["POST"]),

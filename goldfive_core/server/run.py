@@ -10,6 +10,7 @@ from typing import TextIO
 
 import uvicorn
 
+from ..policy import Policy
 from ..signing import TRUST_KEY_ENV, DecisionSigner, load_or_create_signing_key
 from ..store.base import Store
 from ..store.users import UserError, add_user
@@ -65,15 +66,18 @@ def serve(
     key_path: str | Path | None = None,
     secure_cookies: bool = False,
     notify: NotifyConfig | None = None,
+    policy: Policy | None = None,
     out: TextIO = sys.stdout,
 ) -> None:
-    """Run the server until interrupted (blocking)."""
+    """Run the server until interrupted (blocking). ``policy``: who may decide each rule's requests."""
     path = signing_key_path(key_path)
     signer, created = load_or_create_signing_key(path)
-    app = create_app(store, ServerConfig(signer=signer, secure_cookies=secure_cookies, notify=notify))
+    app = create_app(store, ServerConfig(signer=signer, secure_cookies=secure_cookies, notify=notify, policy=policy))
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on", access_log=False)
     server = uvicorn.Server(config)
     shown_host = f"[{host}]" if ":" in host else host
+    if policy is not None:
+        out.write(f"goldfive serve: who may decide follows the policy {policy.source or ''} ({len(policy)} rules)\n")
     if notify is not None and notify.targets:  # before the announcement: its last line is the admin's token
         channels = ", ".join(t.channel for t in notify.targets)
         out.write(f"goldfive serve: notifications on {channels} (links to {notify.public_url})\n")
