@@ -193,6 +193,7 @@
     "run_started", "task_started", "task_progress", "task_completed", "task_failed", "task_blocked",
     "task_cancelled", "drift_detected", "run_completed", "run_aborted", "approval_requested",
     "approval_granted", "approval_rejected", "approval_timed_out", "approval_cancelled",
+    "approval_voted", "grant_created", "grant_revoked",
   ];
   function payloadOf(ev) {
     for (const key of Object.keys(ev || {})) {
@@ -267,6 +268,8 @@
       refreshSoon();
     }
     if (name === "approval_timed_out" && pick(body, "still_open")) refreshSoon();
+    if (name === "approval_voted") refreshSoon(); // the card's "1 of 2 approvals: ana"
+    if (name === "grant_created" || name === "grant_revoked") refreshGrants();
     if (runId && runId === state.runId) refreshRunSoon();
     if (location.hash.startsWith("#/history") && name.startsWith("approval_")) refreshHistory();
     if (location.hash.startsWith("#/runs") && !state.runId && (name.startsWith("run_") || name === "drift_detected"))
@@ -315,6 +318,7 @@
           state.cards.set(k, entry);
         } else {
           entry.item = item;
+          showPolicy(entry.node, item);
         }
         if (list.children[index] !== entry.node) list.insertBefore(entry.node, list.children[index] || null);
       });
@@ -397,6 +401,7 @@
     q(".act-reset").hidden = mode !== "edit";
     q(".act-reject-confirm").hidden = mode !== "reject";
     q(".act-back").hidden = mode === "view";
+    if (card.dataset.grants) q(".grant-choice").hidden = mode !== "view"; // an edited approval never grants
     q(".error").textContent = "";
     if (mode === "edit") q(".args-edit").focus();
     if (mode === "reject") q(".reason").focus();
@@ -444,6 +449,8 @@
     }
     card.dataset.expires = String(ms(pick(item, "expires_at_ms")));
     tick(card);
+    showPolicy(card, item);
+    offerGrants(card, item);
 
     const editor = q(".args-edit");
     const showDiff = () => {
@@ -509,6 +516,85 @@
     return card;
   }
 
+  // -- policies: the rule that asked, quorum progress, grants ------------------------------------------
+  function showPolicy(card, item) {
+    const policy = pick(item, "policy");
+    const box = $(".policy", card);
+    box.hidden = !policy;
+    if (!policy) return;
+    const who = (policy.approvers || []).join(", ");
+    $(".rule", box).textContent = clip(`rule ${policy.rule}` + (who ? ` · approvers ${who}` : ""), 400);
+    const quorum = Number(policy.quorum || 1);
+    const progress = String(pick(item, "quorum_progress") || "");
+    const quorumNode = $(".quorum", box);
+    quorumNode.hidden = quorum <= 1;
+    // "1 of 2: ana" on the record reads "1 of 2 approvals: ana" here.
+    quorumNode.textContent = progress
+      ? clip(progress.replace(/^(\d+ of \d+)/, "$1 approvals"), 300)
+      : `0 of ${quorum} approvals`;
+  }
+
+  function offerGrants(card, item) {
+    const policy = pick(item, "policy");
+    const offered = (policy && policy.grants) || [];
+    const box = $(".grant-choice", card);
+    box.hidden = !offered.length || !canDecide();
+    if (!box.hidden) card.dataset.grants = "1";
+    const select = $(".grant", box);
+    for (const g of offered) select.append(el("option", { value: g.scope, text: g.label }));
+    const approve = $(".act-approve", card);
+    const say = () => {
+      const chosen = offered.find((g) => g.scope === select.value);
+      // The scope is shown before the approver confirms: what later calls this approval lets through.
+      $(".grant-scope", box).textContent = chosen
+        ? `Approving also lets later ${clip(pick(item, "tool_name") || "", 80)} calls that rule ` +
+          `"${clip(policy.rule, 80)}" would ask about run without asking, ${chosen.label}, until revoked.`
+        : "";
+      approve.textContent = chosen ? `Approve and allow ${chosen.label}` : "Approve";
+    };
+    select.addEventListener("change", say);
+    say();
+  }
+
+  async function refreshGrants() {
+    if (!state.me) return;
+    let data;
+    try {
+      data = await api("GET", "/api/grants");
+    } catch (_) {
+      return; // an older server or a passing error: nothing to show
+    }
+    const grants = data.grants || [];
+    const list = $("#grants-list");
+    list.textContent = "";
+    $("#grants").hidden = grants.length === 0;
+    for (const g of grants) {
+      const revoke = el("button", { type: "button", class: "danger act-revoke", text: "Revoke" });
+      revoke.disabled = !canDecide();
+      revoke.addEventListener("click", () => revokeGrant(g, revoke));
+      const expires = ms(g.expires_at_ms);
+      const when = `granted by ${g.granted_by} at ${clock(ms(g.created_at_ms))}` +
+        (expires ? ` · expires ${clock(expires)}` : " · until revoked or its " + (g.scope === "time" ? "time" : g.scope) + " ends");
+      list.append(
+        el("li", { class: "grant-item", "data-grant-id": g.grant_id },
+          el("div", {}, el("div", { class: "what", text: clip(g.description, 400) }),
+            el("div", { class: "when mono", text: clip(`${g.grant_id} · ${when}`, 300) })),
+          revoke),
+      );
+    }
+  }
+
+  async function revokeGrant(grant, button) {
+    button.disabled = true;
+    try {
+      await api("POST", `/api/grants/${encodeURIComponent(grant.grant_id)}/revoke`, {});
+      toast(`Revoked ${grant.grant_id}: its calls ask a person again.`);
+    } catch (err) {
+      toast(`Could not revoke ${grant.grant_id}: ${err.message}`, true);
+    }
+    refreshGrants();
+  }
+
   function readEdited(text) {
     let value;
     try {
@@ -569,6 +655,8 @@
     const body = { ...extra };
     const digest = pick(item, "args_digest");
     if (digest) body.args_digest = digest;
+    const grant = $(".grant", card).value;
+    if (verb === "approve" && !extra.edited_args && grant) body.grant = grant; // never with an edit
     const targetId = card.dataset.targetId;
     const runId = card.dataset.runId;
     const path =
@@ -582,6 +670,14 @@
       ack = { result: "FAILURE", detail: err.message, status: err.status, body: err.body };
     }
     const ok = ack.result === "SUCCESS" || ack.result === "RECORDED";
+    if (ok && ack.counted) {
+      // One vote of several: the request still waits for the others; the card stays and shows the count.
+      toast(`Your approval of ${pick(item, "tool_name") || "the request"} was counted: ` +
+        clip(String(ack.quorum_progress || "").replace(/^(\d+ of \d+)/, "$1 approvals"), 300));
+      buttons.forEach((b) => (b.disabled = !canDecide()));
+      refreshSoon();
+      return;
+    }
     if (ok) {
       if (entry) entry.mine = true;
       const tool = pick(item, "tool_name") || "request";
@@ -1074,6 +1170,7 @@
     route();
     await refreshPending();
     refreshNotifications();
+    refreshGrants();
   }
 
   async function boot() {

@@ -1,0 +1,106 @@
+"""Policies in the web inbox, in a real browser against ``goldfive serve`` and real ADK agent processes: the
+rule on the card, quorum progress ("1 of 2 approvals: ana") as two people approve, the grant an approval may
+add with its scope shown before confirming, the standing grant listed with a Revoke button, revoked."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from browser_support import ARTIFACTS, ROOT, goldfive_bin
+from test_browser_inbox import Server, _card, _login, _target_of, browser, chromium, server
+
+__all__ = ["browser", "chromium", "server"]  # the fixtures, shared with the inbox tests
+
+pytestmark = pytest.mark.timeout(150)
+
+POLICY = """
+[[rule]]
+name = "large payments"
+tool = "transfer_funds"
+when = "args.amount > 1000"
+action = "ask"
+quorum = 2
+
+[[rule]]
+name = "payments to acme"
+tool = "transfer_funds"
+when = "args.to == 'ACME Corp'"
+action = "ask"
+grants = ["run", "1h"]
+"""
+
+
+def test_quorum_progress_and_a_grant_with_its_scope_listed_and_revoked(
+    server: Server, browser: Any, tmp_path: Path
+) -> None:
+    from playwright.sync_api import expect
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    policy = tmp_path / "policy.toml"
+    policy.write_text(POLICY)
+    example = str(ROOT / "examples" / "adk_approval.py")
+    common = ("--db", str(server.db), "--wait", "--timeout-ms", "120000", "--policy", str(policy))
+    ana = _login(browser, server, "ana")
+    ben = _login(browser, server, "ben")
+    big = server.agent(example, *common, "--invoice", "5000")
+    big_id = _target_of(big)
+    acme = server.agent(example, *common, "--invoice", "250")
+    acme_id = _target_of(acme)
+
+    # The rule and the count on the card; one approval is a vote, the card stays for everyone.
+    card = _card(ana, big_id)
+    expect(card.locator(".policy .rule")).to_have_text("rule large payments")
+    expect(card.locator(".policy .quorum")).to_have_text("0 of 2 approvals")
+    expect(card.locator(".grant-choice")).to_be_hidden()  # a quorum rule never grants
+    card.get_by_role("button", name="Approve", exact=True).click()
+    expect(card.locator(".policy .quorum")).to_have_text("1 of 2 approvals: ana")
+    expect(_card(ben, big_id).locator(".policy .quorum")).to_have_text("1 of 2 approvals: ana")
+    expect(ana.locator(".toast").last).to_contain_text("was counted: 1 of 2 approvals: ana")
+
+    # The grant an approval may add, its scope said before the approver confirms.
+    grant_card = _card(ana, acme_id)
+    expect(grant_card.locator(".policy .rule")).to_have_text("rule payments to acme")
+    expect(grant_card.locator(".policy .quorum")).to_be_hidden()
+    grant_card.locator("select.grant").select_option("1h")
+    expect(grant_card.locator(".grant-scope")).to_have_text(
+        'Approving also lets later transfer_funds calls that rule "payments to acme" would ask about run '
+        "without asking, for 1h, until revoked."
+    )
+    confirm = grant_card.get_by_role("button", name="Approve and allow for 1h")
+    expect(confirm).to_be_visible()
+    ana.screenshot(path=str(ARTIFACTS / "inbox-policy-quorum-grant.png"), full_page=True)
+    confirm.click()
+    expect(grant_card).to_have_count(0)
+    acme.wait_for(lambda s: s.startswith("ledger:"), timeout=60)
+
+    # Listed for everyone, with who granted it and until when, and a Revoke button.
+    for page in (ana, ben):
+        item = page.locator("#grants .grant-item")
+        expect(item).to_have_count(1)
+        expect(item).to_contain_text(
+            "allow transfer_funds calls matching rule 'payments to acme' for 1h, granted by ana"
+        )
+        expect(item).to_contain_text("expires")
+    ben.screenshot(path=str(ARTIFACTS / "inbox-standing-grant.png"), full_page=True)
+    ben.locator("#grants .grant-item").get_by_role("button", name="Revoke").click()
+    expect(ben.locator("#grants")).to_be_hidden()
+    expect(ana.locator("#grants")).to_be_hidden()  # the other inbox follows the revocation live
+    listed = subprocess.run(
+        [goldfive_bin(), "--db", str(server.db), "grants", "--all"],
+        env=server.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    assert "REVOKED" in listed and "revoked by ben" in listed
+
+    # The second distinct approver completes the quorum: the call runs once, the card leaves both inboxes.
+    _card(ben, big_id).get_by_role("button", name="Approve", exact=True).click()
+    big.wait_for(lambda s: s.startswith("ledger:"), timeout=60)
+    expect(_card(ana, big_id)).to_have_count(0)
+    expect(_card(ben, big_id)).to_have_count(0)
+    assert not ana.errors and not ben.errors, (ana.errors, ben.errors)
