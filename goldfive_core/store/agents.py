@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from typing import Any
 
 from .._util import now_ms
 from ..events import payload_name
@@ -150,23 +151,28 @@ def decision_delivered(store: Store, run_id: str, target_id: str, *, approved: b
     return False
 
 
-def append_server_event(store: Store, event: events_pb2.Event) -> int:
+def append_server_event(store: Store, event: events_pb2.Event, *, conn: Any = None) -> int:
     """Append an event of the server's own to the audit chain under :data:`SERVER_AUDIT_RUN`; returns its seq.
 
-    The sequence is taken under the chain's lock, so two servers on one database never collide.
+    The sequence is taken under the chain's lock, so two servers on one database never collide. With
+    ``conn`` the caller's open write transaction is used (the event commits with the caller's change).
     """
     sql = _sql(store)
+
+    def write(c: Any) -> int:
+        head_seq, head_hash = sql._lock_chain_head(c)
+        last = sql._exec(c, "SELECT MAX(sequence) FROM gf_audit WHERE run_id = ?", (SERVER_AUDIT_RUN,)).fetchone()
+        event.run_id = SERVER_AUDIT_RUN
+        event.sequence = (int(last[0]) + 1) if last is not None and last[0] is not None else 0
+        if not event.HasField("emitted_at"):
+            event.emitted_at.FromMilliseconds(now_ms())
+        head_seq, head_hash = sql._append_one(c, event, head_hash)
+        sql._exec(c, "UPDATE gf_chain_head SET seq = ?, hash = ? WHERE id = 1", (head_seq, head_hash))
+        return head_seq
+
+    if conn is not None:
+        return write(conn)
     with sql._guard(f"auditing {payload_name(event)}"):
-        conn = sql._conn()
-        with sql._transaction(conn):
-            head_seq, head_hash = sql._lock_chain_head(conn)
-            last = sql._exec(
-                conn, "SELECT MAX(sequence) FROM gf_audit WHERE run_id = ?", (SERVER_AUDIT_RUN,)
-            ).fetchone()
-            event.run_id = SERVER_AUDIT_RUN
-            event.sequence = (int(last[0]) + 1) if last is not None and last[0] is not None else 0
-            if not event.HasField("emitted_at"):
-                event.emitted_at.FromMilliseconds(now_ms())
-            head_seq, head_hash = sql._append_one(conn, event, head_hash)
-            sql._exec(conn, "UPDATE gf_chain_head SET seq = ?, hash = ? WHERE id = 1", (head_seq, head_hash))
-    return head_seq
+        c = sql._conn()
+        with sql._transaction(c):
+            return write(c)

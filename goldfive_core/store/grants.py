@@ -8,8 +8,9 @@ applies after a restart). A running agent reads the rows before it lets a call t
 so a revoked grant stops allowing calls at once.
 
 Decider-side events (a decision refused because the decider may not decide or the request expired,
-a revocation) are appended to the audit chain under the stream :data:`DECIDERS_STREAM`: a live run
-owns the sequence numbers of its own run id, so nothing outside it may write there.
+a revocation) are appended to the audit chain under the stream :data:`DECIDERS_STREAM` (the server's own
+stream, ``goldfive-serve``): a live run owns the sequence numbers of its own run id, so nothing outside it
+may write there.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from .._util import now_ms
 from ..pb.v1 import events_pb2
 from ..policy import Grant
 from ._sql import SqlStore
+from .agents import SERVER_AUDIT_RUN, append_server_event
 from .base import Store, StoreError
 
 __all__ = [
@@ -35,8 +37,9 @@ __all__ = [
     "revoke_grant",
 ]
 
-DECIDERS_STREAM = "goldfive:deciders"
-"""The audit stream (``run_id`` of its events) of what deciders did outside any run."""
+DECIDERS_STREAM = SERVER_AUDIT_RUN
+"""The audit stream (``run_id`` of its events) of what was done outside any run: refused decisions,
+revoked grants, refused agent tokens (``goldfive-serve``; the command line writes there too)."""
 
 _COLS = (
     "grant_id, rule, tool, granted_by, scope, run_id, session_id, args_constraint, created_at_ms, expires_at_ms, "
@@ -184,29 +187,10 @@ def append_decider_event(store: Store, fill: Callable[[events_pb2.Event], None],
 
     With ``conn`` the caller's open transaction is used; otherwise one is opened.
     """
-    s = _sql(store)
-
-    def write(c: Any) -> None:
-        head_seq, head_hash = s._lock_chain_head(c)
-        last = s._exec(c, "SELECT MAX(sequence) FROM gf_audit WHERE run_id = ?", (DECIDERS_STREAM,)).fetchone()
-        at = now_ms()
-        event = events_pb2.Event(
-            event_id=f"ev-decider-{os.urandom(8).hex()}",
-            run_id=DECIDERS_STREAM,
-            sequence=(int(last[0]) + 1) if last is not None and last[0] is not None else 0,
-        )
-        event.emitted_at.FromMilliseconds(at)
-        fill(event)
-        head_seq, head_hash = s._append_one(c, event, head_hash)
-        s._exec(c, "UPDATE gf_chain_head SET seq = ?, hash = ? WHERE id = 1", (head_seq, head_hash))
-
-    if conn is not None:
-        write(conn)
-        return
-    with s._guard("auditing a decider's action"):
-        c = s._conn()
-        with s._transaction(c):
-            write(c)
+    event = events_pb2.Event(event_id=f"ev-decider-{os.urandom(8).hex()}")
+    event.emitted_at.FromMilliseconds(now_ms())
+    fill(event)
+    append_server_event(store, event, conn=conn)
 
 
 def audit_refusal(

@@ -53,8 +53,8 @@ POLICY = parse_policy(LADDER)
 # The same with the strict thresholds the outermost ones, so each bound of the skip test decides somewhere.
 STRICT_OUTER = parse_policy(LADDER.replace("args.amount >= 10", "args.amount >= 50").replace("<= 8", "<= 1"))
 AMOUNTS: list[Any] = [
-    -1, 0, 1, 1.0, 1.5, 4, 4.999, 5, 7.9, 8, 8.0, 8.1, 9.99, 10, 10.0, 11, 19, 20, 20.0, 20.5, 21, 49, 49.99, 50, 51, 100, 100.0, 100.01, 101,
-    10**30, math.inf, -math.inf, math.nan, True, "60", None,
+    *(-1, 0, 1, 1.0, 1.5, 4, 4.999, 5, 7.9, 8, 8.0, 8.1, 9.99, 10, 10.0, 11, 19, 20, 20.0, 20.5, 21),
+    *(49, 49.99, 50, 51, 100, 100.0, 100.01, 101, 10**30, math.inf, -math.inf, math.nan, True, "60", None),
 ]
 
 
