@@ -269,7 +269,8 @@ class Ask:
                     return f"{user!r} is the agent that asks; it may not approve itself"
             elif names(spec, user, roles):
                 return f"{user!r} is barred by {spec!r}"
-        allowed = self.who(escalated=escalated)
+        # No approvers named: anyone who may decide today may answer, before and after an escalation.
+        allowed = self.who(escalated=escalated) if self.approvers else ()
         if allowed and not any(names(spec, user, roles) for spec in allowed):
             return f"{user or 'an anonymous decider'!r} is not among the approvers ({', '.join(allowed)})"
         return ""

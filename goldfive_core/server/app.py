@@ -25,7 +25,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from .._util import shorten
+from .._util import now_ms, shorten
 from ..approvals import Principal
 from ..control import ControlAck, ControlKind, ControlMessage
 from ..events import event_to_dict
@@ -162,18 +162,21 @@ def approval_json(row: ApprovalRow, *, liveness: str) -> dict[str, Any]:
         "detail": row.detail,
         "edited_args": _json_or_none(row.edited_args_json),
         "rule": row.metadata.get("policy_rule") or None,
-        "policy": _policy_json(row.metadata),
+        "policy": _policy_json(row.metadata, requested_at_ms=row.requested_at_ms),
         "quorum_progress": row.quorum_progress,
     }
 
 
-def _policy_json(meta: Mapping[str, str]) -> dict[str, Any] | None:
+def _policy_json(meta: Mapping[str, str], *, requested_at_ms: int = 0) -> dict[str, Any] | None:
     """What the request's rule says (who may answer, how many, escalation, grants offered); None without a rule."""
     rule = meta.get("policy_rule")
     if not rule:
         return None
     ask = Ask.from_metadata(meta)
+    escalate = ask.escalate if ask is not None else None
     return {
+        # Nobody answered within escalate.after: the escalation group may answer now too.
+        "escalated": bool(escalate and requested_at_ms and now_ms() >= requested_at_ms + escalate.after_ms),
         "rule": rule,
         "action": meta.get("policy_action", ""),
         "approvers": list(ask.approvers) if ask else [],

@@ -1,6 +1,7 @@
 """Policies in the web inbox, in a real browser against ``goldfive serve`` and real ADK agent processes: the
-rule on the card, quorum progress ("1 of 2 approvals: ana") as two people approve, the grant an approval may
-add with its scope shown before confirming, the standing grant listed with a Revoke button, revoked."""
+rule on the card, quorum progress ("1 of 2 approvals: ana") as two people approve, the escalation when nobody
+finished answering in time, the grant an approval may add with its scope shown before confirming, the
+standing grant listed with a Revoke button, revoked."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ tool = "transfer_funds"
 when = "args.amount > 1000"
 action = "ask"
 quorum = 2
+escalate = { after = "1s", to = ["role:admin"] }
 
 [[rule]]
 name = "payments to acme"
@@ -59,6 +61,8 @@ def test_quorum_progress_and_a_grant_with_its_scope_listed_and_revoked(
     expect(card.locator(".policy .quorum")).to_have_text("1 of 2 approvals: ana")
     expect(_card(ben, big_id).locator(".policy .quorum")).to_have_text("1 of 2 approvals: ana")
     expect(ana.locator(".toast").last).to_contain_text("was counted: 1 of 2 approvals: ana")
+    # Nobody finished answering within the rule's escalate.after: the card says who may answer now too.
+    expect(card.locator(".policy .escalated")).to_have_text("escalated: role:admin may answer now too")
 
     # The grant an approval may add, its scope said before the approver confirms.
     grant_card = _card(ana, acme_id)

@@ -69,3 +69,77 @@ async def test_bash_is_ruled_by_its_command_and_a_gated_refund_by_its_amount() -
     assert h.shop.refunds == [{"order_id": "42", "amount": 30}]
     applied = [(e.policy_applied.rule, e.policy_applied.action) for e in h.sink.of("policy_applied")]
     assert applied == [("no rm", "deny"), ("listing is fine", "allow"), ("small refunds", "allow")]
+
+
+TEAM = parse_policy(
+    """
+[[rule]]
+name = "deploys"
+tool = "Bash"
+when = "args.command matches 'deploy .*'"
+action = "ask"
+quorum = 2
+
+[[rule]]
+name = "builds"
+tool = "Bash"
+when = "args.command matches 'make .*'"
+action = "ask"
+grants = ["run"]
+""",
+    source="claude-team.toml",
+)
+
+
+async def test_a_quorum_of_two_and_a_run_grant_in_a_claude_run() -> None:
+    h = make_harness(policy=TEAM)
+
+    async def script() -> None:
+        # Two distinct approvers; the same person twice counts once; Bash runs once, after the last approval.
+        deploy = asyncio.create_task(h.cli.use_tool("toolu_deploy", "Bash", {"command": "deploy prod"}))
+        await h.sink.wait_for("approval_requested")
+        first = await h.control(ControlKind.APPROVE, target_id="toolu_deploy", decided_by="ana")
+        assert (
+            first.ok
+            and "(1 of 2: ana)" in first.detail
+            and first.data
+            == {
+                "decision": "counted",
+                "quorum_progress": "1 of 2: ana",
+            }
+        )
+        again = await h.control(ControlKind.APPROVE, target_id="toolu_deploy", decided_by="ana")
+        assert "ana already approved; the same person counts once" in again.detail
+        assert not deploy.done()
+        grant = await h.control(ControlKind.APPROVE, target_id="toolu_deploy", decided_by="bo", grant="run")
+        assert not grant.ok and "needs 2 approvers; one approver cannot allow later calls" in grant.detail
+        last = await h.control(ControlKind.APPROVE, target_id="toolu_deploy", decided_by="bo")
+        assert last.ok and "(2 of 2: ana, bo)" in last.detail
+        assert (await deploy).allowed
+        votes = [(v.approval_voted.decided_by, v.approval_voted.progress) for v in h.sink.of("approval_voted")]
+        assert votes == [("ana", "1 of 2: ana"), ("ana", "1 of 2: ana"), ("bo", "2 of 2: ana, bo")]
+
+        # A run grant: the next matching build runs without asking, on the record with the grant's id.
+        build = asyncio.create_task(h.cli.use_tool("toolu_make1", "Bash", {"command": "make all"}))
+        await h.sink.wait_for("approval_requested", count=2)
+        granted = await h.control(ControlKind.APPROVE, target_id="toolu_make1", decided_by="ana", grant="run")
+        assert granted.ok and "allow Bash calls matching rule 'builds' for the rest of run" in granted.detail
+        assert (await build).allowed
+        again_build = await h.cli.use_tool("toolu_make2", "Bash", {"command": "make test"})
+        assert again_build.allowed
+        assert len(h.sink.of("approval_requested")) == 2  # nobody was asked for the second build
+        await h.cli.result()
+
+    async with h.run() as run:
+        await converse(run, h.cli, "ship it", script)
+    [created] = h.sink.of("grant_created")
+    assert (created.grant_created.rule, created.grant_created.scope, created.grant_created.granted_by) == (
+        "builds",
+        "run",
+        "ana",
+    )
+    [applied] = h.sink.of("policy_applied")
+    assert (applied.policy_applied.grant_id, applied.policy_applied.call_id) == (
+        created.grant_created.grant_id,
+        "toolu_make2",
+    )

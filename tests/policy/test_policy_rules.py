@@ -296,6 +296,9 @@ REFUSALS = [
     (Ask(approvers=("user:ana",)), {"user": ""}, {}, "'an anonymous decider' is not among"),
     (Ask(approvers=("role:ana",)), {"user": "ana"}, {}, "not among the approvers (role:ana)"),
     (Ask(approvers=("user:finance",)), {"user": "x", "roles": ["finance"]}, {}, "not among the approvers"),
+    # A rule that names no approvers lets anyone answer, also once it escalated (the group is added, not imposed).
+    (Ask(escalate=Escalation(after_ms=1000, to=("role:cfo",))), {"user": "ana"}, {"escalated": True}, ""),
+    (Ask(escalate=Escalation(after_ms=1000, to=("role:cfo",))), {"user": "ana"}, {}, ""),
 ]
 
 

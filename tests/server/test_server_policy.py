@@ -136,6 +136,9 @@ async def test_a_quorum_of_two_distinct_users_through_the_api(backend: Backend, 
             assert first.status_code == 200, first.text
             assert "(1 of 2: ana)" in first.json()["detail"] and "the request stays pending" in first.json()["detail"]
             await eventually(lambda: _wait_for(srv, "call-0", "1 of 2: ana"), "the progress on the record")
+            shown = (await _cli(backend, "show", "call-0")).stdout  # goldfive show says it too
+            assert "policy     rule 'large transfers' (ask) · approvers user:ana,user:bo,role:admin" in shown
+            assert "approvals  1 of 2: ana" in shown
 
             # The same person again counts once; the body has not run.
             again = await srv.post("/api/approvals/call-0/approve", {}, user="ana")

@@ -193,7 +193,7 @@
     "run_started", "task_started", "task_progress", "task_completed", "task_failed", "task_blocked",
     "task_cancelled", "drift_detected", "run_completed", "run_aborted", "approval_requested",
     "approval_granted", "approval_rejected", "approval_timed_out", "approval_cancelled",
-    "approval_voted", "grant_created", "grant_revoked",
+    "approval_voted", "approval_escalated", "grant_created", "grant_revoked",
   ];
   function payloadOf(ev) {
     for (const key of Object.keys(ev || {})) {
@@ -268,7 +268,7 @@
       refreshSoon();
     }
     if (name === "approval_timed_out" && pick(body, "still_open")) refreshSoon();
-    if (name === "approval_voted") refreshSoon(); // the card's "1 of 2 approvals: ana"
+    if (name === "approval_voted" || name === "approval_escalated") refreshSoon(); // the card's count, escalation
     if (name === "grant_created" || name === "grant_revoked") refreshGrants();
     if (runId && runId === state.runId) refreshRunSoon();
     if (location.hash.startsWith("#/history") && name.startsWith("approval_")) refreshHistory();
@@ -524,6 +524,10 @@
     if (!policy) return;
     const who = (policy.approvers || []).join(", ");
     $(".rule", box).textContent = clip(`rule ${policy.rule}` + (who ? ` · approvers ${who}` : ""), 400);
+    const escalated = $(".escalated", box);
+    escalated.hidden = !policy.escalated;
+    // Nobody answered in time: the rule's escalation group may answer now too.
+    escalated.textContent = policy.escalated ? clip(`escalated: ${policy.escalate_to} may answer now too`, 300) : "";
     const quorum = Number(policy.quorum || 1);
     const progress = String(pick(item, "quorum_progress") || "");
     const quorumNode = $(".quorum", box);
