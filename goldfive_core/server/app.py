@@ -281,7 +281,8 @@ class _Api:
         )
         self.events = Broadcaster(store, poll_interval_s=config.poll_interval_s)
         self.agents = AgentApi(store, max_body_bytes=MAX_AGENT_BODY_BYTES)
-        self.authority: DecisionAuthority = config.authority or PolicyAuthority(config.policy, roles=self._roles)
+        self.policy_authority = PolicyAuthority(config.policy, roles=self._roles)
+        """Who may decide when the config names no authority of its own: the policy's rules, the users' roles."""
 
     def _roles(self, name: str) -> tuple[str, ...]:
         """A user's roles for a rule's ``role:NAME`` approvers (runs on decide()'s worker thread)."""
@@ -443,7 +444,7 @@ class _Api:
                 args_digest=digest,
                 run_id=row.run_id,
                 timeout_s=self.config.decide_timeout_s,
-                authority=self.authority,
+                authority=self.config.authority or self.policy_authority,
                 signer=self.config.signer,
                 grant=grant,
             )

@@ -400,12 +400,12 @@ class SqlStore(Store):
                 (new.value, out.detail, event.run_id, out.target_id, *_from(new)),
             )
         elif kind == "approval_voted":
+            # Also after the decision: the last vote's tally ("2 of 2: ana, bo") stays on the record.
             vote = event.approval_voted
             self._exec(
                 conn,
-                "UPDATE gf_approvals SET quorum_progress = ? "
-                f"WHERE run_id = ? AND target_id = ? AND status IN ({', '.join('?' for _ in OPEN_STATUSES)})",
-                (vote.progress, event.run_id, vote.target_id, *(s.value for s in OPEN_STATUSES)),
+                "UPDATE gf_approvals SET quorum_progress = ? WHERE run_id = ? AND target_id = ?",
+                (vote.progress, event.run_id, vote.target_id),
             )
         elif kind == "grant_created":
             g = event.grant_created
@@ -959,13 +959,24 @@ class SqlStore(Store):
             return
         approved = row[0] == "APPROVE"
         edited = payload.get("edited_args")
+        quorum = isinstance(ack.data, Mapping) and ack.data.get("decision") == "quorum"
+        decided_by = payload.get("decided_by")
+        if quorum:  # the last vote of a quorum: decided by all who approved, with the tally
+            assert isinstance(ack.data, Mapping)
+            decided_by = ack.data.get("decided_by") or decided_by
+            edited = ack.data.get("edited_args") if approved else None
+            self._exec(
+                conn,
+                "UPDATE gf_approvals SET quorum_progress = ? WHERE run_id = ? AND target_id = ?",
+                (str(ack.data.get("quorum_progress") or ""), run_id, target),
+            )
         self._write_decision(
             conn,
             "run_id = ? AND target_id = ?",
             (run_id, target),
             approved=approved,
             detail=str(payload.get("detail") or payload.get("reason") or ""),
-            decided_by=str(payload.get("decided_by") or ""),
+            decided_by=str(decided_by or ""),
             at=ack.acked_at_ms,
             edited_args_json=canonical_json(edited) if approved and isinstance(edited, dict) else "",
             via="run",

@@ -128,7 +128,7 @@ async def test_a_decision_authority_can_refuse_a_user_and_nothing_changes(sqlite
     try:
         await srv.pending("pay-a")
         refused = await srv.post("/api/approvals/pay-a/approve", {})
-        assert refused.status_code == 409 and refused.json()["error"] == "ana may not decide pay-a"
+        assert refused.status_code == 403 and refused.json()["error"] == "ana may not decide pay-a"
         assert (await srv.get("/api/approvals/pay-a")).json()["state"] == "pending"
         assert (await srv.post("/api/approvals/pay-a/approve", {}, user="root")).status_code == 200
         assert (await agent.result()).output["decided_by"] == "root"
