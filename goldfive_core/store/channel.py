@@ -133,7 +133,8 @@ class StoreChannel:
     def sink(self) -> StoreSink:
         """The StoreSink writing this channel's runs to the same store (pass it in ``sinks=``)."""
         if self._sink is None:
-            self._sink = StoreSink(self.store)
+            # An agent that applies only signed decisions never applies an (unsigned) grant row from the store.
+            self._sink = StoreSink(self.store, revocations_only=self.trust_key is not None)
         return self._sink
 
     # -- decider side ------------------------------------------------------------------------------

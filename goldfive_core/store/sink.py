@@ -65,8 +65,12 @@ class StoreSink:
         max_queue: int = 100_000,
         batch_size: int = 256,
         heartbeat_interval_s: float = HEARTBEAT_INTERVAL_S,
+        revocations_only: bool = False,
     ) -> None:
         self.store = store
+        self.revocations_only = revocations_only
+        """Read only revocations of grants from the store, never a grant to apply (an agent that applies only
+        signed decisions: a grant row is not signed, so a database writer could have written it)."""
         self._queue: queue.Queue[object] = queue.Queue(maxsize=max_queue)
         self._batch_size = batch_size
         self._heartbeat_interval_s = heartbeat_interval_s
@@ -124,7 +128,10 @@ class StoreSink:
         except StoreError as exc:
             logger.warning("store %s: cannot read grants (a person is asked instead): %s", self.store.url, exc)
             return None
-        return [g for g in (row.grant() for row in rows) if g is not None]
+        grants = [g for g in (row.grant() for row in rows) if g is not None]
+        if self.revocations_only:  # grants made in this process (from a signed approval) still apply
+            return [g for g in grants if g.revoked_at_ms is not None]
+        return grants
 
     def statistics(self) -> SinkStatistics:
         """A snapshot of the counts."""
