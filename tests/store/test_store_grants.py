@@ -5,6 +5,7 @@ when their scope says so (session, a duration) — never a run grant in another 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ from goldfive_core import SteeringConfig
 from goldfive_core.approvals import Principal
 from goldfive_core.pb.v1 import events_pb2
 from goldfive_core.policy import parse_policy
-from goldfive_core.signing import load_or_create_signing_key
+from goldfive_core.signing import SignedDecision, check_decision, load_or_create_signing_key
 from goldfive_core.store import DecideVerdict, Store, StoreChannel, decide
 from goldfive_core.store.grants import DECIDERS_STREAM, GrantNotFound, grant_row, grant_rows, revoke_grant
 from goldfive_core.testing import Call, ScriptedModel
@@ -233,3 +234,41 @@ async def test_an_agent_that_applies_only_signed_decisions_never_applies_a_grant
         await run  # without a trusted key, any row of the store is believed (development mode)
         assert agent.ran == [{"amount": 10, "to": "acme"}]
     await agent.close()
+
+
+def test_a_decisions_signature_covers_the_grant_it_asks_for(tmp_path: Path) -> None:
+    """A grant added to (or changed in) a signed approval on its way to the agent makes the signature fail."""
+    signer, _ = load_or_create_signing_key(tmp_path / "k.pem")
+    facts = SignedDecision(
+        target_id="c1",
+        run_id="r1",
+        decision="approve",
+        edited_args_json="",
+        args_digest="sha256:a",
+        decided_by="ana",
+        detail="",
+        channel="web",
+        grant="run",
+    )
+    signature = signer.sign(facts)
+
+    def check(grant: str, sig: object = signature) -> str | None:
+        return check_decision(
+            signer.trust_key,
+            target_id="c1",
+            run_id="r1",
+            approved=True,
+            edited_args="",
+            args_digest="sha256:a",
+            decided_by="ana",
+            detail="",
+            signature=sig,
+            grant=grant,
+        )
+
+    assert check("run") is None
+    assert "does not match what it claims" in (check("1h") or "")
+    assert "does not match what it claims" in (check("") or "")
+    plain = signer.sign(dataclasses.replace(facts, grant=""))
+    assert check("", plain) is None  # a decision without a grant signs what it signed before grants existed
+    assert "does not match what it claims" in (check("session", plain) or "")
