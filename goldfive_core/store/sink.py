@@ -69,6 +69,7 @@ class StoreSink:
     ) -> None:
         self.store = store
         self.revocations_only = revocations_only
+        self._grants_warned = False
         """Read only revocations of grants from the store, never a grant to apply (an agent that applies only
         signed decisions: a grant row is not signed, so a database writer could have written it)."""
         self._queue: queue.Queue[object] = queue.Queue(maxsize=max_queue)
@@ -126,7 +127,9 @@ class StoreSink:
         try:
             rows = await asyncio.to_thread(grant_rows, self.store, rule=rule, tool=tool, limit=1000)
         except StoreError as exc:
-            logger.warning("store %s: cannot read grants (a person is asked instead): %s", self.store.url, exc)
+            if not self._grants_warned:  # once per sink: every call it gates would say it again
+                self._grants_warned = True
+                logger.warning("store %s: cannot read grants (a person is asked instead): %s", self.store.url, exc)
             return None
         grants = [g for g in (row.grant() for row in rows) if g is not None]
         if self.revocations_only:  # grants made in this process (from a signed approval) still apply
