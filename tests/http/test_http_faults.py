@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from http_support import AGENT_WAIT_MS, Site, eventually, site
 from server_support import free_port
 from store_support import Backend
@@ -174,3 +175,50 @@ async def test_an_agent_killed_mid_wait_gets_the_decision_recorded_meanwhile_on_
         again = await agent()  # and once it ran, never again
         assert again["status"] == "already_done" and again["result"] == {"sent": 10}, again
     assert marker.read_text().splitlines() == ['{"amount": 10, "to": "bob"}']
+
+
+async def test_adk_without_a_server_skips_the_tool_and_the_model_reads_why() -> None:
+    pytest.importorskip("google.adk")
+    from google.adk.agents.llm_agent import LlmAgent
+    from google.adk.apps import App
+    from google.adk.runners import Runner
+    from google.adk.sessions import InMemorySessionService
+    from google.adk.tools.function_tool import FunctionTool
+    from google.genai import types
+
+    from goldfive_adk import GoldfivePlugin
+    from goldfive_core.testing import Call, ScriptedModel
+
+    ran: list[int] = []
+
+    def transfer(amount: int) -> dict[str, Any]:
+        """Move money."""
+        ran.append(amount)
+        return {"moved": amount}
+
+    channel = HttpChannel(
+        f"http://127.0.0.1:{free_port()}", token="gf5_0123456789abcdef_" + "x" * 43, unreachable_after_s=1.0
+    )
+    plugin = GoldfivePlugin(control=channel, sinks=[channel.sink])
+    agent = LlmAgent(
+        name="ops",
+        model=ScriptedModel([Call("transfer", {"amount": 10}), lambda seen: f"tool said {seen.last_response}"]),
+        tools=[FunctionTool(transfer, require_confirmation=True)],
+    )
+    app = App(name="http_adk_down", root_agent=agent, plugins=[plugin])
+    runner = Runner(app=app, session_service=InMemorySessionService())
+    session = await runner.session_service.create_session(app_name=app.name, user_id="u")
+    message = types.Content(role="user", parts=[types.Part(text="pay bob")])
+    try:
+        events = await asyncio.wait_for(
+            _collect(runner.run_async(user_id="u", session_id=session.id, new_message=message)), 30
+        )
+    finally:
+        await channel.aclose()
+    assert ran == []
+    texts = [p.text for e in events for p in (e.content.parts if e.content else []) if p.text]
+    assert "was NOT run" in texts[-1] and "goldfive serve" in texts[-1]
+
+
+async def _collect(stream: Any) -> list[Any]:
+    return [e async for e in stream]
