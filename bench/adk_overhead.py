@@ -10,7 +10,7 @@
    code alone (target <= 30).
 2. Approve -> the tool body starts: goldfive in-process (the APPROVE is dispatched -> the body's first
    line) vs ADK's native confirm-and-resume (a new ``run_async`` carrying the confirmation
-   FunctionResponse -> the body's first line). Target: goldfive >= 10x faster.
+   FunctionResponse -> the body's first line). Target: goldfive >= 20x faster.
 3. The floor: a bare ``asyncio.Event`` set -> the waiting task wakes.
 """
 
@@ -258,13 +258,13 @@ async def main(args: argparse.Namespace) -> None:
     print(f"   goldfive in-process                      {med_ms(gold)}")
     print(f"   ADK native confirm-and-resume            {med_ms(native)}")
     speedup = statistics.median(native) / statistics.median(gold)
-    print(f"   goldfive is {speedup:.0f}x faster (target >= 10x)")
+    print(f"   goldfive is {speedup:.0f}x faster (target >= 20x)")
     print("\n3. floor")
     print(f"   bare asyncio.Event set -> wake           {med_ms(floor)}")
     # Judged on the paired statistic: neighbours in time share the machine's load, so their ratio is the
     # least noisy estimate on a shared VM; the ratio of the two medians is printed beside it.
     ok1 = statistics.median(o / b for b, o in zip(without, with_, strict=True)) <= 1.03
-    verdicts = [("overhead (paired) <= 1.03", ok1), ("calls <= 50", per_call <= 50), (">= 10x", speedup >= 10)]
+    verdicts = [("overhead (paired) <= 1.03", ok1), ("calls <= 30", per_call <= 30), (">= 20x", speedup >= 20)]
     print("\ntargets: " + "; ".join(f"{name} {'met' if ok else 'NOT met'}" for name, ok in verdicts))
 
 
