@@ -339,6 +339,19 @@ class AgentApi:
                         f"event {event.sequence} of run {event.run_id}: no person's decision for {target!r} reached "
                         "this run; an agent reports decisions, it cannot make them",
                     )
+            elif kind in ("grant_created", "approval_voted"):
+                target = (event.grant_created if kind == "grant_created" else event.approval_voted).target_id
+                if kind == "grant_created":
+                    ok = await _io(owners.grant_delivered, self.store, event.run_id, target)
+                else:
+                    approved = event.approval_voted.decision != "reject"
+                    ok = await _io(owners.decision_delivered, self.store, event.run_id, target, approved=approved)
+                if not ok:
+                    raise AgentError(
+                        403,
+                        f"event {event.sequence} of run {event.run_id} ({kind}): no person's approval for "
+                        f"{target!r} reached this run; an agent reports grants and votes, it cannot make them",
+                    )
         await _io(self.store.append_events, events, pid=pid, host=host)
         return {"written": len(events)}
 

@@ -26,6 +26,7 @@ __all__ = [
     "claimed_for",
     "decision_delivered",
     "execution_owner",
+    "grant_delivered",
     "owned_runs",
     "pending_for_runs",
     "run_owner",
@@ -136,17 +137,32 @@ def decision_delivered(store: Store, run_id: str, target_id: str, *, approved: b
             return True  # no request on record: the event changes no approval (e.g. a replay's note)
         if row[0] not in ("pending", "timed_out"):
             return str(row[1]) == decision or not row[1]
+    return _delivered(store, run_id, target_id, "APPROVE" if approved else "REJECT")
+
+
+def grant_delivered(store: Store, run_id: str, target_id: str) -> bool:
+    """Whether a person's approval *with a grant* for ``target_id`` reached ``run_id``.
+
+    An agent's GrantCreated event is accepted only then: a standing grant (a ``time`` grant lets calls of
+    any run through) is made by a person's approval, never written by an agent on its own.
+    """
+    return _delivered(store, run_id, target_id, "APPROVE", grant=True)
+
+
+def _delivered(store: Store, run_id: str, target_id: str, kind: str, *, grant: bool = False) -> bool:
+    sql = _sql(store)
+    with sql._guard("checking a decision an agent reported"):
         rows = sql._exec(
-            conn,
+            sql._conn(),
             "SELECT payload_json FROM gf_inbox WHERE run_id = ? AND kind = ? AND status IN ('claimed', 'acked')",
-            (run_id, "APPROVE" if approved else "REJECT"),
+            (run_id, kind),
         ).fetchall()
     for (payload_json,) in rows:
         try:
             payload = json.loads(payload_json)
         except ValueError:
             continue
-        if isinstance(payload, dict) and payload.get("target_id") == target_id:
+        if isinstance(payload, dict) and payload.get("target_id") == target_id and (not grant or payload.get("grant")):
             return True
     return False
 

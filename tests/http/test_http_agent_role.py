@@ -114,3 +114,26 @@ async def test_goldfive_users_add_makes_an_agent_token_that_works_only_on_agent_
     ok = await server.post("/api/agent/events", _events(*_request("run-w", "t-w")), user="worker-7")
     assert ok.status_code == 200, ok.text
     assert (await server.post("/api/approvals/t-w/approve", {}, user="worker-7")).status_code == 403
+
+
+async def test_an_agent_cannot_write_a_standing_grant_or_a_vote_nobody_gave(server: Server) -> None:
+    assert (await server.post("/api/agent/events", _events(*_request("run-g", "pay-g")), user="bot")).status_code == 200
+    forged = make_event(
+        "run-g",
+        2,
+        events_pb2.GrantCreated(
+            grant_id="grant-forged",
+            rule="payments",
+            tool="transfer_funds",
+            granted_by="cfo",
+            scope="time",
+            target_id="pay-g",
+            expires_at_ms=2**40,
+        ),
+    )
+    answer = await server.post("/api/agent/events", _events(forged), user="bot")
+    assert answer.status_code == 403 and "cannot make them" in answer.json()["error"]
+    vote = make_event("run-g", 2, events_pb2.ApprovalVoted(target_id="pay-g", decided_by="cfo", decision="approve"))
+    assert (await server.post("/api/agent/events", _events(vote), user="bot")).status_code == 403
+    assert (await server.get("/api/grants?all=1", user="ana")).json()["grants"] == []
+    assert [r.sequence for r in server.store.audit_rows(run_id="run-g")] == [0, 1]
