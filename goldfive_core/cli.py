@@ -586,18 +586,7 @@ def _notify_status(store: Store, args: argparse.Namespace, out: _Out) -> int:
     if not isinstance(store, SqlStore):
         raise _Exit(EXIT_USAGE, "notification status needs a SQLite or PostgreSQL store")
     summary = outbox_summary(store)
-    failures = [
-        {
-            "id": row.id,
-            "channel": row.channel,
-            "kind": row.kind,
-            "target_id": row.target_id,
-            "run_id": row.run_id,
-            "attempts": row.attempts,
-            "error": row.last_error,
-        }
-        for row in outbox_rows(store, status="failed", limit=20)
-    ]
+    failures = [row.failure() for row in outbox_rows(store, status="failed", limit=20)]
     if out.json:
         out.emit("", {"channels": summary, "failures": failures})
         return EXIT_OK

@@ -639,18 +639,7 @@ class _Api:
             return JSONResponse({"channels": {}, "failures": []})
         summary = await _run(outbox_summary, self.store)
         failed = await _run(outbox_rows, self.store, status="failed", limit=20)
-        failures = [
-            {
-                "channel": row.channel,
-                "kind": row.kind,
-                "target_id": row.target_id,
-                "run_id": row.run_id,
-                "attempts": row.attempts,
-                "error": row.last_error,
-                "at_ms": row.next_at_ms or row.created_at_ms,
-            }
-            for row in failed
-        ]
+        failures = [row.failure() for row in failed]
         return JSONResponse({"channels": summary, "failures": failures})
 
     async def audit_events(self, request: Request, user: User) -> Response:

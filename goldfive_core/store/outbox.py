@@ -79,6 +79,19 @@ class OutboxRow:
     created_at_ms: int
     sent_at_ms: int
 
+    def failure(self) -> dict[str, Any]:
+        """The row as a failed delivery is shown (``goldfive notify status --json``, ``GET /api/notifications``)."""
+        return {
+            "id": self.id,
+            "channel": self.channel,
+            "kind": self.kind,
+            "target_id": self.target_id,
+            "run_id": self.run_id,
+            "attempts": self.attempts,
+            "error": self.last_error,
+            "at_ms": self.next_at_ms or self.created_at_ms,
+        }
+
 
 def _row(r: Sequence[Any]) -> OutboxRow:
     return OutboxRow(
