@@ -56,7 +56,7 @@ __all__ = [
 ]
 
 ApprovalKind = Literal["task", "tool"]
-OutcomeKind = Literal["approve", "reject", "timeout", "cancelled"]
+OutcomeKind = Literal["approve", "reject", "timeout", "cancelled", "detached"]
 EditValidator = Callable[[Mapping[str, Any]], "str | None"]
 
 
@@ -185,7 +185,11 @@ class Decision:
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class ApprovalOutcome:
-    """How a wait ended: ``decision`` is approve, reject, timeout or cancelled."""
+    """How a wait ended: ``decision`` is approve, reject, timeout, cancelled or detached.
+
+    ``detached``: the host stopped waiting before the request's timeout (``wait_s`` shorter than it); the
+    request stays pending in the store and the host resumes the call when a person decides.
+    """
 
     target_id: str
     decision: OutcomeKind

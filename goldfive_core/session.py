@@ -263,7 +263,9 @@ class Session:
     async def request_approval(self, request: ApprovalRequest, *, wait_s: float | None = None) -> ApprovalOutcome:
         """Open ``request``, emit ApprovalRequested, wait (bounded) and return the outcome.
 
-        The wait lasts the request's ``timeout_ms`` unless ``wait_s`` (seconds) says otherwise.
+        The wait lasts the request's ``timeout_ms``, or ``wait_s`` seconds when that is shorter: then running
+        out of time answers ``detached`` and emits nothing (no ApprovalTimedOut, no withdrawal), because the
+        request lives on in a store and the host resumes the call when it is decided.
 
         Decisions emit ApprovalGranted/ApprovalRejected as they are dispatched.
         A timeout emits ApprovalTimedOut; a cancelled wait emits
@@ -283,8 +285,11 @@ class Session:
         if record.decision is not None:  # an early decision, applied at open
             self._emit_decision(record)
             return ApprovalOutcome.of(record.target_id, record.decision)
+        detaching = wait_s is not None and wait_s < request.timeout_ms / 1000
         try:
-            outcome = await self.approvals.wait(record, request.timeout_ms / 1000 if wait_s is None else wait_s)
+            outcome = await self.approvals.wait(
+                record, max(wait_s or 0.0, 0.0) if detaching else request.timeout_ms / 1000
+            )
         except asyncio.CancelledError:
             # A run cancel closes the record (and announces it) before cancelling the agent; announce only
             # a withdrawal nobody announced yet, and nothing when a decision landed first.
@@ -293,6 +298,10 @@ class Session:
                     events_pb2.ApprovalCancelled(target_id=request.target_id, reason="the wait was cancelled")
                 )
             raise
+        if outcome.decision == "timeout" and detaching:
+            return ApprovalOutcome(
+                target_id=request.target_id, decision="detached", detail=f"no decision within {wait_s} s"
+            )
         if outcome.decision == "timeout":
             self.events.emit(
                 events_pb2.ApprovalTimedOut(

@@ -16,7 +16,10 @@ An adapter translates its host's call into a :class:`ToolCall`, calls
    A ledger that cannot be reached (after its own retries) fails closed: the call is skipped
    (``store_unavailable``) and the model is told it did not run.
 6. **ask a person** — :func:`wait_for_person`, one bounded wait with an explicit deadline; with no
-   control channel nobody can answer and the call is skipped (``approval_unavailable``).
+   control channel nobody can answer and the call is skipped (``approval_unavailable``). With
+   ``detach_after_s`` shorter than the request's timeout, running out of time skips the call as
+   ``awaiting_approval``: the request stays pending (in the store) and the host resumes the call later,
+   when the ledger finds the decision (step 5).
 7. **apply the answer** — edited arguments are checked by the call's edit validator; a rejection, a timeout
    (with its HUMAN_INTERVENTION_REQUIRED drift) or a withdrawal skips the call.
 8. **step gate again** — a PAUSE that arrived while the call waited holds the approved call until RESUME.
@@ -52,6 +55,7 @@ __all__ = [
     "ToolCall",
     "ToolPolicy",
     "gate_tool_call",
+    "timed_out",
     "wait_for_person",
 ]
 
@@ -70,6 +74,7 @@ SkipReason = Literal[
     "in_doubt",
     "already_done",
     "store_unavailable",
+    "awaiting_approval",
 ]
 
 _STOPPED = (RunCancelledError, RunTerminatedError)
@@ -208,8 +213,8 @@ async def wait_for_person(
 ) -> ApprovalOutcome:
     """Ask a person and wait, at most ``deadline_s`` seconds (None = the request's own timeout).
 
-    The one place the gate waits for a person. A variant that detaches after some seconds (and
-    resumes the call later) passes a shorter ``deadline_s`` and keeps the record open.
+    The one place the gate waits for a person. A ``deadline_s`` shorter than the request's timeout
+    detaches: running out of time answers ``detached`` and the request stays open in the store.
     """
     return await session.request_approval(request, wait_s=deadline_s)
 
@@ -223,12 +228,15 @@ async def gate_tool_call(
     ledger: ExecutionLedger | None = None,
     policy: ToolPolicy | None = None,
     timeout_ms: int | None = None,
+    detach_after_s: float | None = None,
 ) -> Proceed | Skip:
     """Take one tool call through the gate (see the module docstring for the order). Never raises for a refusal.
 
     ``needs_person``: the adapter's configuration gates this call. ``validate_edit`` checks a person's
     edited arguments (None = edits are refused). ``timeout_ms`` defaults to the session's
-    ``effective_tool_approval_timeout_ms``. ``asyncio.CancelledError`` propagates.
+    ``effective_tool_approval_timeout_ms``. ``detach_after_s``: stop waiting in-process after that long
+    (0 = at once) and skip the call as ``awaiting_approval`` (the host parks it and resumes it when a
+    person decides). ``asyncio.CancelledError`` propagates.
     """
     name = call.tool_name
     # 1-2. step gate, detectors, step gate again (the ladder may just have paused or stopped the run).
@@ -311,7 +319,7 @@ async def gate_tool_call(
         )
         escalation = _schedule_escalation(session, request)
         try:
-            outcome = await wait_for_person(session, request)
+            outcome = await wait_for_person(session, request, deadline_s=detach_after_s)
         except ApprovalError as exc:
             return _error(call, str(exc))
         finally:
@@ -353,17 +361,32 @@ async def gate_tool_call(
             decided_by=outcome.decided_by,
         )
     if outcome.decision == "timeout":
-        from .session import approval_timeout_drift
-
-        current = session.tasks.current
-        task_id = call.task_id or (current.id if current is not None else "")
-        session.emit_drift(approval_timeout_drift(task_id, call.call_id, timeout))
+        return timed_out(session, call, timeout)
+    if outcome.decision == "detached":
         return Skip(
             call_id=call.call_id,
-            reason="approval_timeout",
-            detail=f"no decision within {timeout} ms; the {name} call was not made. Do not assume it was approved.",
+            reason="awaiting_approval",
+            detail=f"{name} waits for a person ({outcome.detail}); the call was not made yet and resumes when decided",
         )
     return _stopped(session, call, outcome.detail or "the run was cancelled")
+
+
+def timed_out(session: Session, call: ToolCall, timeout_ms: int) -> Skip:
+    """Nobody decided within ``timeout_ms``: the HUMAN_INTERVENTION_REQUIRED drift, and the call is skipped.
+
+    The gate's own answer to a timeout; a host that resumes a parked call whose request expired uses it too.
+    """
+    from .session import approval_timeout_drift
+
+    current = session.tasks.current
+    task_id = call.task_id or (current.id if current is not None else "")
+    session.emit_drift(approval_timeout_drift(task_id, call.call_id, timeout_ms))
+    return Skip(
+        call_id=call.call_id,
+        reason="approval_timeout",
+        detail=f"no decision within {timeout_ms} ms; the {call.tool_name} call was not made. "
+        "Do not assume it was approved.",
+    )
 
 
 async def _run_policy(session: Session, call: ToolCall, gated: bool) -> PolicyVerdict | None:
