@@ -66,6 +66,7 @@ from .store import (
     StoreUnavailableError,
     open_store,
 )
+from .store.base import DETACHED_LIVENESS
 from .store.decide import (
     DEFAULT_DECIDE_TIMEOUT_S,
     AmbiguousApprovalError,
@@ -306,6 +307,8 @@ def _status_of(store: Store, row: ApprovalRow) -> tuple[str, str]:
     live = store.liveness(store.run(row.run_id))
     if live == "live":
         return row.status, ""
+    if live == DETACHED_LIVENESS:  # parked by detach_after: still waits, resumes when decided
+        return "detached", f"run {row.run_id} is {live}"
     return "orphaned", f"run {row.run_id} is not running: {live}"
 
 

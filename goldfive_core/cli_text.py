@@ -70,7 +70,9 @@ def _say_pending(items: Sequence[Mapping[str, Any]]) -> None:
             f"{inert(item['target_id'], 80)}  [{item['status']}]  {inert(item['kind'], 10)}: {inert(what, 80)}  "
             f"(run {inert(item['run_id'], 60)}, asked {_ago(item['requested_at_ms'])})"
         )
-        if item["orphaned_reason"]:
+        if item["status"] == "detached":
+            _say(f"    {inert(item['orphaned_reason'], 200)}")
+        elif item["orphaned_reason"]:
             _say(f"    orphaned: {inert(item['orphaned_reason'], 200)}; a decision is kept for a replay of the call")
 
 

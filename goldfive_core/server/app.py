@@ -34,7 +34,16 @@ from ..signing import DecisionSigner
 from ..store import grants as grants_mod
 from ..store import users as users_mod
 from ..store._sql import SqlStore
-from ..store.base import ApprovalRow, RunRow, Store, StoreError, StoreUnavailableError, run_liveness
+from ..store.base import (
+    DETACHED_LIVENESS,
+    ApprovalRow,
+    DetachedStatus,
+    RunRow,
+    Store,
+    StoreError,
+    StoreUnavailableError,
+    run_liveness,
+)
 from ..store.channel import DeliveryTimeout, RunGone, StoreChannel
 from ..store.decide import (
     AmbiguousApprovalError,
@@ -126,7 +135,8 @@ def approval_json(row: ApprovalRow, *, liveness: str) -> dict[str, Any]:
     """The JSON shape of one approval record (the inbox renders these)."""
     state: str
     if row.open:
-        state = "pending" if liveness == "live" else "orphaned"
+        # A run parked by detach_after still waits: it resumes by itself when decided.
+        state = "pending" if liveness in ("live", DETACHED_LIVENESS) else "orphaned"
     elif row.status in ("granted", "rejected"):
         state = "decided"
     elif row.status == "expired":
@@ -368,7 +378,10 @@ class _Api:
     # -- approvals ----------------------------------------------------------------------------------------------
     async def _live_runs(self) -> dict[str, str]:
         runs: list[RunRow] = await _run(self.store.runs, running_only=True)
-        return {r.run_id: _liveness(self.store, r) for r in runs}
+        found = {r.run_id: _liveness(self.store, r) for r in runs}
+        for parked in await _run(self.store.detached_runs, status=DetachedStatus.WAITING, limit=1000):
+            found.setdefault(parked.run_id, DETACHED_LIVENESS)
+        return found
 
     async def approvals(self, request: Request, user: User) -> Response:
         params = request.query_params
@@ -378,7 +391,7 @@ class _Api:
         limit = _int_param(request, "limit", 100, low=1, high=MAX_PAGE)
         offset = _int_param(request, "offset", 0, low=0, high=10**9)
         liveness = await self._live_runs()
-        live = sorted(run for run, how in liveness.items() if how == "live")
+        live = sorted(run for run, how in liveness.items() if how in ("live", DETACHED_LIVENESS))
         page = await _run(
             self.store.approval_page,
             statuses=_STATUSES_OF[state],

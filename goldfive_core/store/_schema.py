@@ -9,12 +9,24 @@ from typing import Any
 from .._util import shorten
 from ..approvals import ApprovalStatus
 from .audit import GENESIS_HASH
-from .base import ApprovalRow, AuditRow, ExecutionRow, ExecutionState, InboxRow, RunRow, StoreError, UserRow
+from .base import (
+    ApprovalRow,
+    AuditRow,
+    DetachedRow,
+    DetachedStatus,
+    ExecutionRow,
+    ExecutionState,
+    InboxRow,
+    RunRow,
+    StoreError,
+    UserRow,
+)
 
 __all__ = [
     "APPROVAL_COLS",
     "APPROVAL_SELECT",
     "AUDIT_COLS",
+    "DETACHED_COLS",
     "EXEC_COLS",
     "MIGRATIONS",
     "RUN_COLS",
@@ -22,7 +34,7 @@ __all__ = [
     "USER_COLS",
 ]
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 # Migrations: (version, statements). Types are filled in per dialect: {id} an auto-increment
 # primary key, {blob} bytes, {big} a 64-bit integer. Never edit a released step; add one.
@@ -134,6 +146,18 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
             "ALTER TABLE gf_approvals ADD COLUMN quorum_progress TEXT NOT NULL DEFAULT ''",
         ),
     ),
+    (
+        8,
+        (
+            # ADK invocations that ended to wait for a person (detach_after), and who is resuming each (a lease).
+            """CREATE TABLE gf_detached (
+                target_id TEXT PRIMARY KEY, run_id TEXT NOT NULL, app_name TEXT NOT NULL, user_id TEXT NOT NULL,
+                session_id TEXT NOT NULL, invocation_id TEXT NOT NULL, status TEXT NOT NULL,
+                detached_at_ms {big} NOT NULL, claimed_by TEXT NOT NULL, lease_until_ms {big} NOT NULL,
+                resumed_at_ms {big} NOT NULL, detail TEXT NOT NULL)""",
+            "CREATE INDEX gf_detached_status ON gf_detached (status, app_name)",
+        ),
+    ),
 )
 
 APPROVAL_COLS = (
@@ -148,6 +172,10 @@ AUDIT_COLS = "seq, run_id, sequence, kind, event_id, emitted_at_ms, body, prev_h
 INBOX_COLS = "id, control_id, kind, payload_json, run_id, issued_at_ms, status"
 USER_COLS = "name, role, token_id, token_hash, disabled, created_at_ms, updated_at_ms, failed_logins, locked_until_ms"
 EXEC_COLS = "target_id, run_id, state, started_at_ms, finished_at_ms, result_json, pid, host, args_digest"
+DETACHED_COLS = (
+    "target_id, run_id, app_name, user_id, session_id, invocation_id, status, detached_at_ms, claimed_by, "
+    "lease_until_ms, resumed_at_ms, detail"
+)
 
 
 def _status(ident: Any, text: Any) -> ApprovalStatus:
@@ -271,4 +299,21 @@ def user_row(row: Sequence[Any]) -> UserRow:
         updated_at_ms=row[6],
         failed_logins=row[7],
         locked_until_ms=row[8],
+    )
+
+
+def detached_row(row: Sequence[Any]) -> DetachedRow:
+    return DetachedRow(
+        target_id=row[0],
+        run_id=row[1],
+        app_name=row[2],
+        user_id=row[3],
+        session_id=row[4],
+        invocation_id=row[5],
+        status=DetachedStatus(row[6]),
+        detached_at_ms=row[7],
+        claimed_by=row[8],
+        lease_until_ms=row[9],
+        resumed_at_ms=row[10],
+        detail=row[11],
     )

@@ -28,6 +28,7 @@ from ._schema import (
     APPROVAL_COLS,
     APPROVAL_SELECT,
     AUDIT_COLS,
+    DETACHED_COLS,
     EXEC_COLS,
     INBOX_COLS,
     MIGRATIONS,
@@ -36,6 +37,7 @@ from ._schema import (
     USER_COLS,
     approval_row,
     audit_row,
+    detached_row,
     execution_row,
     inbox_row,
     run_row,
@@ -49,6 +51,8 @@ from .base import (
     ApprovalRow,
     AuditReport,
     AuditRow,
+    DetachedRow,
+    DetachedStatus,
     ExecutionRow,
     ExecutionState,
     InboxRow,
@@ -339,8 +343,14 @@ class SqlStore(Store):
                 (event.run_id, event.session_id, event.run_started.adapter, pid, host, at),
             )
         elif kind in ("run_completed", "run_aborted"):
+            # A run that ended to wait for a person on a parked call (detach_after) is "detached" until resumed.
+            detached = kind == "run_aborted" and event.run_aborted.status == types_pb2.RUN_STATUS_DETACHED
             self._exec(
-                conn, "UPDATE gf_runs SET status = 'finished', ended_at_ms = ? WHERE run_id = ?", (at, event.run_id)
+                conn,
+                "UPDATE gf_runs SET status = CASE WHEN ? = 1 AND EXISTS (SELECT 1 FROM gf_detached d "
+                "WHERE d.run_id = gf_runs.run_id AND d.status <> 'resumed') THEN 'detached' ELSE 'finished' END, "
+                "ended_at_ms = ? WHERE run_id = ?",
+                (1 if detached else 0, at, event.run_id),
             )
         elif kind == "approval_requested":
             req = event.approval_requested
@@ -831,6 +841,109 @@ class SqlStore(Store):
                     (state.value,),
                 )
             return [execution_row(r) for r in cur.fetchall()]
+
+    # -- detached invocations -----------------------------------------------------------------
+    def record_detached(
+        self,
+        target_id: str,
+        *,
+        run_id: str,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        invocation_id: str,
+        detail: str = "",
+    ) -> None:
+        """Record that an invocation ended waiting for ``target_id`` (WAITING, no lease)."""
+        with self._guard(f"recording detached invocation {invocation_id!r}"):
+            conn = self._conn()
+            with self._transaction(conn):
+                self._exec(
+                    conn,
+                    f"INSERT INTO gf_detached ({DETACHED_COLS}) "
+                    f"VALUES (?, ?, ?, ?, ?, ?, 'waiting', {self.now_expr}, '', 0, 0, ?) "
+                    "ON CONFLICT (target_id) DO UPDATE SET run_id = excluded.run_id, app_name = excluded.app_name, "
+                    "user_id = excluded.user_id, session_id = excluded.session_id, "
+                    "invocation_id = excluded.invocation_id, status = 'waiting', "
+                    "detached_at_ms = excluded.detached_at_ms, claimed_by = '', lease_until_ms = 0, "
+                    "resumed_at_ms = 0, detail = excluded.detail",
+                    (target_id, run_id, app_name, user_id, session_id, invocation_id, shorten(detail, 500)),
+                )
+
+    def detached(self, target_id: str) -> DetachedRow | None:
+        """The detached invocation waiting for ``target_id``."""
+        with self._guard(f"reading detached invocation for {target_id!r}"):
+            row = self._exec(
+                self._conn(), f"SELECT {DETACHED_COLS} FROM gf_detached WHERE target_id = ?", (target_id,)
+            ).fetchone()
+            return detached_row(row) if row is not None else None
+
+    def detached_runs(
+        self, *, status: DetachedStatus | None = DetachedStatus.WAITING, app_name: str | None = None, limit: int = 100
+    ) -> list[DetachedRow]:
+        """Detached invocations, oldest first."""
+        where: list[str] = []
+        params: list[Any] = []
+        if status is not None:
+            where.append("status = ?")
+            params.append(status.value)
+        if app_name is not None:
+            where.append("app_name = ?")
+            params.append(app_name)
+        clause = f"WHERE {' AND '.join(where)} " if where else ""
+        with self._guard("listing detached invocations"):
+            cur = self._exec(
+                self._conn(),
+                f"SELECT {DETACHED_COLS} FROM gf_detached {clause}ORDER BY detached_at_ms, target_id LIMIT ?",
+                (*params, max(limit, 0)),
+            )
+            return [detached_row(r) for r in cur.fetchall()]
+
+    def claim_detached(self, target_id: str, *, owner: str, lease_ms: int) -> bool:
+        """Take the resume lease; exactly one concurrent caller wins (the lease runs on the store's clock)."""
+        if not owner:
+            raise StoreError("claim_detached needs a non-empty owner")
+        with self._guard(f"claiming detached invocation for {target_id!r}"):
+            conn = self._conn()
+            with self._transaction(conn):
+                cur = self._exec(
+                    conn,
+                    f"UPDATE gf_detached SET status = 'resuming', claimed_by = ?, lease_until_ms = {self.now_expr} + ? "
+                    "WHERE target_id = ? AND (status = 'waiting' OR "
+                    f"(status = 'resuming' AND lease_until_ms < {self.now_expr}))",
+                    (owner, max(int(lease_ms), 1), target_id),
+                )
+                return bool(cur.rowcount == 1)
+
+    def settle_detached(self, target_id: str, *, owner: str, resumed: bool, detail: str = "") -> bool:
+        """RESUMED (the call was taken up) or back to WAITING; only the lease holder may."""
+        with self._guard(f"settling detached invocation for {target_id!r}"):
+            conn = self._conn()
+            with self._transaction(conn):
+                if not resumed:
+                    cur = self._exec(
+                        conn,
+                        "UPDATE gf_detached SET status = 'waiting', claimed_by = '', lease_until_ms = 0 "
+                        "WHERE target_id = ? AND claimed_by = ? AND status = 'resuming'",
+                        (target_id, owner),
+                    )
+                    return bool(cur.rowcount == 1)
+                cur = self._exec(
+                    conn,
+                    f"UPDATE gf_detached SET status = 'resumed', resumed_at_ms = {self.now_expr}, detail = ? "
+                    "WHERE target_id = ? AND claimed_by = ? AND status = 'resuming'",
+                    (shorten(detail, 500), target_id, owner),
+                )
+                if cur.rowcount != 1:
+                    return False
+                # The detached run is over: the resumed invocation carries on as a new run.
+                self._exec(
+                    conn,
+                    "UPDATE gf_runs SET status = 'finished' WHERE status = 'detached' AND run_id IN "
+                    "(SELECT run_id FROM gf_detached WHERE target_id = ?)",
+                    (target_id,),
+                )
+                return True
 
     # -- control inbox --------------------------------------------------------------------------
     def post_control(self, msg: ControlMessage, *, run_id: str = "") -> int:

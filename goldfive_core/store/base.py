@@ -27,9 +27,12 @@ from ..pb.v1 import events_pb2
 
 __all__ = [
     "DEFAULT_STALE_AFTER_MS",
+    "DETACHED_LIVENESS",
     "ApprovalRow",
     "AuditReport",
     "AuditRow",
+    "DetachedRow",
+    "DetachedStatus",
     "ExecutionRow",
     "ExecutionState",
     "InboxRow",
@@ -258,10 +261,46 @@ class ExecutionRow:
     """The digest of the arguments the body ran with ("" in rows written before schema 3)."""
 
 
+class DetachedStatus(StrEnum):
+    """Where an ADK invocation that ended to wait for a person stands."""
+
+    WAITING = "waiting"
+    """Ended; resumes when its approval is decided."""
+    RESUMING = "resuming"
+    """A process holds the lease and is resuming it now."""
+    RESUMED = "resumed"
+    """The call was taken up in a resumed invocation (its outcome is in the ledger or the decision)."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class DetachedRow:
+    """An ADK invocation that ended while a person decides ``target_id`` (the function call id)."""
+
+    target_id: str
+    run_id: str
+    app_name: str
+    user_id: str
+    session_id: str
+    """The ADK session id."""
+    invocation_id: str
+    status: DetachedStatus
+    detached_at_ms: int
+    claimed_by: str
+    lease_until_ms: int
+    resumed_at_ms: int
+    detail: str
+
+
+DETACHED_LIVENESS = "detached: it waits for this decision and resumes by itself when it is decided"
+"""What :func:`run_liveness` says of a run that ended to wait for a person (``detach_after``)."""
+
+
 def run_liveness(run: RunRow | None, *, stale_after_ms: int = DEFAULT_STALE_AFTER_MS, now: int | None = None) -> str:
     """``"live"``, ``"finished"`` or a sentence saying why the run's process is gone."""
     if run is None:
         return "no process ever reported this run (no heartbeat recorded)"
+    if run.status == "detached":
+        return DETACHED_LIVENESS
     if run.status == "crashed":
         return f"crashed: its process {run.pid} on {run.host} stopped heartbeating"
     if run.status != "running":
@@ -442,6 +481,42 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def executions(self, *, state: ExecutionState | None = None) -> list[ExecutionRow]:
         """Ledger entries, newest first."""
+
+    # -- detached ADK invocations (resumed when decided) ----------------------------------
+    @abc.abstractmethod
+    def record_detached(
+        self,
+        target_id: str,
+        *,
+        run_id: str,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        invocation_id: str,
+        detail: str = "",
+    ) -> None:
+        """Record (or re-record) that an invocation ended waiting for ``target_id``; it is WAITING again."""
+
+    @abc.abstractmethod
+    def detached(self, target_id: str) -> DetachedRow | None:
+        """The detached invocation waiting for ``target_id``, if any."""
+
+    @abc.abstractmethod
+    def detached_runs(
+        self, *, status: DetachedStatus | None = DetachedStatus.WAITING, app_name: str | None = None, limit: int = 100
+    ) -> list[DetachedRow]:
+        """Detached invocations, oldest first (only the waiting ones by default)."""
+
+    @abc.abstractmethod
+    def claim_detached(self, target_id: str, *, owner: str, lease_ms: int) -> bool:
+        """Take the lease to resume ``target_id`` (WAITING, or RESUMING with a lapsed lease); True for one caller.
+
+        The lease is judged by the store's clock, like liveness.
+        """
+
+    @abc.abstractmethod
+    def settle_detached(self, target_id: str, *, owner: str, resumed: bool, detail: str = "") -> bool:
+        """The lease holder says the call was taken up (RESUMED) or gives the lease back (WAITING)."""
 
     # -- the control inbox -------------------------------------------------------------
     @abc.abstractmethod

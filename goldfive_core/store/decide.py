@@ -26,7 +26,7 @@ from ..control import ControlAck, ControlKind, ControlMessage
 from ..errors import GoldfiveError
 from ..policy import Ask, PolicyAuthority, Refusal
 from ..signing import DecisionSigner, SignedDecision
-from .base import ApprovalRow, Store
+from .base import DETACHED_LIVENESS, ApprovalRow, Store
 from .channel import DeliveryTimeout, RunGone, StoreChannel
 from .grants import audit_refusal
 
@@ -272,7 +272,8 @@ class _Attempt:
         verb = "approved" if self.approve else "rejected"
         return DecideResult(
             verdict=DecideVerdict.RECORDED,
-            detail=f"recorded: {verb} {now.target_id!r} in the store; {why}. It applies when the call is replayed.",
+            detail=f"recorded: {verb} {now.target_id!r} in the store; {why}."
+            + ("" if DETACHED_LIVENESS in why else " It applies when the call is replayed."),
             target_id=now.target_id,
             run_id=now.run_id,
         )
