@@ -36,6 +36,8 @@ class AdkRun:
     """Why an invocation failed (on_run_error_callback), if one did."""
     native_waiting: list[str] = dataclasses.field(default_factory=list)
     """Calls ADK's own confirmation flow asked the client about (no channel): the run ends waiting for a person."""
+    detached: list[str] = dataclasses.field(default_factory=list)
+    """Calls parked to wait for a person (``detach_after``): the run ends DETACHED and resumes when decided."""
 
     def __post_init__(self) -> None:
         self.session = self.handle.session

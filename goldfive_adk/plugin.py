@@ -24,6 +24,10 @@ How ADK maps onto goldfive
   whatever is left.
 * **Resumes.** ADK's native confirm-and-resume and ``run_async(invocation_id=...)`` reuse an
   invocation id; each ``before_run_callback`` starts a new goldfive run all the same.
+* **Detaching** (``detach_after``). A call the gate parks (``awaiting_approval``) ends the invocation with
+  ADK's own resumable confirmation; a :class:`~goldfive_adk.detach.Resumer` answers it when a person has
+  decided, and the resumed call goes through the gate again, where the ledger applies the recorded decision
+  (see :mod:`goldfive_adk._detach`).
 
 Short-circuits
 --------------
@@ -70,11 +74,14 @@ from goldfive_core.policy import Policy
 from goldfive_core.routing import ControlRouter
 from goldfive_core.session import Guidance, Session
 from goldfive_core.steering import SteeringConfig, install_default_steering
-from goldfive_core.toolcall import ExecutionLedger, Proceed, Skip, ToolCall, gate_tool_call
+from goldfive_core.store.channel import StoreChannel
+from goldfive_core.store.sink import StoreSink
+from goldfive_core.toolcall import ExecutionLedger, Proceed, Skip, ToolCall, gate_tool_call, timed_out
 
 from ._asked import ASK_CONFIRMATION, announce_native, announce_native_answer, asked_confirmation, confirm_asked
-from ._compat import body_gets_context, confirmation_flag, end_invocation
+from ._compat import body_gets_context, confirmation_flag, end_invocation, invocation_is_resumable
 from ._confirm import edit_validator, skip
+from ._detach import RESUME_CLAIM, DecisionPendingError, DetachSettings, Parking, Resume
 from ._runs import AdkRun
 
 __all__ = ["GoldfivePlugin", "SessionSetup"]
@@ -121,6 +128,15 @@ class _GoldfiveADKPlugin(BasePlugin):
     ``session_setup`` is called with each new Session; the default, like ``wrap()``'s runner, is
     :func:`~goldfive_core.steering.install_default_steering` (the DESIGN §2 ladder and the built-in
     detectors); ``None`` installs nothing (drift is only emitted).
+
+    ``detach_after`` (seconds; needs a :class:`~goldfive_core.store.StoreChannel` and an App with
+    ``ResumabilityConfig(is_resumable=True)``): when nobody has answered a tool confirmation within that
+    time (``0`` = at once), the invocation ends the way ADK's own resumable confirmation ends it — an
+    ``adk_request_confirmation`` call whose payload names the approval (and ``inbox_url`` with
+    ``{approval_id}`` filled in) — and the approval stays pending in the store. A
+    :class:`~goldfive_adk.detach.Resumer` in the app's process resumes the invocation when it is decided;
+    ``resume_lease_s`` bounds how long one resume may hold a call before another process takes it over.
+    ``None`` (the default) waits in-process as before.
     """
 
     def __init__(
@@ -134,8 +150,22 @@ class _GoldfiveADKPlugin(BasePlugin):
         ledger: ExecutionLedger | None = None,
         policy: Policy | None = None,
         labels: Mapping[str, str] | None = None,
+        detach_after: float | None = None,
+        inbox_url: str = "",
+        resume_lease_s: float = 300.0,
     ) -> None:
         super().__init__(name=name)
+        self.detach: DetachSettings | None = None
+        """How calls are parked while a person decides (None: the wait stays in-process)."""
+        self._parking: Parking | None = None
+        if detach_after is not None:
+            if not isinstance(control, StoreChannel):
+                raise ValueError(
+                    "detach_after needs control=StoreChannel(...): the approval must outlive this request "
+                    f"(got control={type(control).__name__})"
+                )
+            self.detach = DetachSettings(after_s=detach_after, inbox_url=inbox_url, lease_s=resume_lease_s)
+            self._parking = Parking(self.detach, control.store)
         self.policy = policy
         """Rules on tool calls, any tool (None: ``GOLDFIVE_POLICY``, if set)."""
         self.labels = dict(labels or {})
@@ -155,6 +185,8 @@ class _GoldfiveADKPlugin(BasePlugin):
         """At-most-once records of approved calls (default: the channel's, e.g. a StoreChannel's store)."""
         self._approved: dict[str, Proceed] = {}
         """Approved calls whose end is to be recorded (ledger) or whose approver's note goes to the model."""
+        self._resuming: dict[str, Resume] = {}
+        """Resumed parked calls whose body runs now: their lease is settled when it has finished."""
         self._ended: collections.OrderedDict[str, None] = collections.OrderedDict()
         self._live: dict[str, AdkRun] = {}
         """Invocation id → its run, for the invocations running now (the callbacks' fast path)."""
@@ -230,7 +262,9 @@ class _GoldfiveADKPlugin(BasePlugin):
             del self._live[invocation_id]
         aborted = (reason or "the client aborted the invocation") if run.aborted or reason else ""
         detached = ""
-        if run.native_waiting:
+        if run.detached:
+            detached = f"waits for a person on {', '.join(run.detached)}; the invocation resumes when decided"
+        elif run.native_waiting:
             detached = (
                 f"waits for a person on {', '.join(run.native_waiting)}: ADK asked the client "
                 "(adk_request_confirmation); the answer resumes the invocation as a new run"
@@ -282,13 +316,26 @@ class _GoldfiveADKPlugin(BasePlugin):
         if run is not None and ic.is_aborted:
             run.aborted = True
         self._end_invocation(ic.session.id, ic.invocation_id)
+        if run is not None and run.detached and ic.session.id not in self._runs:
+            await self._flush_store_sinks()
+
+    async def _flush_store_sinks(self) -> None:
+        """A detached run's request ends now: its approval must be in the store when the client hears of it."""
+        store = self.control.store if isinstance(self.control, StoreChannel) else None
+        for sink in self.sinks:
+            if isinstance(sink, StoreSink) and sink.store is store and not await asyncio.to_thread(sink.flush, 5.0):
+                logger.warning("the store sink did not flush within 5 s; the detached approval shows up later")
 
     async def on_run_error_callback(self, *, invocation_context: InvocationContext, error: Exception) -> None:
         """The invocation failed; the run ends with RunAborted (FAILED) unless another invocation goes on."""
         ic = invocation_context
         run = self._runs.get(ic.session.id)
         if run is not None and ic.invocation_id in run.invocations:
-            run.error = f"the invocation failed: {shorten(repr(error), 500)}"
+            pending = _pending_call(error)
+            if pending:  # a parked call answered too early: the run still waits for a person
+                run.detached.append(pending)
+            else:
+                run.error = f"the invocation failed: {shorten(repr(error), 500)}"
         self._end_invocation(ic.session.id, ic.invocation_id)
 
     async def close(self) -> None:
@@ -353,25 +400,44 @@ class _GoldfiveADKPlugin(BasePlugin):
         confirmation = tool_context.tool_confirmation
         if self.control is None and confirmation is not None:
             announce_native_answer(run.session, call_id, confirmation)  # the client answered ADK
+        resume: Resume | None = None
+        if self._parking is not None and (confirmation is not None or RESUME_CLAIM.get() is not None):
+            # A parked call comes back (the Resumer, or a client answering ADK itself): once its lease is held,
+            # it goes through the gate like a replay. The client's `confirmed` flag counts for nothing.
+            resume = await self._parking.take_up(tool_context, call_id=call_id, tool_name=name)
+            if resume is not None:
+                confirmation = tool_context.tool_confirmation = None
         # No channel: ADK's native confirmation stays in charge. A set confirmation: already decided
         # (ADK's native resume, or another plugin).
-        needs = (
+        needs = resume is not None or (
             self.control is not None
             and confirmation is None
             and flag is not False  # a tool that never asks is not asked per call (no predicate to run)
             and (flag is True or await tool.check_require_confirmation(tool_args, tool_context) is True)
         )
         call = ToolCall(call_id=call_id, tool_name=name, args=tool_args, agent=tool_context.agent_name)
-        outcome = await gate_tool_call(
-            run.session,
-            call,
-            needs_person=needs,
-            validate_edit=edit_validator(tool) if needs else None,
-            ledger=self.ledger,
-        )
+        outcome: Proceed | Skip
+        if resume is not None and resume.expired_ms is not None:
+            outcome = timed_out(run.session, call, resume.expired_ms)  # nobody decided in time: the gate's answer
+        else:
+            outcome = await gate_tool_call(
+                run.session,
+                call,
+                needs_person=needs,
+                validate_edit=edit_validator(tool) if needs else None,
+                ledger=self.ledger,
+                detach_after_s=self._detach_after(tool_context),
+            )
+        if resume is not None:
+            await self._settle_resume(call_id, resume, outcome)
         if isinstance(outcome, Skip):
             if outcome.stop_run:
                 end_invocation(tool_context)
+            if outcome.reason == "awaiting_approval" and self._parking is not None:
+                parked = await self._parking.park(tool, tool_context, call_id=call_id, run_id=run.session.run_id)
+                if parked["reason"] == "awaiting_approval" and call_id not in run.detached:
+                    run.detached.append(call_id)
+                return parked
             return _skipped(name, outcome)
         if outcome.decision is not None:
             if outcome.edited:
@@ -384,6 +450,32 @@ class _GoldfiveADKPlugin(BasePlugin):
         elif needs:  # a policy rule allowed a call that asks by default: it runs without a person
             tool_context.tool_confirmation = ToolConfirmation(confirmed=True)
         return None
+
+    def _detach_after(self, tool_context: ToolContext) -> float | None:
+        """How long the gate waits before the call is parked (None: the request's own timeout)."""
+        if self.detach is None:
+            return None
+        if not invocation_is_resumable(tool_context):  # ADK could not resume it: wait in-process
+            logger.warning(
+                "detach_after is set but app %r is not resumable; waiting in-process", tool_context.session.app_name
+            )
+            return None
+        return self.detach.after_s
+
+    async def _settle_resume(self, call_id: str, resume: Resume, outcome: Proceed | Skip) -> None:
+        """The resumed call's outcome is known (or its body runs now: settled when it has finished)."""
+        assert self._parking is not None
+        if isinstance(outcome, Proceed) and outcome.ledger is not None:
+            self._resuming[call_id] = resume
+        elif isinstance(outcome, Skip) and outcome.reason == "awaiting_approval":
+            pass  # parked again (a decision for other arguments): park() makes it wait once more
+        else:
+            await self._parking.settle(call_id, resume.token, outcome.reason if isinstance(outcome, Skip) else "ran")
+
+    async def _body_finished(self, call_id: str) -> None:
+        resume = self._resuming.pop(call_id, None)
+        if resume is not None and self._parking is not None:
+            await self._parking.settle(call_id, resume.token, "approved: the tool ran")
 
     async def after_tool_callback(
         self, *, tool: BaseTool, tool_args: dict[str, Any], tool_context: ToolContext, result: dict[str, Any]
@@ -400,6 +492,7 @@ class _GoldfiveADKPlugin(BasePlugin):
         noted: dict[str, Any] | None = None
         if approved is not None:
             await approved.finish(result=result)
+            await self._body_finished(approved.call_id)
             if approved.note and isinstance(result, dict):
                 noted = {**result, "goldfive_approval": approved.note}
         if call_id not in self._let_through:
@@ -430,6 +523,7 @@ class _GoldfiveADKPlugin(BasePlugin):
         approved = self._approved.pop(tool_context.function_call_id or "", None)
         if approved is not None:
             await approved.finish(error=error)
+            await self._body_finished(approved.call_id)
         return None
 
     # -- events ----------------------------------------------------------------------------
@@ -498,6 +592,14 @@ class _GoldfiveADKPlugin(BasePlugin):
             # Only an early announcement: before_tool_callback evaluates the predicate again for real.
             logger.warning("require_confirmation predicate of %r failed on %s", tool.name, call.id, exc_info=True)
             return False
+
+
+def _pending_call(error: BaseException) -> str:
+    """The parked call an invocation was refused for (DecisionPendingError, perhaps wrapped), else ""."""
+    for exc in (error, error.__cause__, error.__context__):
+        if isinstance(exc, DecisionPendingError):
+            return exc.target_id
+    return ""
 
 
 GoldfivePlugin = _GoldfiveADKPlugin
