@@ -2,13 +2,17 @@
 
 The goldfive store comes from the environment (``GOLDFIVE_DB``); ``DETACH_MARKER`` names a file the
 tool body appends one line to each time it runs (the tests count them); ``DETACH_AFTER`` is the
-plugin's ``detach_after`` ("none" = the in-process wait of old).
+plugin's ``detach_after`` ("none" = the in-process wait of old). With ``DETACH_HOLD`` set, the body,
+once it has written its line, waits until that file exists (the test's handshake: a resume held
+mid-body while other processes try to take the call).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -36,10 +40,18 @@ def pay(seen: SeenRequest) -> Any:
     return Call("transfer", {"to": "bob", "amount": 10})
 
 
-def transfer(to: str, amount: int) -> dict[str, Any]:
-    """Send money."""
+def _ran(to: str, amount: int) -> None:
     with Path(os.environ["DETACH_MARKER"]).open("a", encoding="utf-8") as f:
         f.write(f"{to} {amount} pid {os.getpid()}\n")
+    hold = os.environ.get("DETACH_HOLD")
+    deadline = time.monotonic() + 60
+    while hold and not Path(hold).exists() and time.monotonic() < deadline:
+        time.sleep(0.02)  # the test's handshake (a file); in a worker thread, so the server goes on serving
+
+
+async def transfer(to: str, amount: int) -> dict[str, Any]:
+    """Send money."""
+    await asyncio.to_thread(_ran, to, amount)
     return {"sent": amount, "to": to}
 
 
@@ -53,7 +65,11 @@ def build_app() -> App:
         detach_after=None if raw == "none" else float(raw),
         inbox_url=INBOX,
     )
-    agent = LlmAgent(name="payer", model=ScriptedModel(then=pay, record=False), tools=[FunctionTool(transfer, require_confirmation=True)])
+    agent = LlmAgent(
+        name="payer",
+        model=ScriptedModel(then=pay, record=False),
+        tools=[FunctionTool(transfer, require_confirmation=True)],
+    )
     return App(
         name=APP_NAME,
         root_agent=agent,

@@ -47,14 +47,35 @@ class World:
         self.sessions = tmp / "sessions.db"
         self.marker = tmp / "marker"
         self.detach_after = detach_after
+        self.hold = tmp / "release"
+        """Created to let a held tool body finish (see :meth:`hold_bodies`)."""
+        self.passes = tmp / "passes"
+        self.passes.mkdir(exist_ok=True)
+        self.holding = False
+
+    def hold_bodies(self) -> None:
+        """From the next server started on, a tool body waits (after its marker line) until :meth:`release`."""
+        self.holding = True
+
+    def release(self) -> None:
+        self.hold.touch()
+
+    def resumer_passes(self, pid: int) -> int:
+        """How many passes over the store the Resumer of server ``pid`` has finished."""
+        path = self.passes / str(pid)
+        return len(path.read_text().splitlines()) if path.exists() else 0
 
     def env(self) -> dict[str, str]:
         env = dict(os.environ)
         env.pop("GOLDFIVE_DSN", None)
+        env.pop("DETACH_HOLD", None)
+        if self.holding:
+            env["DETACH_HOLD"] = str(self.hold)
         env.update(
             GOLDFIVE_DB=str(self.db),
             DETACH_MARKER=str(self.marker),
             DETACH_AFTER=self.detach_after,
+            DETACH_PASSES=str(self.passes),
             PYTHONPATH=str(REPO) + os.pathsep + env.get("PYTHONPATH", ""),
         )
         return env
@@ -73,6 +94,7 @@ class Server:
     """``get_fast_api_app`` + uvicorn on 127.0.0.1 in its own process, with a Resumer in its lifespan."""
 
     def __init__(self, world: World) -> None:
+        self.world = world
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc = subprocess.Popen(

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import warnings
 from pathlib import Path
@@ -21,7 +22,7 @@ from google.adk.sessions.sqlite_session_service import SqliteSessionService
 sys.path.insert(0, str(Path(__file__).parent))
 from detach_app import build_app
 
-from goldfive_adk.detach import Resumer
+from goldfive_adk.detach import Resumed, Resumer
 
 
 class OneApp(BaseAgentLoader):
@@ -40,6 +41,18 @@ class OneApp(BaseAgentLoader):
         return [{"name": self.app.name}]
 
 
+class CountingResumer(Resumer):
+    """A Resumer that appends a line to ``$DETACH_PASSES/<pid>`` after each pass over the store."""
+
+    async def resume_ready(self) -> list[Resumed]:
+        done = await super().resume_ready()
+        folder = os.environ.get("DETACH_PASSES")
+        if folder:
+            with (Path(folder) / str(os.getpid())).open("a", encoding="utf-8") as f:
+                f.write(f"{len(done)}\n")
+        return done
+
+
 def main() -> None:
     warnings.filterwarnings("ignore")
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
@@ -47,7 +60,7 @@ def main() -> None:
     app = build_app()
     detaching = any(getattr(p, "detach", None) is not None for p in app.plugins)
     resumer = (
-        Resumer(app, session_service=SqliteSessionService(db_path=sessions_db), poll_interval_s=0.2)
+        CountingResumer(app, session_service=SqliteSessionService(db_path=sessions_db), poll_interval_s=0.2)
         if detaching
         else None
     )

@@ -102,15 +102,30 @@ def test_a_server_restarted_between_detach_and_decision_resumes_at_start_up(worl
     assert world.runs_of_body() == [f"bob 10 pid {second.pid}"]
 
 
+def _passes_while_held(world: World, pid: int) -> None:
+    """Wait (a handshake, not a sleep) until server ``pid``'s Resumer has looked at the store twice more."""
+    start = world.resumer_passes(pid)
+    wait_until(lambda: world.resumer_passes(pid) >= start + 2, what=f"two more Resumer passes in {pid}")
+
+
 def test_two_servers_on_one_store_resume_exactly_once(world: World, servers: Any) -> None:
+    world.hold_bodies()
     a, b = servers(), servers()
     approval, _, _ = _detach(a)
     assert world.cli("approve", approval, "--by", "ann").returncode == 0
+    # One Resumer took the call and its body is running (held); the other keeps looking at the store.
+    (line,) = wait_until(world.runs_of_body, what="the body to start in one server")
+    winner = int(line.split()[-1])
+    other = b.pid if winner == a.pid else a.pid
+    _passes_while_held(world, other)
+    world.release()
     _finished(a)
     store = open_store(str(world.db))
     wait_until(lambda: store.detached(approval).status is DetachedStatus.RESUMED, what="RESUMED")  # type: ignore[union-attr]
-    lines = world.runs_of_body()
-    assert len(lines) == 1 and lines[0].split()[-1] in (str(a.pid), str(b.pid))
+    assert world.runs_of_body() == [f"bob 10 pid {winner}"]
+    row = store.detached(approval)
+    assert row is not None and row.claimed_by.split(":")[1] == str(winner)  # the lease holder ran the body
+    _one_resume_in_the_session(a, approval)
 
 
 def test_a_client_answering_before_the_decision_is_refused_and_nothing_runs(world: World, servers: Any) -> None:
@@ -160,8 +175,22 @@ def test_a_client_resuming_at_the_same_moment_as_the_resumer_never_runs_the_body
     # The client's own stream carries the one result (it resumed, or waited for the resumer's outcome), or
     # nothing when ADK saw its answer only after the resumer had consumed the confirmation (ADK's own dedup).
     assert responses(answer, "transfer") in ([{"sent": 10, "to": "bob"}], []), answer
-    real = [r for r in responses(server.session("s1")["events"], "transfer") if r.get("sent")]
-    assert real == [{"sent": 10, "to": "bob"}]
+    _one_resume_in_the_session(server, approval)
+
+
+def _one_resume_in_the_session(server: Server, approval: str) -> None:
+    """The ADK session holds the parked placeholder and exactly one answer to the call: the body's result.
+
+    A second resume of the same invocation would add a second answer (the ledger's "in doubt" or an already-done
+    replay) even when the body itself ran once.
+    """
+    answered = responses(server.session("s1")["events"], "transfer")
+    assert [r.get("reason") for r in answered] == ["awaiting_approval", None], answered
+    assert answered[-1] == {"sent": 10, "to": "bob"}
+    rows = open_store(str(server.world.db)).audit_rows(limit=500)
+    applied = {r.run_id for r in rows if r.kind == "approval_granted"} - {rows[0].run_id}
+    assert len(applied) == 1, "\n".join(f"{r.run_id} {r.kind}" for r in rows)  # one run applied the decision
+    assert "drift_detected" not in [r.kind for r in rows]  # no in-doubt replay
 
 
 def test_without_detach_after_the_request_is_held_until_the_person_decides(tmp_path: Any) -> None:
@@ -186,3 +215,30 @@ def test_without_detach_after_the_request_is_held_until_the_person_decides(tmp_p
         assert store.detached_runs(status=None) == []
     finally:
         server.stop()
+
+
+def test_a_client_resuming_while_the_resumer_runs_the_body_gets_its_result_without_a_second_run(
+    world: World, servers: Any
+) -> None:
+    world.hold_bodies()
+    server = servers()
+    approval, _, confirm = _detach(server)
+    assert world.cli("approve", approval, "--by", "ann").returncode == 0
+    wait_until(world.runs_of_body, what="the Resumer's body to start")
+    got: list[Any] = []
+    thread = threading.Thread(target=lambda: got.append(server.run_sse("s1", confirmation_answer(confirm, True))))
+    thread.start()
+    # The client's answer is in the ADK session (its invocation is under way) while the body is still held.
+    wait_until(
+        lambda: len(responses(server.session("s1")["events"], "adk_request_confirmation")) == 2,
+        what="the client's answer in the session",
+    )
+    world.release()
+    thread.join(timeout=60)
+    assert not thread.is_alive()
+    _finished(server)
+    assert world.runs_of_body() == [f"bob 10 pid {server.pid}"]
+    (answer,) = got
+    # The client waited for the lease holder and got the call's one result, or ADK dropped its repeated answer.
+    assert responses(answer, "transfer") in ([{"sent": 10, "to": "bob"}], []), answer
+    assert not [e for e in answer if e.get("errorCode")], answer
