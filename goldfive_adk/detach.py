@@ -5,16 +5,17 @@ confirmation ends it, and records it in the store. A :class:`Resumer` runs in th
 ADK's HTTP server, or any host of the App): it watches the store, and when a detached call's approval is
 decided — from the ``goldfive`` command, the HTTP API or the inbox, in any process — it takes the store's
 lease on it and resumes the invocation through ADK's resumability: the same invocation id, answering the
-``adk_request_confirmation`` call the invocation ended with. The plugin then applies the decision recorded
-in the store (never the answer's ``confirmed`` flag), runs the tool body at most once, and the rest of the
-run's events land in the ADK session and in goldfive's events.
+``adk_request_confirmation`` call the invocation ended with. The resumed call goes through the tool-call
+gate again, whose ledger applies the decision recorded in the store (never the answer's ``confirmed``
+flag) and runs the tool body at most once; the rest of the run's events land in the ADK session and in
+goldfive's events.
 
 At start-up it finds the invocations detached before a restart. Several processes may share one store:
 the lease lets exactly one resume each call; a lease whose holder died lapses after ``resume_lease_s``.
 
 With ADK's HTTP server::
 
-    resumer = Resumer(app, session_service=SqliteSessionService("sessions.db"))
+    resumer = Resumer(app, session_service=SqliteSessionService(db_path="sessions.db"))
     api = get_fast_api_app(agents_dir=..., agent_loader=..., session_service_uri="sqlite:///sessions.db",
                            web=False, lifespan=resumer.lifespan)
 """
