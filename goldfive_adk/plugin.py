@@ -74,6 +74,7 @@ from goldfive_core.policy import Policy
 from goldfive_core.routing import ControlRouter
 from goldfive_core.session import Guidance, Session
 from goldfive_core.steering import SteeringConfig, install_default_steering
+from goldfive_core.store.base import Store
 from goldfive_core.store.channel import StoreChannel
 from goldfive_core.store.sink import StoreSink
 from goldfive_core.toolcall import ExecutionLedger, Proceed, Skip, ToolCall, gate_tool_call, timed_out
@@ -159,9 +160,10 @@ class _GoldfiveADKPlugin(BasePlugin):
         """How calls are parked while a person decides (None: the wait stays in-process)."""
         self._parking: Parking | None = None
         if detach_after is not None:
-            if not isinstance(control, StoreChannel):
+            if not isinstance(control, StoreChannel) or not isinstance(control.store, Store):
                 raise ValueError(
-                    "detach_after needs control=StoreChannel(...): the approval must outlive this request "
+                    "detach_after needs control=StoreChannel(open_store(...)) over a database (SQLite or "
+                    "PostgreSQL): the approval and the parked call must outlive this request "
                     f"(got control={type(control).__name__})"
                 )
             self.detach = DetachSettings(after_s=detach_after, inbox_url=inbox_url, lease_s=resume_lease_s)

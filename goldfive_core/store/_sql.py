@@ -871,7 +871,10 @@ class SqlStore(Store):
                 )
 
     def detached(self, target_id: str) -> DetachedRow | None:
-        """The detached invocation waiting for ``target_id``."""
+        """The detached invocation waiting for ``target_id`` (retried through an outage)."""
+        return self._retrying(f"reading detached invocation for {target_id!r}", self._detached, target_id)
+
+    def _detached(self, target_id: str) -> DetachedRow | None:
         with self._guard(f"reading detached invocation for {target_id!r}"):
             row = self._exec(
                 self._conn(), f"SELECT {DETACHED_COLS} FROM gf_detached WHERE target_id = ?", (target_id,)

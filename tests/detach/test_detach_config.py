@@ -22,6 +22,13 @@ def test_detach_after_needs_a_store_channel() -> None:
         GoldfivePlugin(detach_after=0)
 
 
+def test_detach_after_needs_a_database_store_not_an_http_channel() -> None:
+    http = pytest.importorskip("goldfive_core.store.http")
+    channel = http.HttpChannel("http://127.0.0.1:9", token="gf5_x")
+    with pytest.raises(ValueError, match=r"over a database \(SQLite or PostgreSQL\).*HttpChannel"):
+        GoldfivePlugin(control=channel, detach_after=0)
+
+
 @pytest.mark.parametrize("bad", [-1.0, float("nan"), float("inf"), True])
 def test_detach_after_must_be_a_finite_number_of_seconds(tmp_path: Path, bad: float) -> None:
     with pytest.raises(ValueError, match="detach_after"):
