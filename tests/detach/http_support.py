@@ -52,6 +52,8 @@ class World:
         self.passes = tmp / "passes"
         self.passes.mkdir(exist_ok=True)
         self.holding = False
+        self.extra_env: dict[str, str] = {}
+        """More environment for the processes started from now on (e.g. a short approval timeout)."""
 
     def hold_bodies(self) -> None:
         """From the next server started on, a tool body waits (after its marker line) until :meth:`release`."""
@@ -76,6 +78,7 @@ class World:
             DETACH_MARKER=str(self.marker),
             DETACH_AFTER=self.detach_after,
             DETACH_PASSES=str(self.passes),
+            **self.extra_env,
             PYTHONPATH=str(REPO) + os.pathsep + env.get("PYTHONPATH", ""),
         )
         return env

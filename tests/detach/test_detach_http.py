@@ -242,3 +242,13 @@ def test_a_client_resuming_while_the_resumer_runs_the_body_gets_its_result_witho
     # The client waited for the lease holder and got the call's one result, or ADK dropped its repeated answer.
     assert responses(answer, "transfer") in ([{"sent": 10, "to": "bob"}], []), answer
     assert not [e for e in answer if e.get("errorCode")], answer
+
+
+def test_a_parked_call_whose_approval_expires_undecided_resumes_with_the_timeout(world: World, servers: Any) -> None:
+    world.extra_env["GOLDFIVE_STEER_TOOL_APPROVAL_TIMEOUT_MS"] = "1500"
+    server = servers()
+    _detach(server)
+    events = _finished(server)  # nobody decides: the Resumer takes the call up when the request expires
+    final = responses(events, "transfer")[-1]
+    assert final["reason"] == "approval_timeout" and "Do not assume it was approved" in final["detail"], final
+    assert world.runs_of_body() == []
