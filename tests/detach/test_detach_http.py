@@ -175,18 +175,19 @@ def test_a_client_resuming_at_the_same_moment_as_the_resumer_never_runs_the_body
     # The client's own stream carries the one result (it resumed, or waited for the resumer's outcome), or
     # nothing when ADK saw its answer only after the resumer had consumed the confirmation (ADK's own dedup).
     assert responses(answer, "transfer") in ([{"sent": 10, "to": "bob"}], []), answer
-    _one_resume_in_the_session(server, approval)
+    _one_resume_in_the_session(server, approval, client_answered=True)
 
 
-def _one_resume_in_the_session(server: Server, approval: str) -> None:
-    """The ADK session holds the parked placeholder and exactly one answer to the call: the body's result.
+def _one_resume_in_the_session(server: Server, approval: str, *, client_answered: bool = False) -> None:
+    """The ADK session holds the parked placeholder and then the body's one result.
 
-    A second resume of the same invocation would add a second answer (the ledger's "in doubt" or an already-done
-    replay) even when the body itself ran once.
+    A second resume by another Resumer would add a second answer (the ledger's "in doubt" or an already-done
+    replay) even when the body itself ran once. A client that answered ADK itself may add the same result
+    once more (it waited for the lease holder and was given the recorded result), never anything else.
     """
     answered = responses(server.session("s1")["events"], "transfer")
-    assert [r.get("reason") for r in answered] == ["awaiting_approval", None], answered
-    assert answered[-1] == {"sent": 10, "to": "bob"}
+    assert answered[0]["reason"] == "awaiting_approval", answered
+    assert answered[1:] in ([{"sent": 10, "to": "bob"}], [{"sent": 10, "to": "bob"}] * (2 if client_answered else 1))
     rows = open_store(str(server.world.db)).audit_rows(limit=500)
     applied = {r.run_id for r in rows if r.kind == "approval_granted"} - {rows[0].run_id}
     assert len(applied) == 1, "\n".join(f"{r.run_id} {r.kind}" for r in rows)  # one run applied the decision
@@ -242,6 +243,7 @@ def test_a_client_resuming_while_the_resumer_runs_the_body_gets_its_result_witho
     # The client waited for the lease holder and got the call's one result, or ADK dropped its repeated answer.
     assert responses(answer, "transfer") in ([{"sent": 10, "to": "bob"}], []), answer
     assert not [e for e in answer if e.get("errorCode")], answer
+    _one_resume_in_the_session(server, approval, client_answered=True)
 
 
 def test_a_parked_call_whose_approval_expires_undecided_resumes_with_the_timeout(world: World, servers: Any) -> None:
