@@ -66,6 +66,38 @@ def test_import_and_a_session_without_policies_leave_the_policy_package_unloaded
     assert proc.stdout.strip() == "ok"
 
 
+_BARE_IMPORT = textwrap.dedent(
+    """
+    import sys
+    import goldfive_core
+    loaded = sorted(m for m in sys.modules if m.startswith("goldfive_core.") or m in ("asyncio", "google.protobuf"))
+    assert not loaded, loaded
+    assert set(goldfive_core.__all__) <= set(dir(goldfive_core))
+    values = {name: getattr(goldfive_core, name) for name in goldfive_core.__all__}
+    from goldfive_core.session import Session
+    from goldfive_core.adapters.callable import wrap
+    assert values["Session"] is Session and values["wrap"] is wrap
+    try:
+        goldfive_core.NoSuchName
+    except AttributeError as exc:
+        assert "NoSuchName" in str(exc)
+    else:
+        raise AssertionError("an unknown name resolved")
+    print("ok")
+    """
+)
+
+
+def test_import_goldfive_core_loads_names_on_first_use() -> None:
+    # import goldfive_core <= 50 ms (bench/import_time.py): nothing is loaded until a name is used, and
+    # then every public name resolves to the object its module defines.
+    proc = subprocess.run(
+        [sys.executable, "-c", _BARE_IMPORT], cwd=ROOT, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "ok"
+
+
 def test_core_imports_with_host_sdks_blocked() -> None:
     proc = subprocess.run(
         [sys.executable, "-c", _BLOCKED_IMPORT], cwd=ROOT, capture_output=True, text=True, timeout=60, check=False
