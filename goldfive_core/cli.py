@@ -46,6 +46,7 @@ from .cli_text import (
     _policy_lines,
     _say,
     _say_pending,
+    _show_text,
     _when,
 )
 from .control import ControlAck, ControlKind, ControlMessage
@@ -297,7 +298,14 @@ def _check_args(args: argparse.Namespace, limits: Limits) -> None:
 
 
 def _decider(args: argparse.Namespace) -> str:
-    return str(args.by or os.environ.get("GOLDFIVE_USER") or getpass.getuser())
+    return str(args.by or _os_user())
+
+
+def _os_user() -> str:
+    try:
+        return os.environ.get("GOLDFIVE_USER") or getpass.getuser()
+    except (OSError, KeyError):  # no login name in this environment (containers)
+        return ""
 
 
 # -- commands -------------------------------------------------------------------------------------------
@@ -371,33 +379,8 @@ def _show(store: Store, args: argparse.Namespace, out: _Out) -> int:
     status, why = _status_of(store, row)
     ex = store.execution(row.target_id)
     data = {**row.as_dict(), "status": status, "orphaned_reason": why, "execution": ex.state.value if ex else "none"}
-    full = FIELD_FULL
-    lines = [
-        f"approval   {_t(row.target_id, full)}  ({_t(row.kind, 20)})",
-        f"status     {status}" + (f" — {_t(why, full)}" if why else ""),
-        f"run        {_t(row.run_id, full)}" + (f"  session {_t(row.session_id, full)}" if row.session_id else ""),
-        f"asked      {_when(row.requested_at_ms)}  (expires {_when(row.expires_at_ms)})",
-        f"prompt     {_t(row.prompt, full)}" if row.prompt else "",
-        f"task       {_t(row.task_id, full)}" if row.task_id else "",
-        f"tool       {_t(row.tool_name, full)}" if row.tool_name else "",
-        f"args       {_t(row.args_json, full)}" if row.args_json else "",
-        f"digest     {_t(row.args_digest, full)}" if row.args_digest else "",
-        *_policy_lines(row.metadata, row.quorum_progress),
-    ]
-    if row.decision:
-        who = _t(row.decided_by, 200) or "?"
-        lines.append(
-            f"decision   {_t(row.decision, 20)} by {who} at {_when(row.decided_at_ms)} (via {_t(row.decided_via, 20)})"
-        )
-        if row.detail:
-            lines.append(f"detail     {_t(row.detail, full)}")
-        if row.edited_args_json:
-            lines.append(f"edited     {_t(row.edited_args_json, full)}")
-    elif row.detail:
-        lines.append(f"detail     {_t(row.detail, full)}")
-    if ex is not None:
-        lines.append(f"execution  {ex.state.value} (started {_when(ex.started_at_ms)})")
-    out.emit("\n".join(line for line in lines if line), data)
+    shown = {**data, "execution_started_at_ms": ex.started_at_ms if ex is not None else 0}
+    out.emit(_show_text(shown), data)
     return EXIT_OK
 
 
@@ -504,7 +487,7 @@ def _live_run(store: Store, run: str | None) -> str:
 
 def _run_control(store: Store, args: argparse.Namespace, out: _Out, kind: ControlKind) -> int:
     run_id = _live_run(store, args.run)
-    payload: dict[str, Any] = {"run_id": run_id}
+    payload: dict[str, Any] = {"run_id": run_id, "decided_by": _os_user(), "channel": "cli"}
     if kind is ControlKind.STEER:
         payload["text"] = args.text
     elif getattr(args, "reason", ""):

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ._util import canonical_json, safe_repr
+from ._util import canonical_json, safe_repr, shorten
 from .approvals import ApprovalRequest, Decision, DecisionVerdict
 from .control import ControlAck, ControlKind, ControlMessage, check_message
 from .payloads import BadPayload, decision_from_payload, text_field
@@ -44,12 +44,20 @@ def dispatch_message(session: Session, msg: ControlMessage) -> ControlAck:
 def _pause(session: Session, msg: ControlMessage) -> ControlAck:
     reason = text_field(msg.payload, "reason") or "paused by a person"
     was = session.state
-    session.pause(reason)
+    by, channel = _who(msg.payload)
+    session.pause(reason, by=by, channel=channel)
     return _state_ack(session, msg, was, "paused: the run stops at its next step boundary")
 
 
+def _who(payload: Mapping[str, Any]) -> tuple[str, str]:
+    """Who sent a run-level message and how (goldfive serve and the CLI put these in the payload)."""
+    by, channel = payload.get("decided_by"), payload.get("channel")
+    return (shorten(by, 200) if isinstance(by, str) else "", shorten(channel, 20) if isinstance(channel, str) else "")
+
+
 def _resume(session: Session, msg: ControlMessage) -> ControlAck:
-    if session.resume():
+    by, channel = _who(msg.payload)
+    if session.resume(by=by, channel=channel):
         return ControlAck.success(msg.id, "resumed")
     return ControlAck.success(msg.id, f"run {session.run_id} was not paused ({session.state}); nothing to resume")
 
@@ -97,7 +105,8 @@ def _text(session: Session, msg: ControlMessage) -> ControlAck:
         session.add_guidance(text, "inject", msg.id)
         return ControlAck.success(msg.id, "message queued for the agent's next turn")
     session.add_guidance(text, "steer", msg.id)
-    resumed = session.resume()
+    by, channel = _who(msg.payload)
+    resumed = session.resume(how="steer", by=by, channel=channel)
     return ControlAck.success(msg.id, "steer queued for the agent's next turn" + ("; run resumed" if resumed else ""))
 
 

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
-from ._util import canonical_json, new_id, shorten
+from ._util import canonical_json, new_id, now_ms, shorten
 from .approvals import (
     ApprovalBook,
     ApprovalOutcome,
@@ -178,29 +178,38 @@ class Session:
         """Call ``hook(reason)`` when the run is cancelled or terminated (adapters stop their host)."""
         self._cancel_hooks.append(hook)
 
-    def pause(self, reason: str, *, escalation: Mapping[str, Any] | None = None) -> None:
+    def pause(
+        self, reason: str, *, escalation: Mapping[str, Any] | None = None, by: str = "", channel: str = ""
+    ) -> None:
         """Stop the run at its next step boundary until RESUME, STEER or CANCEL.
 
         An ``escalation`` (a GOLDFIVE_PAUSE_ESCALATE payload) becomes
         :attr:`pending_drift`; its ``deadline_s`` bounds the wait, after which
-        the run is aborted. Raises ValueError for a bad ``deadline_s``.
+        the run is aborted. Raises ValueError for a bad ``deadline_s``. A run that
+        starts waiting emits RunPaused (``by`` / ``channel``: who paused it), and
+        so does an escalation of a run a person had paused.
         """
         deadline_s = escalation_deadline_s(escalation) if escalation is not None else None
-        if self._state in ("running", "paused"):
-            self._state = "paused"
-            self._pause_reason = reason
-            if escalation is not None:
-                self.pending_drift = dict(escalation)
-                self._pause_deadline = None if deadline_s is None else time.monotonic() + deadline_s
+        if self._state not in ("running", "paused"):
+            return
+        announce = self._state == "running" or (escalation is not None and self.pending_drift is None)
+        self._state = "paused"
+        self._pause_reason = reason
+        if escalation is not None:
+            self.pending_drift = dict(escalation)
+            self._pause_deadline = None if deadline_s is None else time.monotonic() + deadline_s
+        if announce:
+            self._emit_paused(reason, escalation, deadline_s, by=by, channel=channel)
 
-    def resume(self) -> bool:
-        """Let a paused run continue; returns whether it was paused."""
+    def resume(self, *, how: Literal["resume", "steer"] = "resume", by: str = "", channel: str = "") -> bool:
+        """Let a paused run continue (emits RunResumed); returns whether it was paused."""
         if self._state != "paused":
             return False
         self._state = "running"
         self._pause_reason = ""
         self.pending_drift = None
         self._pause_deadline = None
+        self.events.emit(events_pb2.RunResumed(how=how, resumed_by=by, channel=channel))
         self._notify()
         return True
 
@@ -482,6 +491,21 @@ class Session:
         }
 
     # -- internals -------------------------------------------------------------------
+    def _emit_paused(
+        self, reason: str, escalation: Mapping[str, Any] | None, deadline_s: float | None, *, by: str, channel: str
+    ) -> None:
+        event = events_pb2.RunPaused(reason=shorten(reason, MAX_TEXT), paused_by=by, channel=channel)
+        if escalation is not None:
+            level = escalation.get("ladder_level")
+            event.escalated = True
+            event.drift_id = shorten(str(escalation.get("drift_id") or ""), 200)
+            event.drift_kind = shorten(str(escalation.get("drift_kind") or ""), 200)
+            if isinstance(level, int) and not isinstance(level, bool) and 0 <= level <= 5:
+                event.ladder_level = level
+            if deadline_s is not None:
+                event.deadline_at.CopyFrom(timestamp_from_ms(now_ms() + int(deadline_s * 1000)))
+        self.events.emit(event)
+
     def _emit_requested(self, request: ApprovalRequest) -> None:
         event = events_pb2.ApprovalRequested(
             target_id=request.target_id,

@@ -287,8 +287,38 @@ class ApprovalVoted(_message.Message):
     channel: str
     def __init__(self, target_id: _Optional[str] = ..., decided_by: _Optional[str] = ..., decision: _Optional[str] = ..., progress: _Optional[str] = ..., channel: _Optional[str] = ...) -> None: ...
 
+class RunPaused(_message.Message):
+    __slots__ = ("reason", "paused_by", "channel", "escalated", "drift_id", "drift_kind", "ladder_level", "deadline_at")
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_BY_FIELD_NUMBER: _ClassVar[int]
+    CHANNEL_FIELD_NUMBER: _ClassVar[int]
+    ESCALATED_FIELD_NUMBER: _ClassVar[int]
+    DRIFT_ID_FIELD_NUMBER: _ClassVar[int]
+    DRIFT_KIND_FIELD_NUMBER: _ClassVar[int]
+    LADDER_LEVEL_FIELD_NUMBER: _ClassVar[int]
+    DEADLINE_AT_FIELD_NUMBER: _ClassVar[int]
+    reason: str
+    paused_by: str
+    channel: str
+    escalated: bool
+    drift_id: str
+    drift_kind: str
+    ladder_level: int
+    deadline_at: _timestamp_pb2.Timestamp
+    def __init__(self, reason: _Optional[str] = ..., paused_by: _Optional[str] = ..., channel: _Optional[str] = ..., escalated: _Optional[bool] = ..., drift_id: _Optional[str] = ..., drift_kind: _Optional[str] = ..., ladder_level: _Optional[int] = ..., deadline_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class RunResumed(_message.Message):
+    __slots__ = ("how", "resumed_by", "channel")
+    HOW_FIELD_NUMBER: _ClassVar[int]
+    RESUMED_BY_FIELD_NUMBER: _ClassVar[int]
+    CHANNEL_FIELD_NUMBER: _ClassVar[int]
+    how: str
+    resumed_by: str
+    channel: str
+    def __init__(self, how: _Optional[str] = ..., resumed_by: _Optional[str] = ..., channel: _Optional[str] = ...) -> None: ...
+
 class Event(_message.Message):
-    __slots__ = ("event_id", "run_id", "sequence", "emitted_at", "session_id", "run_started", "task_started", "task_progress", "task_completed", "task_failed", "task_blocked", "task_cancelled", "drift_detected", "run_completed", "run_aborted", "approval_requested", "approval_granted", "approval_rejected", "approval_timed_out", "approval_cancelled", "decision_refused", "policy_applied", "approval_escalated", "grant_created", "grant_revoked", "approval_voted")
+    __slots__ = ("event_id", "run_id", "sequence", "emitted_at", "session_id", "run_started", "task_started", "task_progress", "task_completed", "task_failed", "task_blocked", "task_cancelled", "drift_detected", "run_completed", "run_aborted", "approval_requested", "approval_granted", "approval_rejected", "approval_timed_out", "approval_cancelled", "decision_refused", "policy_applied", "approval_escalated", "grant_created", "grant_revoked", "approval_voted", "run_paused", "run_resumed")
     EVENT_ID_FIELD_NUMBER: _ClassVar[int]
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     SEQUENCE_FIELD_NUMBER: _ClassVar[int]
@@ -315,6 +345,8 @@ class Event(_message.Message):
     GRANT_CREATED_FIELD_NUMBER: _ClassVar[int]
     GRANT_REVOKED_FIELD_NUMBER: _ClassVar[int]
     APPROVAL_VOTED_FIELD_NUMBER: _ClassVar[int]
+    RUN_PAUSED_FIELD_NUMBER: _ClassVar[int]
+    RUN_RESUMED_FIELD_NUMBER: _ClassVar[int]
     event_id: str
     run_id: str
     sequence: int
@@ -341,4 +373,6 @@ class Event(_message.Message):
     grant_created: GrantCreated
     grant_revoked: GrantRevoked
     approval_voted: ApprovalVoted
-    def __init__(self, event_id: _Optional[str] = ..., run_id: _Optional[str] = ..., sequence: _Optional[int] = ..., emitted_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., session_id: _Optional[str] = ..., run_started: _Optional[_Union[RunStarted, _Mapping]] = ..., task_started: _Optional[_Union[TaskStarted, _Mapping]] = ..., task_progress: _Optional[_Union[TaskProgress, _Mapping]] = ..., task_completed: _Optional[_Union[TaskCompleted, _Mapping]] = ..., task_failed: _Optional[_Union[TaskFailed, _Mapping]] = ..., task_blocked: _Optional[_Union[TaskBlocked, _Mapping]] = ..., task_cancelled: _Optional[_Union[TaskCancelled, _Mapping]] = ..., drift_detected: _Optional[_Union[DriftDetected, _Mapping]] = ..., run_completed: _Optional[_Union[RunCompleted, _Mapping]] = ..., run_aborted: _Optional[_Union[RunAborted, _Mapping]] = ..., approval_requested: _Optional[_Union[ApprovalRequested, _Mapping]] = ..., approval_granted: _Optional[_Union[ApprovalGranted, _Mapping]] = ..., approval_rejected: _Optional[_Union[ApprovalRejected, _Mapping]] = ..., approval_timed_out: _Optional[_Union[ApprovalTimedOut, _Mapping]] = ..., approval_cancelled: _Optional[_Union[ApprovalCancelled, _Mapping]] = ..., decision_refused: _Optional[_Union[DecisionRefused, _Mapping]] = ..., policy_applied: _Optional[_Union[PolicyApplied, _Mapping]] = ..., approval_escalated: _Optional[_Union[ApprovalEscalated, _Mapping]] = ..., grant_created: _Optional[_Union[GrantCreated, _Mapping]] = ..., grant_revoked: _Optional[_Union[GrantRevoked, _Mapping]] = ..., approval_voted: _Optional[_Union[ApprovalVoted, _Mapping]] = ...) -> None: ...
+    run_paused: RunPaused
+    run_resumed: RunResumed
+    def __init__(self, event_id: _Optional[str] = ..., run_id: _Optional[str] = ..., sequence: _Optional[int] = ..., emitted_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., session_id: _Optional[str] = ..., run_started: _Optional[_Union[RunStarted, _Mapping]] = ..., task_started: _Optional[_Union[TaskStarted, _Mapping]] = ..., task_progress: _Optional[_Union[TaskProgress, _Mapping]] = ..., task_completed: _Optional[_Union[TaskCompleted, _Mapping]] = ..., task_failed: _Optional[_Union[TaskFailed, _Mapping]] = ..., task_blocked: _Optional[_Union[TaskBlocked, _Mapping]] = ..., task_cancelled: _Optional[_Union[TaskCancelled, _Mapping]] = ..., drift_detected: _Optional[_Union[DriftDetected, _Mapping]] = ..., run_completed: _Optional[_Union[RunCompleted, _Mapping]] = ..., run_aborted: _Optional[_Union[RunAborted, _Mapping]] = ..., approval_requested: _Optional[_Union[ApprovalRequested, _Mapping]] = ..., approval_granted: _Optional[_Union[ApprovalGranted, _Mapping]] = ..., approval_rejected: _Optional[_Union[ApprovalRejected, _Mapping]] = ..., approval_timed_out: _Optional[_Union[ApprovalTimedOut, _Mapping]] = ..., approval_cancelled: _Optional[_Union[ApprovalCancelled, _Mapping]] = ..., decision_refused: _Optional[_Union[DecisionRefused, _Mapping]] = ..., policy_applied: _Optional[_Union[PolicyApplied, _Mapping]] = ..., approval_escalated: _Optional[_Union[ApprovalEscalated, _Mapping]] = ..., grant_created: _Optional[_Union[GrantCreated, _Mapping]] = ..., grant_revoked: _Optional[_Union[GrantRevoked, _Mapping]] = ..., approval_voted: _Optional[_Union[ApprovalVoted, _Mapping]] = ..., run_paused: _Optional[_Union[RunPaused, _Mapping]] = ..., run_resumed: _Optional[_Union[RunResumed, _Mapping]] = ...) -> None: ...
