@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import logging
 import typing
+import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -15,7 +17,7 @@ from goldfive_core.toolcall import SkipReason
 
 from ._compat import AdkCompatError, declaration_of
 
-__all__ = ["SkipReason", "edit_validator", "skip"]
+__all__ = ["SkipReason", "args_schema", "edit_validator", "skip"]
 
 logger = logging.getLogger(__name__)
 
@@ -120,3 +122,53 @@ def edit_validator(tool: BaseTool) -> EditValidator | None:
     except Exception:
         logger.warning("tool %r has no usable declaration; edited args will be refused", tool.name, exc_info=True)
         return None
+
+
+_SCHEMAS: weakref.WeakKeyDictionary[BaseTool, dict[str, Any] | None] = weakref.WeakKeyDictionary()
+
+
+def args_schema(tool: BaseTool) -> dict[str, Any] | None:
+    """``tool``'s parameters as JSON Schema — the declaration the model was given — or None.
+
+    Carried on the approval request so a decider outside the agent can refuse an edit that does not
+    fit. Unknown parameters are marked as refused (``additionalProperties: false``) where
+    :func:`edit_validator` refuses them: always, except for a function taking ``**kwargs``.
+    Computed once per tool object.
+    """
+    try:
+        return _SCHEMAS[tool]
+    except (KeyError, TypeError):
+        pass
+    try:
+        schema = _declared_schema(tool)
+    except AdkCompatError:
+        raise
+    except Exception:
+        logger.debug("tool %r: no declared parameter schema to carry", tool.name, exc_info=True)
+        schema = None
+    with contextlib.suppress(TypeError):  # not weakly referenceable: computed again next time
+        _SCHEMAS[tool] = schema
+    return schema
+
+
+def _declared_schema(tool: BaseTool) -> dict[str, Any] | None:
+    declaration = declaration_of(tool)
+    if declaration is None:
+        return None
+    schema: dict[str, Any]
+    if isinstance(declaration.parameters_json_schema, Mapping):
+        schema = dict(declaration.parameters_json_schema)
+    elif declaration.parameters is not None:
+        schema = declaration.parameters.json_schema.model_dump(mode="json", exclude_none=True)
+    else:
+        schema = {"type": "object", "properties": {}}
+    open_ended = False
+    if isinstance(tool, FunctionTool) and tool.func is not None:
+        try:
+            params = inspect.signature(tool.func).parameters.values()
+        except (TypeError, ValueError):
+            return None
+        open_ended = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
+    if not open_ended:
+        schema.setdefault("additionalProperties", False)
+    return schema

@@ -81,7 +81,7 @@ from goldfive_core.toolcall import ExecutionLedger, Proceed, Skip, ToolCall, gat
 
 from ._asked import ASK_CONFIRMATION, announce_native, announce_native_answer, asked_confirmation, confirm_asked
 from ._compat import body_gets_context, confirmation_flag, end_invocation, invocation_is_resumable
-from ._confirm import edit_validator, skip
+from ._confirm import args_schema, edit_validator, skip
 from ._detach import RESUME_CLAIM, DecisionPendingError, DetachSettings, Parking, Resume
 from ._runs import AdkRun
 
@@ -417,7 +417,13 @@ class _GoldfiveADKPlugin(BasePlugin):
             and flag is not False  # a tool that never asks is not asked per call (no predicate to run)
             and (flag is True or await tool.check_require_confirmation(tool_args, tool_context) is True)
         )
-        call = ToolCall(call_id=call_id, tool_name=name, args=tool_args, agent=tool_context.agent_name)
+        call = ToolCall(
+            call_id=call_id,
+            tool_name=name,
+            args=tool_args,
+            agent=tool_context.agent_name,
+            args_schema=args_schema(tool) if needs else None,
+        )
         outcome: Proceed | Skip
         if resume is not None and resume.expired_ms is not None:
             outcome = timed_out(run.session, call, resume.expired_ms)  # nobody decided in time: the gate's answer

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 from ._util import args_digest, canonical_json, shorten
 from .approvals import ApprovalOutcome, ApprovalRequest, Decision, EditValidator, policy_ask
+from .argschema import EDITABLE_KEY, SCHEMA_KEY, schema_json
 from .drift import Drift, DriftKind, DriftSeverity, InterventionLevel
 from .errors import ApprovalError, RunCancelledError, RunTerminatedError
 from .pb.v1 import events_pb2
@@ -95,6 +96,9 @@ class ToolCall:
     """What the person is asked ("" = "Allow tool(args)?")."""
     metadata: Mapping[str, str] = dataclasses.field(default_factory=dict)
     """Extra metadata for the ApprovalRequested event (tool_name, args_json and agent_name are added)."""
+    args_schema: Mapping[str, Any] | None = None
+    """The tool's parameters as JSON Schema, when the host knows them: carried on the request (bounded) so
+    a decider outside the agent can refuse an edit that does not fit (:mod:`goldfive_core.argschema`)."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -307,6 +311,10 @@ async def gate_tool_call(
             metadata["started_by"] = session.started_by
         if call.agent:
             metadata["agent_name"] = call.agent
+        if validate_edit is None:
+            metadata[EDITABLE_KEY] = "no"  # the agent refuses any edit: deciders can say so at once
+        elif schema := schema_json(call.args_schema):
+            metadata[SCHEMA_KEY] = schema
         request = ApprovalRequest(
             target_id=call.call_id,
             kind="tool",

@@ -295,6 +295,7 @@ class ClaudeRun:
             tool_name=tool_name,
             args=tool_input,
             prompt=_prompt(tool_name, tool_input, context.title) if gated else "",
+            args_schema=self._owner.tool_schemas.get(tool_name) if gated else None,
         )
         outcome = await gate_tool_call(
             self.session,

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from .._util import canonical_json
 from ..approvals import ApprovalStatus, Principal, already_decided_text
+from ..argschema import edit_problem
 from ..control import ControlAck, ControlKind, ControlMessage
 from ..errors import GoldfiveError
 from ..policy import Ask, PolicyAuthority, Refusal
@@ -81,6 +82,9 @@ class DecideVerdict(StrEnum):
     """Nothing changed: already decided, closed, stale digest, not allowed, or the run refused it (FAILURE ack)."""
     NO_ANSWER = "no_answer"
     """No agent answered in time; the message was withdrawn or its ack is still owed."""
+    INVALID = "invalid"
+    """The edited arguments do not fit the tool's parameters (the request carries its schema); nothing changed.
+    :attr:`DecideResult.field` names the first wrong field."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -95,6 +99,8 @@ class DecideResult:
     refusal: str = ""
     """Why an audited refusal was made: ``forbidden`` (the decider may not decide this request) or ``expired``
     (past its deadline); "" otherwise. Both are on the audit log as ``DecisionRefused``."""
+    field: str | None = None
+    """For :attr:`DecideVerdict.INVALID`: the first wrong field of the edit ("" = the edit as a whole)."""
 
     @property
     def ok(self) -> bool:
@@ -163,6 +169,16 @@ def decide(
     if refusal is not None:
         kind = refusal.kind if isinstance(refusal, Refusal) else "forbidden"
         return _audited(store, row, principal, approve, dataclasses.replace(_refused(row, refusal), refusal=kind))
+    if edited_args is not None:
+        problem = edit_problem(row.kind, row.metadata, edited_args, tool=row.tool_name)
+        if problem is not None:
+            return DecideResult(
+                verdict=DecideVerdict.INVALID,
+                detail=f"refused: edited_args do not fit: {problem.message}; nothing was changed",
+                target_id=row.target_id,
+                run_id=row.run_id,
+                field=problem.field,
+            )
     # The digest the decider saw; the live run checks it against its call, record() against the store's.
     digest = args_digest or row.args_digest
     attempt = _Attempt(store, row, approve, principal, reason, edited_args, digest, signer, grant or "")

@@ -32,7 +32,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Literal
 
 from .._util import canonical_json, safe_repr, shorten
-from ..approvals import Decision
+from ..approvals import Decision, EditValidator
+from ..argschema import check_args
 from ..drift import Drift, DriftKind, DriftSeverity
 from ..limits import LimitError, Limits, check_json_depth
 from ..pb.v1 import events_pb2
@@ -92,6 +93,16 @@ def _accept_object(edited: Mapping[str, Any]) -> str | None:
     except (TypeError, ValueError) as exc:
         return f"edited arguments are not JSON: {shorten(str(exc), 120)}"
     return None
+
+
+def _fits(schema: Mapping[str, Any], tool_name: str) -> EditValidator:
+    def validate(edited: Mapping[str, Any]) -> str | None:
+        problem = _accept_object(edited)
+        if problem is None and (found := check_args(schema, edited, tool=tool_name)) is not None:
+            problem = found.message
+        return problem
+
+    return validate
 
 
 class StoreLedger:
@@ -290,21 +301,34 @@ async def run_approved(
     timeout_ms: int | None = None,
     trust: TrustKey | None = None,
     ledger: ExecutionLedger | None = None,
+    args_schema: Mapping[str, Any] | None = None,
 ) -> GuardedResult:
     """Ask (or find the recorded decision), then run ``body(args)`` at most once for ``call_id``.
 
     With ``trust`` (the public key of ``goldfive serve``), a decision recorded in the store is
-    used only if that key signed it. The call goes through :func:`~goldfive_core.toolcall.gate_tool_call`
-    like any adapter's. ``ledger`` replaces the store's own records (an HttpChannel's ``channel.ledger``,
-    which fails closed when the server cannot be reached).
+    used only if that key signed it. ``args_schema`` (JSON Schema of ``args``) is carried on the
+    request, so ``goldfive serve`` refuses an edit that does not fit, and checked here too; without
+    it any JSON object is accepted as an edit. The call goes through
+    :func:`~goldfive_core.toolcall.gate_tool_call` like any adapter's. ``ledger`` replaces the store's
+    own records (an HttpChannel's ``channel.ledger``, which fails closed when the server cannot be reached).
     """
     call = ToolCall(
-        call_id=call_id, tool_name=tool_name, args=args, prompt=prompt or f"run {tool_name}?", task_id=task_id
+        call_id=call_id,
+        tool_name=tool_name,
+        args=args,
+        prompt=prompt or f"run {tool_name}?",
+        task_id=task_id,
+        args_schema=args_schema,
     )
     if ledger is None:
         ledger = StoreLedger(store, trust=trust)
     outcome = await gate_tool_call(
-        session, call, needs_person=True, validate_edit=_accept_object, ledger=ledger, timeout_ms=timeout_ms
+        session,
+        call,
+        needs_person=True,
+        validate_edit=_accept_object if args_schema is None else _fits(args_schema, tool_name),
+        ledger=ledger,
+        timeout_ms=timeout_ms,
     )
     if isinstance(outcome, Skip):
         status = _STATUS_OF.get(outcome.reason, "refused")

@@ -115,7 +115,13 @@ def start_task_agent(backend: Backend, target: str, *, trust: Any = None, timeou
 
 
 def start_tool_agent(
-    backend: Backend, call_id: str, args: Mapping[str, Any], *, trust: Any = None, tool: str = "transfer_funds"
+    backend: Backend,
+    call_id: str,
+    args: Mapping[str, Any],
+    *,
+    trust: Any = None,
+    tool: str = "transfer_funds",
+    args_schema: Mapping[str, Any] | None = None,
 ) -> Agent:
     """A tool call gated by run_approved: the body records the args it ran with."""
     channel = StoreChannel(backend.open(), trust_key=trust, sweep_interval_s=0.2)
@@ -136,6 +142,7 @@ def start_tool_agent(
             body=body,
             timeout_ms=AGENT_WAIT_MS,
             trust=channel.trust_key,
+            args_schema=args_schema,
         )
 
     run = asyncio.create_task(wrap(agent, control=channel, sinks=[channel.sink, sink]).run("go"))
