@@ -43,7 +43,6 @@ from .cli_text import (
     _Exit,
     _json_line,
     _Out,
-    _policy_lines,
     _say,
     _say_pending,
     _show_text,

@@ -27,9 +27,9 @@ from .cli_text import (
     EXIT_USAGE,
     _Exit,
     _Out,
-    _policy_lines,
     _say,
     _say_pending,
+    _show_text,
     _when,
 )
 
@@ -131,35 +131,7 @@ def _show(client: _Client, args: argparse.Namespace, out: _Out) -> int:
     item = client.call("GET", f"/api/approvals/{_q(args.id)}{_run_q(args)}")
     item.pop("events", None)
     status = item["state"] if item["state"] == "orphaned" else item["status"]
-    why = item["orphaned_reason"]
-    full = _FIELD_FULL
-    lines = [
-        f"approval   {_t(item['target_id'], full)}  ({_t(item['kind'], 20)})",
-        f"status     {status}" + (f" — {_t(why, full)}" if why else ""),
-        f"run        {_t(item['run_id'], full)}"
-        + (f"  session {_t(item['session_id'], full)}" if item["session_id"] else ""),
-        f"asked      {_when(item['requested_at_ms'])}  (expires {_when(item['expires_at_ms'])})",
-        f"prompt     {_t(item['prompt'], full)}" if item["prompt"] else "",
-        f"task       {_t(item['task_id'], full)}" if item["task_id"] else "",
-        f"tool       {_t(item['tool_name'], full)}" if item["tool_name"] else "",
-        f"args       {_t(item['args_json'], full)}" if item["args_json"] else "",
-        f"digest     {_t(item['args_digest'], full)}" if item["args_digest"] else "",
-        *_policy_lines(item.get("metadata") or {}, str(item.get("quorum_progress") or "")),
-    ]
-    if item["decision"]:
-        who = _t(item["decided_by"], 200) or "?"
-        lines.append(
-            f"decision   {_t(item['decision'], 20)} by {who} at {_when(item['decided_at_ms'])} "
-            f"(via {_t(item['decided_via'], 20)})"
-        )
-        if item["detail"]:
-            lines.append(f"detail     {_t(item['detail'], full)}")
-        if item["edited_args"] is not None:
-            edited = json.dumps(item["edited_args"], sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-            lines.append(f"edited     {_t(edited, full)}")
-    elif item["detail"]:
-        lines.append(f"detail     {_t(item['detail'], full)}")
-    out.emit("\n".join(line for line in lines if line), item)
+    out.emit(_show_text({**item, "status": status}), item)
     return EXIT_OK
 
 

@@ -76,6 +76,9 @@ def _say_pending(items: Sequence[Mapping[str, Any]]) -> None:
             _say(f"    orphaned: {inert(item['orphaned_reason'], 200)}; a decision is kept for a replay of the call")
 
 
+_FULL = 4000  # characters of one untrusted field shown in full views
+
+
 def _policy_lines(meta: Mapping[str, str], progress: str = "") -> list[str]:
     """What the request's policy said (the rule, who may answer, how many, escalation, expiry) and the votes so far."""
     lines = []
@@ -101,3 +104,44 @@ def _policy_lines(meta: Mapping[str, str], progress: str = "") -> list[str]:
     if progress:
         lines.append(f"approvals  {inert(progress, 400)}")
     return lines
+
+
+def _show_text(item: Mapping[str, Any]) -> str:
+    """``goldfive show``: one approval in full, the same in the database and HTTP modes.
+
+    ``item`` has the approval's fields (as ``ApprovalRow.as_dict()`` and the server's JSON name them),
+    ``status`` / ``orphaned_reason`` as the caller judged the run, and ``execution`` (a state or
+    ``"none"``) with ``execution_started_at_ms``.
+    """
+
+    def t(key: str, limit: int = _FULL) -> str:
+        return inert(item.get(key) or "", limit)
+
+    why = item.get("orphaned_reason") or ""
+    lines = [
+        f"approval   {t('target_id')}  ({t('kind', 20)})",
+        f"status     {item['status']}" + (f" — {inert(why, _FULL)}" if why else ""),
+        f"run        {t('run_id')}" + (f"  session {t('session_id')}" if item.get("session_id") else ""),
+        f"asked      {_when(item['requested_at_ms'])}  (expires {_when(item['expires_at_ms'])})",
+        f"prompt     {t('prompt')}" if item.get("prompt") else "",
+        f"task       {t('task_id')}" if item.get("task_id") else "",
+        f"tool       {t('tool_name')}" if item.get("tool_name") else "",
+        f"args       {t('args_json')}" if item.get("args_json") else "",
+        f"digest     {t('args_digest')}" if item.get("args_digest") else "",
+        *_policy_lines(item.get("metadata") or {}, str(item.get("quorum_progress") or "")),
+    ]
+    if item.get("decision"):
+        who = t("decided_by", 200) or "?"
+        lines.append(
+            f"decision   {t('decision', 20)} by {who} at {_when(item['decided_at_ms'])} (via {t('decided_via', 20)})"
+        )
+        if item.get("detail"):
+            lines.append(f"detail     {t('detail')}")
+        if item.get("edited_args_json"):
+            lines.append(f"edited     {t('edited_args_json')}")
+    elif item.get("detail"):
+        lines.append(f"detail     {t('detail')}")
+    execution = item.get("execution") or "none"
+    if execution != "none":
+        lines.append(f"execution  {inert(execution, 20)} (started {_when(item.get('execution_started_at_ms') or 0)})")
+    return "\n".join(line for line in lines if line)

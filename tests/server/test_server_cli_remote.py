@@ -11,7 +11,11 @@ import sys
 from pathlib import Path
 
 from server_support import goldfive, serve_process, start_tool_agent
-from store_support import REPO, Backend
+from store_support import REPO, Backend, make_event
+
+from goldfive_core._util import args_digest
+from goldfive_core.pb.v1 import events_pb2
+from goldfive_core.store.base import HOST
 
 _ago = re.compile(r"\d+(\.\d)?[smh] ago")
 
@@ -79,6 +83,34 @@ async def test_the_command_line_through_a_server_prints_what_it_prints_on_the_da
             )
             shown = (await _cli(backend, "show", "call-r", url=served.url, token=token)).stdout
             assert "decision   approve by ana" in shown
+            # Decided, edited and run: the same lines both ways (decision, edited, execution).
+            assert 'edited     {"amount":12,"to":"bob"}' in shown and "execution  done (started 20" in shown
+            assert _ago.sub("ago", shown) == _ago.sub("ago", (await _cli(backend, "show", "call-r")).stdout)
+
+            # A request a policy asked for: the policy line too, before and after a recorded decision.
+            req = events_pb2.ApprovalRequested(
+                target_id="call-p",
+                kind="tool",
+                prompt="pay?",
+                metadata={
+                    "tool_name": "transfer_funds",
+                    "args_json": '{"amount":9000}',
+                    "policy_rule": "large transfers",
+                    "policy_action": "ask",
+                    "policy_approvers": "role:cfo",
+                    "policy_quorum": "1",
+                    "policy_escalate_after": "30m",
+                    "policy_escalate_to": "role:ceo",
+                },
+                args_digest=args_digest("transfer_funds", {"amount": 9000}),
+            )
+            dead = 2**22 + 777  # above pid_max: no such process, so the request is orphaned
+            events = [make_event("run-p", 0, events_pb2.RunStarted(adapter="adk")), make_event("run-p", 1, req)]
+            backend.open().append_events(events, pid=dead, host=HOST)
+            local = await _cli(backend, "show", "call-p")
+            remote = await _cli(backend, "show", "call-p", url=served.url, token=token)
+            assert "policy     rule 'large transfers' (ask) · approvers role:cfo" in local.stdout
+            assert (remote.returncode, remote.stdout) == (local.returncode, local.stdout)
         finally:
             await agent.close()
     gone = await _cli(backend, "pending", url=served.url, token=token)
