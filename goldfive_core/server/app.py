@@ -171,6 +171,7 @@ def approval_json(row: ApprovalRow, *, liveness: str) -> dict[str, Any]:
         "signed": bool(row.decision_sig),
         "detail": row.detail,
         "edited_args": _json_or_none(row.edited_args_json),
+        "edited_args_json": row.edited_args_json,
         "rule": row.metadata.get("policy_rule") or None,
         "policy": _policy_json(row.metadata, requested_at_ms=row.requested_at_ms),
         "quorum_progress": row.quorum_progress,
@@ -429,6 +430,7 @@ class _Api:
         ]
         ex = await _run(self.store.execution, row.target_id)
         data["execution"] = ex.state.value if ex is not None else "none"
+        data["execution_started_at_ms"] = ex.started_at_ms if ex is not None else 0
         data["run"] = run_json(self.store, run) if run is not None else None
         return JSONResponse(data)
 
@@ -483,6 +485,8 @@ class _Api:
             return JSONResponse({**data, "error": result.detail}, status_code=504)
         if result.refusal == "forbidden":  # not among the rule's approvers, or barred: audited, nothing changed
             return JSONResponse({**data, "error": result.detail}, status_code=403)
+        if result.verdict is DecideVerdict.INVALID:  # the edit does not fit the tool's schema: the client's mistake
+            return JSONResponse({**data, "error": result.detail, "field": result.field}, status_code=422)
         now = await _run(find_approval, self.store, row.target_id, run_id=row.run_id)
         data["approval"] = approval_json(now, liveness="live" if now.open else "-")
         return JSONResponse({**data, "error": result.detail}, status_code=409)

@@ -1,8 +1,9 @@
 """An ADK agent process that loops until goldfive escalates it to a person (run as a subprocess).
 
 The scripted model calls ``search(q="weather")`` again and again; goldfive's loop detector climbs the
-ladder and pauses the run for a person (GOLDFIVE_PAUSE_ESCALATE). Whatever a person sends arrives
-through the store named by ``GOLDFIVE_DB``. Every text the model reads after the user's message is
+ladder and pauses the run for a person (GOLDFIVE_PAUSE_ESCALATE). With ``--patient`` it searches for
+something new each time (slowly, so it runs until a person steers it) and never escalates. Whatever a
+person sends arrives through the store named by ``GOLDFIVE_DB``. Every text the model reads after the user's message is
 printed as ``model read: ...``, so a test can see that a steer reached the model.
 """
 
@@ -68,20 +69,31 @@ class StubbornLlm(BaseLlm):
             _say("model read: " + text.replace("\n", " "))
         if steers:
             part = types.Part(text="following the person's direction")
+        elif PATIENT:
+            asked = sum(1 for s in seen if s.startswith("{"))  # one function response per search so far
+            part = types.Part(function_call=types.FunctionCall(name="search", args={"q": f"weather, try {asked}"}))
         else:
             part = types.Part(function_call=types.FunctionCall(name="search", args={"q": QUERY}))
         yield LlmResponse(content=types.Content(role="model", parts=[part]))
 
 
-def search(q: str) -> dict[str, Any]:
+async def search(q: str) -> dict[str, Any]:
     """Search the web."""
+    if PATIENT:
+        _say(f"searching {q}")
+        await asyncio.sleep(0.2)  # a working agent, not a busy loop: the test pauses it between steps
     return {"results": []}
+
+
+PATIENT = "--patient" in sys.argv
 
 
 async def main() -> None:
     logging.basicConfig(level=logging.ERROR, stream=sys.stderr)
     channel = StoreChannel(open_store())
     config = SteeringConfig(loop_warning_repeats=2, loop_critical_repeats=3, max_reinvokes=1)
+    if PATIENT:
+        config = SteeringConfig(max_steps=None)
     plugin = GoldfivePlugin(
         control=channel, sinks=[channel.sink], config=config, session_setup=install_default_steering
     )

@@ -7,6 +7,7 @@ and people who log in with a name and a token. Screenshots land in ``tests/.arti
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -261,7 +262,94 @@ def test_an_escalated_run_shows_its_badge_and_a_steer_reaches_the_model(server: 
     expect(ana.locator("#run-result")).to_contain_text("steer: done")
     agent.wait_for(lambda s: s.startswith("model read:") and "STEER: read the cached forecast" in s)
     expect(badge).not_to_have_text(re.compile("ESCALATED"))
+    expect(ana.locator("#run-events")).to_contain_text("run resumed with a steer by ana")
     assert not ana.errors, ana.errors
+
+
+def test_an_edit_that_does_not_fit_the_tool_is_refused_by_the_server_with_the_field_shown_in_the_editor(
+    server: Server, browser: Any
+) -> None:
+    from playwright.sync_api import expect
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    ana = _login(browser, server, "ana")
+    payer = server.agent(str(ROOT / "examples" / "adk_approval.py"), "--db", str(server.db), "--wait")
+    target = _target_of(payer)
+    card = _card(ana, target)
+    card.get_by_role("button", name="Edit & approve").click()
+    editor = card.locator("textarea.args-edit")
+    editor.fill(editor.input_value().replace("250", '"two hundred"'))
+    card.get_by_role("button", name="Approve edited").click()
+    error = card.locator(".error")
+    expect(error).to_contain_text("Field “amount”")
+    expect(error).to_contain_text("'amount' must be an integer, got string 'two hundred'")
+    expect(editor).to_have_attribute("aria-invalid", "true")
+    expect(editor).to_be_focused()
+    ana.screenshot(path=str(ARTIFACTS / "inbox-edit-refused.png"), full_page=True)
+    assert "transfer_funds ->" not in payer.output()  # nothing reached the agent
+
+    editor.fill(editor.input_value().replace('"two hundred"', "200"))
+    card.get_by_role("button", name="Approve edited").click()
+    payer.wait_for(lambda s: s.startswith("ledger:"), timeout=30)
+    assert "[{'amount': 200, 'to': 'ACME Corp'}]" in payer.output()
+    expect(card).to_have_count(0)
+    assert not ana.errors, ana.errors
+
+
+def test_a_paused_run_shows_its_badge_live_resume_clears_it_and_a_steer_reaches_the_model(
+    server: Server, browser: Any
+) -> None:
+    from playwright.sync_api import expect
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    ana = _login(browser, server, "ana")
+    ben = _login(browser, server, "ben")
+    agent = server.agent(str(Path(__file__).with_name("escalating_agent.py")), "--patient")
+    agent.wait_for(lambda s: s.startswith("searching"), timeout=30)
+    run_id = _only_run(server)
+    for page in (ana, ben):
+        page.goto(f"{server.url}/#/runs/{run_id}")
+        expect(page.locator("#run-badge")).to_have_text("RUNNING")
+    expect(ana.get_by_role("button", name="Resume")).to_be_hidden()
+
+    # Ana pauses the run: both pages show PAUSED (Ben's only from the run's own run_paused event).
+    ana.get_by_role("button", name="Pause").click()
+    expect(ana.locator("#run-result")).to_contain_text("pause: done")
+    for page in (ana, ben):
+        expect(page.locator("#run-badge")).to_have_text("PAUSED")
+        expect(page.locator("#run-drift")).to_contain_text("by ana (web): paused from the inbox")
+        expect(page.locator("#run-events")).to_contain_text("run paused by ana")
+    expect(ben.get_by_role("button", name="Resume")).to_be_visible()
+    expect(ben.get_by_role("button", name="Pause")).to_be_hidden()
+    ana.screenshot(path=str(ARTIFACTS / "run-paused.png"), full_page=True)
+
+    # Ben resumes it: the badge clears everywhere and the agent goes on working.
+    searched = len([line for line in agent.output().splitlines() if line.startswith("searching")])
+    ben.get_by_role("button", name="Resume").click()
+    for page in (ana, ben):
+        expect(page.locator("#run-badge")).to_have_text("RUNNING")
+        expect(page.locator("#run-drift")).to_be_hidden()
+    expect(ana.locator("#run-events")).to_contain_text("run resumed by ben")
+    agent.wait_for(lambda _: len([x for x in agent.output().splitlines() if x.startswith("searching")]) > searched)
+
+    # Paused again, a steer resumes it and its text reaches the model.
+    ana.get_by_role("button", name="Pause").click()
+    expect(ana.locator("#run-badge")).to_have_text("PAUSED")
+    ana.get_by_placeholder("Tell the agent what to do instead").fill("STEER: stop searching and report")
+    ana.get_by_role("button", name="Steer").click()
+    agent.wait_for(lambda s: s.startswith("model read:") and "STEER: stop searching and report" in s)
+    expect(ana.locator("#run-badge")).not_to_have_text("PAUSED")
+    expect(ana.locator("#run-events")).to_contain_text("run resumed with a steer by ana")
+    assert not (ana.errors or ben.errors), ana.errors + ben.errors
+
+
+def _only_run(server: Server) -> str:
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(server.db)) as db:
+        rows = db.execute("SELECT run_id FROM gf_runs").fetchall()
+    assert len(rows) == 1, rows
+    return str(rows[0][0])
 
 
 def test_a_notification_link_opens_its_card_and_failed_deliveries_show_in_the_inbox(

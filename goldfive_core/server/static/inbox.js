@@ -192,8 +192,9 @@
   const PAYLOADS = [
     "run_started", "task_started", "task_progress", "task_completed", "task_failed", "task_blocked",
     "task_cancelled", "drift_detected", "run_completed", "run_aborted", "approval_requested",
-    "approval_granted", "approval_rejected", "approval_timed_out", "approval_cancelled",
-    "approval_voted", "approval_escalated", "grant_created", "grant_revoked",
+    "approval_granted", "approval_rejected", "approval_timed_out", "approval_cancelled", "decision_refused",
+    "approval_voted", "approval_escalated", "grant_created", "grant_revoked", "policy_applied", "run_paused",
+    "run_resumed",
   ];
   function payloadOf(ev) {
     for (const key of Object.keys(ev || {})) {
@@ -456,6 +457,7 @@
     const showDiff = () => {
       const { value, problem } = readEdited(editor.value);
       editor.classList.toggle("invalid", !!problem);
+      editor.removeAttribute("aria-invalid");
       q(".act-approve-edited").disabled = !!problem;
       const diff = q(".diff");
       diff.textContent = "";
@@ -693,6 +695,17 @@
       refreshSoon();
       return;
     }
+    if (ack.status === 422 && !$(".editor", card).hidden) {
+      // The edit does not fit the tool's parameters: say which field, next to the editor, and stay in it.
+      const field = ack.body && typeof ack.body.field === "string" ? ack.body.field : "";
+      errorBox.textContent = (field ? `Field “${clip(field, 120)}”: ` : "") + clip(ack.detail || "", 1000);
+      const editor = $(".args-edit", card);
+      editor.classList.add("invalid");
+      editor.setAttribute("aria-invalid", "true");
+      buttons.forEach((b) => (b.disabled = !canDecide()));
+      editor.focus();
+      return;
+    }
     // Refused: say what the record says now (who decided it and when), or why the server refused.
     const now = await lookup(targetId, runId);
     if (now && !isOpen(now)) {
@@ -791,10 +804,42 @@
     if (status === "cancelled" || status === "aborted" || status === "terminated")
       return { label: status.toUpperCase(), cls: "cancelled" };
     if (live && live !== "live") return { label: "NOT RUNNING", cls: "gone", why: live };
+    const pause = pauseOf(events);
+    if (pause !== undefined) {
+      // The run says itself whether it waits (run_paused / run_resumed): no guessing from drifts.
+      if (!pause) return { label: "RUNNING", cls: "running" };
+      if (pause.escalated) return { label: `ESCALATED · ${pause.name}`, cls: "escalated", drift: pause };
+      return { label: "PAUSED", cls: "paused", why: pause.why };
+    }
     const esc = escalationOf(pick(run, "run_id"), events);
     if (esc) return { label: `ESCALATED · ${esc.name}`, cls: "escalated", drift: esc };
     if (status === "paused") return { label: "PAUSED", cls: "paused", why: pick(run, "pause_reason") || "" };
     return { label: "RUNNING", cls: "running" };
+  }
+
+  function pauseOf(events) {
+    // undefined: the run never reported a pause (an older agent); null: not paused now; else the pause.
+    let pause;
+    for (const ev of events) {
+      const [name, body] = payloadOf(ev);
+      if (name === "run_paused") {
+        const kind = String(pick(body, "drift_kind") || "");
+        const by = String(pick(body, "paused_by") || "");
+        const via = String(pick(body, "channel") || "");
+        pause = {
+          at: ms(pick(ev, "emitted_at")),
+          escalated: !!pick(body, "escalated"),
+          kind,
+          name: clip((kind || "a drift").replace(/_/g, " "), 60),
+          detail: String(pick(body, "reason") || ""),
+          deadline: ms(pick(body, "deadline_at")),
+          why: (by ? `by ${by}${via ? " (" + via + ")" : ""}: ` : "") + String(pick(body, "reason") || ""),
+        };
+      } else if (name === "run_resumed" || name === "run_completed" || name === "run_aborted") {
+        if (pause !== undefined) pause = null;
+      }
+    }
+    return pause;
   }
 
   function escalationOf(runId, events) {
@@ -868,7 +913,12 @@
       drift.append(
         el("strong", { text: `Escalated to you: ${st.drift.name.toLowerCase()}` }),
         el("div", { text: clip(st.drift.detail, 2000) }),
-        el("div", { class: "sub", text: `at ${clock(st.drift.at)} — the run waits for you: Resume, Steer or Cancel.` }),
+        el("div", {
+          class: "sub",
+          text:
+            `at ${clock(st.drift.at)} — the run waits for you: Resume, Steer or Cancel.` +
+            (st.drift.deadline ? ` Unanswered, it is aborted at ${clock(st.drift.deadline)}.` : ""),
+        }),
       );
     } else if (st.why) {
       drift.append(el("strong", { text: st.label + ": " }), clip(st.why, 2000));
@@ -876,7 +926,10 @@
     drift.hidden = !st.drift && !st.why;
     const over = st.cls === "finished" || st.cls === "cancelled" || st.cls === "gone";
     for (const b of $("#run-actions").querySelectorAll("button, input")) b.disabled = over || !canDecide();
-    $("#run-resume").classList.toggle("primary", st.cls === "escalated" || st.cls === "paused");
+    const waiting = st.cls === "escalated" || st.cls === "paused";
+    $("#run-resume").classList.toggle("primary", waiting);
+    $("#run-resume").hidden = !waiting;
+    $("#run-pause").hidden = waiting;
     renderTimeline(list, !over);
     renderEvents(list);
     renderRunCards();
@@ -895,6 +948,7 @@
   function renderTimeline(events, running) {
     const tasks = new Map();
     const targetTask = new Map();
+    let pausedTask = null;
     let t0 = 0;
     let t1 = 0;
     const task = (id, t) => {
@@ -947,6 +1001,12 @@
       } else if (name === "drift_detected" && Number(pick(body, "ladder_level") || 0) >= 4) {
         const tid = id && tasks.has(id) ? id : [...tasks.values()].reverse().find((x) => x.open)?.id;
         if (tid) switchTo(task(tid, t), "blocked", t);
+      } else if (name === "run_paused") {
+        pausedTask = [...tasks.values()].reverse().find((x) => x.open && !x.id.startsWith("approval:"));
+        if (pausedTask) switchTo(pausedTask, "blocked", t);
+      } else if (name === "run_resumed") {
+        if (pausedTask && pausedTask.open) switchTo(pausedTask, "running", t);
+        pausedTask = null;
       } else if (name === "task_completed" || name === "task_failed" || name === "task_cancelled") {
         if (id) {
           const tk = task(id, t);
@@ -1012,6 +1072,13 @@
       case "approval_rejected": return `rejected ${p("target_id")}${p("decided_by") ? " by " + p("decided_by") : ""}: ${p("detail")}`;
       case "approval_timed_out": return `approval ${p("target_id")} timed out`;
       case "approval_cancelled": return `approval ${p("target_id")} withdrawn: ${p("reason")}`;
+      case "run_paused": return pick(body, "escalated")
+        ? `run paused for a person: escalated ${p("drift_kind")}: ${p("reason")}`
+        : `run paused${p("paused_by") ? " by " + p("paused_by") : ""}: ${p("reason")}`;
+      case "run_resumed": return `run resumed${p("how") === "steer" ? " with a steer" : ""}${p("resumed_by") ? " by " + p("resumed_by") : ""}`;
+      case "decision_refused": return `decision on ${p("target_id")} refused: ${p("reason")}`;
+      case "policy_applied": return `policy ${p("rule")}: ${p("action")} ${p("tool_name")}`;
+      case "approval_escalated": return `approval ${p("target_id")} escalated to ${p("to")}`;
       default: return name || "event";
     }
   }
@@ -1181,6 +1248,7 @@
     $("#login-form").addEventListener("submit", login);
     $("#logout").addEventListener("click", logout);
     $("#run-resume").addEventListener("click", () => runControl("resume"));
+    $("#run-pause").addEventListener("click", () => runControl("pause", { reason: "paused from the inbox" }));
     $("#run-cancel").addEventListener("click", () => {
       if (confirm("Cancel this run? The agent stops at its next step.")) runControl("cancel", { reason: "cancelled from the inbox" });
     });
