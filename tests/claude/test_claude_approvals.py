@@ -8,7 +8,7 @@ from claude_agent_sdk import ResultMessage
 
 from goldfive_core import ControlKind, DriftKind, DriftSeverity, SteeringConfig, args_digest, canonical_json
 from goldfive_core.adapters.claude import FakeToolUse
-from tests.claude.claude_support import REFUND, Harness, converse, make_harness
+from tests.claude.claude_support import REFUND, REFUND_SCHEMA, Harness, converse, make_harness
 
 ARGS = {"order_id": "42", "amount": 30}
 
@@ -21,7 +21,11 @@ async def test_approve_runs_the_tool_and_events_match_the_adk_shape(h: Harness) 
         (requested,) = await h.sink.wait_for("approval_requested")
         req = requested.approval_requested
         assert (req.target_id, req.kind) == ("toolu_A", "tool")
-        assert dict(req.metadata) == {"tool_name": REFUND, "args_json": canonical_json(ARGS)}
+        assert dict(req.metadata) == {
+            "tool_name": REFUND,
+            "args_json": canonical_json(ARGS),
+            "args_schema": canonical_json(REFUND_SCHEMA),  # so a decider outside can check an edit
+        }
         assert req.args_digest == args_digest(REFUND, ARGS)
         assert h.shop.refunds == []  # the body waits for the person
         ack = await h.control(ControlKind.APPROVE, target_id="toolu_A", decided_by="ana", args_digest=req.args_digest)
