@@ -139,6 +139,9 @@ def format_event(event: events_pb2.Event) -> str:
     name = payload_name(event)
     fields = json_format.MessageToDict(getattr(event, name), preserving_proto_field_name=True) if name else {}
     fields.pop("expires_at", None)
+    meta = fields.get("metadata")
+    if isinstance(meta, dict):
+        meta.pop("args_schema", None)  # the tool's whole parameter schema: for deciders' checks, not for reading
     for key in [k for k in fields if k.endswith("_ms")]:
         fields[key] = int(fields[key])  # int64 is a string in protobuf JSON; show a number
     parts = [f"{key}={value!r}" if isinstance(value, str) else f"{key}={value}" for key, value in fields.items()]

@@ -96,3 +96,14 @@ def test_edit_problem_refuses_edits_where_the_agent_takes_none() -> None:
     assert "pay's approval takes no edited" in str(edit_problem("tool", {EDITABLE_KEY: "no"}, {"a": 1}, tool="pay"))
     assert edit_problem("tool", {}, {"a": 1}) is None  # nothing known: the agent decides
     assert edit_problem("tool", {SCHEMA_KEY: schema_json(PAY)}, {"a": 1}, tool="pay") is not None
+
+
+def test_a_readable_event_line_leaves_the_schema_out() -> None:
+    from goldfive_core.events import format_event
+    from goldfive_core.pb.v1 import events_pb2
+
+    event = events_pb2.Event(sequence=2)
+    event.approval_requested.target_id = "c1"
+    event.approval_requested.metadata.update({"tool_name": "pay", SCHEMA_KEY: schema_json(PAY)})
+    line = format_event(event)
+    assert "tool_name': 'pay'" in line and "args_schema" not in line and "minimum" not in line
