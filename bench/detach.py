@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "detach"))
-from http_support import Server, World, calls, texts, user_text, wait_until
+from adk_http_support import Server, World, calls, texts, user_text, wait_until
 
 
 def _finished(server: Server, session_id: str) -> bool:

@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("google.adk")
 pytest.importorskip("uvicorn")
 
-from http_support import Server, World
+from adk_http_support import Server, World
 
 
 @pytest.fixture

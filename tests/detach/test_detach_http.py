@@ -12,7 +12,7 @@ import threading
 from typing import Any
 
 import pytest
-from http_support import (
+from adk_http_support import (
     Server,
     World,
     calls,
