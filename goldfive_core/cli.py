@@ -243,9 +243,18 @@ def _parser() -> argparse.ArgumentParser:
     )
     cli_grants.add_parser(cmd)
     p = cmd("users", "manage who may log in to goldfive serve")
-    p.add_argument("action", choices=["add", "list", "disable", "rotate"], help="what to do")
-    p.add_argument("name", nargs="?", help="the user's name (add, disable, rotate)")
+    p.add_argument("action", choices=["add", "list", "disable", "rotate", "groups"], help="what to do")
+    p.add_argument("name", nargs="?", help="the user's name (add, disable, rotate, groups)")
     p.add_argument("--role", choices=["viewer", "approver", "admin", "agent"], help="add: the user's role")
+    p.add_argument(
+        "--group",
+        action="append",
+        default=[],
+        metavar="G",
+        help="add: a policy group the user is in (a rule's role:G names them); repeat for more",
+    )
+    p.add_argument("--add", action="append", default=[], metavar="G", help="groups: put the user in group G")
+    p.add_argument("--remove", action="append", default=[], metavar="G", help="groups: take the user out of G")
     return parser
 
 
@@ -671,7 +680,14 @@ def _users(store: Store, args: argparse.Namespace, out: _Out) -> int:
         if args.action == "list":
             rows = store.users()
             items: list[dict[str, Any]] = [
-                {"name": u.name, "role": u.role, "disabled": u.disabled, "created_at_ms": u.created_at_ms} for u in rows
+                {
+                    "name": u.name,
+                    "role": u.role,
+                    "groups": list(u.groups),
+                    "disabled": u.disabled,
+                    "created_at_ms": u.created_at_ms,
+                }
+                for u in rows
             ]
             if out.json:
                 out.emit("", {"users": items})
@@ -679,14 +695,22 @@ def _users(store: Store, args: argparse.Namespace, out: _Out) -> int:
                 _say("no users (goldfive users add NAME --role approver)")
             for item in [] if out.json else items:
                 state = "  DISABLED" if item["disabled"] else ""
-                _say(f"{item['name']}  {item['role']}{state}  (since {_when(item['created_at_ms'])})")
+                groups = f"  groups {','.join(item['groups'])}" if item["groups"] else ""
+                _say(f"{item['name']}  {item['role']}{groups}{state}  (since {_when(item['created_at_ms'])})")
             return EXIT_OK
         if not args.name:
             raise _Exit(EXIT_USAGE, f"goldfive users {args.action} needs a NAME")
         if args.action == "add":
             if not args.role:
                 raise _Exit(EXIT_USAGE, "goldfive users add needs --role viewer|approver|admin|agent")
-            made = users.add_user(store, args.name, args.role)
+            made = users.add_user(store, args.name, args.role, args.group)
+        elif args.action == "groups":
+            if not args.add and not args.remove:
+                raise _Exit(EXIT_USAGE, "goldfive users groups NAME needs --add G and/or --remove G")
+            user = users.set_groups(store, args.name, add=args.add, remove=args.remove)
+            shown = ", ".join(user.groups) or "none"
+            out.emit(f"{user.name!r} is in groups: {shown}", {"name": user.name, "groups": list(user.groups)})
+            return EXIT_OK
         elif args.action == "rotate":
             made = users.rotate_user(store, args.name)
         else:
@@ -699,9 +723,10 @@ def _users(store: Store, args: argparse.Namespace, out: _Out) -> int:
     except users.UserError as exc:
         raise _Exit(EXIT_FAILURE, str(exc)) from None
     what = "created" if args.action == "add" else "new token for"
+    groups = f", groups {','.join(made.user.groups)}" if made.user.groups else ""
     out.emit(
-        f"{what} {made.user.name!r} (role {made.user.role}); the token below is shown only once:\n{made.token}",
-        {"name": made.user.name, "role": made.user.role, "token": made.token},
+        f"{what} {made.user.name!r} (role {made.user.role}{groups}); the token below is shown only once:\n{made.token}",
+        {"name": made.user.name, "role": made.user.role, "groups": list(made.user.groups), "token": made.token},
     )
     return EXIT_OK
 

@@ -296,9 +296,10 @@ class _Api:
         """Who may decide when the config names no authority of its own: the policy's rules, the users' roles."""
 
     def _roles(self, name: str) -> tuple[str, ...]:
-        """A user's roles for a rule's ``role:NAME`` approvers (runs on decide()'s worker thread)."""
+        """A user's roles for a rule's ``role:NAME`` approvers: their permission role and their policy groups
+        (read on every decision, so a group change counts at once; runs on a worker thread)."""
         row = self.store.user(name)
-        return (row.role,) if row is not None and not row.disabled else ()
+        return (row.role, *row.groups) if row is not None and not row.disabled else ()
 
     # -- plumbing ---------------------------------------------------------------------------------------------
     def route(
@@ -513,7 +514,7 @@ class _Api:
         row = await _run(grants_mod.grant_row, self.store, grant_id)
         if row is None:
             raise ApiError(404, f"unknown grant {shorten(grant_id, 80)!r}: no such grant")
-        why = self._may_revoke(user, row)
+        why = await self._may_revoke(user, row)
         if why:
             raise ApiError(403, why)
         try:
@@ -524,14 +525,14 @@ class _Api:
             raise ApiError(409, str(exc)) from None
         return JSONResponse({"result": "REVOKED", "grant": revoked.as_dict(await _run(self.store.clock_ms))})
 
-    def _may_revoke(self, user: User, row: grants_mod.GrantRow) -> str:
+    async def _may_revoke(self, user: User, row: grants_mod.GrantRow) -> str:
         """Who may revoke: an admin, else whoever the rule lets decide its requests (with the server's policy)."""
         if user.can("manage_users") or self.config.policy is None:
             return ""
         rule = next((r for r in self.config.policy.rules if r.name == row.rule), None)
         if rule is None or not isinstance(rule.action, Ask):
             return ""
-        why = rule.action.refusal(user=user.name, roles=(user.role,), escalated=True)
+        why = rule.action.refusal(user=user.name, roles=await _run(self._roles, user.name), escalated=True)
         return f"{user.name!r} may not revoke grant {row.grant_id!r} of rule {row.rule!r}: {why}" if why else ""
 
     # -- runs -------------------------------------------------------------------------------------------------
@@ -606,7 +607,13 @@ class _Api:
         return JSONResponse(
             {
                 "users": [
-                    {"name": u.name, "role": u.role, "disabled": u.disabled, "created_at_ms": u.created_at_ms}
+                    {
+                        "name": u.name,
+                        "role": u.role,
+                        "groups": list(u.groups),
+                        "disabled": u.disabled,
+                        "created_at_ms": u.created_at_ms,
+                    }
                     for u in rows
                 ]
             }
@@ -614,14 +621,20 @@ class _Api:
 
     async def add_user(self, request: Request, user: User) -> Response:
         body = await _body(request)
-        _only(body, ("name", "role"))
+        _only(body, ("name", "role", "groups"))
         name = _text_field(body, "name", required=True, limit=64)
         role = _text_field(body, "role", required=True, limit=32)
+        groups = body.get("groups", [])
+        if not isinstance(groups, list) or not all(isinstance(g, str) for g in groups):
+            raise ApiError(400, "groups is a list of group names")
         try:
-            made = await _run(users_mod.add_user, self.store, name, role)
+            made = await _run(users_mod.add_user, self.store, name, role, groups)
         except users_mod.UserError as exc:
             raise ApiError(409 if "exists" in str(exc) else 400, str(exc)) from None
-        return JSONResponse({"name": made.user.name, "role": made.user.role, "token": made.token}, status_code=201)
+        return JSONResponse(
+            {"name": made.user.name, "role": made.user.role, "groups": list(made.user.groups), "token": made.token},
+            status_code=201,
+        )
 
     async def user_action(self, request: Request, user: User) -> Response:
         await _body(request)

@@ -34,7 +34,7 @@ __all__ = [
     "USER_COLS",
 ]
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 # Migrations: (version, statements). Types are filled in per dialect: {id} an auto-increment
 # primary key, {blob} bytes, {big} a 64-bit integer. Never edit a released step; add one.
@@ -158,6 +158,12 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
             "CREATE INDEX gf_detached_status ON gf_detached (status, app_name)",
         ),
     ),
+    (
+        9,
+        # Policy groups of a user (comma-separated, sorted): a rule's ``role:finance`` approvers match a user in
+        # group finance, besides their one permission role.
+        ("ALTER TABLE gf_users ADD COLUMN policy_groups TEXT NOT NULL DEFAULT ''",),
+    ),
 )
 
 APPROVAL_COLS = (
@@ -170,7 +176,10 @@ APPROVAL_SELECT = APPROVAL_COLS + ", decided_channel, decision_sig, quorum_progr
 RUN_COLS = "run_id, session_id, adapter, pid, host, status, started_at_ms, heartbeat_at_ms, ended_at_ms"
 AUDIT_COLS = "seq, run_id, sequence, kind, event_id, emitted_at_ms, body, prev_hash, hash"
 INBOX_COLS = "id, control_id, kind, payload_json, run_id, issued_at_ms, status"
-USER_COLS = "name, role, token_id, token_hash, disabled, created_at_ms, updated_at_ms, failed_logins, locked_until_ms"
+USER_COLS = (
+    "name, role, token_id, token_hash, disabled, created_at_ms, updated_at_ms, failed_logins, locked_until_ms, "
+    "policy_groups"
+)
 EXEC_COLS = "target_id, run_id, state, started_at_ms, finished_at_ms, result_json, pid, host, args_digest"
 DETACHED_COLS = (
     "target_id, run_id, app_name, user_id, session_id, invocation_id, status, detached_at_ms, claimed_by, "
@@ -299,6 +308,7 @@ def user_row(row: Sequence[Any]) -> UserRow:
         updated_at_ms=row[6],
         failed_logins=row[7],
         locked_until_ms=row[8],
+        groups=tuple(g for g in str(row[9] or "").split(",") if g),
     )
 
 

@@ -1226,7 +1226,7 @@ class SqlStore(Store):
             with self._transaction(conn):
                 cur = self._exec(
                     conn,
-                    f"INSERT INTO gf_users ({USER_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, 0, 0) "
+                    f"INSERT INTO gf_users ({USER_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, 0, 0, ?) "
                     "ON CONFLICT (name) DO NOTHING",
                     (
                         user.name,
@@ -1236,6 +1236,7 @@ class SqlStore(Store):
                         int(user.disabled),
                         user.created_at_ms,
                         user.updated_at_ms,
+                        ",".join(sorted(set(user.groups))),
                     ),
                 )
                 return bool(cur.rowcount == 1)
@@ -1268,6 +1269,7 @@ class SqlStore(Store):
         token_id: str | None = None,
         token_hash: str | None = None,
         role: str | None = None,
+        groups: tuple[str, ...] | None = None,
     ) -> bool:
         """Change a user; a new token or disabling ends their web sessions. False when unknown."""
         sets = ["updated_at_ms = ?"]
@@ -1279,6 +1281,9 @@ class SqlStore(Store):
         if role is not None:
             sets.append("role = ?")
             params.append(role)
+        if groups is not None:
+            sets.append("policy_groups = ?")
+            params.append(",".join(sorted(set(groups))))
         with self._guard(f"updating user {name!r}"):
             conn = self._conn()
             with self._transaction(conn):

@@ -216,6 +216,8 @@ class UserRow:
     updated_at_ms: int
     failed_logins: int
     locked_until_ms: int
+    groups: tuple[str, ...] = ()
+    """Policy groups (``goldfive users add NAME --group finance``): a rule's ``role:finance`` names them too."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -599,6 +601,7 @@ class Store(abc.ABC):
         token_id: str | None = None,
         token_hash: str | None = None,
         role: str | None = None,
+        groups: tuple[str, ...] | None = None,
     ) -> bool:
         """Change a user (a new token or disabling also ends their web sessions); False if unknown."""
         raise StoreError(f"{type(self).__name__} keeps no users")

@@ -1,4 +1,9 @@
-"""People who log in to ``goldfive serve``: roles, one-time tokens, slow hashes.
+"""People who log in to ``goldfive serve``: roles, policy groups, one-time tokens, slow hashes.
+
+A user has one permission role (:data:`ROLES`: what they may do) and any number of policy groups
+(``finance``, ``ops``): a policy rule's ``role:finance`` approvers match the users in group finance as
+well as those whose role is called finance. A group never grants a permission: a viewer in group
+finance still may not decide.
 
 Stdlib only (``hashlib.scrypt``), so the ``goldfive users`` command works without the server
 extra. A token is ``gf5_<id>_<secret>``: the id finds the user, the secret is checked against
@@ -13,7 +18,7 @@ import hashlib
 import hmac
 import re
 import secrets
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from .._util import now_ms
 from ..errors import GoldfiveError
@@ -24,13 +29,16 @@ __all__ = [
     "ROLES",
     "NewToken",
     "UserError",
+    "MAX_GROUPS",
     "add_user",
+    "check_group",
     "check_name",
     "disable_user",
     "hash_token",
     "parse_token",
     "role_allows",
     "rotate_user",
+    "set_groups",
     "verify_token",
 ]
 
@@ -50,6 +58,9 @@ messages and execution-ledger records, and nothing else — not read the inbox, 
 PERMISSIONS = ("read", "decide", "control", "manage_users", "agent")
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,63}$")
+_GROUP = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+MAX_GROUPS = 32
+"""How many policy groups one user may be in."""
 _TOKEN = re.compile(r"^gf5_([0-9a-f]{16})_([A-Za-z0-9_-]{43})$")
 
 # scrypt cost: 16 MiB and ~50 ms per check. The secret has 256 random bits, so the cost is a
@@ -81,6 +92,28 @@ def check_name(name: str) -> str:
             f"bad user name {name[:80]!r}: use 1-64 letters, digits and . _ @ + - (starting with a letter or digit)"
         )
     return name
+
+
+def check_group(group: str) -> str:
+    """The group if it is a valid policy group name, else :class:`UserError`.
+
+    A group may not be called like a permission role (``admin``...): ``role:admin`` in a rule would then
+    name people whose permission role is not admin.
+    """
+    if not isinstance(group, str) or not _GROUP.match(group):
+        raise UserError(
+            f"bad group name {str(group)[:80]!r}: use 1-64 letters, digits and . _ - (starting with a letter or digit)"
+        )
+    if group in ROLES:
+        raise UserError(f"group {group!r} has the name of a permission role; give the group another name")
+    return group
+
+
+def _check_groups(groups: Iterable[str]) -> tuple[str, ...]:
+    out = tuple(sorted({check_group(g) for g in groups}))
+    if len(out) > MAX_GROUPS:
+        raise UserError(f"a user may be in at most {MAX_GROUPS} groups, not {len(out)}")
+    return out
 
 
 def hash_token(secret: str, *, n: int = _SCRYPT_N) -> str:
@@ -132,10 +165,11 @@ def _check_role(role: str) -> str:
     return role
 
 
-def add_user(store: Store, name: str, role: str) -> NewToken:
-    """Create a user with a new token; :class:`UserError` when the name is taken or invalid."""
+def add_user(store: Store, name: str, role: str, groups: Iterable[str] = ()) -> NewToken:
+    """Create a user with a new token (in ``groups``); :class:`UserError` when the name is taken or invalid."""
     check_name(name)
     _check_role(role)
+    in_groups = _check_groups(groups)
     token_id, secret, token = _mint()
     at = now_ms()
     user = UserRow(
@@ -148,6 +182,7 @@ def add_user(store: Store, name: str, role: str) -> NewToken:
         updated_at_ms=at,
         failed_logins=0,
         locked_until_ms=0,
+        groups=in_groups,
     )
     if not store.add_user(user):
         raise UserError(f"user {name!r} exists already (goldfive users rotate {name} gives a new token)")
@@ -173,3 +208,19 @@ def disable_user(store: Store, name: str) -> UserRow:
     if user is None:
         raise UserError(f"unknown user {name!r}")
     return user
+
+
+def set_groups(store: Store, name: str, *, add: Iterable[str] = (), remove: Iterable[str] = ()) -> UserRow:
+    """Add a user to / remove them from policy groups; the user as stored after. Takes effect at once: the
+    server reads a user's groups on every decision."""
+    added, removed = _check_groups(add), _check_groups(remove)
+    user = store.user(name)
+    if user is None:
+        raise UserError(f"unknown user {name!r}")
+    groups = _check_groups((set(user.groups) | set(added)) - set(removed))
+    if not store.update_user(name, groups=groups):
+        raise UserError(f"unknown user {name!r}")
+    after = store.user(name)
+    if after is None:
+        raise UserError(f"unknown user {name!r}")
+    return after

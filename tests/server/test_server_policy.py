@@ -20,13 +20,13 @@ from server_support import ORIGIN, Server, eventually, goldfive, serve_process
 from store_support import REPO, Backend, await_until
 
 from goldfive_core import AgentTools, InMemorySink, Task, wrap
-from goldfive_core.policy import parse_policy
+from goldfive_core.policy import Policy, parse_policy
 from goldfive_core.server import ServerConfig, create_app
 from goldfive_core.signing import load_or_create_signing_key
 from goldfive_core.store import StoreChannel
 from goldfive_core.store.execution import GuardedResult, run_approved
 from goldfive_core.store.grants import DECIDERS_STREAM
-from goldfive_core.store.users import add_user
+from goldfive_core.store.users import add_user, set_groups
 
 POLICY_TOML = """
 [[rule]]
@@ -50,12 +50,18 @@ USERS = (("ana", "approver"), ("bo", "approver"), ("dee", "approver"), ("vic", "
 
 
 @contextlib.asynccontextmanager
-async def policy_server(backend: Backend, tmp_path: Path) -> AsyncIterator[Server]:
+async def policy_server(
+    backend: Backend,
+    tmp_path: Path,
+    *,
+    policy: Policy = POLICY,
+    users: tuple[tuple[str, str, tuple[str, ...]], ...] = tuple((n, r, ()) for n, r in USERS),
+) -> AsyncIterator[Server]:
     store = backend.open()
     signer, _ = load_or_create_signing_key(tmp_path / "keys" / "decision-key.pem")
-    config = ServerConfig(signer=signer, decide_timeout_s=20.0, control_timeout_s=20.0, policy=POLICY)
+    config = ServerConfig(signer=signer, decide_timeout_s=20.0, control_timeout_s=20.0, policy=policy)
     app = create_app(store, config)
-    tokens = {name: add_user(store, name, role).token for name, role in USERS}
+    tokens = {name: add_user(store, name, role, groups).token for name, role, groups in users}
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=ORIGIN) as client:
         yield Server(backend, store, signer, tmp_path, client, tokens)
     await app.state.api.events.aclose()
@@ -67,7 +73,7 @@ class PayingAgent:
     Each call waits for ``go[i]`` first, so the test says when the next call is made.
     """
 
-    def __init__(self, backend: Backend, calls: list[Mapping[str, Any]]) -> None:
+    def __init__(self, backend: Backend, calls: list[Mapping[str, Any]], *, policy: Policy = POLICY) -> None:
         self.channel = StoreChannel(backend.open(), sweep_interval_s=0.2)
         self.sink = InMemorySink()
         self.ran: list[dict[str, Any]] = []
@@ -93,7 +99,7 @@ class PayingAgent:
                     )
                 )
 
-        runner = wrap(agent, control=self.channel, sinks=[self.channel.sink, self.sink], policy=POLICY)
+        runner = wrap(agent, control=self.channel, sinks=[self.channel.sink, self.sink], policy=policy)
         self.task = asyncio.create_task(runner.run("pay"))
 
     async def close(self) -> None:
@@ -156,6 +162,68 @@ async def test_a_quorum_of_two_distinct_users_through_the_api(backend: Backend, 
             assert decided["decided_by"] == "ana, root" and decided["quorum_progress"] == "2 of 2: ana, root"
             assert len(await _refusals(srv)) == 1
             assert (await srv.get("/api/audit/verify", user="vic")).json()["ok"]
+        finally:
+            await agent.close()
+
+
+FINANCE_POLICY = parse_policy(
+    """
+[[rule]]
+name = "large transfers"
+tool = "transfer_funds"
+action = "ask"
+approvers = ["role:finance"]
+quorum = 2
+""",
+    source="finance-policy.toml",
+)
+FINANCE_USERS = (
+    ("ana", "approver", ("finance",)),
+    ("bo", "approver", ("finance", "ops")),
+    ("cy", "approver", ("finance",)),
+    ("dee", "approver", ("ops",)),
+    ("vic", "viewer", ("finance",)),
+    ("root", "admin", ()),
+)
+
+
+async def test_a_rule_naming_role_finance_is_answered_by_approvers_in_group_finance(
+    backend: Backend, tmp_path: Path
+) -> None:
+    """``role:finance`` names the users in policy group finance; their permission role still has to let them
+    decide; a group change counts at once; two finance users make the quorum."""
+    async with policy_server(backend, tmp_path, policy=FINANCE_POLICY, users=FINANCE_USERS) as srv:
+        agent = PayingAgent(backend, [{"amount": 20_000, "to": "bolt"}], policy=FINANCE_POLICY)
+        try:
+            agent.go[0].set()
+            card = await srv.pending("call-0")
+            assert card["policy"]["approvers"] == ["role:finance"] and card["policy"]["quorum"] == 2
+
+            # dee is an approver, but in group ops only: 403, audited, nothing counted.
+            refused = await srv.post("/api/approvals/call-0/approve", {}, user="dee")
+            assert refused.status_code == 403, refused.text
+            assert "'dee' is not among the approvers (role:finance)" in refused.json()["error"]
+            [audited] = await _refusals(srv)
+            assert (audited["decided_by"], audited["decision"], audited["channel"]) == ("dee", "approve", "api")
+            # vic is in group finance but a viewer: a group never grants the permission to decide.
+            viewer = await srv.post("/api/approvals/call-0/approve", {}, user="vic")
+            assert viewer.status_code == 403 and "may not decide" in viewer.json()["error"], viewer.text
+
+            first = await srv.post("/api/approvals/call-0/approve", {}, user="ana")
+            assert first.status_code == 200 and "(1 of 2: ana)" in first.json()["detail"], first.text
+            # bo leaves group finance: refused at once (the server reads the groups on every decision).
+            await asyncio.to_thread(set_groups, srv.store, "bo", remove=["finance"])
+            left = await srv.post("/api/approvals/call-0/approve", {}, user="bo")
+            assert left.status_code == 403 and "'bo' is not among the approvers" in left.json()["error"], left.text
+            assert len(await _refusals(srv)) == 2 and agent.ran == []
+
+            second = await srv.post("/api/approvals/call-0/approve", {}, user="cy")
+            assert second.status_code == 200 and "(2 of 2: ana, cy)" in second.json()["detail"], second.text
+            await eventually(lambda: _done(agent, 1), "the agent's call")
+            assert agent.ran == [{"amount": 20_000, "to": "bolt"}] and agent.results[0].status == "ran"
+
+            listed = {u["name"]: u["groups"] for u in (await srv.get("/api/users", user="root")).json()["users"]}
+            assert listed["ana"] == ["finance"] and listed["bo"] == ["ops"] and listed["root"] == []
         finally:
             await agent.close()
 

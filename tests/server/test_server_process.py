@@ -123,6 +123,25 @@ def test_users_command_prints_the_token_once_on_the_last_line(sqlite_backend: Ba
     assert _goldfive(sqlite_backend, "users", "add", "carl").returncode == 2
 
 
+def test_users_are_put_in_policy_groups_and_listed_with_them(sqlite_backend: Backend) -> None:
+    made = _goldfive(
+        sqlite_backend, "users", "add", "ana", "--role", "approver", "--group", "ops", "--group", "finance"
+    )
+    assert made.returncode == 0 and "(role approver, groups finance,ops)" in made.stdout, made.stderr
+    changed = _goldfive(sqlite_backend, "--json", "users", "groups", "ana", "--add", "audit", "--remove", "ops")
+    assert json.loads(changed.stdout) == {"name": "ana", "groups": ["audit", "finance"]}
+    listed = _goldfive(sqlite_backend, "--json", "users", "list")
+    [ana] = json.loads(listed.stdout)["users"]
+    assert (ana["role"], ana["groups"]) == ("approver", ["audit", "finance"])
+    assert "ana  approver  groups audit,finance" in _goldfive(sqlite_backend, "users", "list").stdout
+    # A group may not borrow a permission role's name, nor a bad name; an unknown user; no change asked.
+    as_role = _goldfive(sqlite_backend, "users", "groups", "ana", "--add", "admin")
+    assert as_role.returncode == 1 and "name of a permission role" in as_role.stderr
+    assert _goldfive(sqlite_backend, "users", "add", "bo", "--role", "viewer", "--group", "a b").returncode == 1
+    assert _goldfive(sqlite_backend, "users", "groups", "nobody", "--add", "x").returncode == 1
+    assert _goldfive(sqlite_backend, "users", "groups", "ana").returncode == 2
+
+
 @pytest.mark.parametrize("blocked", ["starlette", "uvicorn"])
 def test_the_server_package_names_its_extra_when_a_dependency_is_missing(blocked: str) -> None:
     code = (
