@@ -36,6 +36,7 @@ from ..convert import ack_from_proto, message_to_proto
 from ..events import payload_name
 from ..pb.v1 import control_pb2, events_pb2
 from ..store import agents as owners
+from ..store import grants as grants_mod
 from ..store.base import ExecutionRow, InboxRow, Store, StoreError
 from .auth import User
 
@@ -477,6 +478,28 @@ class AgentApi:
             ]
         }
 
+    async def grants(self, request: Request, user: User) -> dict[str, Any]:
+        """``GET /api/agent/grants?rule=R&tool=T[&run=RUN...]``: standing grants made in this agent's runs.
+
+        Revoked and expired ones included (the agent applies a revocation at once). Only grants made in runs
+        the agent token owns; naming a run of another agent is refused (403).
+        """
+        params = request.query_params
+        runs = _list_of_str(params.getlist("run"), "run", limit=_MAX_RUNS)
+        if runs:
+            mine = await _io(owners.owned_runs, self.store, user.name, runs)
+            if set(runs) - mine:
+                raise AgentError(403, "grants of runs this agent does not own")
+        rule, tool = params.get("rule"), params.get("tool")
+        for name, value in (("rule", rule), ("tool", tool)):
+            if value is not None and not 0 < len(value) <= 200:
+                raise AgentError(400, f"{name!r} must be 1-200 characters")
+        rows = await _io(
+            grants_mod.grant_rows, self.store, rule=rule, tool=tool, limit=1000, agent=user.name, made_in=runs or None
+        )
+        now = await _io(self.store.clock_ms)
+        return {"grants": [r.as_dict(now) for r in rows]}
+
     # -- the execution ledger ------------------------------------------------------------------------------------
     async def ledger(self, request: Request, user: User) -> dict[str, Any]:
         """``GET /api/agent/ledger/{call_id}``: the ledger entry and any decision recorded while the agent was down."""
@@ -563,6 +586,7 @@ def agent_routes(
         Route("/api/agent/stream", guard(stream, "agent"), methods=["GET"]),
         Route("/api/agent/acks", json_route(api.acks), methods=["POST"]),
         Route("/api/agent/runs/{run_id}/decisions", json_route(api.decisions), methods=["GET"]),
+        Route("/api/agent/grants", json_route(api.grants), methods=["GET"]),
         Route("/api/agent/ledger/{call_id}", json_route(api.ledger), methods=["GET"]),
         Route("/api/agent/ledger/{call_id}/executing", json_route(api.executing), methods=["POST"]),
         Route("/api/agent/ledger/{call_id}/done", json_route(api.done), methods=["POST"]),

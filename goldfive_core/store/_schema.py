@@ -34,7 +34,7 @@ __all__ = [
     "USER_COLS",
 ]
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 # Migrations: (version, statements). Types are filled in per dialect: {id} an auto-increment
 # primary key, {blob} bytes, {big} a 64-bit integer. Never edit a released step; add one.
@@ -163,6 +163,15 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
         # Policy groups of a user (comma-separated, sorted): a rule's ``role:finance`` approvers match a user in
         # group finance, besides their one permission role.
         ("ALTER TABLE gf_users ADD COLUMN policy_groups TEXT NOT NULL DEFAULT ''",),
+    ),
+    (
+        10,
+        (
+            # The run whose person's approval made a grant (any scope): an agent over HTTP reads the grants made
+            # in its own runs (GET /api/agent/grants), session and time grants included. '' for older rows.
+            "ALTER TABLE gf_grants ADD COLUMN made_in_run TEXT NOT NULL DEFAULT ''",
+            "CREATE INDEX gf_grants_made_in_run ON gf_grants (made_in_run)",
+        ),
     ),
 )
 

@@ -423,7 +423,7 @@ class SqlStore(Store):
                 conn,
                 "INSERT INTO gf_grants (grant_id, rule, tool, granted_by, scope, run_id, session_id, args_constraint, "
                 "created_at_ms, expires_at_ms, target_id, description, channel, revoked_at_ms, revoked_by, "
-                "revoke_reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, '', '') "
+                "revoke_reason, made_in_run) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, '', '', ?) "
                 "ON CONFLICT (grant_id) DO NOTHING",
                 (
                     g.grant_id,
@@ -439,6 +439,7 @@ class SqlStore(Store):
                     g.target_id,
                     g.description,
                     g.channel,
+                    event.run_id,
                 ),
             )
         elif kind == "approval_cancelled":

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._util import now_ms
@@ -148,11 +148,30 @@ def grant_rows(
     tool: str | None = None,
     at_ms: int | None = None,
     limit: int = 1000,
+    agent: str | None = None,
+    made_in: Sequence[str] | None = None,
 ) -> list[GrantRow]:
-    """Grants, newest first; ``active_only``: neither revoked, expired at ``at_ms`` (default: now), nor ended."""
+    """Grants, newest first; ``active_only``: neither revoked, expired at ``at_ms`` (default: now), nor ended.
+
+    ``agent``: only the grants made in runs that agent token owns, any scope (what ``/api/agent/grants`` answers);
+    ``made_in``: only those made in these runs.
+    A store that is not SQL but reads grants itself (an HttpChannel's :class:`RemoteStore`, which asks
+    ``goldfive serve`` for its own agent's grants) is asked; any other store keeps no grants.
+    """
+    if not isinstance(store, SqlStore):
+        remote = getattr(store, "grant_rows", None)
+        if agent is None and made_in is None and callable(remote):
+            rows: list[GrantRow] = remote(active_only=active_only, rule=rule, tool=tool, at_ms=at_ms, limit=limit)
+            return rows
     s = _sql(store)
     where: list[str] = ["1 = 1"]
     params: list[object] = []
+    if agent is not None:
+        where.append("made_in_run IN (SELECT o.run_id FROM gf_run_owners o WHERE o.agent = ?)")
+        params.append(agent)
+    if made_in is not None:
+        where.append(f"made_in_run IN ({', '.join('?' for _ in made_in) or 'NULL'})")
+        params.extend(made_in)
     if rule is not None:
         where.append("rule = ?")
         params.append(rule)

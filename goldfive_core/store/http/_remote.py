@@ -2,15 +2,17 @@
 
 :class:`RemoteStore` offers the subset of :class:`~goldfive_core.store.base.Store` that the agent side
 of a channel, its sink and its ledger call (events, heartbeats, the execution ledger, decisions recorded
-in the store), so :class:`~goldfive_core.store.StoreSink` and :class:`~goldfive_core.store.execution.StoreLedger`
-run over HTTP unchanged: the same retries, the same at-most-once rules. Failures are translated at this
-boundary: a server that cannot be reached (or answers 5xx/429) raises
-:class:`~goldfive_core.store.base.StoreUnavailableError`, a refusal (4xx) :class:`~goldfive_core.store.base.StoreError`.
+in the store, the standing grants of the agent's runs), so :class:`~goldfive_core.store.StoreSink` and
+:class:`~goldfive_core.store.execution.StoreLedger` run over HTTP unchanged: the same retries, the same
+at-most-once rules. Failures are translated at this boundary: a server that cannot be reached (or answers
+5xx/429) raises :class:`~goldfive_core.store.base.StoreUnavailableError`, a refusal
+(4xx) :class:`~goldfive_core.store.base.StoreError`.
 Synchronous and thread-safe (one httpx client per thread), as store methods are.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import threading
@@ -21,7 +23,7 @@ from typing import Any
 import httpx
 from google.protobuf import json_format
 
-from ..._util import shorten
+from ..._util import now_ms, shorten
 from ...approvals import ApprovalStatus
 from ...control import ControlMessage
 from ...pb.v1 import events_pb2
@@ -34,6 +36,7 @@ from ..base import (
     StoreError,
     StoreUnavailableError,
 )
+from ..grants import GrantRow
 
 __all__ = ["AgentRefused", "RemoteStore"]
 
@@ -171,6 +174,34 @@ class RemoteStore:
                 )
             )
         return rows
+
+    # -- standing grants (what StoreSink.standing_grants reads through grants.grant_rows) -----------------------
+    def grant_rows(
+        self,
+        *,
+        active_only: bool = False,
+        rule: str | None = None,
+        tool: str | None = None,
+        at_ms: int | None = None,
+        limit: int = 1000,
+    ) -> list[GrantRow]:
+        """The grants made in this agent's runs (revoked ones too), as the server keeps them; newest first."""
+        query = {k: v for k, v in (("rule", rule), ("tool", tool)) if v is not None}
+        suffix = f"?{urllib.parse.urlencode(query)}" if query else ""
+        found = self.request("GET", f"/api/agent/grants{suffix}").get("grants", [])
+        rows: list[GrantRow] = []
+        for item in found if isinstance(found, list) else []:
+            values: dict[str, Any] = {}
+            for f in dataclasses.fields(GrantRow):
+                value = item.get(f.name, "" if f.name == "run_status" else None) if isinstance(item, dict) else None
+                if type(value) is not (int if f.name.endswith("_ms") else str):
+                    raise StoreError(f"goldfive serve at {self.url} answered a grant without a valid {f.name!r}")
+                values[f.name] = value
+            row = GrantRow(**values)
+            if active_only and row.state(at_ms if at_ms is not None else now_ms()) != "active":
+                continue
+            rows.append(row)
+        return rows[:limit]
 
     # -- the execution ledger (what StoreLedger calls) -------------------------------------------------------------
     def _ledger(self, call_id: str) -> dict[str, Any]:
