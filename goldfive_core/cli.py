@@ -221,7 +221,11 @@ def _parser() -> argparse.ArgumentParser:
     p = cmd("audit", "check the audit log")
     p.add_argument("action", choices=["verify"], help="verify: recompute the hash chain")
     p.add_argument("--checkpoint", metavar="FILE", help="a signed checkpoint kept outside the database")
-    p.add_argument("--public-key", metavar="FILE", help="the Ed25519 key that signs checkpoints (PEM or base64)")
+    p.add_argument(
+        "--public-key",
+        metavar="KEY",
+        help="the key that signs checkpoints: ed25519:<base64> (as goldfive serve prints it) or a file (PEM or base64)",
+    )
     p.add_argument("--origin", default="goldfive", help="the log name in the checkpoint (default goldfive)")
     p = cmd("serve", "run the HTTP API and web inbox over this store (pip install 'goldfive[server]')")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
@@ -240,6 +244,18 @@ def _parser() -> argparse.ArgumentParser:
         "--policy",
         metavar="FILE",
         help="who may decide each rule's requests, checked against the users' names and roles (env GOLDFIVE_POLICY)",
+    )
+    p.add_argument(
+        "--checkpoint",
+        metavar="FILE",
+        help="where signed audit checkpoints go, outside the database (default: audit-checkpoint.txt beside --key)",
+    )
+    p.add_argument(
+        "--checkpoint-every",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="sign the audit chain head this often while it moves (default 60; 0: never)",
     )
     cli_grants.add_parser(cmd)
     p = cmd("users", "manage who may log in to goldfive serve")
@@ -624,8 +640,13 @@ def _audit(store: Store, args: argparse.Namespace, out: _Out) -> int:
         from .store.checkpoint import CheckpointError, load_public_key, verify_chain
 
         try:
-            with open(args.checkpoint, encoding="utf-8") as note, open(args.public_key, encoding="utf-8") as key:
-                checkpoint, public_key = note.read(100_000), load_public_key(key.read(100_000))
+            with open(args.checkpoint, encoding="utf-8") as note:
+                checkpoint = note.read(100_000)
+            if args.public_key.startswith("ed25519:"):
+                public_key = load_public_key(args.public_key)
+            else:
+                with open(args.public_key, encoding="utf-8") as key:
+                    public_key = load_public_key(key.read(100_000))
         except (OSError, UnicodeDecodeError, CheckpointError) as exc:
             raise _Exit(EXIT_USAGE, f"cannot read the checkpoint or key: {exc}") from None
         report = verify_chain(store, checkpoint, public_key=public_key, origin=args.origin)
@@ -649,6 +670,8 @@ def _audit(store: Store, args: argparse.Namespace, out: _Out) -> int:
 def _serve(store: Store, args: argparse.Namespace) -> int:
     if not 0 <= args.port <= 65535:
         raise _Exit(EXIT_USAGE, f"--port must be 0-65535, got {args.port}")
+    if not 0 <= args.checkpoint_every <= 86_400:  # also refuses nan
+        raise _Exit(EXIT_USAGE, f"--checkpoint-every must be 0-86400 seconds, got {args.checkpoint_every}")
     try:
         from .server import serve
         from .server.notify import load_notify_config
@@ -665,6 +688,8 @@ def _serve(store: Store, args: argparse.Namespace) -> int:
             secure_cookies=args.secure_cookies,
             notify=notify,
             policy=policy,
+            checkpoint_path=args.checkpoint,
+            checkpoint_every_s=args.checkpoint_every,
         )
     except ConfigError as exc:
         raise _Exit(EXIT_USAGE, str(exc)) from None

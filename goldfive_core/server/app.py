@@ -45,6 +45,7 @@ from ..store.base import (
     run_liveness,
 )
 from ..store.channel import DeliveryTimeout, RunGone, StoreChannel
+from ..store.checkpoint import CheckpointWriter
 from ..store.decide import (
     AmbiguousApprovalError,
     ApprovalLookupError,
@@ -111,6 +112,9 @@ class ServerConfig:
     recent_events: int = 50
     notify: NotifyConfig | None = None
     """Where to send notifications (webhook, Slack, email); None or no channels: none are sent."""
+    checkpoints: CheckpointWriter | None = None
+    """Writes signed checkpoints of the audit chain head (to a file outside the database); None: none."""
+    checkpoint_every_s: float = 60.0
 
 
 # -- helpers --------------------------------------------------------------------------------------------------------
@@ -741,9 +745,18 @@ def create_app(store: Store, config: ServerConfig) -> Starlette:
         )
         if config.notify is not None and config.notify.targets:
             notifier = asyncio.create_task(Notifier(store, config.notify).run(), name="goldfive-notifier")
+        checkpointer: asyncio.Task[None] | None = None
+        if config.checkpoints is not None and config.checkpoint_every_s > 0:
+            checkpointer = asyncio.create_task(
+                config.checkpoints.run(config.checkpoint_every_s), name="goldfive-checkpoints"
+            )
         try:
             yield
         finally:
+            if checkpointer is not None:
+                checkpointer.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await checkpointer
             if notifier is not None:
                 notifier.cancel()
                 with contextlib.suppress(asyncio.CancelledError):

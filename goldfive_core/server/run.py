@@ -13,16 +13,21 @@ import uvicorn
 from ..policy import Policy
 from ..signing import TRUST_KEY_ENV, DecisionSigner, load_or_create_signing_key
 from ..store.base import Store
+from ..store.checkpoint import CheckpointWriter
 from ..store.users import UserError, add_user
 from .app import ServerConfig, create_app
 from .notify import NotifyConfig
 
-__all__ = ["DEFAULT_KEY_PATH", "first_admin", "serve", "signing_key_path"]
+__all__ = ["CHECKPOINT_FILE", "DEFAULT_KEY_PATH", "first_admin", "serve", "signing_key_path"]
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_KEY_PATH = Path("~/.config/goldfive/decision-key.pem")
 """Where the decision-signing key lives unless ``--key`` / ``GOLDFIVE_SIGNING_KEY`` says otherwise."""
+
+
+CHECKPOINT_FILE = "audit-checkpoint.txt"
+"""The signed checkpoint's file name beside the signing key, unless ``--checkpoint`` names another file."""
 
 
 def signing_key_path(path: str | Path | None = None) -> Path:
@@ -67,12 +72,31 @@ def serve(
     secure_cookies: bool = False,
     notify: NotifyConfig | None = None,
     policy: Policy | None = None,
+    checkpoint_path: str | Path | None = None,
+    checkpoint_every_s: float = 60.0,
     out: TextIO = sys.stdout,
 ) -> None:
-    """Run the server until interrupted (blocking). ``policy``: who may decide each rule's requests."""
+    """Run the server until interrupted (blocking). ``policy``: who may decide each rule's requests.
+
+    Every ``checkpoint_every_s`` seconds (0: never) the audit chain head is signed with the signing key
+    into ``checkpoint_path`` (default: :data:`CHECKPOINT_FILE` beside the key), outside the database.
+    """
     path = signing_key_path(key_path)
     signer, created = load_or_create_signing_key(path)
-    app = create_app(store, ServerConfig(signer=signer, secure_cookies=secure_cookies, notify=notify, policy=policy))
+    checkpoints: CheckpointWriter | None = None
+    if checkpoint_every_s > 0:
+        checkpoints = CheckpointWriter(store, signer, Path(checkpoint_path or path.parent / CHECKPOINT_FILE))
+    app = create_app(
+        store,
+        ServerConfig(
+            signer=signer,
+            secure_cookies=secure_cookies,
+            notify=notify,
+            policy=policy,
+            checkpoints=checkpoints,
+            checkpoint_every_s=checkpoint_every_s,
+        ),
+    )
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on", access_log=False)
     server = uvicorn.Server(config)
     shown_host = f"[{host}]" if ":" in host else host
@@ -81,5 +105,10 @@ def serve(
     if notify is not None and notify.targets:  # before the announcement: its last line is the admin's token
         channels = ", ".join(t.channel for t in notify.targets)
         out.write(f"goldfive serve: notifications on {channels} (links to {notify.public_url})\n")
+    if checkpoints is not None:  # before the announcement: its last line is the admin's token
+        out.write(
+            f"goldfive serve: signed audit checkpoints every {checkpoint_every_s:g} s in {checkpoints.path} "
+            f"(check: goldfive audit verify --checkpoint {checkpoints.path} --public-key {signer.trust_key.text()})\n"
+        )
     announce(store, signer, path, created, f"http://{shown_host}:{port}/", out)
     server.run()

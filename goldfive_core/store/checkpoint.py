@@ -18,18 +18,29 @@ The format is a C2SP signed note (``tlog-checkpoint``)::
 
 The key id is the first 4 bytes of ``SHA-256(origin ‖ "\\n" ‖ 0x01 ‖ public key)``; the signature
 covers the three body lines. Needs the ``cryptography`` package (``pip install 'goldfive[server]'``).
+
+``goldfive serve`` signs them with its decision-signing key (:class:`CheckpointWriter`, every
+``--checkpoint-every`` seconds while the head moves, into ``--checkpoint FILE``); the public half is
+the ``GOLDFIVE_TRUST_KEY`` value it prints, which ``goldfive audit verify --public-key`` accepts.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
+import contextlib
 import dataclasses
 import hashlib
-from typing import TYPE_CHECKING, Any
+import logging
+import os
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ..errors import GoldfiveError, MissingExtraError
-from .base import AuditReport, Store
+from ..signing import DecisionSigner
+from .base import AuditReport, Store, StoreError
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
@@ -37,6 +48,8 @@ if TYPE_CHECKING:
 __all__ = [
     "Checkpoint",
     "CheckpointError",
+    "CheckpointWriter",
+    "SigningKey",
     "load_public_key",
     "make_checkpoint",
     "parse_checkpoint",
@@ -45,6 +58,11 @@ __all__ = [
 ]
 
 _DASH = "\u2014"
+
+logger = logging.getLogger(__name__)
+
+SigningKey: TypeAlias = "Ed25519PrivateKey | DecisionSigner"
+"""What signs a checkpoint: an Ed25519 private key, or ``goldfive serve``'s :class:`DecisionSigner`."""
 
 
 class CheckpointError(GoldfiveError):
@@ -74,8 +92,9 @@ def _raw_public(public_key: Ed25519PublicKey) -> bytes:
     return public_key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
 
 
-def _key_id(origin: str, public_key: Ed25519PublicKey) -> bytes:
-    return hashlib.sha256(origin.encode() + b"\n\x01" + _raw_public(public_key)).digest()[:4]
+def _key_id(origin: str, public_key: Ed25519PublicKey | bytes) -> bytes:
+    raw = public_key if isinstance(public_key, bytes) else _raw_public(public_key)
+    return hashlib.sha256(origin.encode() + b"\n\x01" + raw).digest()[:4]
 
 
 def _check_origin(origin: str) -> None:
@@ -83,17 +102,20 @@ def _check_origin(origin: str) -> None:
         raise CheckpointError(f"origin must be one word without spaces, '+' or an em dash, got {origin!r}")
 
 
-def make_checkpoint(origin: str, seq: int, head_hash: str, private_key: Ed25519PrivateKey) -> str:
+def make_checkpoint(origin: str, seq: int, head_hash: str, private_key: SigningKey) -> str:
     """The signed note for chain row ``seq`` with hash ``head_hash`` (hex)."""
     _check_origin(origin)
     root = bytes.fromhex(head_hash)
     body = f"{origin}\n{seq}\n{base64.b64encode(root).decode()}\n"
-    signature = private_key.sign(body.encode())
-    stamp = base64.b64encode(_key_id(origin, private_key.public_key()) + signature).decode()
+    if isinstance(private_key, DecisionSigner):
+        signature, public = private_key.sign_bytes(body.encode()), private_key.trust_key.raw
+    else:
+        signature, public = private_key.sign(body.encode()), _raw_public(private_key.public_key())
+    stamp = base64.b64encode(_key_id(origin, public) + signature).decode()
     return f"{body}\n{_DASH} {origin} {stamp}\n"
 
 
-def write_checkpoint(store: Store, private_key: Ed25519PrivateKey, *, origin: str) -> str:
+def write_checkpoint(store: Store, private_key: SigningKey, *, origin: str) -> str:
     """Sign the store's current chain head; returns the note to keep **outside** the database."""
     seq, head_hash = store.audit_head()
     return make_checkpoint(origin, seq, head_hash, private_key)
@@ -167,10 +189,13 @@ def verify_chain(store: Store, checkpoint: str, *, public_key: Ed25519PublicKey,
 
 
 def load_public_key(text: str) -> Ed25519PublicKey:
-    """An Ed25519 public key from PEM (SubjectPublicKeyInfo) or base64 of its 32 raw bytes."""
+    """An Ed25519 public key from PEM (SubjectPublicKeyInfo), base64 of its 32 raw bytes, or ``ed25519:<base64>``
+    (the ``GOLDFIVE_TRUST_KEY`` value ``goldfive serve`` prints)."""
     ed25519 = _ed25519()
     data = text.strip()
     key: object
+    if data.startswith("ed25519:"):  # the GOLDFIVE_TRUST_KEY form goldfive serve prints
+        data = data[len("ed25519:") :]
     if data.startswith("-----BEGIN"):
         from cryptography.hazmat.primitives import serialization
 
@@ -187,3 +212,107 @@ def load_public_key(text: str) -> Ed25519PublicKey:
         raise CheckpointError("the public key is not an Ed25519 key")
     result: Ed25519PublicKey = key
     return result
+
+
+class CheckpointWriter:
+    """Keeps a signed checkpoint of ``store``'s chain head in ``path``, a file outside the database.
+
+    :meth:`write` signs the current head when it moved since the last write and replaces the file
+    atomically (the newest checkpoint covers every row the older ones did) — but only while the chain
+    still holds the head it signed last: a rewrite below it is refused, never signed. :meth:`run` does that
+    every ``every_s`` seconds until cancelled, and once more on the way out. A store that cannot be
+    reached is logged and tried again next time; it never stops the server.
+    """
+
+    def __init__(self, store: Store, key: SigningKey, path: str | Path, *, origin: str = "goldfive") -> None:
+        _check_origin(origin)
+        self.store = store
+        self.key = key
+        self.path = Path(path).expanduser()
+        self.origin = origin
+        self.written = 0
+        """How many checkpoints this writer wrote."""
+        self.refused = ""
+        """Why the last :meth:`write` refused to sign ("" = it did not): the chain no longer extends the
+        last checkpoint, i.e. someone rewrote or cut history the key already vouched for."""
+        self._last: tuple[int, str] | None = self._previous()
+
+    def _public(self) -> Ed25519PublicKey:
+        if isinstance(self.key, DecisionSigner):
+            return load_public_key(self.key.trust_key.text())
+        return self.key.public_key()
+
+    def _previous(self) -> tuple[int, str] | None:
+        """The checkpoint already in ``path`` if this key signed it (a restarted server continues from it)."""
+        try:
+            note = self.path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            return None
+        try:
+            point = parse_checkpoint(note, self._public(), origin=self.origin)
+        except CheckpointError as exc:
+            logger.warning("%s holds no checkpoint of this key (%s); it will be replaced", self.path, exc)
+            return None
+        return point.seq, point.head_hash
+
+    def _extends_last(self, head: tuple[int, str]) -> str:
+        """ "" when the chain still holds the last signed head (it only grew); else what is wrong."""
+        if self._last is None or self._last[0] == 0:
+            return ""
+        seq, digest = self._last
+        if head[0] < seq:
+            return f"the chain head (row {head[0]}) is behind the last signed checkpoint (row {seq}): history was cut"
+        rows = self.store.audit_rows(after_seq=seq - 1, limit=1)
+        if not rows or rows[0].seq != seq:
+            return f"row {seq}, vouched for by the last signed checkpoint, is gone: history was cut"
+        if rows[0].hash != digest:
+            return f"row {seq} no longer hashes as the last signed checkpoint says: the chain up to it was rewritten"
+        return ""
+
+    def write(self) -> bool:
+        """Sign and save the head if it moved and still extends the last checkpoint; True when written.
+
+        A chain that no longer holds the last signed head is never signed (that would launder a
+        rewrite): the old checkpoint stays in place, ``refused`` says why, and it is logged as an error.
+        """
+        head = self.store.audit_head()
+        if head == self._last:
+            return False
+        problem = self._extends_last(head)
+        if problem:
+            if problem != self.refused:
+                logger.error("audit checkpoint NOT signed: %s (see goldfive audit verify --checkpoint)", problem)
+            self.refused = problem
+            return False
+        self.refused = ""
+        note = make_checkpoint(self.origin, head[0], head[1], self.key)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                out.write(note)
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(tmp, self.path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        self._last = head
+        self.written += 1
+        return True
+
+    def _write_logged(self) -> None:
+        try:
+            self.write()
+        except (StoreError, OSError) as exc:
+            logger.warning("audit checkpoint not written to %s (tried again later): %s", self.path, exc)
+
+    async def run(self, every_s: float) -> None:
+        """Write a checkpoint now and every ``every_s`` seconds while the head moves (until cancelled)."""
+        try:
+            while True:
+                await asyncio.to_thread(self._write_logged)
+                await asyncio.sleep(every_s)
+        finally:
+            self._write_logged()  # the rows written since the last tick are covered too

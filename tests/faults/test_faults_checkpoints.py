@@ -8,7 +8,7 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from store_support import PYTHON, Backend, make_event
+from store_support import PYTHON, Backend, make_event, wait_until
 
 from goldfive_core.pb.v1 import events_pb2
 from goldfive_core.store import Store
@@ -106,3 +106,56 @@ def test_a_checkpoint_from_another_key_or_log_or_edited_is_refused(sqlite_backen
             assert why in str(exc), (why, str(exc))
         else:
             raise AssertionError(f"accepted: {why}")
+
+
+def _seq_of(path: Path) -> int:
+    return int(path.read_text().split("\n")[1]) if path.exists() else -1
+
+
+def test_the_writer_never_signs_a_rewritten_chain(sqlite_backend: Backend, tmp_path: Path) -> None:
+    """A rewrite while the server runs is not laundered by its next checkpoint; a restarted writer continues."""
+    from goldfive_core.signing import load_or_create_signing_key
+    from goldfive_core.store.checkpoint import CheckpointWriter, load_public_key
+
+    signer, _ = load_or_create_signing_key(tmp_path / "key.pem")
+    store = sqlite_backend.open()
+    _fill(store, "run-a")
+    writer = CheckpointWriter(store, signer, tmp_path / "cp.txt")
+    assert writer.write() and not writer.write()  # signed once; nothing moved since
+    _fill(store, "run-b")
+    assert writer.write() and _seq_of(tmp_path / "cp.txt") == store.audit_head()[0]
+    signed = (tmp_path / "cp.txt").read_text()
+    public = load_public_key(signer.trust_key.text())
+
+    _rewrite_from(store, 2, "mallory")
+    _fill(store, "run-c")  # the head moves on from the forged chain
+    assert not writer.write()
+    assert "the chain up to it was rewritten" in writer.refused
+    assert (tmp_path / "cp.txt").read_text() == signed  # the last honest checkpoint stays
+    assert not verify_chain(store, signed, public_key=public, origin="goldfive").ok
+    # A restarted server picks the file up and still refuses.
+    again = CheckpointWriter(store, signer, tmp_path / "cp.txt")
+    assert not again.write() and "rewritten" in again.refused
+
+
+def test_goldfive_serve_writes_checkpoints_that_audit_verify_checks(backend: Backend, tmp_path: Path) -> None:
+    from tests.server.server_support import goldfive, serve_process
+
+    store = backend.open()
+    _fill(store, "run-a")
+    checkpoint = tmp_path / "audit-checkpoint.txt"  # beside the key: the default
+    with serve_process(backend, tmp_path / "key.pem", "--checkpoint-every", "0.1") as served:
+        assert any("signed audit checkpoints every 0.1 s" in line for line in served.lines), served.lines
+        public = served.trust_key.text()
+        wait_until(lambda: _seq_of(checkpoint) == store.audit_head()[0], what="the first checkpoint")
+        _fill(store, "run-b")  # the head moves: the next checkpoint covers it
+        wait_until(lambda: _seq_of(checkpoint) == store.audit_head()[0], what="a checkpoint of the new head")
+    argv = ["audit", "verify", "--checkpoint", str(checkpoint), "--public-key", public]
+    ok = goldfive(backend, *argv)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    _rewrite_from(store, 3, "mallory")
+    assert store.verify_audit().ok  # the chain alone is fooled
+    caught = goldfive(backend, *argv)
+    assert caught.returncode == 1 and "rewritten" in caught.stdout, caught.stdout + caught.stderr
+    bad = goldfive(backend, "serve", "--checkpoint-every", "nan")
+    assert bad.returncode == 2 and "--checkpoint-every must be 0-86400" in bad.stderr, bad.stderr
