@@ -47,12 +47,24 @@ def first_admin(store: Store) -> str | None:
 
 
 def announce(
-    store: Store, signer: DecisionSigner, key_path: Path, created: bool, url: str, out: TextIO = sys.stdout
+    store: Store,
+    signer: DecisionSigner,
+    key_path: Path,
+    created: bool,
+    url: str,
+    out: TextIO = sys.stdout,
+    *,
+    checkpoints: CheckpointWriter | None = None,
 ) -> None:
     """Say where the inbox is, which key agents should trust, and (first start) the admin's token."""
     out.write(f"goldfive serve: the inbox is at {url} (store {store.url})\n")
     out.write(f"  decisions are signed with {'a new key at' if created else 'the key at'} {key_path}\n")
     out.write(f"  agents that should apply only decisions made here: {TRUST_KEY_ENV}={signer.trust_key.text()}\n")
+    if checkpoints is not None:
+        out.write(
+            f"  signed audit checkpoints go to {checkpoints.path}; check the log with: "
+            f"goldfive audit verify --checkpoint {checkpoints.path} --public-key {signer.trust_key.text()}\n"
+        )
     token = first_admin(store)
     if token is not None:
         out.write("  first start: created user 'admin' (role admin); log in with name 'admin' and this token,\n")
@@ -105,10 +117,5 @@ def serve(
     if notify is not None and notify.targets:  # before the announcement: its last line is the admin's token
         channels = ", ".join(t.channel for t in notify.targets)
         out.write(f"goldfive serve: notifications on {channels} (links to {notify.public_url})\n")
-    if checkpoints is not None:  # before the announcement: its last line is the admin's token
-        out.write(
-            f"goldfive serve: signed audit checkpoints every {checkpoint_every_s:g} s in {checkpoints.path} "
-            f"(check: goldfive audit verify --checkpoint {checkpoints.path} --public-key {signer.trust_key.text()})\n"
-        )
-    announce(store, signer, path, created, f"http://{shown_host}:{port}/", out)
+    announce(store, signer, path, created, f"http://{shown_host}:{port}/", out, checkpoints=checkpoints)
     server.run()
