@@ -549,7 +549,7 @@ class SqlStore(Store):
         return int(row[0]), str(row[1])
 
     def verify_audit(self) -> AuditReport:
-        """Walk the whole chain (in pages) and report every break."""
+        """Walk the whole chain (in pages) and report every break; check the approval records against it."""
         with self._guard("verifying the audit log"):
             conn = self._conn()
             head = self._exec(conn, "SELECT seq, hash FROM gf_chain_head WHERE id = 1").fetchone()
@@ -563,9 +563,26 @@ class SqlStore(Store):
                     yield from page
                     after = page[-1].seq
 
+            def records() -> Iterator[ApprovalRow | str]:
+                after = -(2**62)
+                while True:
+                    page = self._exec(
+                        conn,
+                        f"SELECT {APPROVAL_SELECT} FROM gf_approvals WHERE id > ? ORDER BY id LIMIT 2000",
+                        (after,),
+                    ).fetchall()
+                    if not page:
+                        return
+                    for raw in page:
+                        try:
+                            yield approval_row(raw)
+                        except (StoreError, ValueError, TypeError) as exc:  # an edited status or metadata
+                            yield f"approval #{raw[0]} cannot be read (edited): {shorten(str(exc), 120)}"
+                    after = page[-1][0]
+
             if head is None:
-                return verify_chain(pages(), head_seq=None, head_hash=None)
-            return verify_chain(pages(), head_seq=int(head[0]), head_hash=str(head[1]))
+                return verify_chain(pages(), head_seq=None, head_hash=None, approvals=records)
+            return verify_chain(pages(), head_seq=int(head[0]), head_hash=str(head[1]), approvals=records)
 
     # -- approvals ----------------------------------------------------------------------------
     @staticmethod

@@ -102,12 +102,40 @@ class SqliteStore(SqlStore):
             self._warn_if_world_readable()
         else:
             self._create_private()
+        self._identity = self._file_identity()
         if read_only or not migrate:
             self.check_schema()
             return
         with self._guard("opening"):
             self._conn().execute("PRAGMA journal_mode=WAL")
         self.migrate()
+
+    def _file_identity(self) -> tuple[int, int] | None:
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return None
+        return st.st_dev, st.st_ino
+
+    def _conn(self) -> Any:
+        """This thread's connection — refused once the file was deleted or replaced under this process.
+
+        SQLite keeps writing to a deleted file's inode (and would create a new, empty file on the next
+        connect), so a run would carry on recording approvals and its ledger where nobody can read
+        them. Each use first checks that the path still names the file opened: a microseconds stat.
+        """
+        identity = self._file_identity()
+        if identity != self._identity:
+            self._drop_conn()
+            what = "deleted" if identity is None else "replaced by another file"
+            if not getattr(self, "_gone_logged", False):
+                self._gone_logged = True
+                logger.error("goldfive store %s was %s while this process had it open", self.url, what)
+            raise StoreUnavailableError(
+                f"the goldfive store {self.url} was {what} while this process had it open; nothing more is "
+                "read from or written to it (restore the file and restart the agent)"
+            )
+        return super()._conn()
 
     def _create_private(self) -> None:
         """Create the file 0600 before SQLite opens it (SQLite gives -wal/-shm the database's mode)."""

@@ -145,3 +145,149 @@ def test_any_truncation_is_detected_against_the_recorded_head(tmp_path_factory: 
     store = _tampered(Path(str(tmp_path_factory.mktemp("trunc"))) / "g.db")  # type: ignore[attr-defined]
     _sql(store, "DELETE FROM gf_audit WHERE seq > ?", (store.audit_rows()[keep].seq,))
     assert not store.verify_audit().ok
+
+
+# -- approval records against the chain ----------------------------------------------------------------
+
+APPROVAL_COLUMNS = (
+    "run_id",
+    "session_id",
+    "target_id",
+    "kind",
+    "prompt",
+    "task_id",
+    "tool_name",
+    "args_json",
+    "args_digest",
+    "metadata_json",
+    "status",
+    "requested_at_ms",
+    "expires_at_ms",
+    "timeout_ms",
+    "decided_by",
+    "decision",
+    "detail",
+    "edited_args_json",
+    "decided_via",
+    "decided_channel",
+)
+"""Every column ``pending`` / ``show`` print (not ``id``, ``decided_at_ms`` or the signature block)."""
+
+
+def _approvals(path: Path) -> Store:
+    """Three records made the way agents make them: granted with an edit, rejected, pending; one decided offline."""
+    from goldfive_core import args_digest, canonical_json
+
+    store = SqliteStore(path)
+    for n, run in enumerate(("run-a", "run-b", "run-c", "run-d")):
+        args = {"amount": 10 + n}
+        request = events_pb2.ApprovalRequested(
+            target_id=f"{run}-pay",
+            kind="tool",
+            prompt=f"Allow send_money({canonical_json(args)})?",
+            task_id="t-1",
+            metadata={"tool_name": "send_money", "args_json": canonical_json(args), "agent_name": "ops"},
+            args_digest=args_digest("send_money", args),
+            timeout_ms=60_000,
+        )
+        request.expires_at.FromMilliseconds(1_700_000_100_000)
+        events = [make_event(run, 0, events_pb2.RunStarted(adapter="callable")), make_event(run, 1, request)]
+        if run == "run-a":
+            events.append(
+                make_event(
+                    run,
+                    2,
+                    events_pb2.ApprovalGranted(
+                        target_id=f"{run}-pay",
+                        decided_by="ann",
+                        detail="ok",
+                        edited_args_json='{"amount":3}',
+                        channel="cli",
+                    ),
+                )
+            )
+        if run == "run-b":
+            events.append(
+                make_event(run, 2, events_pb2.ApprovalRejected(target_id=f"{run}-pay", decided_by="bob", detail="no"))
+            )
+        store.append_events(events, pid=1, host="h")
+    orphan = store.approvals_for("run-d-pay")[0]
+    assert store.decide_in_store(orphan.id, approved=True, detail="fine", decided_by="cy", channel="cli")
+    report = store.verify_audit()
+    assert report.ok, report.problems
+    return store
+
+
+def _raw_approvals(store: Store) -> list[tuple[object, ...]]:
+    cur = store._exec(store._conn(), "SELECT id, " + ", ".join(APPROVAL_COLUMNS) + " FROM gf_approvals ORDER BY id")  # type: ignore[attr-defined]
+    return [tuple(r) for r in cur.fetchall()]
+
+
+def test_approval_records_are_checked_against_the_chain(tmp_path: Path) -> None:
+    store = _approvals(tmp_path / "g.db")
+    granted = store.approvals_for("run-a-pay")[0]
+    for column, forged, why in (
+        ("decided_by", "mallory", "decided_by differs from its decision"),
+        ("prompt", "Allow send_money({})? verified safe", "prompt differs from its request"),
+        ("args_json", '{"amount":1}', "args_json differs from its request"),
+        ("edited_args_json", '{"amount":3000}', "edited_args_json differs"),
+    ):
+        original = getattr(granted, column)
+        _sql(store, f"UPDATE gf_approvals SET {column} = ? WHERE id = ?", (forged, granted.id))
+        report = store.verify_audit()
+        assert not report.ok and any(why in p for p in report.problems), (column, report.problems)
+        _sql(store, f"UPDATE gf_approvals SET {column} = ? WHERE id = ?", (original, granted.id))
+    pending = store.approvals_for("run-c-pay")[0]
+    _sql(
+        store,
+        "UPDATE gf_approvals SET status = 'granted', decision = 'approve', decided_by = 'ann' WHERE id = ?",
+        (pending.id,),
+    )
+    report = store.verify_audit()
+    assert "no decision for it is on the audit log" in " ".join(report.problems), report.problems
+    cli = subprocess.run(
+        [PYTHON, "-m", "goldfive_core.cli", "--db", str(tmp_path / "g.db"), "audit", "verify"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert cli.returncode == 1 and "no decision for it is on the audit log" in cli.stdout, cli.stdout + cli.stderr
+
+
+@SETTINGS
+@given(row=st.integers(0, 3), column=st.sampled_from(APPROVAL_COLUMNS), position=st.integers(0, 10_000))
+def test_any_single_byte_edit_of_an_approval_record_is_detected(
+    tmp_path_factory: object, row: int, column: str, position: int
+) -> None:
+    store = _approvals(Path(str(tmp_path_factory.mktemp("appr"))) / "g.db")  # type: ignore[attr-defined]
+    record = _raw_approvals(store)[row]
+    original = record[1 + APPROVAL_COLUMNS.index(column)]
+    if isinstance(original, str) and not original:
+        forged: object = "x"  # an empty column gets a value
+    else:
+        forged = _flip(original, position)
+    if forged == original:
+        return
+    _sql(store, f"UPDATE gf_approvals SET {column} = ? WHERE id = ?", (forged, record[0]))
+    report = store.verify_audit()
+    assert not report.ok, (column, original, forged)
+
+
+@SETTINGS
+@given(row=st.integers(0, 3))
+def test_any_deleted_or_inserted_approval_record_is_detected(tmp_path_factory: object, row: int) -> None:
+    store = _approvals(Path(str(tmp_path_factory.mktemp("appr-del"))) / "g.db")  # type: ignore[attr-defined]
+    record = _raw_approvals(store)[row]
+    _sql(store, "DELETE FROM gf_approvals WHERE id = ?", (record[0],))
+    assert "its record is gone" in " ".join(store.verify_audit().problems)
+    columns = ", ".join(APPROVAL_COLUMNS)
+    marks = ", ".join("?" for _ in APPROVAL_COLUMNS)
+    forged = list(record[1:])
+    forged[APPROVAL_COLUMNS.index("target_id")] = "forged-call"
+    _sql(
+        store,
+        f"INSERT INTO gf_approvals ({columns}, decided_at_ms) VALUES ({marks}, 0)",
+        tuple(forged),
+    )
+    assert "has no request on the audit log" in " ".join(store.verify_audit().problems)
