@@ -21,8 +21,12 @@ def now_ms() -> int:
 
 
 def canonical_json(value: Any) -> str:
-    """Deterministic JSON (sorted keys, no spaces); raises TypeError for non-JSON values."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    """Deterministic JSON (sorted keys, no spaces); raises TypeError for non-JSON values, ValueError for
+    NaN/Infinity and for nesting too deep to encode (never RecursionError)."""
+    try:
+        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except RecursionError:
+        raise ValueError("the value nests too deeply to be encoded as JSON") from None
 
 
 def args_digest(tool_name: str, args: Any) -> str:

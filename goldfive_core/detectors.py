@@ -10,7 +10,7 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ._util import canonical_json, shorten
+from ._util import canonical_json, safe_repr, shorten
 from .drift import Drift, DriftKind, DriftSeverity
 from .protocols import Detector
 
@@ -51,7 +51,7 @@ class LoopingToolCallDetector(Detector):
         try:
             same = tool_name == self._last_name and args == self._last_args and _same_json(args, self._last_args)
         except Exception:  # an argument whose __eq__ raises: compare as text
-            same = tool_name == self._last_name and repr(args) == repr(self._last_args)
+            same = tool_name == self._last_name and safe_repr(args, 100_000) == safe_repr(self._last_args, 100_000)
         self._last_name, self._last_args = tool_name, dict(args)
         self.streak = self.streak + 1 if same else 1
         if self.streak >= self.critical_repeats:
@@ -63,7 +63,7 @@ class LoopingToolCallDetector(Detector):
         try:
             shown = canonical_json(args)
         except (TypeError, ValueError):
-            shown = repr(args)
+            shown = safe_repr(args, 200)
         detail = f"{tool_name}({shorten(shown, 120)}) called {self.streak} times in a row with the same arguments"
         return Drift(DriftKind.LOOPING_TOOL_CALL, severity, detail, task_id=_current_task(session))
 
@@ -73,7 +73,7 @@ def _same_json(args: Mapping[str, Any], last: Mapping[str, Any]) -> bool:
     try:
         return canonical_json(args) == canonical_json(last)
     except (TypeError, ValueError):
-        return repr(args) == repr(last)
+        return safe_repr(args, 100_000) == safe_repr(last, 100_000)
 
 
 class StepBudgetDetector(Detector):

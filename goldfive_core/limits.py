@@ -13,13 +13,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 from collections.abc import Mapping
 from typing import Any
 
 from .errors import ConfigError
 
-__all__ = ["Limits", "LimitError", "check_json_depth", "parse_json_strict"]
+__all__ = ["Limits", "LimitError", "agent_limits", "check_json_depth", "parse_json_strict"]
+
+logger = logging.getLogger(__name__)
 
 
 class LimitError(ValueError):
@@ -75,6 +78,23 @@ class Limits:
         """Raise :class:`LimitError` when ``value`` is longer than ``limit`` characters."""
         if len(value) > limit:
             raise LimitError(f"{what} is {len(value)} characters; the limit is {limit}")
+
+
+def agent_limits() -> Limits:
+    """The limits an agent enforces on what its model sends (``GOLDFIVE_LIMIT_*``).
+
+    Never raises into the agent's loop: a malformed variable is logged and the defaults are used.
+    """
+    try:
+        return Limits.from_env()
+    except ConfigError as exc:
+        logger.warning("%s; using the default limits", exc)
+        return Limits()
+
+
+def env_name(field: str) -> str:
+    """The variable that overrides a limit (``max_args_chars`` -> ``GOLDFIVE_LIMIT_MAX_ARGS_CHARS``)."""
+    return f"GOLDFIVE_LIMIT_{field.upper()}"
 
 
 def check_json_depth(value: Any, limit: int, *, what: str = "the value") -> None:

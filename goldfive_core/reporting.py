@@ -17,6 +17,7 @@ from ._util import safe_repr
 from .approvals import MAX_TIMEOUT_MS, ApprovalRequest, ApprovalStatus
 from .drift import Drift, DriftKind, DriftSeverity
 from .errors import ApprovalError, InvalidTransitionError
+from .limits import agent_limits, env_name
 from .pb.v1 import events_pb2
 from .session import Session, approval_timeout_drift
 from .tasks import Task, TaskStatus
@@ -166,6 +167,22 @@ def validate_args(name: str, args: object) -> tuple[dict[str, Any] | None, str |
             return None, f"{key!r} must not be empty"
         clean[key] = value
     return clean, None
+
+
+_ID_ARGS = frozenset({"task_id", "parent_id"})
+
+
+def _over_limits(args: Mapping[str, Any]) -> str:
+    """The first text argument over its limit (ids: max_id_chars; prompts and notes: max_prompt_chars)."""
+    limits = agent_limits()
+    for key, value in args.items():
+        if not isinstance(value, str):
+            continue
+        field = "max_id_chars" if key in _ID_ARGS else "max_prompt_chars"
+        limit = getattr(limits, field)
+        if len(value) > limit:
+            return f"{key} is {len(value)} characters; the limit is {limit} ({env_name(field)})"
+    return ""
 
 
 def _error(name: str, message: str) -> dict[str, Any]:
@@ -334,6 +351,9 @@ async def call_reporting_tool(session: Session, name: str, args: object) -> dict
     clean, problem = validate_args(name, args)
     if clean is None:
         return _error(name, problem or "invalid arguments")
+    too_big = _over_limits(clean)
+    if too_big:
+        return _error(name, too_big)
     try:
         return await _HANDLERS[name](session, clean)
     except InvalidTransitionError as exc:

@@ -15,6 +15,8 @@ An adapter translates its host's call into a :class:`ToolCall`, calls
    answered from it: already done (its result), in doubt (never re-run) or decided while the agent was down.
    A ledger that cannot be reached (after its own retries) fails closed: the call is skipped
    (``store_unavailable``) and the model is told it did not run.
+   Before that, a call too big to show a person (call id, task id, prompt, arguments over the
+   ``GOLDFIVE_LIMIT_*`` limits, or nested too deep) is refused (``approval_error``, naming the limit).
 6. **ask a person** — :func:`wait_for_person`, one bounded wait with an explicit deadline; with no
    control channel nobody can answer and the call is skipped (``approval_unavailable``). With
    ``detach_after_s`` shorter than the request's timeout, running out of time skips the call as
@@ -41,6 +43,7 @@ from .approvals import ApprovalOutcome, ApprovalRequest, Decision, EditValidator
 from .argschema import EDITABLE_KEY, SCHEMA_KEY, schema_json
 from .drift import Drift, DriftKind, DriftSeverity, InterventionLevel
 from .errors import ApprovalError, RunCancelledError, RunTerminatedError
+from .limits import LimitError, agent_limits, check_json_depth, env_name
 from .pb.v1 import events_pb2
 
 if TYPE_CHECKING:
@@ -278,12 +281,24 @@ async def gate_tool_call(
     if not needs_person:
         session.approvals.forget_expected(call.call_id)
         return Proceed(call_id=call.call_id, args=call.args)
+    too_big = _over_limits(call)
+    if too_big:  # the model's call is refused before anyone is shown it
+        session.approvals.forget_expected(call.call_id)
+        return _error(call, f"{too_big}; the call was not run and cannot be approved")
     try:
         args_json = canonical_json(call.args)
         digest = args_digest(name, call.args)
     except (TypeError, ValueError) as exc:
         session.approvals.forget_expected(call.call_id)
         return _error(call, f"the call's arguments are not JSON ({exc}); it cannot be approved")
+    limits = agent_limits()
+    if len(args_json) > limits.max_args_chars:
+        session.approvals.forget_expected(call.call_id)
+        return _error(
+            call,
+            f"the call's arguments are {len(args_json)} characters as JSON; the limit is {limits.max_args_chars} "
+            f"({env_name('max_args_chars')}); the call was not run and cannot be approved",
+        )
     # 5. replay lookup.
     outcome: ApprovalOutcome | None = None
     if ledger is not None:
@@ -395,6 +410,24 @@ def timed_out(session: Session, call: ToolCall, timeout_ms: int) -> Skip:
         detail=f"no decision within {timeout_ms} ms; the {call.tool_name} call was not made. "
         "Do not assume it was approved.",
     )
+
+
+def _over_limits(call: ToolCall) -> str:
+    """What is too big or too deep in a call a person would be shown ("" = nothing); checked before any JSON."""
+    limits = agent_limits()
+    for what, value, field in (
+        ("the call id", call.call_id, "max_id_chars"),
+        ("the task id", call.task_id, "max_id_chars"),
+        ("the approval prompt", call.prompt, "max_prompt_chars"),
+    ):
+        limit = getattr(limits, field)
+        if len(value) > limit:
+            return f"{what} is {len(value)} characters; the limit is {limit} ({env_name(field)})"
+    try:
+        check_json_depth(call.args, limits.max_json_depth, what="the call's arguments")
+    except LimitError as exc:
+        return f"{exc} ({env_name('max_json_depth')})"
+    return ""
 
 
 async def _run_policy(session: Session, call: ToolCall, gated: bool) -> PolicyVerdict | None:
