@@ -79,6 +79,24 @@ def _say_pending(items: Sequence[Mapping[str, Any]]) -> None:
 _FULL = 4000  # characters of one untrusted field shown in full views
 
 
+def _original_json(item: Mapping[str, Any]) -> str:
+    """The call's own arguments of an edited quorum: ``original_args_json`` (the store) or ``original_args`` (HTTP)."""
+    if item.get("original_args_json"):
+        return str(item["original_args_json"])
+    original = item.get("original_args")
+    return "" if original is None else json.dumps(original, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _original_lines(args_json: str, digest: str) -> list[str]:
+    """When an approver of a quorum edited the arguments: the call's own, so the change is reviewable."""
+    if not digest:
+        return []
+    return [
+        f"originally requested  {inert(args_json, 20_000)}  (digest {inert(digest, 200)}; edited by an approver: "
+        "the args and digest above are the ones to vote on)"
+    ]
+
+
 def _policy_lines(meta: Mapping[str, str], progress: str = "") -> list[str]:
     """What the request's policy said (the rule, who may answer, how many, escalation, expiry) and the votes so far."""
     lines = []
@@ -128,6 +146,7 @@ def _show_text(item: Mapping[str, Any]) -> str:
         f"tool       {t('tool_name')}" if item.get("tool_name") else "",
         f"args       {t('args_json')}" if item.get("args_json") else "",
         f"digest     {t('args_digest')}" if item.get("args_digest") else "",
+        *_original_lines(_original_json(item), str(item.get("original_args_digest") or "")),
         *_policy_lines(item.get("metadata") or {}, str(item.get("quorum_progress") or "")),
     ]
     if item.get("decision"):

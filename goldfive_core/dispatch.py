@@ -142,9 +142,14 @@ def _decision(session: Session, msg: ControlMessage) -> ControlAck:
         return ControlAck.success(msg.id, detail)
     if result.verdict is DecisionVerdict.COUNTED and tally is not None:
         # A vote, not the decision: the ack says so, so whoever records acks (the store) keeps it pending.
-        return ControlAck.success(
-            msg.id, result.detail, data={"decision": "counted", "quorum_progress": tally.progress()}
-        )
+        counted: dict[str, Any] = {"decision": "counted", "quorum_progress": tally.progress()}
+        quorum_args = result.record.quorum_args if result.record is not None else None
+        if quorum_args is not None:
+            # An edit restarted the count: the edited arguments are on the table, and the next approver must
+            # read and vote on them (their digest); whoever records acks (the store) shows them.
+            counted["args_digest"] = tally.args_digest
+            counted["args"] = dict(quorum_args)
+        return ControlAck.success(msg.id, result.detail, data=counted)
     if result.verdict in (DecisionVerdict.KEPT_EARLY, DecisionVerdict.COUNTED):
         return ControlAck.success(msg.id, result.detail)
     return ControlAck.failure(msg.id, result.detail)

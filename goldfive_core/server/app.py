@@ -160,6 +160,10 @@ def approval_json(row: ApprovalRow, *, liveness: str) -> dict[str, Any]:
         "args": _json_or_none(row.args_json),
         "args_json": row.args_json,
         "args_digest": row.args_digest,
+        # An approver of a quorum edited the arguments: args/args_digest above are the edited ones on the table
+        # (read and vote on those); the call's own stay here so the change is reviewable. None/"" otherwise.
+        "original_args": _json_or_none(row.original_args_json),
+        "original_args_digest": row.original_args_digest,
         "metadata": dict(row.metadata),
         "state": state,
         "status": row.status,
@@ -484,6 +488,8 @@ class _Api:
             if vote.get("decision") == "counted":  # one vote of a quorum: the request is still pending
                 data["counted"] = True
                 data["quorum_progress"] = str(vote.get("quorum_progress") or "")
+                if isinstance(vote.get("args_digest"), str):  # an edit restarted the count: vote on these now
+                    data["args_digest"] = vote["args_digest"]
         if result.ok:
             return JSONResponse(data)
         if result.verdict is DecideVerdict.NO_ANSWER:

@@ -34,7 +34,7 @@ __all__ = [
     "USER_COLS",
 ]
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 
 # Migrations: (version, statements). Types are filled in per dialect: {id} an auto-increment
 # primary key, {blob} bytes, {big} a 64-bit integer. Never edit a released step; add one.
@@ -173,6 +173,15 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
             "CREATE INDEX gf_grants_made_in_run ON gf_grants (made_in_run)",
         ),
     ),
+    (
+        11,
+        (
+            # A quorum whose arguments an approver edited: the edited ones are on the table (args_json and
+            # args_digest, what the next approver reads and votes on); the call's own stay reviewable here.
+            "ALTER TABLE gf_approvals ADD COLUMN original_args_json TEXT NOT NULL DEFAULT ''",
+            "ALTER TABLE gf_approvals ADD COLUMN original_args_digest TEXT NOT NULL DEFAULT ''",
+        ),
+    ),
 )
 
 APPROVAL_COLS = (
@@ -180,7 +189,9 @@ APPROVAL_COLS = (
     "status, requested_at_ms, expires_at_ms, timeout_ms, decided_at_ms, decided_by, decision, detail, "
     "edited_args_json, decided_via"
 )
-APPROVAL_SELECT = APPROVAL_COLS + ", decided_channel, decision_sig, quorum_progress"
+APPROVAL_SELECT = APPROVAL_COLS + (
+    ", decided_channel, decision_sig, quorum_progress, original_args_json, original_args_digest"
+)
 """What reads select: the record and how it was decided (columns with defaults, kept out of inserts)."""
 RUN_COLS = "run_id, session_id, adapter, pid, host, status, started_at_ms, heartbeat_at_ms, ended_at_ms"
 AUDIT_COLS = "seq, run_id, sequence, kind, event_id, emitted_at_ms, body, prev_hash, hash"
@@ -229,6 +240,8 @@ def approval_row(row: Sequence[Any]) -> ApprovalRow:
         decided_channel=row[21] if len(row) > 21 else "",
         decision_sig=row[22] if len(row) > 22 else "",
         quorum_progress=row[23] if len(row) > 23 else "",
+        original_args_json=row[24] if len(row) > 24 else "",
+        original_args_digest=row[25] if len(row) > 25 else "",
     )
 
 

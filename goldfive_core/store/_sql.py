@@ -366,7 +366,7 @@ class SqlStore(Store):
                 "requested_at_ms = excluded.requested_at_ms, expires_at_ms = excluded.expires_at_ms, "
                 "timeout_ms = excluded.timeout_ms, decided_at_ms = 0, decided_by = '', decision = '', detail = '', "
                 "edited_args_json = '', decided_via = '', decided_channel = '', decision_sig = '', "
-                "quorum_progress = ''",
+                "quorum_progress = '', original_args_json = '', original_args_digest = ''",
                 (
                     event.run_id,
                     event.session_id,
@@ -740,7 +740,8 @@ class SqlStore(Store):
                 f"SELECT {APPROVAL_SELECT} FROM gf_approvals a "
                 "WHERE target_id = ? AND status IN (?, ?) "
                 "AND NOT EXISTS (SELECT 1 FROM gf_executions e WHERE e.target_id = a.target_id "
-                "AND (e.args_digest = '' OR a.args_digest = '' OR e.args_digest = a.args_digest)) "
+                "AND (e.args_digest = '' OR a.args_digest = '' OR e.args_digest = a.args_digest "
+                "OR e.args_digest = a.original_args_digest)) "
                 "ORDER BY id DESC LIMIT 1",
                 (target_id, *sorted(s.value for s in DECIDED_STATUSES)),
             ).fetchone()
@@ -755,7 +756,8 @@ class SqlStore(Store):
             approved=rec.status is ApprovalStatus.GRANTED,
             detail=rec.detail,
             decided_by=rec.decided_by,
-            args_digest=rec.args_digest,
+            # The call's own digest (what a replay of it carries), also when a quorum voted on edited arguments.
+            args_digest=rec.original_args_digest or rec.args_digest,
             edited_args=edited,
             decided_at_ms=rec.decided_at_ms,
             decided_via=rec.decided_via,
@@ -1090,6 +1092,7 @@ class SqlStore(Store):
                 f"WHERE run_id = ? AND target_id = ? AND status IN ({', '.join('?' for _ in OPEN_STATUSES)})",
                 (str(ack.data.get("quorum_progress") or ""), run_id, target, *(s.value for s in OPEN_STATUSES)),
             )
+            self._put_quorum_args(conn, run_id, target, ack.data)
             return
         approved = row[0] == "APPROVE"
         edited = payload.get("edited_args")
@@ -1123,6 +1126,26 @@ class SqlStore(Store):
                 "UPDATE gf_approvals SET decision_sig = ? WHERE run_id = ? AND target_id = ? AND decision = ?",
                 (canonical_json(signature), run_id, target, "approve" if approved else "reject"),
             )
+
+    def _put_quorum_args(self, conn: Any, run_id: str, target: str, data: Mapping[str, Any]) -> None:
+        """An edit restarted a quorum: its arguments are on the table (what the next approver reads and votes on).
+
+        The call's own arguments move to ``original_args_*`` once (a second edit keeps them), so the change
+        stays reviewable; the digest the store hands out as the default for a vote is the edited one.
+        """
+        digest, args = data.get("args_digest"), data.get("args")
+        if not isinstance(digest, str) or not digest or not isinstance(args, Mapping):
+            return
+        self._exec(
+            conn,
+            "UPDATE gf_approvals SET "
+            "original_args_json = CASE WHEN original_args_digest = '' THEN args_json ELSE original_args_json END, "
+            "original_args_digest = CASE WHEN original_args_digest = '' THEN args_digest "
+            "ELSE original_args_digest END, args_json = ?, args_digest = ? "
+            f"WHERE run_id = ? AND target_id = ? AND args_digest <> ? "
+            f"AND status IN ({', '.join('?' for _ in OPEN_STATUSES)})",
+            (canonical_json(dict(args)), digest, run_id, target, digest, *(s.value for s in OPEN_STATUSES)),
+        )
 
     def _write_decision(
         self,

@@ -105,6 +105,11 @@ class ApprovalRow:
     """The server's signature block of the decision (JSON), "" when unsigned."""
     quorum_progress: str = ""
     """For a request that needs several approvers: the tally after the last vote ("1 of 2: ana"), else ""."""
+    original_args_json: str = ""
+    """When an approver of a quorum edited the arguments: the call's own (``args_json`` then holds the edited
+    ones on the table, which the next approver reads and votes on); "" otherwise."""
+    original_args_digest: str = ""
+    """The digest of :attr:`original_args_json` ("" when the arguments were not edited); votes on it are stale."""
 
     @property
     def open(self) -> bool:

@@ -108,3 +108,46 @@ def test_quorum_progress_and_a_grant_with_its_scope_listed_and_revoked(
     expect(_card(ana, big_id)).to_have_count(0)
     expect(_card(ben, big_id)).to_have_count(0)
     assert not ana.errors and not ben.errors, (ana.errors, ben.errors)
+
+
+def test_an_edit_in_a_quorum_shows_the_edited_arguments_to_the_next_approver(
+    server: Server, browser: Any, tmp_path: Path
+) -> None:
+    from playwright.sync_api import expect
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    policy = tmp_path / "policy.toml"
+    policy.write_text(POLICY)
+    example = str(ROOT / "examples" / "adk_approval.py")
+    common = ("--db", str(server.db), "--wait", "--timeout-ms", "120000", "--policy", str(policy))
+    ana = _login(browser, server, "ana")
+    ben = _login(browser, server, "ben")
+    big = server.agent(example, *common, "--invoice", "5000")
+    big_id = _target_of(big)
+
+    # Ana lowers the amount and approves: her edit restarts the count with her.
+    card = _card(ana, big_id)
+    expect(card.locator(".args")).to_contain_text("5000")
+    expect(card.locator(".original")).to_be_hidden()
+    card.get_by_role("button", name="Edit & approve").click()
+    editor = card.locator("textarea.args-edit")
+    editor.fill(editor.input_value().replace("5000", "4000"))
+    card.get_by_role("button", name="Approve edited").click()
+    expect(ana.locator(".toast").last).to_contain_text("was counted: 1 of 2 approvals: ana")
+
+    # Ben's card shows what he would approve: the edited arguments, and what the agent asked for first.
+    theirs = _card(ben, big_id)
+    expect(theirs.locator(".policy .quorum")).to_have_text("1 of 2 approvals: ana")
+    expect(theirs.locator(".args")).to_contain_text("4000")
+    expect(theirs.locator(".args")).not_to_contain_text("5000")
+    expect(theirs.locator(".original")).to_be_visible()
+    expect(theirs.locator(".original-args")).to_contain_text("5000")
+    ben.screenshot(path=str(ARTIFACTS / "inbox-quorum-edited.png"), full_page=True)
+
+    # His approval carries the edited arguments' digest: it counts, and the call runs once with them.
+    theirs.get_by_role("button", name="Approve", exact=True).click()
+    big.wait_for(lambda s: s.startswith("ledger:"), timeout=60)
+    assert "ledger: [{'amount': 4000, 'to': 'ACME Corp'}]" in big.output()  # once, with the edited amount
+    expect(_card(ana, big_id)).to_have_count(0)
+    expect(_card(ben, big_id)).to_have_count(0)
+    assert not ana.errors and not ben.errors, (ana.errors, ben.errors)

@@ -423,3 +423,53 @@ async def test_goldfive_serve_policy_and_goldfive_grants_on_the_database_and_thr
             assert [g["state"] for g in as_json["grants"]] == ["revoked"]
         finally:
             await agent.close()
+
+
+async def test_an_edit_in_a_quorum_puts_the_edited_arguments_on_the_table(backend: Backend, tmp_path: Path) -> None:
+    """ana edits the amount: the count restarts with her, and bo reads and votes on the edited arguments."""
+    async with policy_server(backend, tmp_path) as srv:
+        agent = PayingAgent(backend, [{"amount": 20_000, "to": "bolt"}])
+        try:
+            agent.go[0].set()
+            card = await srv.pending("call-0")
+            old_digest = card["args_digest"]
+            assert card["original_args"] is None and card["original_args_digest"] == ""
+
+            edited = {"amount": 15_000, "to": "bolt"}
+            first = await srv.post(
+                "/api/approvals/call-0/approve", {"edited_args": edited, "args_digest": old_digest}, user="ana"
+            )
+            assert first.status_code == 200, first.text
+            assert "ana edited the arguments: the count starts again with them" in first.json()["detail"]
+            new_digest = first.json()["args_digest"]
+            assert new_digest != old_digest
+
+            # bo sees what he is voting on: the edited arguments and their digest; the call's own stay reviewable.
+            shown = await srv.get("/api/approvals/call-0", user="bo")
+            item = shown.json()
+            assert (item["args"], item["args_digest"]) == (edited, new_digest)
+            original = {"amount": 20_000, "to": "bolt"}
+            assert (item["original_args"], item["original_args_digest"]) == (original, old_digest)
+            assert item["quorum_progress"] == "1 of 2: ana" and item["state"] == "pending"
+            cli = (await _cli(backend, "show", "call-0")).stdout
+            assert '{"amount":15000,"to":"bolt"}' in cli and f"digest     {new_digest}" in cli
+            assert f'originally requested  {{"amount":20000,"to":"bolt"}}  (digest {old_digest};' in cli
+
+            # A vote on the arguments that are no longer on the table is refused as stale and changes nothing.
+            stale = await srv.post("/api/approvals/call-0/approve", {"args_digest": old_digest}, user="bo")
+            assert stale.status_code == 409, stale.text
+            assert "no longer the ones on the table" in stale.json()["error"]
+            assert stale.json()["approval"]["args_digest"] == new_digest
+            assert await _progress(srv, "call-0") == "1 of 2: ana" and agent.ran == []
+            assert (await srv.pending("call-0"))["state"] == "pending"
+
+            # With the digest of the edited arguments bo's vote counts: the body runs once, with them.
+            second = await srv.post("/api/approvals/call-0/approve", {"args_digest": new_digest}, user="bo")
+            assert second.status_code == 200 and "(2 of 2: ana, bo)" in second.json()["detail"], second.text
+            await eventually(lambda: _done(agent, 1), "the agent's call")
+            assert agent.ran == [edited] and agent.results[0].status == "ran"
+            decided = await eventually(lambda: _decided(srv, "call-0"), "the decision on the record")
+            assert decided["decided_by"] == "ana, bo" and decided["edited_args"] == edited
+            assert decided["args_digest"] == new_digest and decided["original_args_digest"] == old_digest
+        finally:
+            await agent.close()

@@ -11,6 +11,7 @@ from store_support import Backend, make_event
 
 from goldfive_core import cli
 from goldfive_core.approvals import ApprovalStatus, Principal
+from goldfive_core.control import ControlAck, ControlKind, ControlMessage
 from goldfive_core.pb.v1 import events_pb2
 from goldfive_core.policy import Ask, Escalation, Policy, PolicyAuthority, PolicyCall, Rule, parse_duration
 from goldfive_core.store import DecideVerdict, Store, decide
@@ -187,3 +188,50 @@ def test_a_quorum_is_never_decided_by_one_recorded_decision(backend: Backend) ->
     assert result.verdict is DecideVerdict.REFUSED
     assert "'pay-1' needs 2 distinct approvers and its run is not running" in result.detail
     assert _status(store, "pay-1") is ApprovalStatus.PENDING
+
+
+def _vote(store: Store, target: str, by: str, data: dict[str, object]) -> None:
+    """A live run's ack of one quorum vote, as the store's inbox records it."""
+    msg = ControlMessage(ControlKind.APPROVE, {"target_id": target, "run_id": "run-a", "decided_by": by})
+    ident = store.post_control(msg, run_id="run-a")
+    assert store.claim_controls([ident], endpoint="agent") == [ident]
+    store.ack_controls([(ident, ControlAck.success(msg.id, "counted", data=data))])
+
+
+def test_an_edit_that_restarts_a_quorum_puts_its_arguments_on_the_record(
+    backend: Backend, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for key, value in backend.env().items():
+        if key.startswith("GOLDFIVE_"):
+            monkeypatch.setenv(key, value)
+    store_args = ["--db", backend.location] if backend.name == "sqlite" else []
+    store = backend.open()
+    _ask(store, "pay-1", policy_quorum="2", args_json='{"amount":20000}')
+    [before] = store.approvals_for("pay-1")
+    assert before.args_json == '{"amount":20000}'
+    assert (before.original_args_json, before.original_args_digest) == ("", "")
+
+    edited = {"amount": 15_000}
+    _vote(store, "pay-1", "ana", {"decision": "counted", "quorum_progress": "1 of 2: ana"})
+    assert store.approvals_for("pay-1")[0].args_digest == "sha256:abc"  # a plain vote changes no arguments
+    restart = {"decision": "counted", "quorum_progress": "1 of 2: ana", "args_digest": "sha256:new", "args": edited}
+    _vote(store, "pay-1", "ana", restart)
+    [row] = store.approvals_for("pay-1")
+    assert (row.args_json, row.args_digest) == ('{"amount":15000}', "sha256:new")
+    assert (row.original_args_json, row.original_args_digest) == (before.args_json, "sha256:abc")
+    assert row.quorum_progress == "1 of 2: ana" and row.status is ApprovalStatus.PENDING
+
+    # A second edit keeps the call's own arguments as the original; a vote from outside now defaults to the
+    # edited digest, and one on the call's own digest is refused as stale by the run (tests/server).
+    _vote(store, "pay-1", "bo", {**restart, "args_digest": "sha256:newer", "args": {"amount": 12_000}})
+    [row] = store.approvals_for("pay-1")
+    assert (row.args_digest, row.original_args_digest) == ("sha256:newer", "sha256:abc")
+    assert cli.main([*store_args, "show", "pay-1"]) == 0
+    shown = capsys.readouterr().out
+    assert 'args       {"amount":12000}' in shown and "digest     sha256:newer" in shown
+    assert f"originally requested  {before.args_json}  (digest sha256:abc;" in shown
+
+    # The call is asked again (a replay): a new request, with its own arguments and no original.
+    _ask(store, "pay-1", policy_quorum="2", args_json='{"amount":20000}')
+    [again] = store.approvals_for("pay-1")
+    assert (again.args_digest, again.original_args_json, again.original_args_digest) == ("sha256:abc", "", "")

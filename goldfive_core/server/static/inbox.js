@@ -310,8 +310,14 @@
         const k = key(item);
         seen.add(k);
         let entry = state.cards.get(k);
-        if (entry && pick(entry.item, "state") !== pick(item, "state")) {
-          entry.node.remove(); // its agent stopped or came back: rebuild the card for its new state
+        if (
+          entry &&
+          (pick(entry.item, "state") !== pick(item, "state") ||
+            pick(entry.item, "args_digest") !== pick(item, "args_digest"))
+        ) {
+          // Its agent stopped or came back, or an approver of a quorum edited the arguments: rebuild the card,
+          // so what it shows is what an approval here approves (the digest sent is the one shown).
+          entry.node.remove();
           entry = null;
         }
         if (!entry) {
@@ -438,6 +444,11 @@
       card.dataset.noArgs = "1";
     } else {
       q(".args").textContent = clip(pretty(args), MAX_ARGS);
+    }
+    const original = pick(item, "original_args");
+    if (original != null && pick(item, "original_args_digest")) {
+      q(".original").hidden = false;
+      q(".original-args").textContent = clip(pretty(original), MAX_ARGS);
     }
     if (pick(item, "state") === "orphaned") {
       card.classList.add("orphaned");
