@@ -106,8 +106,12 @@ class _ApprovalHistory:
                 "prompt": (row.prompt, req.prompt),
                 "task_id": (row.task_id, req.task_id),
                 "tool_name": (row.tool_name, meta.get("tool_name", "")),
-                "args_json": (row.args_json, meta.get("args_json", "")),
-                "args_digest": (row.args_digest, req.args_digest),
+                # An edit in a quorum put other arguments on the table; the call's own are kept as the original.
+                "args_json": (
+                    row.original_args_json if row.original_args_digest else row.args_json,
+                    meta.get("args_json", ""),
+                ),
+                "args_digest": (row.original_args_digest or row.args_digest, req.args_digest),
                 "metadata": (dict(row.metadata), meta),
                 "requested_at_ms": (row.requested_at_ms, timestamp_to_ms(event.emitted_at)),
                 "expires_at_ms": (row.expires_at_ms, expires),

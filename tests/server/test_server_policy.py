@@ -471,5 +471,8 @@ async def test_an_edit_in_a_quorum_puts_the_edited_arguments_on_the_table(backen
             decided = await eventually(lambda: _decided(srv, "call-0"), "the decision on the record")
             assert decided["decided_by"] == "ana, bo" and decided["edited_args"] == edited
             assert decided["args_digest"] == new_digest and decided["original_args_digest"] == old_digest
+            verified = (await srv.get("/api/audit/verify", user="vic")).json()
+            # The record's original arguments still match its request on the audit log (no "args_json ... edited").
+            assert verified["rows"] and not [p for p in verified["problems"] if "args" in p], verified
         finally:
             await agent.close()
