@@ -539,6 +539,7 @@ class ApprovalBook:
                 decided_by=", ".join(tally.approvers),
                 edited_args=record.quorum_args,
                 args_digest=tally.args_digest,
+                channel=decision.channel,  # the last vote's way in, as the store records it
             )
         self._resolve(record, decision)
         verb = "approved" if decision.approved else "rejected"

@@ -134,6 +134,7 @@ def _decision(session: Session, msg: ControlMessage) -> ControlAck:
             data: dict[str, Any] = {
                 "decision": "quorum",
                 "decided_by": final.decided_by,
+                "detail": final.detail,
                 "quorum_progress": tally.progress(),
             }
             if final.edited_args is not None:  # the arguments all of them approved (an earlier edit)

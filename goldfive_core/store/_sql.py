@@ -1098,9 +1098,11 @@ class SqlStore(Store):
         edited = payload.get("edited_args")
         quorum = isinstance(ack.data, Mapping) and ack.data.get("decision") == "quorum"
         decided_by = payload.get("decided_by")
+        detail = payload.get("detail") or payload.get("reason") or ""
         if quorum:  # the last vote of a quorum: decided by all who approved, with the tally
             assert isinstance(ack.data, Mapping)
             decided_by = ack.data.get("decided_by") or decided_by
+            detail = ack.data.get("detail") or detail  # what the run's decision event says
             edited = ack.data.get("edited_args") if approved else None
             self._exec(
                 conn,
@@ -1112,7 +1114,7 @@ class SqlStore(Store):
             "run_id = ? AND target_id = ?",
             (run_id, target),
             approved=approved,
-            detail=str(payload.get("detail") or payload.get("reason") or ""),
+            detail=str(detail),
             decided_by=str(decided_by or ""),
             at=ack.acked_at_ms,
             edited_args_json=canonical_json(edited) if approved and isinstance(edited, dict) else "",
