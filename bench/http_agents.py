@@ -19,22 +19,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import os
-import socket
-import subprocess
 import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
 
 import httpx
+from _support import ms_line, pct, serve
 from google.protobuf import json_format
 
 from goldfive_core import AgentTools, Task, wrap
@@ -43,66 +40,12 @@ from goldfive_core.store import StoreChannel, open_store
 from goldfive_core.store.http import HttpChannel
 from goldfive_core.store.users import add_user
 
-REPO = Path(__file__).resolve().parent.parent
-
-
-def _pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
-def _ms(values: list[float]) -> str:
-    return f"p50 {_pct(values, 0.5) * 1000:7.2f} ms   p99 {_pct(values, 0.99) * 1000:7.2f} ms   (n={len(values)})"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
 
 def _rss_kib(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
             return int(line.split()[1])
     raise RuntimeError("no VmRSS")
-
-
-@contextlib.contextmanager
-def _server(location: str, schema: str | None, key: Path) -> Iterator[tuple[str, int]]:
-    port = _free_port()
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    env.pop("GOLDFIVE_DB", None)
-    env.pop("GOLDFIVE_DSN", None)
-    if location.startswith("postgres"):
-        env["GOLDFIVE_DSN"], env["GOLDFIVE_PG_SCHEMA"] = location, schema or "public"
-    else:
-        env["GOLDFIVE_DB"] = location
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "goldfive_core.cli", "serve", "--port", str(port), "--key", str(key)],
-        env=env,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        while True:
-            line = proc.stdout.readline()
-            if not line:
-                raise SystemExit("goldfive serve did not start")
-            if "log in with a user's name and token" in line or line.startswith("gf5_"):
-                break
-        url = f"http://127.0.0.1:{port}"
-        for _ in range(200):
-            try:
-                httpx.get(url + "/api/me", timeout=1)
-                break
-            except httpx.TransportError:
-                time.sleep(0.05)
-        yield url, proc.pid
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 # -- 1. decide → resume, HTTP agent vs store agent ----------------------------------------------------------------
@@ -156,10 +99,10 @@ async def _latency(url: str, tokens: dict[str, str], location: str, schema: str 
         await agent.go.put(None)
         await agent.task
         await agent.channel.aclose()
-    h, s = _pct(samples["h"], 0.5), _pct(samples["s"], 0.5)
+    h, s = pct(samples["h"], 0.5), pct(samples["s"], 0.5)
     print("1. decide (API) → the waiting agent resumes, one at a time")
-    print(f"   HttpChannel (agent over HTTP)   {_ms(samples['h'])}")
-    print(f"   StoreChannel (direct store)     {_ms(samples['s'])}")
+    print(f"   HttpChannel (agent over HTTP)   {ms_line(samples['h'])}")
+    print(f"   StoreChannel (direct store)     {ms_line(samples['s'])}")
     print(f"   ratio HTTP / store p50: {h / s:.2f}  (target ≤ 2)")
 
 
@@ -263,13 +206,13 @@ async def _many(url: str, pid: int, tokens: dict[str, str], agents: int, decisio
             return sim.got_at - t
 
         one = [await decide(sim) for sim in sims[:decisions]]
-        print(f"   decide → that agent's stream delivers, one at a time:      {_ms(one)}")
+        print(f"   decide → that agent's stream delivers, one at a time:      {ms_line(one)}")
         bursty: list[float] = []
         rest = sims[decisions:]
         for start in range(0, min(len(rest), 4 * burst), burst):
             bursty += await asyncio.gather(*(decide(sim) for sim in rest[start : start + burst]))
         if bursty:
-            print(f"   decide → delivered, {burst} decisions at once (x{len(bursty) // burst}): {_ms(bursty)}")
+            print(f"   decide → delivered, {burst} decisions at once (x{len(bursty) // burst}): {ms_line(bursty)}")
         beating.cancel()
         for task in listeners:
             task.cancel()
@@ -293,7 +236,8 @@ async def main() -> None:
         tokens = {name: add_user(store, name, role).token for name, role in (("ana", "approver"), ("bot", "agent"))}
         try:
             print(f"store: {'PostgreSQL' if args.dsn else 'SQLite'}; machine: {os.cpu_count()} cores")
-            with _server(location, schema, Path(tmp) / "key.pem") as (url, pid):
+            with serve(location, schema, Path(tmp) / "key.pem") as served:
+                url, pid = served.url, served.pid
                 await _latency(url, tokens, location, schema, args.n)
                 await _many(url, pid, tokens, args.agents, args.decisions, args.burst)
         finally:

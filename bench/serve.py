@@ -19,22 +19,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import os
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
 
 import httpx
+from _support import ms_line, serve
 
 from goldfive_core import AgentTools, Task, wrap
 from goldfive_core._util import args_digest, canonical_json
@@ -45,61 +43,6 @@ from goldfive_core.store import StoreChannel, decide, open_store
 from goldfive_core.store.base import HOST
 from goldfive_core.store.execution import run_approved
 from goldfive_core.store.users import add_user
-
-REPO = Path(__file__).resolve().parent.parent
-
-
-def _pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
-def _ms(values: list[float]) -> str:
-    return f"p50 {_pct(values, 0.5) * 1000:7.2f} ms   p99 {_pct(values, 0.99) * 1000:7.2f} ms   (n={len(values)})"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@contextlib.contextmanager
-def _server(location: str, schema: str | None, key: Path) -> Iterator[tuple[str, TrustKey]]:
-    port = _free_port()
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    env.pop("GOLDFIVE_DB", None)
-    env.pop("GOLDFIVE_DSN", None)
-    if location.startswith("postgres"):
-        env["GOLDFIVE_DSN"], env["GOLDFIVE_PG_SCHEMA"] = location, schema or "public"
-    else:
-        env["GOLDFIVE_DB"] = location
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "goldfive_core.cli", "serve", "--port", str(port), "--key", str(key)],
-        env=env,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        trust = None
-        while trust is None:
-            line = proc.stdout.readline()
-            if not line:
-                raise SystemExit("goldfive serve did not start")
-            if "GOLDFIVE_TRUST_KEY=" in line:
-                trust = TrustKey.parse(line.split("GOLDFIVE_TRUST_KEY=", 1)[1])
-        url = f"http://127.0.0.1:{port}"
-        for _ in range(200):
-            try:
-                httpx.get(url + "/api/me", timeout=1)
-                break
-            except httpx.TransportError:
-                time.sleep(0.05)
-        yield url, trust
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 async def _list_bench(client: httpx.AsyncClient, store: Any, rounds: int) -> list[float]:
@@ -267,7 +210,8 @@ async def _main(args: argparse.Namespace) -> None:
     store = open_store(location, schema=schema)
     token = add_user(store, "bench", "admin").token
     print(f"goldfive serve benchmark on {store.url}")
-    with _server(location, schema, tmp / "key.pem") as (url, trust):
+    with serve(location, schema, tmp / "key.pem") as served:
+        url, trust = served.url, TrustKey.parse(served.trust_line)
         async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=30) as c:
             listing = await _list_bench(c, store, args.rounds)
         # The agent trusts the server's key; the CLI path signs with the same key file (a CLI holding the key),
@@ -277,12 +221,12 @@ async def _main(args: argparse.Namespace) -> None:
         # SSE clients live in this process too: measure decide→body without them, then the fan-out.
         http_lat, cli_lat, _ = await _decisions(url, token, location, schema, signer, args.n, 0)
         _, _, fanout = await _decisions(url, token, location, schema, signer, args.n, args.sse)
-    print(f"GET /api/approvals, 1,000 pending:         {_ms(listing)}   target p50 <= 50 ms")
-    print(f"decide -> tool body starts, HTTP approve:  {_ms(http_lat)}")
-    print(f"decide -> tool body starts, CLI path:      {_ms(cli_lat)}")
+    print(f"GET /api/approvals, 1,000 pending:         {ms_line(listing)}   target p50 <= 50 ms")
+    print(f"decide -> tool body starts, HTTP approve:  {ms_line(http_lat)}")
+    print(f"decide -> tool body starts, CLI path:      {ms_line(cli_lat)}")
     ratio = statistics.median(http_lat) / statistics.median(cli_lat)
     print(f"  HTTP / CLI p50 ratio: {ratio:.2f}   target <= 2.0")
-    print(f"{args.sse} SSE clients, decision -> all saw it: {_ms(fanout)}   target p99 <= 1000 ms")
+    print(f"{args.sse} SSE clients, decision -> all saw it: {ms_line(fanout)}   target p99 <= 1000 ms")
     if args.dsn:
         import psycopg
 

@@ -35,6 +35,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
 
+from _support import pct
+
 from goldfive_core import (
     AgentTools,
     ApprovalRequest,
@@ -48,11 +50,6 @@ from goldfive_core.pb.v1 import events_pb2
 from goldfive_core.store import StoreChannel, open_store
 
 TIMEOUT_MS = 120_000
-
-
-def _pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 # -- the agent process ---------------------------------------------------------------------------------------
@@ -134,9 +131,9 @@ def store_latency(location: str, schema: str | None, n: int) -> dict[str, float]
         proc.wait(timeout=60)
     return {
         "p50": statistics.median(resume),
-        "p99": _pct(resume, 0.99),
+        "p99": pct(resume, 0.99),
         "ack_p50": statistics.median(acked),
-        "ack_p99": _pct(acked, 0.99),
+        "ack_p99": pct(acked, 0.99),
     }
 
 
@@ -194,9 +191,9 @@ async def memory_latency(n: int) -> dict[str, float]:
     await run
     return {
         "p50": statistics.median(samples),
-        "p99": _pct(samples, 0.99),
+        "p99": pct(samples, 0.99),
         "ack_p50": statistics.median(acked),
-        "ack_p99": _pct(acked, 0.99),
+        "ack_p99": pct(acked, 0.99),
     }
 
 
