@@ -5,7 +5,7 @@ It implements :class:`~goldfive_core.control.ControlTransport`, as the in-memory
 ``wrap(agent, control=StoreChannel(store), sinks=[channel.sink])`` works unchanged.
 
 Agent side: while bound, a task on the run's event loop waits for the store's
-inbox to change (SQLite: ``data_version`` polling; PostgreSQL: LISTEN/NOTIFY),
+inbox to change (SQLite: a wake socket every commit pokes; PostgreSQL: LISTEN/NOTIFY),
 claims the messages addressed to its runs, dispatches each through the bound
 dispatcher (synchronously, on the loop) and writes the ack back. Store I/O
 runs on one worker thread so the loop never waits on the database.

@@ -1,10 +1,23 @@
 """SqliteStore: the embedded default — one file, WAL, safe for several processes on one host.
 
 Writers serialize with ``BEGIN IMMEDIATE`` (and wait up to ``busy_timeout_s``
-for each other); readers never block. Waiting agents wake by polling
-``PRAGMA data_version``, which changes only when another connection commits:
-a check costs microseconds and touches no table. Polls are fast right after
-activity and back off to ``idle_poll_interval_s`` (40 ms) while idle.
+for each other); readers never block.
+
+Waiting (an agent for its inbox, a decider for its ack) is event-driven. SQLite
+has no notification, so goldfive adds one beside the database: a waiter binds a
+Unix datagram socket in ``<database>.wake/`` (a 0700 directory) for the length of
+its wait, and every commit — by any process or thread, the command line,
+``goldfive serve`` and ``StoreChannel.deliver`` included — sends one byte to each
+socket there (see ``_wake``). A poked waiter looks at ``PRAGMA data_version``
+(changes when another connection commits; microseconds, touches no table) or at
+the row it waits for. If a poke is lost, the waiter still looks every
+``wake_fallback_s`` (1 s; env ``GOLDFIVE_SQLITE_WAKE_FALLBACK_S``): a lost poke
+costs latency, never a message. A socket left by a killed process is removed by
+the next writer. Failures of the wake path are logged once.
+
+``wake=False`` (env ``GOLDFIVE_SQLITE_WAKE=0``), or a platform or directory where
+the sockets cannot be made, waits by polling instead: fast right after activity,
+backing off to ``idle_poll_interval_s`` (40 ms; env ``GOLDFIVE_SQLITE_IDLE_POLL_S``).
 """
 
 from __future__ import annotations
@@ -15,26 +28,58 @@ import os
 import sqlite3
 import stat
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, TypeVar
 
 from ..control import ControlAck
 from ..limits import Limits
 from ._sql import SqlStore
+from ._wake import WakeDir
 from .base import DEFAULT_STALE_AFTER_MS, StoreUnavailableError
 
 __all__ = ["DEFAULT_DB_PATH", "SqliteStore"]
 
 logger = logging.getLogger(__name__)
 
+T = TypeVar("T")
+
 DEFAULT_IDLE_POLL_S = 0.04
-"""Longest pause between two looks at ``PRAGMA data_version`` while a waiter sees no change (env
-``GOLDFIVE_SQLITE_IDLE_POLL_S``): an idle agent costs well under 1 % of a core, a decision wakes it
-within this long."""
+"""Without wake-ups, the longest pause between two looks at ``PRAGMA data_version`` while a waiter sees
+no change (env ``GOLDFIVE_SQLITE_IDLE_POLL_S``): a decision wakes a polling waiter within this long."""
+
+DEFAULT_WAKE_FALLBACK_S = 1.0
+"""With wake-ups, how long a waiter sleeps on its socket before looking anyway (env
+``GOLDFIVE_SQLITE_WAKE_FALLBACK_S``): what a lost poke costs at most."""
 
 DEFAULT_DB_PATH = "goldfive.db"
 """Where the command line and examples look when no ``--db`` / ``GOLDFIVE_DB`` is given."""
+
+
+def _wake_from_env() -> bool:
+    text = os.environ.get("GOLDFIVE_SQLITE_WAKE", "").strip().lower()
+    if text in ("", "1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    logger.warning("GOLDFIVE_SQLITE_WAKE=%r is not 1/0 (on/off); wake-ups stay on", text)
+    return True
+
+
+def _wake_fallback_from_env() -> float:
+    text = os.environ.get("GOLDFIVE_SQLITE_WAKE_FALLBACK_S", "")
+    if not text:
+        return DEFAULT_WAKE_FALLBACK_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value <= 3600:  # also refuses nan and inf
+        logger.warning(
+            "GOLDFIVE_SQLITE_WAKE_FALLBACK_S=%r is not 0..3600 seconds; using %g", text, DEFAULT_WAKE_FALLBACK_S
+        )
+        return DEFAULT_WAKE_FALLBACK_S
+    return value
 
 
 class SqliteStore(SqlStore):
@@ -50,6 +95,10 @@ class SqliteStore(SqlStore):
     file keeps its mode; a world-readable one is logged as a warning.
     ``migrate=False`` never creates or upgrades tables (it checks the schema
     instead); ``read_only=True`` opens the file read-only (implies ``migrate=False``).
+
+    Waiters sleep until a commit pokes them (``wake``, default on; env ``GOLDFIVE_SQLITE_WAKE``)
+    and look anyway every ``wake_fallback_s``; without wake-ups they poll every ``poll_interval_s``,
+    backing off to ``idle_poll_interval_s`` while idle (see the module docstring).
     """
 
     placeholder = "?"
@@ -71,6 +120,8 @@ class SqliteStore(SqlStore):
         busy_timeout_s: float = 5.0,
         poll_interval_s: float = 0.002,
         idle_poll_interval_s: float | None = None,
+        wake: bool | None = None,
+        wake_fallback_s: float | None = None,
         stale_after_ms: int = DEFAULT_STALE_AFTER_MS,
         migrate: bool = True,
         read_only: bool = False,
@@ -91,6 +142,15 @@ class SqliteStore(SqlStore):
         if not idle_poll_interval_s > 0:
             raise ValueError(f"idle_poll_interval_s must be > 0, got {idle_poll_interval_s}")
         self.idle_poll_interval_s = idle_poll_interval_s
+        if wake is None:
+            wake = _wake_from_env()
+        if wake_fallback_s is None:
+            wake_fallback_s = _wake_fallback_from_env()
+        if not 0 < wake_fallback_s < float("inf"):
+            raise ValueError(f"wake_fallback_s must be > 0 and finite, got {wake_fallback_s}")
+        self.wake_fallback_s = wake_fallback_s
+        # A read-only store never commits and never waits: it leaves no wake directory behind.
+        self._wake: WakeDir | None = WakeDir(self.path) if wake and not read_only else None
         self.stale_after_ms = stale_after_ms
         self.read_only = read_only
         self.limits = limits if limits is not None else Limits.from_env()
@@ -205,6 +265,8 @@ class SqliteStore(SqlStore):
                 conn.execute("ROLLBACK")
             raise
         conn.execute("COMMIT")
+        if self._wake is not None:
+            self._wake.poke()
 
     def _data_version(self) -> int:
         row = self._conn().execute("PRAGMA data_version").fetchone()
@@ -214,43 +276,52 @@ class SqliteStore(SqlStore):
         """Back off from ``poll_interval_s`` towards ``idle_poll_interval_s`` while nothing changes."""
         return min(interval * 1.5, max(self.idle_poll_interval_s, self.poll_interval_s))
 
-    def wait_inbox(self, timeout_s: float) -> None:
-        """Return when another connection committed (the inbox may have news) or at the deadline.
+    def _wait_for(self, ready: Callable[[], T | None], timeout_s: float, interval: float) -> tuple[T | None, float]:
+        """Call ``ready`` until it returns something or ``timeout_s`` passed; returns it and the poll interval.
 
-        Polls ``PRAGMA data_version`` (microseconds, touches no table): quickly right after activity,
-        backing off to ``idle_poll_interval_s`` while idle, so a waiting agent costs next to no CPU
-        and still wakes within tens of milliseconds of a decision.
+        Between looks this sleeps on a wake socket (poked by every commit, see ``_wake``), looking again
+        at least every ``wake_fallback_s`` in case a poke was lost; without wake-ups it polls, backing
+        off from ``interval`` to ``idle_poll_interval_s``.
         """
         deadline = time.monotonic() + max(timeout_s, 0.0)
-        with self._guard("waiting for control messages"):
-            seen = getattr(self._local, "data_version", None)
-            current = self._data_version()
-            self._local.data_version = current
-            if seen is None or current != seen:
-                self._local.poll = self.poll_interval_s
-                return
-            interval = getattr(self._local, "poll", self.poll_interval_s)
-            while True:
+        result = ready()
+        if result is not None or time.monotonic() >= deadline:
+            return result, interval
+        with contextlib.ExitStack() as stack:
+            waiter = stack.enter_context(self._wake.waiter()) if self._wake is not None else None
+            if waiter is not None:
+                result = ready()  # bound now: a commit after this look pokes us
+            while result is None:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     break
-                time.sleep(min(interval, left))
-                interval = self._next_poll(interval)
+                if waiter is not None:
+                    waiter.wait(min(self.wake_fallback_s, left))
+                else:
+                    time.sleep(min(interval, left))
+                    interval = self._next_poll(interval)
+                result = ready()
+        return result, interval
+
+    def wait_inbox(self, timeout_s: float) -> None:
+        """Return when another connection committed (the inbox may have news) or at the deadline.
+
+        Looks at ``PRAGMA data_version`` (microseconds, touches no table), which changes when another
+        connection commits; in between it sleeps until a writer pokes it (see :meth:`_wait_for`).
+        """
+        with self._guard("waiting for control messages"):
+            seen = getattr(self._local, "data_version", None)
+
+            def changed() -> bool | None:
                 current = self._data_version()
-                if current != seen:
-                    self._local.data_version = current
-                    self._local.poll = self.poll_interval_s
-                    return
-            self._local.poll = interval
+                if current == seen:
+                    return None
+                self._local.data_version = current
+                return True
+
+            news, interval = self._wait_for(changed, timeout_s, getattr(self._local, "poll", self.poll_interval_s))
+            self._local.poll = self.poll_interval_s if news else interval
 
     def wait_ack(self, control_id: str, timeout_s: float) -> ControlAck | None:
-        """Poll for the ack until ``timeout_s`` passed (backing off like :meth:`wait_inbox`)."""
-        deadline = time.monotonic() + max(timeout_s, 0.0)
-        interval = self.poll_interval_s
-        while True:
-            ack = self.get_ack(control_id)
-            left = deadline - time.monotonic()
-            if ack is not None or left <= 0:
-                return ack
-            time.sleep(min(interval, left))
-            interval = self._next_poll(interval)
+        """The ack of ``control_id`` once stored, or None after ``timeout_s`` (sleeping like :meth:`wait_inbox`)."""
+        return self._wait_for(lambda: self.get_ack(control_id), timeout_s, self.poll_interval_s)[0]
