@@ -43,8 +43,9 @@ from .cli_text import (
     _Exit,
     _json_line,
     _Out,
+    _page_note,
     _say,
-    _say_pending,
+    _say_pending_page,
     _show_text,
     _when,
 )
@@ -66,7 +67,7 @@ from .store import (
     StoreUnavailableError,
     open_store,
 )
-from .store.base import DETACHED_LIVENESS
+from .store.base import OPEN_STATUSES
 from .store.decide import (
     DEFAULT_DECIDE_TIMEOUT_S,
     AmbiguousApprovalError,
@@ -75,6 +76,7 @@ from .store.decide import (
     decide,
     find_approval,
 )
+from .store.views import approval_json, approvals_json, cli_approval, in_doubt_json, run_json
 
 __all__ = ["EXIT_FAILURE", "EXIT_OK", "EXIT_TIMEOUT", "EXIT_UNREACHABLE", "EXIT_USAGE", "main"]
 
@@ -93,18 +95,6 @@ FIELD_FULL = 4000
 def _t(value: object, limit: int | None = FIELD) -> str:
     """Untrusted text for a terminal line (see :func:`goldfive_core._text.inert`)."""
     return inert(value, limit)
-
-
-def _page_note(shown: int, offset: int, total: int, command: str) -> str:
-    """Say what part of a list is shown and how to get the rest; "" when everything is shown."""
-    more = max(total - offset - shown, 0)
-    if not offset and not more:
-        return ""
-    first = offset + 1 if shown else offset
-    note = f"showing {first}-{offset + shown} of {total}"
-    if more:
-        note += f"; {more} more: {command} --offset {offset + shown}"
-    return note
 
 
 # -- parsing ------------------------------------------------------------------------------------------
@@ -333,60 +323,10 @@ def _os_user() -> str:
 
 
 # -- commands -------------------------------------------------------------------------------------------
-def _status_of(store: Store, row: ApprovalRow) -> tuple[str, str]:
-    if not row.open:
-        return row.status, ""
-    live = store.liveness(store.run(row.run_id))
-    if live == "live":
-        return row.status, ""
-    if live == DETACHED_LIVENESS:  # parked by detach_after: still waits, resumes when decided
-        return "detached", f"run {row.run_id} is {live}"
-    return "orphaned", f"run {row.run_id} is not running: {live}"
-
-
 def _pending(store: Store, args: argparse.Namespace, out: _Out) -> int:
-    total = store.count_approvals(run_id=args.run)
-    rows = store.approvals(run_id=args.run, limit=args.limit, offset=args.offset, oldest_first=True)
-    listed = []
-    for row in rows:
-        status, why = _status_of(store, row)
-        listed.append({**row.as_dict(), "status": status, "orphaned_reason": why})
-    doubts = _in_doubt(store)
-    more = max(total - args.offset - len(listed), 0)
-    if out.json:
-        out.emit(
-            "",
-            {"pending": listed, "total": total, "offset": args.offset, "more": more, "in_doubt": doubts},
-        )
-        return EXIT_OK
-    if not total:
-        _say("no pending approvals")
-    _say_pending(listed)
-    note = _page_note(len(listed), args.offset, total, "goldfive pending")
-    if note:
-        _say(note)
-    for doubt in doubts:
-        _say(f"IN DOUBT  {_t(doubt['target_id'], 80)}: {_t(doubt['detail'], 400)}")
-        _say(f"    settle it: goldfive resolve {_t(doubt['target_id'], 80)} --ran | --did-not-run")
-    return EXIT_OK
-
-
-def _in_doubt(store: Store) -> list[dict[str, Any]]:
-    doubts = []
-    for ex in store.executions(state=ExecutionState.EXECUTING):
-        live = store.liveness(store.run(ex.run_id))
-        if live == "live":
-            continue
-        doubts.append(
-            {
-                "target_id": ex.target_id,
-                "run_id": ex.run_id,
-                "started_at_ms": ex.started_at_ms,
-                "detail": f"the approved tool started {_when(ex.started_at_ms)} in run {ex.run_id}, whose process "
-                f"stopped before recording a result ({live}); it may or may not have run — check before retrying",
-            }
-        )
-    return doubts
+    page = store.approval_page(statuses=OPEN_STATUSES, run_id=args.run, limit=args.limit, offset=args.offset)
+    listed = [cli_approval(item) for item in approvals_json(store, page.rows)]
+    return _say_pending_page(listed, page.total, args.offset, in_doubt_json(store), out)
 
 
 def _resolve(store: Store, ident: str, run: str | None) -> ApprovalRow:
@@ -400,11 +340,13 @@ def _resolve(store: Store, ident: str, run: str | None) -> ApprovalRow:
 
 def _show(store: Store, args: argparse.Namespace, out: _Out) -> int:
     row = _resolve(store, args.id, args.run)
-    status, why = _status_of(store, row)
+    run = store.run(row.run_id)
+    data = cli_approval(approval_json(row, liveness=store.liveness(run)))
     ex = store.execution(row.target_id)
-    data = {**row.as_dict(), "status": status, "orphaned_reason": why, "execution": ex.state.value if ex else "none"}
-    shown = {**data, "execution_started_at_ms": ex.started_at_ms if ex is not None else 0}
-    out.emit(_show_text(shown), data)
+    data["execution"] = ex.state.value if ex is not None else "none"
+    data["execution_started_at_ms"] = ex.started_at_ms if ex is not None else 0
+    data["run"] = run_json(store, run) if run is not None else None
+    out.emit(_show_text(data), data)
     return EXIT_OK
 
 

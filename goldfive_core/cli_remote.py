@@ -27,11 +27,13 @@ from .cli_text import (
     EXIT_USAGE,
     _Exit,
     _Out,
+    _page_note,
     _say,
-    _say_pending,
+    _say_pending_page,
     _show_text,
     _when,
 )
+from .store.views import cli_approval
 
 __all__ = ["run_remote"]
 
@@ -107,31 +109,34 @@ def _run_q(args: argparse.Namespace) -> str:
     return f"?run={_q(run)}" if run else ""
 
 
+_PAGE = 500  # the server's largest page
+
+
+def _paged(client: _Client, path: str, key: str, limit: int, offset: int) -> tuple[list[dict[str, Any]], int]:
+    """Up to ``limit`` items of a paged list from ``offset`` (several requests when over a page), and the total."""
+    items: list[dict[str, Any]] = []
+    sep = "&" if "?" in path else "?"
+    while True:
+        want = min(limit - len(items), _PAGE)
+        page = client.call("GET", f"{path}{sep}limit={max(want, 1)}&offset={offset + len(items)}")
+        total = int(page["total"])
+        items += page[key][: max(want, 0)]
+        if len(items) >= limit or not page[key] or offset + len(items) >= total:
+            return items, total
+
+
 def _pending(client: _Client, args: argparse.Namespace, out: _Out) -> int:
     run = f"&run={_q(args.run)}" if args.run else ""
-    listed: list[dict[str, Any]] = []
-    for state in ("pending", "orphaned"):
-        page = client.call("GET", f"/api/approvals?status={state}&limit=500{run}")
-        listed += page["approvals"]
-        if page["total"] > len(page["approvals"]):
-            _say(f"(showing {len(page['approvals'])} of {page['total']} {state}; filter with --run)", err=True)
-    listed.sort(key=lambda a: a["requested_at_ms"])
-    for item in listed:
-        item["status"] = item["state"]
-    if out.json:
-        out.emit("", {"pending": listed, "in_doubt": []})
-        return EXIT_OK
-    if not listed:
-        _say("no pending approvals")
-    _say_pending(listed)
-    return EXIT_OK
+    found, total = _paged(client, f"/api/approvals?status=open{run}", "approvals", args.limit, args.offset)
+    doubts = client.call("GET", "/api/in-doubt")["in_doubt"]
+    return _say_pending_page([cli_approval(item) for item in found], total, args.offset, doubts, out)
 
 
 def _show(client: _Client, args: argparse.Namespace, out: _Out) -> int:
     item = client.call("GET", f"/api/approvals/{_q(args.id)}{_run_q(args)}")
     item.pop("events", None)
-    status = item["state"] if item["state"] == "orphaned" else item["status"]
-    out.emit(_show_text({**item, "status": status}), item)
+    shown = cli_approval(item)
+    out.emit(_show_text(shown), shown)
     return EXIT_OK
 
 
@@ -218,15 +223,31 @@ def _ms(stamp: str) -> int:
 
 
 def _events(client: _Client, args: argparse.Namespace, out: _Out) -> int:
-    limit = max(args.limit, 1)
-    page = client.call(
-        "GET", f"/api/audit/events?limit={min(limit, 5000)}" + (f"&run={_q(args.run)}" if args.run else "")
-    )
-    for item in page["events"]:
+    run = f"&run={_q(args.run)}" if args.run else ""
+    if args.limit == 0:  # all of them, a page at a time
+        items: list[dict[str, Any]] = []
+        after = 0
+        while True:
+            page = client.call("GET", f"/api/audit/events?after={after}&limit=5000{run}")
+            items += page["events"]
+            if len(page["events"]) < 5000:
+                break
+            after = page["events"][-1]["seq"]
+    else:
+        page = client.call("GET", f"/api/audit/events?limit={min(args.limit, 5000)}{run}")
+        items = page["events"]
+    total = int(page.get("total", len(items)))
+    earlier = max(total - len(items), 0)
+    if out.json and not args.follow:
+        out.emit("", {"events": [_event_line(i)[1] for i in items], "total": total, "earlier": earlier})
+        return EXIT_OK
+    if earlier and not out.json:
+        _say(f"({earlier} earlier events not shown; --limit N shows more, --limit 0 all)")
+    for item in items:
         out.emit(*_event_line(item))
     if not args.follow:
         return EXIT_OK
-    last = int(page["head_seq"])
+    last = items[-1]["seq"] if items else int(page["head_seq"])
     path = "/api/events" + (f"?run={_q(args.run)}" if args.run else "")
     try:
         while True:  # reconnect after a dropped stream, from the last event seen
@@ -239,17 +260,19 @@ def _events(client: _Client, args: argparse.Namespace, out: _Out) -> int:
 
 
 def _runs(client: _Client, args: argparse.Namespace, out: _Out) -> int:
-    items = [
-        {k: r[k] for k in ("run_id", "pid", "host", "status", "liveness")}
-        for r in client.call("GET", "/api/runs?limit=50")["runs"]
-    ]
+    found, total = _paged(client, "/api/runs", "runs", args.limit, args.offset)
+    items = [{k: r[k] for k in ("run_id", "pid", "host", "status", "liveness")} for r in found]
     if out.json:
-        out.emit("", {"runs": items})
-    else:
-        for item in items:
-            _say(f"{_t(item['run_id'], 80)}  pid {item['pid']} on {_t(item['host'], 60)}  {_t(item['liveness'])}")
-        if not items:
-            _say("no runs recorded")
+        more = max(total - args.offset - len(items), 0)
+        out.emit("", {"runs": items, "total": total, "offset": args.offset, "more": more})
+        return EXIT_OK
+    for item in items:
+        _say(f"{_t(item['run_id'], 80)}  pid {item['pid']} on {_t(item['host'], 60)}  {_t(item['liveness'])}")
+    if not total:
+        _say("no runs recorded")
+    note = _page_note(len(items), args.offset, total, "goldfive runs")
+    if note:
+        _say(note)
     return EXIT_OK
 
 

@@ -76,6 +76,48 @@ def _say_pending(items: Sequence[Mapping[str, Any]]) -> None:
             _say(f"    orphaned: {inert(item['orphaned_reason'], 200)}; a decision is kept for a replay of the call")
 
 
+def _page_note(shown: int, offset: int, total: int, command: str) -> str:
+    """Say what part of a list is shown and how to get the rest; "" when everything is shown."""
+    more = max(total - offset - shown, 0)
+    if not offset and not more:
+        return ""
+    first = offset + 1 if shown else offset
+    note = f"showing {first}-{offset + shown} of {total}"
+    if more:
+        note += f"; {more} more: {command} --offset {offset + shown}"
+    return note
+
+
+def _doubt(item: Mapping[str, Any]) -> dict[str, Any]:
+    """An in-doubt call (``in_doubt_json``) with the sentence a person reads."""
+    return {
+        **item,
+        "detail": f"the approved tool started {_when(item['started_at_ms'])} in run {item['run_id']}, whose process "
+        f"stopped before recording a result ({item['liveness']}); it may or may not have run — check before retrying",
+    }
+
+
+def _say_pending_page(
+    listed: Sequence[Mapping[str, Any]], total: int, offset: int, doubts: Sequence[Mapping[str, Any]], out: _Out
+) -> int:
+    """``goldfive pending``'s output (one JSON object with ``--json``), the same in the database and HTTP modes."""
+    in_doubt = [_doubt(d) for d in doubts]
+    if out.json:
+        more = max(total - offset - len(listed), 0)
+        out.emit("", {"pending": list(listed), "total": total, "offset": offset, "more": more, "in_doubt": in_doubt})
+        return 0
+    if not total:
+        _say("no pending approvals")
+    _say_pending(listed)
+    note = _page_note(len(listed), offset, total, "goldfive pending")
+    if note:
+        _say(note)
+    for doubt in in_doubt:
+        _say(f"IN DOUBT  {inert(doubt['target_id'], 80)}: {inert(doubt['detail'], 400)}")
+        _say(f"    settle it: goldfive resolve {inert(doubt['target_id'], 80)} --ran | --did-not-run")
+    return 0
+
+
 _FULL = 4000  # characters of one untrusted field shown in full views
 
 

@@ -25,7 +25,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from .._util import now_ms, shorten
+from .._util import shorten
 from ..approvals import Principal
 from ..control import ControlAck, ControlKind, ControlMessage
 from ..events import event_to_dict
@@ -55,6 +55,7 @@ from ..store.decide import (
     find_approval,
 )
 from ..store.outbox import outbox_rows, outbox_summary
+from ..store.views import approval_json, approvals_json, in_doubt_json, run_json
 from .agents import AgentApi, agent_routes, audit_refusal
 from .auth import COOKIE, SESSION_TTL_MS, Authenticator, AuthError, User, derive_cookie_key
 from .notify import Notifier, NotifyConfig
@@ -74,13 +75,14 @@ MAX_AGENT_BODY_BYTES = 4 * 1024 * 1024
 """Largest body an agent may send (a batch of events; 413 beyond)."""
 
 MAX_PAGE = 500
-STATES = ("pending", "decided", "expired", "cancelled", "orphaned")
+STATES = ("pending", "decided", "expired", "cancelled", "orphaned", "open")
 _STATUSES_OF = {
     "pending": ("pending", "timed_out"),
     "orphaned": ("pending", "timed_out"),
     "decided": ("granted", "rejected"),
     "expired": ("expired",),
     "cancelled": ("cancelled",),
+    "open": ("pending", "timed_out"),  # still accepting a decision, whether or not a process waits (`goldfive pending`)
 }
 
 
@@ -122,109 +124,9 @@ async def _run(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     return await asyncio.to_thread(fn, *args, **kwargs)
 
 
-def _json_or_none(text: str) -> Any:
-    if not text:
-        return None
-    try:
-        return json.loads(text)
-    except ValueError:
-        return None
-
-
-def _liveness(store: Store, run: RunRow | None) -> str:
-    return run_liveness(run, stale_after_ms=store.stale_after_ms)
-
-
-def approval_json(row: ApprovalRow, *, liveness: str) -> dict[str, Any]:
-    """The JSON shape of one approval record (the inbox renders these)."""
-    state: str
-    if row.open:
-        # A run parked by detach_after still waits: it resumes by itself when decided.
-        state = "pending" if liveness in ("live", DETACHED_LIVENESS) else "orphaned"
-    elif row.status in ("granted", "rejected"):
-        state = "decided"
-    elif row.status == "expired":
-        state = "expired"
-    else:
-        state = "cancelled"
-    return {
-        "id": row.id,
-        "target_id": row.target_id,
-        "run_id": row.run_id,
-        "session_id": row.session_id,
-        "kind": row.kind,
-        "agent": row.metadata.get("agent_name", ""),
-        "prompt": row.prompt,
-        "task_id": row.task_id,
-        "tool_name": row.tool_name,
-        "args": _json_or_none(row.args_json),
-        "args_json": row.args_json,
-        "args_digest": row.args_digest,
-        # An approver of a quorum edited the arguments: args/args_digest above are the edited ones on the table
-        # (read and vote on those); the call's own stay here so the change is reviewable. None/"" otherwise.
-        "original_args": _json_or_none(row.original_args_json),
-        "original_args_digest": row.original_args_digest,
-        "metadata": dict(row.metadata),
-        "state": state,
-        "status": row.status,
-        "orphaned_reason": "" if state != "orphaned" else f"run {row.run_id} is not running: {liveness}",
-        "requested_at_ms": row.requested_at_ms,
-        "expires_at_ms": row.expires_at_ms,
-        "timeout_ms": row.timeout_ms,
-        "decision": row.decision,
-        "decided_by": row.decided_by,
-        "decided_at_ms": row.decided_at_ms,
-        "decided_via": row.decided_via,
-        "decided_channel": row.decided_channel,
-        "signed": bool(row.decision_sig),
-        "detail": row.detail,
-        "edited_args": _json_or_none(row.edited_args_json),
-        "edited_args_json": row.edited_args_json,
-        "rule": row.metadata.get("policy_rule") or None,
-        "policy": _policy_json(row.metadata, requested_at_ms=row.requested_at_ms),
-        "quorum_progress": row.quorum_progress,
-    }
-
-
-def _policy_json(meta: Mapping[str, str], *, requested_at_ms: int = 0) -> dict[str, Any] | None:
-    """What the request's rule says (who may answer, how many, escalation, grants offered); None without a rule."""
-    rule = meta.get("policy_rule")
-    if not rule:
-        return None
-    ask = Ask.from_metadata(meta)
-    escalate = ask.escalate if ask is not None else None
-    return {
-        # Nobody answered within escalate.after: the escalation group may answer now too.
-        "escalated": bool(escalate and requested_at_ms and now_ms() >= requested_at_ms + escalate.after_ms),
-        "rule": rule,
-        "action": meta.get("policy_action", ""),
-        "approvers": list(ask.approvers) if ask else [],
-        "quorum": ask.quorum if ask else 1,
-        "escalate_after": meta.get("policy_escalate_after", ""),
-        "escalate_to": meta.get("policy_escalate_to", ""),
-        "expires": meta.get("policy_expires", ""),
-        # What an approver may extend an approval to, in the words they read before confirming.
-        "grants": [{"scope": g.text(), "label": g.label()} for g in ask.grants] if ask and ask.quorum == 1 else [],
-        "error": meta.get("policy_error", ""),
-    }
-
-
-def run_json(store: Store, run: RunRow) -> dict[str, Any]:
-    """The JSON shape of one run."""
-    liveness = _liveness(store, run)
-    return {
-        "run_id": run.run_id,
-        "session_id": run.session_id,
-        "adapter": run.adapter,
-        "pid": run.pid,
-        "host": run.host,
-        "status": run.status,
-        "live": liveness == "live",
-        "liveness": liveness,
-        "started_at_ms": run.started_at_ms,
-        "heartbeat_at_ms": run.heartbeat_at_ms,
-        "ended_at_ms": run.ended_at_ms,
-    }
+def _liveness(store: Store, run: RunRow | None, now: int) -> str:
+    """Liveness judged on the store's clock (``now`` from ``store.clock_ms()``), never the server host's."""
+    return run_liveness(run, stale_after_ms=store.stale_after_ms, now=now)
 
 
 def _ack_json(ack: ControlAck) -> dict[str, Any]:
@@ -388,7 +290,8 @@ class _Api:
     # -- approvals ----------------------------------------------------------------------------------------------
     async def _live_runs(self) -> dict[str, str]:
         runs: list[RunRow] = await _run(self.store.runs, running_only=True)
-        found = {r.run_id: _liveness(self.store, r) for r in runs}
+        now: int = await _run(self.store.clock_ms)
+        found = {r.run_id: _liveness(self.store, r, now) for r in runs}
         for parked in await _run(self.store.detached_runs, status=DetachedStatus.WAITING, limit=1000):
             found.setdefault(parked.run_id, DETACHED_LIVENESS)
         return found
@@ -413,7 +316,7 @@ class _Api:
             limit=limit,
             offset=offset,
         )
-        items = [approval_json(r, liveness=liveness.get(r.run_id, "not running")) for r in page.rows]
+        items = await _run(approvals_json, self.store, page.rows, known=liveness)
         return JSONResponse({"approvals": items, "total": page.total, "limit": limit, "offset": offset})
 
     async def _find(self, request: Request) -> ApprovalRow:
@@ -431,7 +334,7 @@ class _Api:
     async def approval(self, request: Request, user: User) -> Response:
         row = await self._find(request)
         run = await _run(self.store.run, row.run_id)
-        data = approval_json(row, liveness=_liveness(self.store, run))
+        data = approval_json(row, liveness=await _run(self.store.liveness, run))
         rows = await _run(self.store.audit_rows, run_id=row.run_id, limit=1_000_000)
         data["events"] = [
             {"seq": r.seq, "kind": r.kind, "event": event_to_dict(r.event())}
@@ -440,7 +343,7 @@ class _Api:
         ex = await _run(self.store.execution, row.target_id)
         data["execution"] = ex.state.value if ex is not None else "none"
         data["execution_started_at_ms"] = ex.started_at_ms if ex is not None else 0
-        data["run"] = run_json(self.store, run) if run is not None else None
+        data["run"] = await _run(run_json, self.store, run) if run is not None else None
         return JSONResponse(data)
 
     async def _decide(self, request: Request, user: User, *, approve: bool) -> Response:
@@ -551,7 +454,8 @@ class _Api:
         offset = _int_param(request, "offset", 0, low=0, high=10**9)
         live_only = request.query_params.get("live") in ("1", "true")
         rows: list[RunRow] = await _run(self.store.runs, running_only=live_only)
-        items = [run_json(self.store, r) for r in rows]
+        now: int = await _run(self.store.clock_ms)
+        items = [run_json(self.store, r, now=now) for r in rows]
         if live_only:
             items = [i for i in items if i["live"]]
         return JSONResponse(
@@ -571,9 +475,8 @@ class _Api:
         limit = _int_param(request, "limit", 1000, low=1, high=5000)
         rows = await _run(self.store.audit_rows, after_seq=after, run_id=run.run_id, limit=limit)
         events = [{"seq": r.seq, "hash": r.hash, "kind": r.kind, "event": event_to_dict(r.event())} for r in rows]
-        return JSONResponse(
-            {"run": run_json(self.store, run), "events": events, "next_after": rows[-1].seq if rows else after}
-        )
+        shown = await _run(run_json, self.store, run)
+        return JSONResponse({"run": shown, "events": events, "next_after": rows[-1].seq if rows else after})
 
     async def _control(self, request: Request, user: User, kind: ControlKind) -> Response:
         body = await _body(request)
@@ -589,7 +492,7 @@ class _Api:
             if reason:
                 payload["reason"] = reason
         run = await self._run_row(request)
-        liveness = _liveness(self.store, run)
+        liveness = await _run(self.store.liveness, run)
         if liveness != "live":
             raise ApiError(409, f"run {run.run_id} is not running ({liveness}); nothing was sent")
         payload.update(run_id=run.run_id, decided_by=user.name, channel=user.channel)
@@ -685,11 +588,21 @@ class _Api:
     async def audit_events(self, request: Request, user: User) -> Response:
         head_seq, head_hash = await _run(self.store.audit_head)
         limit = _int_param(request, "limit", 200, low=1, high=5000)
-        after = _int_param(request, "after", max(0, head_seq - limit), low=0, high=2**62)
         run_id = request.query_params.get("run") or None
-        rows = await _run(self.store.audit_rows, after_seq=after, run_id=run_id, limit=limit)
+        if "after" in request.query_params:
+            after = _int_param(request, "after", 0, low=0, high=2**62)
+            rows = await _run(self.store.audit_rows, after_seq=after, run_id=run_id, limit=limit)
+        elif run_id:  # the run's own last `limit` events (its seqs are spread among other runs')
+            rows = (await _run(self.store.audit_rows, run_id=run_id, limit=1_000_000))[-limit:]
+        else:  # seqs grow by one per row: the last `limit` events
+            rows = await _run(self.store.audit_rows, after_seq=max(0, head_seq - limit), limit=limit)
+        total = await _run(self.store.count_audit, run_id=run_id)
         events = [{"seq": r.seq, "hash": r.hash, "kind": r.kind, "event": event_to_dict(r.event())} for r in rows]
-        return JSONResponse({"events": events, "head_seq": head_seq, "head_hash": head_hash})
+        return JSONResponse({"events": events, "head_seq": head_seq, "head_hash": head_hash, "total": total})
+
+    async def in_doubt(self, request: Request, user: User) -> Response:
+        """Approved calls whose process stopped while the body ran: a person settles them (`goldfive resolve`)."""
+        return JSONResponse({"in_doubt": await _run(in_doubt_json, self.store)})
 
     async def stream(self, request: Request, user: User) -> Response:
         raw = request.headers.get("last-event-id") or request.query_params.get("after")
@@ -790,6 +703,7 @@ def create_app(store: Store, config: ServerConfig) -> Starlette:
         Route("/api/audit/verify", r(api.audit_verify), methods=["GET"]),
         Route("/api/notifications", r(api.notifications), methods=["GET"]),
         Route("/api/audit/events", r(api.audit_events), methods=["GET"]),
+        Route("/api/in-doubt", r(api.in_doubt), methods=["GET"]),
         Route("/api/users", r(api.users, "manage_users"), methods=["GET"]),
         Route("/api/users", r(api.add_user, "manage_users"), methods=["POST"]),
         Route("/api/users/{name}/{action}", r(api.user_action, "manage_users"), methods=["POST"]),

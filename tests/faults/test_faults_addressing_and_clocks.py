@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -152,3 +154,77 @@ def test_a_crashed_run_is_closed_with_an_audit_event_and_its_approvals_orphaned(
     assert row["status"] == "orphaned" and "crashed" in row["orphaned_reason"]
     live = store.run("run-live")
     assert live is not None and store.liveness(live) == "live"
+
+
+@pytest.mark.parametrize("offset_s", [3600.0, -3600.0])
+def test_a_server_with_a_skewed_clock_sees_a_live_run_as_live(
+    backend: Backend, offset_s: float, tmp_path: Path
+) -> None:
+    """`goldfive serve` on a host whose clock is an hour off: the inbox still lists the waiting call as pending
+    (not orphaned), the run as live, and a decision through the API reaches the agent."""
+    httpx = pytest.importorskip("httpx")
+    made = subprocess.run(
+        [PYTHON, "-m", "goldfive_core.cli", "users", "add", "ana", "--role", "approver"],
+        env=backend.env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    token = made.stdout.strip().splitlines()[-1]
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    agent = subprocess.Popen(
+        [PYTHON, "-m", "agent_proc", "flow-a", "--call-id", "skew-s"],
+        env={**backend.env(), "PYTHONPATH": f"{HERE}:{backend.env()['PYTHONPATH']}"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    server = subprocess.Popen(
+        [
+            PYTHON,
+            SKEWED,
+            str(offset_s),
+            "-m",
+            "goldfive_core.cli",
+            "serve",
+            "--port",
+            str(port),
+            "--key",
+            str(tmp_path / "k.pem"),
+        ],
+        env=backend.env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        store = backend.open()
+        wait_until(lambda: store.approvals(), what="skew-s pending")
+        url, auth = f"http://127.0.0.1:{port}", {"Authorization": f"Bearer {token}"}
+
+        def up() -> bool:
+            try:
+                return httpx.get(url + "/api/me", headers=auth, timeout=2).status_code == 200
+            except httpx.TransportError:
+                return server.poll() is not None  # exited: fail below with its stderr
+
+        wait_until(up, timeout=30, what="goldfive serve up")
+        assert server.poll() is None, server.stderr.read() if server.stderr else ""
+        pending = httpx.get(url + "/api/approvals?status=pending", headers=auth, timeout=10).json()["approvals"]
+        assert [(p["target_id"], p["state"]) for p in pending] == [("skew-s", "pending")]  # not orphaned
+        runs = httpx.get(url + "/api/runs", headers=auth, timeout=10).json()["runs"]
+        assert [r["liveness"] for r in runs] == ["live"]
+        shown = httpx.get(url + "/api/approvals/skew-s", headers=auth, timeout=10).json()
+        assert shown["state"] == "pending" and shown["run"]["liveness"] == "live"
+        done = httpx.post(url + "/api/approvals/skew-s/approve", headers=auth, json={}, timeout=30)
+        assert done.status_code == 200 and done.json()["result"] == "SUCCESS", done.text
+        out, err = agent.communicate(timeout=30)
+        assert json.loads(out.splitlines()[-1])["output"]["decision"] == "approve", err
+    finally:
+        for proc in (agent, server):
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate(timeout=10)

@@ -111,6 +111,39 @@ async def test_the_command_line_through_a_server_prints_what_it_prints_on_the_da
             remote = await _cli(backend, "show", "call-p", url=served.url, token=token)
             assert "policy     rule 'large transfers' (ask) · approvers role:cfo" in local.stdout
             assert (remote.returncode, remote.stdout) == (local.returncode, local.stdout)
+
+            # A call whose process died while its body ran: in doubt, listed by `pending` both ways.
+            backend.open().mark_executing("call-p", run_id="run-p", pid=dead, host=HOST, args_digest=req.args_digest)
+            # --json: the same single object whichever way the store is reached (scripts read either).
+            for command in (
+                ["pending"],
+                ["pending", "--limit", "1"],
+                ["pending", "--limit", "1", "--offset", "1"],
+                ["show", "call-p"],
+                ["show", "call-r"],
+                ["runs"],
+                ["runs", "--limit", "1"],
+                ["events"],
+                ["events", "--limit", "0"],
+                ["events", "--limit", "2"],
+                ["events", "--run", "run-p"],
+                ["audit", "verify"],
+                ["grants"],
+            ):
+                local = await _cli(backend, "--json", *command)
+                remote = await _cli(backend, "--json", *command, url=served.url, token=token)
+                assert (remote.returncode, json.loads(remote.stdout)) == (local.returncode, json.loads(local.stdout))
+                assert local.stdout.count("\n") == 1, command  # one object, one line
+            listed = json.loads((await _cli(backend, "--json", "pending", url=served.url, token=token)).stdout)
+            assert [p["target_id"] for p in listed["pending"]] == ["call-p"]  # call-r was decided above
+            assert listed["pending"][0]["status"] == "orphaned" and listed["total"] == 1
+            assert [d["target_id"] for d in listed["in_doubt"]] == ["call-p"]
+            text = (await _cli(backend, "pending", url=served.url, token=token)).stdout
+            assert "IN DOUBT  call-p" in text and text == (await _cli(backend, "pending")).stdout
+            run_events = json.loads(
+                (await _cli(backend, "--json", "events", "--run", "run-p", url=served.url, token=token)).stdout
+            )
+            assert [e["event"]["run_id"] for e in run_events["events"]] == ["run-p", "run-p"]
         finally:
             await agent.close()
     gone = await _cli(backend, "pending", url=served.url, token=token)

@@ -1,0 +1,174 @@
+"""The JSON shapes of approval records, runs and in-doubt calls, one definition for every reader.
+
+``goldfive serve``'s API and inbox, the ``goldfive`` command against the database and the same command
+against a server (``--url``) all show these, so a script reading ``--json`` sees the same object
+whichever way it reached the store.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .._util import now_ms
+from ..policy import Ask
+from .base import DETACHED_LIVENESS, ApprovalRow, ExecutionState, RunRow, Store, run_liveness
+
+__all__ = [
+    "approval_json",
+    "approvals_json",
+    "cli_approval",
+    "in_doubt_json",
+    "json_or_none",
+    "policy_json",
+    "run_json",
+]
+
+
+def json_or_none(text: str) -> Any:
+    if not text:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def approval_json(row: ApprovalRow, *, liveness: str) -> dict[str, Any]:
+    """The JSON shape of one approval record (the inbox renders these)."""
+    state: str
+    if row.open:
+        # A run parked by detach_after still waits: it resumes by itself when decided.
+        state = "pending" if liveness in ("live", DETACHED_LIVENESS) else "orphaned"
+    elif row.status in ("granted", "rejected"):
+        state = "decided"
+    elif row.status == "expired":
+        state = "expired"
+    else:
+        state = "cancelled"
+    return {
+        "id": row.id,
+        "target_id": row.target_id,
+        "run_id": row.run_id,
+        "session_id": row.session_id,
+        "kind": row.kind,
+        "agent": row.metadata.get("agent_name", ""),
+        "prompt": row.prompt,
+        "task_id": row.task_id,
+        "tool_name": row.tool_name,
+        "args": json_or_none(row.args_json),
+        "args_json": row.args_json,
+        "args_digest": row.args_digest,
+        # An approver of a quorum edited the arguments: args/args_digest above are the edited ones on the table
+        # (read and vote on those); the call's own stay here so the change is reviewable. None/"" otherwise.
+        "original_args": json_or_none(row.original_args_json),
+        "original_args_digest": row.original_args_digest,
+        "original_args_json": row.original_args_json,
+        "metadata": dict(row.metadata),
+        "state": state,
+        "status": row.status,
+        "orphaned_reason": "" if state != "orphaned" else f"run {row.run_id} is not running: {liveness}",
+        "liveness": liveness,
+        "requested_at_ms": row.requested_at_ms,
+        "expires_at_ms": row.expires_at_ms,
+        "timeout_ms": row.timeout_ms,
+        "decision": row.decision,
+        "decided_by": row.decided_by,
+        "decided_at_ms": row.decided_at_ms,
+        "decided_via": row.decided_via,
+        "decided_channel": row.decided_channel,
+        "signed": bool(row.decision_sig),
+        # The server's Ed25519 signature over the decision (hex); `goldfive audit verify` checks it.
+        "decision_sig": row.decision_sig,
+        "detail": row.detail,
+        "edited_args": json_or_none(row.edited_args_json),
+        "edited_args_json": row.edited_args_json,
+        "rule": row.metadata.get("policy_rule") or None,
+        "policy": policy_json(row.metadata, requested_at_ms=row.requested_at_ms),
+        "quorum_progress": row.quorum_progress,
+    }
+
+
+def policy_json(meta: Mapping[str, str], *, requested_at_ms: int = 0) -> dict[str, Any] | None:
+    """What the request's rule says (who may answer, how many, escalation, grants offered); None without a rule."""
+    rule = meta.get("policy_rule")
+    if not rule:
+        return None
+    ask = Ask.from_metadata(meta)
+    escalate = ask.escalate if ask is not None else None
+    return {
+        # Nobody answered within escalate.after: the escalation group may answer now too.
+        "escalated": bool(escalate and requested_at_ms and now_ms() >= requested_at_ms + escalate.after_ms),
+        "rule": rule,
+        "action": meta.get("policy_action", ""),
+        "approvers": list(ask.approvers) if ask else [],
+        "quorum": ask.quorum if ask else 1,
+        "escalate_after": meta.get("policy_escalate_after", ""),
+        "escalate_to": meta.get("policy_escalate_to", ""),
+        "expires": meta.get("policy_expires", ""),
+        # What an approver may extend an approval to, in the words they read before confirming.
+        "grants": [{"scope": g.text(), "label": g.label()} for g in ask.grants] if ask and ask.quorum == 1 else [],
+        "error": meta.get("policy_error", ""),
+    }
+
+
+def run_json(store: Store, run: RunRow, *, now: int | None = None) -> dict[str, Any]:
+    """The JSON shape of one run; liveness on the store's clock (``now`` = ``store.clock_ms()`` read once for a
+    list, else read here)."""
+    stale = store.stale_after_ms
+    liveness = store.liveness(run) if now is None else run_liveness(run, stale_after_ms=stale, now=now)
+    return {
+        "run_id": run.run_id,
+        "session_id": run.session_id,
+        "adapter": run.adapter,
+        "pid": run.pid,
+        "host": run.host,
+        "status": run.status,
+        "live": liveness == "live",
+        "liveness": liveness,
+        "started_at_ms": run.started_at_ms,
+        "heartbeat_at_ms": run.heartbeat_at_ms,
+        "ended_at_ms": run.ended_at_ms,
+    }
+
+
+def approvals_json(
+    store: Store, rows: Sequence[ApprovalRow], *, known: Mapping[str, str] | None = None
+) -> list[dict[str, Any]]:
+    """:func:`approval_json` of each row, its run's liveness from ``known`` (run id → liveness) or read once per
+    run on the store's clock."""
+    liveness = dict(known or {})
+    missing = {row.run_id for row in rows} - liveness.keys()
+    if missing:
+        now = store.clock_ms()
+        for run_id in missing:
+            liveness[run_id] = run_liveness(store.run(run_id), stale_after_ms=store.stale_after_ms, now=now)
+    return [approval_json(row, liveness=liveness[row.run_id]) for row in rows]
+
+
+def cli_approval(item: Mapping[str, Any]) -> dict[str, Any]:
+    """An :func:`approval_json` object as the ``goldfive`` command shows it: ``status`` says whether a person
+    can still help (``detached``: a parked run resumes when decided; ``orphaned``: no process waits)."""
+    shown = dict(item)
+    if item["state"] == "orphaned":
+        shown["status"] = "orphaned"
+    elif item["state"] == "pending" and item.get("liveness") == DETACHED_LIVENESS:
+        shown["status"] = "detached"
+        shown["orphaned_reason"] = f"run {item['run_id']} is {DETACHED_LIVENESS}"
+    return shown
+
+
+def in_doubt_json(store: Store) -> list[dict[str, Any]]:
+    """Approved calls that started and whose process stopped before recording a result, newest first."""
+    doubts = []
+    executing = store.executions(state=ExecutionState.EXECUTING)
+    now = store.clock_ms() if executing else 0
+    for ex in executing:
+        liveness = run_liveness(store.run(ex.run_id), stale_after_ms=store.stale_after_ms, now=now)
+        if liveness == "live":
+            continue
+        doubts.append(
+            {"target_id": ex.target_id, "run_id": ex.run_id, "started_at_ms": ex.started_at_ms, "liveness": liveness}
+        )
+    return doubts
