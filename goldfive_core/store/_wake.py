@@ -37,7 +37,7 @@ from pathlib import Path
 
 __all__ = ["MAX_WAITERS", "WakeDir", "Waiter"]
 
-logger = logging.getLogger("goldfive_core.store.sqlite")
+logger = logging.getLogger(__name__)
 
 MAX_WAITERS = 1024
 """At most this many sockets are poked per commit (more waiters than this on one database fall back to polling)."""

@@ -167,7 +167,7 @@ def test_a_failing_poke_is_logged_once_and_the_fallback_poll_delivers(
             raise PermissionError(13, "Permission denied")
 
     monkeypatch.setattr(_wake.socket, "socket", Unwritable)
-    with caplog.at_level(logging.WARNING, logger="goldfive_core.store.sqlite"):
+    with caplog.at_level(logging.WARNING, logger="goldfive_core.store"):
         writer.ack_controls([(row, ControlAck.success(msg.id, "paused"))])
         writer.post_control(ControlMessage(ControlKind.PAUSE, {"run_id": "run-2"}), run_id="run-2")
         ack = acked.result(timeout=BOUND_S)
@@ -254,7 +254,7 @@ def test_the_wake_directory_is_private(sqlite_backend: Backend, caplog: pytest.L
     os.chmod(wake, 0o777)  # made by someone else's umask, or planted: not used
     other = SqliteStore(sqlite_backend.location, wake_fallback_s=LONG_FALLBACK_S)
     other.wait_inbox(0)
-    with caplog.at_level(logging.WARNING, logger="goldfive_core.store.sqlite"):
+    with caplog.at_level(logging.WARNING, logger="goldfive_core.store"):
         other.wait_inbox(0.01)
         other.wait_inbox(0.01)
     assert os.listdir(wake) == []  # no socket in it: this waiter polled
@@ -317,7 +317,7 @@ def test_a_broken_wake_socket_is_logged_once_and_the_wait_becomes_a_poll(
     sqlite_backend: Backend, caplog: pytest.LogCaptureFixture
 ) -> None:
     wake = _wake.WakeDir(sqlite_backend.location)
-    with wake.waiter() as waiter, caplog.at_level(logging.WARNING, logger="goldfive_core.store.sqlite"):
+    with wake.waiter() as waiter, caplog.at_level(logging.WARNING, logger="goldfive_core.store"):
         assert waiter is not None
         waiter._sock.close()
         assert waiter.wait(0.01) is False

@@ -16,6 +16,11 @@ from goldfive_core.store import SqliteStore
 WAIT_S = 25.0
 
 
+def _say(line: str) -> None:
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
 def main() -> None:
     db, what = sys.argv[1], sys.argv[2]
     store = SqliteStore(db, wake_fallback_s=30.0, create=False)
@@ -25,11 +30,11 @@ def main() -> None:
         before = store._data_version()
         store.wait_inbox(WAIT_S)
         woken = store._data_version() != before
-        print(f"{'woken' if woken else 'timeout'} {time.monotonic() - started:.3f}", flush=True)  # noqa: T201
+        _say(f"{'woken' if woken else 'timeout'} {time.monotonic() - started:.3f}")
     else:
         ack = store.wait_ack(sys.argv[3], WAIT_S)
         result = "timeout" if ack is None else f"acked {ack.result.value}"
-        print(f"{result} {time.monotonic() - started:.3f}", flush=True)  # noqa: T201
+        _say(f"{result} {time.monotonic() - started:.3f}")
     store.close()
 
 
