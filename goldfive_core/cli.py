@@ -43,9 +43,9 @@ from .cli_text import (
     _Exit,
     _json_line,
     _Out,
-    _page_note,
     _say,
     _say_pending_page,
+    _say_runs,
     _show_text,
     _when,
 )
@@ -513,22 +513,9 @@ def _events(store: Store, args: argparse.Namespace, out: _Out) -> int:
 
 def _runs(store: Store, args: argparse.Namespace, out: _Out) -> int:
     total = store.count_runs(running_only=False)
-    items = []
-    for run in store.runs(running_only=False, limit=args.limit, offset=args.offset):
-        live = store.liveness(run)
-        items.append({"run_id": run.run_id, "pid": run.pid, "host": run.host, "status": run.status, "liveness": live})
-    more = max(total - args.offset - len(items), 0)
-    if out.json:
-        out.emit("", {"runs": items, "total": total, "offset": args.offset, "more": more})
-        return EXIT_OK
-    for item in items:
-        _say(f"{_t(item['run_id'], 80)}  pid {item['pid']} on {_t(item['host'], 60)}  {_t(item['liveness'])}")
-    if not total:
-        _say("no runs recorded")
-    note = _page_note(len(items), args.offset, total, "goldfive runs")
-    if note:
-        _say(note)
-    return EXIT_OK
+    runs = store.runs(running_only=False, limit=args.limit, offset=args.offset)
+    now = store.clock_ms() if runs else 0
+    return _say_runs([run_json(store, run, now=now) for run in runs], total, args.offset, out)
 
 
 def _notify_status(store: Store, args: argparse.Namespace, out: _Out) -> int:

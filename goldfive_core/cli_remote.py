@@ -27,9 +27,9 @@ from .cli_text import (
     EXIT_USAGE,
     _Exit,
     _Out,
-    _page_note,
     _say,
     _say_pending_page,
+    _say_runs,
     _show_text,
     _when,
 )
@@ -261,19 +261,7 @@ def _events(client: _Client, args: argparse.Namespace, out: _Out) -> int:
 
 def _runs(client: _Client, args: argparse.Namespace, out: _Out) -> int:
     found, total = _paged(client, "/api/runs", "runs", args.limit, args.offset)
-    items = [{k: r[k] for k in ("run_id", "pid", "host", "status", "liveness")} for r in found]
-    if out.json:
-        more = max(total - args.offset - len(items), 0)
-        out.emit("", {"runs": items, "total": total, "offset": args.offset, "more": more})
-        return EXIT_OK
-    for item in items:
-        _say(f"{_t(item['run_id'], 80)}  pid {item['pid']} on {_t(item['host'], 60)}  {_t(item['liveness'])}")
-    if not total:
-        _say("no runs recorded")
-    note = _page_note(len(items), args.offset, total, "goldfive runs")
-    if note:
-        _say(note)
-    return EXIT_OK
+    return _say_runs(found, total, args.offset, out)
 
 
 def _audit(client: _Client, args: argparse.Namespace, out: _Out) -> int:

@@ -118,6 +118,40 @@ def _say_pending_page(
     return 0
 
 
+_RUN_KEYS = ("run_id", "pid", "host", "status", "liveness", "paused")
+
+
+def _pause_text(pause: Mapping[str, Any] | None) -> str:
+    if not pause:
+        return ""
+    if pause.get("escalated"):
+        what = str(pause.get("drift_kind") or "drift").replace("_", " ")
+        return f"  ESCALATED ({inert(what, 40)}): resume, steer or cancel it"
+    who = f" by {inert(pause['by'], 60)}" + (f" ({inert(pause['channel'], 10)})" if pause.get("channel") else "")
+    why = f": {inert(pause['reason'], 120)}" if pause.get("reason") else ""
+    return f"  PAUSED{who if pause.get('by') else ''}{why}"
+
+
+def _say_runs(runs: Sequence[Mapping[str, Any]], total: int, offset: int, out: _Out) -> int:
+    """``goldfive runs``' output from run JSON objects, the same in the database and HTTP modes."""
+    items = [{key: run.get(key) for key in _RUN_KEYS} for run in runs]
+    if out.json:
+        more = max(total - offset - len(items), 0)
+        out.emit("", {"runs": items, "total": total, "offset": offset, "more": more})
+        return 0
+    for item in items:
+        _say(
+            f"{inert(item['run_id'], 80)}  pid {item['pid']} on {inert(item['host'], 60)}  "
+            f"{inert(item['liveness'], 200)}{_pause_text(item['paused'])}"
+        )
+    if not total:
+        _say("no runs recorded")
+    note = _page_note(len(items), offset, total, "goldfive runs")
+    if note:
+        _say(note)
+    return 0
+
+
 _FULL = 4000  # characters of one untrusted field shown in full views
 
 

@@ -18,6 +18,8 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, ClassVar, TypeVar
 
+from google.protobuf.message import DecodeError
+
 from .._util import canonical_json, now_ms, shorten
 from ..approvals import DECIDED_STATUSES, ApprovalStatus, sources
 from ..control import ControlAck, ControlMessage, check_message
@@ -665,6 +667,25 @@ class SqlStore(Store):
             else:
                 row = self._exec(self._conn(), "SELECT COUNT(*) FROM gf_audit").fetchone()
             return int(row[0])
+
+    def pause_of(self, run_id: str) -> events_pb2.RunPaused | None:
+        """The run's standing pause: its last pause/resume event, when that is a pause."""
+        with self._guard(f"reading run {run_id!r}'s pause"):
+            row = self._exec(
+                self._conn(),
+                f"SELECT {AUDIT_COLS} FROM gf_audit WHERE run_id = ? AND kind IN ('run_paused', 'run_resumed') "
+                "ORDER BY sequence DESC LIMIT 1",
+                (run_id,),
+            ).fetchone()
+        if row is None:
+            return None
+        found = audit_row(row)
+        if found.kind != "run_paused":
+            return None
+        try:
+            return found.event().run_paused
+        except DecodeError:  # a body that no longer parses: audit verify reports it; here the run shows no pause
+            return None
 
     def decide_in_store(
         self,

@@ -437,6 +437,10 @@ class Store(abc.ABC):
         """How many audit rows there are (of one run)."""
 
     @abc.abstractmethod
+    def pause_of(self, run_id: str) -> events_pb2.RunPaused | None:
+        """The run's standing pause (its last ``run_paused`` with no ``run_resumed`` after it), else None."""
+
+    @abc.abstractmethod
     def decide_in_store(
         self,
         approval_id: int,

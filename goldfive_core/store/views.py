@@ -12,6 +12,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .._util import now_ms
+from ..convert import timestamp_to_ms
+from ..pb.v1 import events_pb2
 from ..policy import Ask
 from .base import DETACHED_LIVENESS, ApprovalRow, ExecutionState, RunRow, Store, run_liveness
 
@@ -21,6 +23,7 @@ __all__ = [
     "cli_approval",
     "in_doubt_json",
     "json_or_none",
+    "pause_json",
     "policy_json",
     "run_json",
 ]
@@ -130,6 +133,22 @@ def run_json(store: Store, run: RunRow, *, now: int | None = None) -> dict[str, 
         "started_at_ms": run.started_at_ms,
         "heartbeat_at_ms": run.heartbeat_at_ms,
         "ended_at_ms": run.ended_at_ms,
+        # A live run waiting for RESUME / STEER (paused by a person, or escalated by the ladder); None otherwise.
+        "paused": pause_json(store.pause_of(run.run_id)) if liveness == "live" else None,
+    }
+
+
+def pause_json(pause: events_pb2.RunPaused | None) -> dict[str, Any] | None:
+    """Who paused a run and why (an escalation names its drift), from its standing ``run_paused`` event."""
+    if pause is None:
+        return None
+    return {
+        "by": pause.paused_by,
+        "channel": pause.channel,
+        "reason": pause.reason,
+        "escalated": pause.escalated,
+        "drift_kind": pause.drift_kind,
+        "deadline_at_ms": timestamp_to_ms(pause.deadline_at) if pause.HasField("deadline_at") else 0,
     }
 
 

@@ -11,6 +11,7 @@ import contextlib
 import json
 import os
 import re
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -322,6 +323,22 @@ def test_a_paused_run_shows_its_badge_live_resume_clears_it_and_a_steer_reaches_
     expect(ben.get_by_role("button", name="Resume")).to_be_visible()
     expect(ben.get_by_role("button", name="Pause")).to_be_hidden()
     ana.screenshot(path=str(ARTIFACTS / "run-paused.png"), full_page=True)
+    # The runs list says so too (it has no events: the server reads the run's standing pause), and so does
+    # `goldfive runs` on the database.
+    ben.goto(f"{server.url}/#/runs")
+    listed = ben.locator("#runs-table .badge")
+    expect(listed).to_have_text("PAUSED")
+    expect(listed).to_have_attribute("title", "by ana (web): paused from the inbox")
+    ben.screenshot(path=str(ARTIFACTS / "runs-list-paused.png"), full_page=True)
+    runs = subprocess.run(
+        [sys.executable, "-m", "goldfive_core.cli", "--db", str(server.db), "runs"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    assert f"{run_id}  pid" in runs and "live  PAUSED by ana (web): paused from the inbox" in runs, runs
+    ben.goto(f"{server.url}/#/runs/{run_id}")
 
     # Ben resumes it: the badge clears everywhere and the agent goes on working.
     searched = len([line for line in agent.output().splitlines() if line.startswith("searching")])
@@ -330,6 +347,9 @@ def test_a_paused_run_shows_its_badge_live_resume_clears_it_and_a_steer_reaches_
         expect(page.locator("#run-badge")).to_have_text("RUNNING")
         expect(page.locator("#run-drift")).to_be_hidden()
     expect(ana.locator("#run-events")).to_contain_text("run resumed by ben")
+    ana.goto(f"{server.url}/#/runs")
+    expect(ana.locator("#runs-table .badge")).to_have_text("RUNNING")
+    ana.goto(f"{server.url}/#/runs/{run_id}")
     agent.wait_for(lambda _: len([x for x in agent.output().splitlines() if x.startswith("searching")]) > searched)
 
     # Paused again, a steer resumes it and its text reaches the model.

@@ -798,7 +798,7 @@
           "tr",
           {},
           el("td", {}, el("a", { class: "mono", href: `#/runs/${encodeURIComponent(id)}`, text: clip(id, 80) })),
-          el("td", {}, el("span", { class: "badge " + st.cls, text: st.label })),
+          el("td", {}, el("span", { class: "badge " + st.cls, text: st.label, title: clip(st.why || "", 300) })),
           el("td", { text: clip(pick(run, "agent") || pick(run, "adapter") || "—", 80) }),
           el("td", { text: clock(ms(pick(run, "started_at_ms"))) }),
           el("td", { text: clip(`${pick(run, "pid") || "?"} on ${pick(run, "host") || "?"}`, 120) }),
@@ -821,6 +821,16 @@
       if (!pause) return { label: "RUNNING", cls: "running" };
       if (pause.escalated) return { label: `ESCALATED · ${pause.name}`, cls: "escalated", drift: pause };
       return { label: "PAUSED", cls: "paused", why: pause.why };
+    }
+    const standing = pick(run, "paused");
+    if (standing && !events.length) {
+      // The runs list has no events: the server read the run's standing pause from its log.
+      const by = String(pick(standing, "by") || "");
+      const via = String(pick(standing, "channel") || "");
+      if (pick(standing, "escalated"))
+        return { label: `ESCALATED · ${clip(String(pick(standing, "drift_kind") || "a drift").replace(/_/g, " "), 60)}`, cls: "escalated" };
+      const why = (by ? `by ${by}${via ? " (" + via + ")" : ""}: ` : "") + String(pick(standing, "reason") || "");
+      return { label: "PAUSED", cls: "paused", why };
     }
     const esc = escalationOf(pick(run, "run_id"), events);
     if (esc) return { label: `ESCALATED · ${esc.name}`, cls: "escalated", drift: esc };
