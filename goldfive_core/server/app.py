@@ -156,6 +156,14 @@ async def _body(request: Request) -> dict[str, Any]:
     return body
 
 
+def _names(body: Mapping[str, Any], key: str) -> list[str]:
+    """A list of short names in the body (absent = none); 400 for anything else."""
+    value = body.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value) or len(value) > 100:
+        raise ApiError(400, f"{key!r} must be a list of names (at most 100)")
+    return [str(v) for v in value]
+
+
 def _text_field(body: Mapping[str, Any], key: str, *, required: bool = False, limit: int = 4000) -> str:
     value = body.get(key)
     if value is None:
@@ -550,9 +558,20 @@ class _Api:
         )
 
     async def user_action(self, request: Request, user: User) -> Response:
-        await _body(request)
+        body = await _body(request)
         name, action = request.path_params["name"], request.path_params["action"]
         try:
+            if action == "groups":
+                _only(body, ("add", "remove"))
+                add, remove = _names(body, "add"), _names(body, "remove")
+                if not add and not remove:
+                    raise ApiError(400, 'say which groups to "add" and/or "remove" (lists of names)')
+                try:
+                    row = await _run(users_mod.set_groups, self.store, name, add=add, remove=remove)
+                except users_mod.UserError as exc:
+                    status = 404 if str(exc).startswith("unknown user") else 400
+                    raise ApiError(status, str(exc)) from None
+                return JSONResponse({"name": row.name, "role": row.role, "groups": list(row.groups)})
             if action == "rotate":
                 made = await _run(users_mod.rotate_user, self.store, name)
                 return JSONResponse({"name": made.user.name, "role": made.user.role, "token": made.token})
@@ -561,7 +580,7 @@ class _Api:
                 return JSONResponse({"name": row.name, "role": row.role, "disabled": True})
         except users_mod.UserError as exc:
             raise ApiError(404, str(exc)) from None
-        raise ApiError(404, f"unknown user action {shorten(action, 40)!r}: use rotate or disable")
+        raise ApiError(404, f"unknown user action {shorten(action, 40)!r}: use rotate, disable or groups")
 
     # -- audit and the stream ---------------------------------------------------------------------------------------
     async def audit_verify(self, request: Request, user: User) -> Response:

@@ -111,6 +111,9 @@ class SqlStore(Store):
     ddl_types: ClassVar[Mapping[str, str]] = {}
     unavailable_errors: tuple[type[BaseException], ...] = ()
     backend_errors: tuple[type[BaseException], ...] = ()
+    for_update = ""
+    """Appended to a SELECT whose row a transaction then changes (PostgreSQL: `` FOR UPDATE``; SQLite's
+    ``BEGIN IMMEDIATE`` already holds the database)."""
 
     def __init__(self) -> None:
         self.retry_budget_s = _retry_budget_from_env()
@@ -1324,6 +1327,26 @@ class SqlStore(Store):
         with self._guard("listing users"):
             cur = self._exec(self._conn(), f"SELECT {USER_COLS} FROM gf_users ORDER BY name")
             return [user_row(r) for r in cur.fetchall()]
+
+    def change_user_groups(
+        self, name: str, change: Callable[[tuple[str, ...]], tuple[str, ...]]
+    ) -> tuple[str, ...] | None:
+        """A user's policy groups replaced by ``change(current)`` in one transaction; None when unknown."""
+        with self._guard(f"changing user {name!r}'s groups"):
+            conn = self._conn()
+            with self._transaction(conn):
+                row = self._exec(
+                    conn, f"SELECT policy_groups FROM gf_users WHERE name = ?{self.for_update}", (name,)
+                ).fetchone()
+                if row is None:
+                    return None
+                groups = change(tuple(g for g in str(row[0] or "").split(",") if g))
+                self._exec(
+                    conn,
+                    "UPDATE gf_users SET policy_groups = ?, updated_at_ms = ? WHERE name = ?",
+                    (",".join(sorted(set(groups))), now_ms(), name),
+                )
+                return tuple(sorted(set(groups)))
 
     def update_user(
         self,

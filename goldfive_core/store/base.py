@@ -13,7 +13,7 @@ import abc
 import dataclasses
 import os
 import socket
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from enum import StrEnum
 from typing import Any
 
@@ -613,6 +613,14 @@ class Store(abc.ABC):
         groups: tuple[str, ...] | None = None,
     ) -> bool:
         """Change a user (a new token or disabling also ends their web sessions); False if unknown."""
+        raise StoreError(f"{type(self).__name__} keeps no users")
+
+    def change_user_groups(
+        self, name: str, change: Callable[[tuple[str, ...]], tuple[str, ...]]
+    ) -> tuple[str, ...] | None:
+        """Replace a user's policy groups by ``change(current)`` in one transaction (two admins changing groups at
+        once both take effect); the groups after, or None for an unknown user. An error from ``change`` changes
+        nothing."""
         raise StoreError(f"{type(self).__name__} keeps no users")
 
     def note_login(self, name: str, *, ok: bool, lock_until_ms: int = 0) -> int:

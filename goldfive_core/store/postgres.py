@@ -71,6 +71,7 @@ class PostgresStore(SqlStore):
     ddl_types: ClassVar[Mapping[str, str]] = {"id": "BIGSERIAL PRIMARY KEY", "blob": "BYTEA", "big": "BIGINT"}
     unavailable_errors = (psycopg.OperationalError,)
     backend_errors = (psycopg.Error,)
+    for_update = " FOR UPDATE"
 
     def __init__(
         self,

@@ -214,11 +214,8 @@ def set_groups(store: Store, name: str, *, add: Iterable[str] = (), remove: Iter
     """Add a user to / remove them from policy groups; the user as stored after. Takes effect at once: the
     server reads a user's groups on every decision."""
     added, removed = _check_groups(add), _check_groups(remove)
-    user = store.user(name)
-    if user is None:
-        raise UserError(f"unknown user {name!r}")
-    groups = _check_groups((set(user.groups) | set(added)) - set(removed))
-    if not store.update_user(name, groups=groups):
+    # Read, change and write in one transaction: two admins changing one user's groups at once both count.
+    if store.change_user_groups(name, lambda now: _check_groups((set(now) | set(added)) - set(removed))) is None:
         raise UserError(f"unknown user {name!r}")
     after = store.user(name)
     if after is None:

@@ -116,6 +116,31 @@ async def test_only_admins_manage_users(sqlite_server: Server) -> None:
     assert (await srv.post("/api/users", {"name": "z", "role": "god"}, user="root")).status_code == 400
 
 
+async def test_admins_change_policy_groups_over_the_api(sqlite_server: Server) -> None:
+    srv = sqlite_server
+    assert (await srv.post("/api/users/bob/groups", {"add": ["finance"]}, user="ana")).status_code == 403
+    made = await srv.post("/api/users", {"name": "bob", "role": "approver", "groups": ["ops"]}, user="root")
+    assert made.status_code == 201
+    changed = await srv.post("/api/users/bob/groups", {"add": ["finance", "audit"], "remove": ["ops"]}, user="root")
+    assert changed.status_code == 200, changed.text
+    assert changed.json() == {"name": "bob", "role": "approver", "groups": ["audit", "finance"]}
+    row = srv.store.user("bob")
+    assert row is not None and row.groups == ("audit", "finance")
+    for body, status in (
+        ({}, 400),  # nothing asked
+        ({"add": "finance"}, 400),  # not a list
+        ({"add": [1]}, 400),
+        ({"add": ["admin"]}, 400),  # a permission role's name
+        ({"add": ["a b"]}, 400),
+        ({"add": ["x"], "role": "admin"}, 400),  # unknown field: no role change through here
+    ):
+        refused = await srv.post("/api/users/bob/groups", body, user="root")
+        assert refused.status_code == status, (body, refused.text)
+    assert (await srv.post("/api/users/nobody/groups", {"add": ["x"]}, user="root")).status_code == 404
+    row = srv.store.user("bob")
+    assert row is not None and (row.role, row.groups) == ("approver", ("audit", "finance"))  # refusals changed nothing
+
+
 async def test_a_decision_authority_can_refuse_a_user_and_nothing_changes(sqlite_server: Server) -> None:
     srv = sqlite_server
 
