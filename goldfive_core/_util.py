@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import time
 from typing import Any
@@ -49,3 +50,22 @@ def safe_repr(value: object, limit: int = 200) -> str:
     except Exception:
         return f"<a {type(value).__name__} whose repr() failed>"
     return shorten(text, limit)
+
+
+def env_seconds(name: str, default: float, *, low: float = 0.0, high: float = 3600.0, zero_ok: bool = False) -> float:
+    """A duration from environment variable ``name``: ``default`` when unset, or (with a warning naming the
+    variable) when it is not a number of seconds in ``(low, high]`` (``[low, high]`` with ``zero_ok``) —
+    nan and inf included. A bad setting never stops an agent."""
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if (low <= value <= high) if zero_ok else (low < value <= high):
+        return value
+    logging.getLogger("goldfive_core").warning(
+        "%s=%r is not %g..%g seconds; using %g", name, shorten(text, 40), low, high, default
+    )
+    return default

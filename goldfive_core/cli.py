@@ -44,6 +44,7 @@ from .cli_text import (
     _json_line,
     _Out,
     _say,
+    _say_events,
     _say_pending_page,
     _say_runs,
     _show_text,
@@ -487,15 +488,8 @@ def _events(store: Store, args: argparse.Namespace, out: _Out) -> int:
         rows = store.audit_rows(limit=10_000_000)
     else:  # seqs grow by one per row (a gap only after a failed write): start near the end
         rows = store.audit_rows(after_seq=max(0, head_seq - args.limit), limit=args.limit)
-    earlier = max(total - len(rows), 0)
     last = rows[-1].seq if rows else head_seq
-    if out.json and not args.follow:
-        out.emit("", {"events": [_event_line(r)[1] for r in rows], "total": total, "earlier": earlier})
-        return EXIT_OK
-    if earlier and not out.json:
-        _say(f"({earlier} earlier events not shown; --limit N shows more, --limit 0 all)")
-    for row in rows:
-        out.emit(*_event_line(row))
+    _say_events([_event_line(r) for r in rows], total, out, follow=args.follow)
     if not args.follow:
         return EXIT_OK
     try:

@@ -27,7 +27,7 @@ from .cli_text import (
     EXIT_USAGE,
     _Exit,
     _Out,
-    _say,
+    _say_events,
     _say_pending_page,
     _say_runs,
     _show_text,
@@ -237,14 +237,7 @@ def _events(client: _Client, args: argparse.Namespace, out: _Out) -> int:
         page = client.call("GET", f"/api/audit/events?limit={min(args.limit, 5000)}{run}")
         items = page["events"]
     total = int(page.get("total", len(items)))
-    earlier = max(total - len(items), 0)
-    if out.json and not args.follow:
-        out.emit("", {"events": [_event_line(i)[1] for i in items], "total": total, "earlier": earlier})
-        return EXIT_OK
-    if earlier and not out.json:
-        _say(f"({earlier} earlier events not shown; --limit N shows more, --limit 0 all)")
-    for item in items:
-        out.emit(*_event_line(item))
+    _say_events([_event_line(i) for i in items], total, out, follow=args.follow)
     if not args.follow:
         return EXIT_OK
     last = items[-1]["seq"] if items else int(page["head_seq"])

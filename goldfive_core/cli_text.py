@@ -152,6 +152,18 @@ def _say_runs(runs: Sequence[Mapping[str, Any]], total: int, offset: int, out: _
     return 0
 
 
+def _say_events(lines: Sequence[tuple[str, dict[str, Any]]], total: int, out: _Out, *, follow: bool) -> None:
+    """``goldfive events``' past events (text, JSON) of ``total``; one JSON object unless ``--follow``."""
+    earlier = max(total - len(lines), 0)
+    if out.json and not follow:
+        out.emit("", {"events": [data for _, data in lines], "total": total, "earlier": earlier})
+        return
+    if earlier and not out.json:
+        _say(f"({earlier} earlier events not shown; --limit N shows more, --limit 0 all)")
+    for text, data in lines:
+        out.emit(text, data)
+
+
 _FULL = 4000  # characters of one untrusted field shown in full views
 
 

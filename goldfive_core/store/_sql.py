@@ -12,7 +12,6 @@ import abc
 import contextlib
 import json
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -20,7 +19,7 @@ from typing import Any, ClassVar, TypeVar
 
 from google.protobuf.message import DecodeError
 
-from .._util import canonical_json, now_ms, shorten
+from .._util import canonical_json, env_seconds, now_ms, shorten
 from ..approvals import DECIDED_STATUSES, ApprovalStatus, sources
 from ..control import ControlAck, ControlMessage, check_message
 from ..convert import timestamp_to_ms
@@ -76,20 +75,6 @@ DEFAULT_RETRY_BUDGET_S = 10.0
 """Retry budget of the agent-side store calls through an outage (env ``GOLDFIVE_STORE_RETRY_S``)."""
 
 
-def _retry_budget_from_env() -> float:
-    text = os.environ.get("GOLDFIVE_STORE_RETRY_S", "")
-    if not text:
-        return DEFAULT_RETRY_BUDGET_S
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 <= value <= 3600:  # also refuses nan and inf: an outage must not hold a call forever
-        logger.warning("GOLDFIVE_STORE_RETRY_S=%r is not 0..3600 seconds; using %g", text, DEFAULT_RETRY_BUDGET_S)
-        return DEFAULT_RETRY_BUDGET_S
-    return value
-
-
 def _from(new: ApprovalStatus) -> tuple[str, ...]:
     """The stored statuses a record may move to ``new`` from (the core's transition table)."""
     return tuple(s.value for s in sources(new))
@@ -116,7 +101,7 @@ class SqlStore(Store):
     ``BEGIN IMMEDIATE`` already holds the database)."""
 
     def __init__(self) -> None:
-        self.retry_budget_s = _retry_budget_from_env()
+        self.retry_budget_s = env_seconds("GOLDFIVE_STORE_RETRY_S", DEFAULT_RETRY_BUDGET_S, zero_ok=True)
         self._local = threading.local()
         self._sql_cache: dict[str, str] = {}
 

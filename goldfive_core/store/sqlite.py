@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, ClassVar, Literal, TypeVar
 
+from .._util import env_seconds
 from ..control import ControlAck
 from ..limits import Limits
 from ._sql import SqlStore
@@ -64,22 +65,6 @@ def _wake_from_env() -> bool:
         return False
     logger.warning("GOLDFIVE_SQLITE_WAKE=%r is not 1/0 (on/off); wake-ups stay on", text)
     return True
-
-
-def _wake_fallback_from_env() -> float:
-    text = os.environ.get("GOLDFIVE_SQLITE_WAKE_FALLBACK_S", "")
-    if not text:
-        return DEFAULT_WAKE_FALLBACK_S
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 < value <= 3600:  # also refuses nan and inf
-        logger.warning(
-            "GOLDFIVE_SQLITE_WAKE_FALLBACK_S=%r is not 0..3600 seconds; using %g", text, DEFAULT_WAKE_FALLBACK_S
-        )
-        return DEFAULT_WAKE_FALLBACK_S
-    return value
 
 
 class SqliteStore(SqlStore):
@@ -138,14 +123,14 @@ class SqliteStore(SqlStore):
         self.busy_timeout_s = busy_timeout_s
         self.poll_interval_s = poll_interval_s
         if idle_poll_interval_s is None:
-            idle_poll_interval_s = float(os.environ.get("GOLDFIVE_SQLITE_IDLE_POLL_S", DEFAULT_IDLE_POLL_S))
+            idle_poll_interval_s = env_seconds("GOLDFIVE_SQLITE_IDLE_POLL_S", DEFAULT_IDLE_POLL_S, high=60.0)
         if not idle_poll_interval_s > 0:
             raise ValueError(f"idle_poll_interval_s must be > 0, got {idle_poll_interval_s}")
         self.idle_poll_interval_s = idle_poll_interval_s
         if wake is None:
             wake = _wake_from_env()
         if wake_fallback_s is None:
-            wake_fallback_s = _wake_fallback_from_env()
+            wake_fallback_s = env_seconds("GOLDFIVE_SQLITE_WAKE_FALLBACK_S", DEFAULT_WAKE_FALLBACK_S)
         if not 0 < wake_fallback_s < float("inf"):
             raise ValueError(f"wake_fallback_s must be > 0 and finite, got {wake_fallback_s}")
         self.wake_fallback_s = wake_fallback_s

@@ -294,6 +294,20 @@ def test_switches(sqlite_backend: Backend, monkeypatch: pytest.MonkeyPatch, capl
     with caplog.at_level(logging.WARNING):
         assert SqliteStore(sqlite_backend.location).wake_fallback_s == 1.0
     assert any("GOLDFIVE_SQLITE_WAKE_FALLBACK_S" in r.getMessage() for r in caplog.records)
+    # Bad durations in the environment never stop an agent: the default, and a warning naming the variable.
+    for name, attr, default in (
+        ("GOLDFIVE_SQLITE_IDLE_POLL_S", "idle_poll_interval_s", 0.04),
+        ("GOLDFIVE_STORE_RETRY_S", "retry_budget_s", 10.0),
+    ):
+        for bad in ("abc", "nan", "inf", "-1", "1e9"):
+            monkeypatch.setenv(name, bad)
+            caplog.clear()
+            with caplog.at_level(logging.WARNING):
+                assert getattr(SqliteStore(sqlite_backend.location), attr) == default
+            assert any(name in r.getMessage() for r in caplog.records), (name, bad)
+        monkeypatch.setenv(name, "0.5")
+        assert getattr(SqliteStore(sqlite_backend.location), attr) == 0.5
+        monkeypatch.delenv(name)
     for bad in (0.0, float("inf"), float("nan")):
         with pytest.raises(ValueError, match="wake_fallback_s"):
             SqliteStore(sqlite_backend.location, wake_fallback_s=bad)
