@@ -373,29 +373,22 @@ class _GoldfiveADKPlugin(BasePlugin):
         self, *, tool: BaseTool, tool_args: dict[str, Any], tool_context: ToolContext
     ) -> dict[str, Any] | None:
         """The tool-call gate (:func:`~goldfive_core.toolcall.gate_tool_call`), translated for ADK."""
+        # One function on purpose: this runs before every tool call, and each Python call costs.
         function_call_id = tool_context.function_call_id
         known = self._tools.get(id(tool))
         if known is None:
             known = self._tools[id(tool)] = (tool, body_gets_context(tool), confirmation_flag(tool))
-        response = await self._before_tool(tool, tool_args, tool_context, function_call_id, known[2])
-        if response is None and self.control is not None and known[1] and function_call_id:
-            self._let_through.add(function_call_id)  # the body runs: a confirmation it asks for is ours to ask
-        return response
-
-    async def _before_tool(
-        self,
-        tool: BaseTool,
-        tool_args: dict[str, Any],
-        tool_context: ToolContext,
-        function_call_id: str | None,
-        flag: bool | None,
-    ) -> dict[str, Any] | None:
+        # The body runs when this returns None: a confirmation it asks for is then ours to ask.
+        lets_through = function_call_id if self.control is not None and known[1] else None
         invocation_id = tool_context.invocation_id
         run = self._live.get(invocation_id)
         if run is None:
             run = self._run_for(tool_context.session.id, invocation_id)
             if run is None:
+                if lets_through:
+                    self._let_through.add(lets_through)
                 return None
+        flag = known[2]
         name = tool.name
         call_id = function_call_id or new_id("adk")
         run.expected.discard(call_id)
@@ -434,7 +427,7 @@ class _GoldfiveADKPlugin(BasePlugin):
                 needs_person=needs,
                 validate_edit=edit_validator(tool) if needs else None,
                 ledger=self.ledger,
-                detach_after_s=self._detach_after(tool_context),
+                detach_after_s=None if self.detach is None else self._detach_after(tool_context),
             )
         if resume is not None:
             await self._settle_resume(call_id, resume, outcome)
@@ -457,6 +450,8 @@ class _GoldfiveADKPlugin(BasePlugin):
             tool_context.tool_confirmation = ToolConfirmation(confirmed=True)
         elif needs:  # a policy rule allowed a call that asks by default: it runs without a person
             tool_context.tool_confirmation = ToolConfirmation(confirmed=True)
+        if lets_through:
+            self._let_through.add(lets_through)
         return None
 
     def _detach_after(self, tool_context: ToolContext) -> float | None:
@@ -557,7 +552,10 @@ class _GoldfiveADKPlugin(BasePlugin):
             policy = self._policies.get((id(ic.agent), event.author, call.name), _MISSING)
             if policy is _MISSING:
                 policy = self._policy(ic, event.author, call.name)
-            if policy is True or (isinstance(policy, BaseTool) and await self._predicate(policy, ic, call)):
+            # `is False` first: isinstance() on the BaseTool ABC is a Python call, and most tools never ask.
+            if policy is True or (
+                policy is not False and isinstance(policy, BaseTool) and await self._predicate(policy, ic, call)
+            ):
                 run.session.expect_approval(call.id)
                 run.expected.add(call.id)
         return None

@@ -27,6 +27,7 @@ import collections
 import dataclasses
 from collections.abc import Callable, Mapping
 from enum import StrEnum
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
 from ._util import args_digest, now_ms, safe_repr
@@ -274,6 +275,8 @@ class ApprovalBook:
 
     def __init__(self, *, history: int = 4096) -> None:
         self._live: dict[str, ApprovalRecord] = {}
+        self.live: Mapping[str, ApprovalRecord] = MappingProxyType(self._live)
+        """The live records (expected, pending, timed out) by target id: a read-only view, for cheap checks."""
         self._decided: collections.OrderedDict[str, ApprovalRecord] = collections.OrderedDict()
         self._asked: collections.OrderedDict[str, None] = collections.OrderedDict()
         self._history = history

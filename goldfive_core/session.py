@@ -415,7 +415,15 @@ class Session:
 
         Raises RunCancelledError / RunTerminatedError once the run was stopped (see :meth:`gate`).
         """
-        await self.observe_model_call()
+        # observe_model_call() inlined: this runs before every model call of every adapter.
+        drifts: list[Drift] | None = None
+        for detector in self.detectors:
+            if type(detector).on_model_call is not _BASE_ON_MODEL_CALL:
+                drift = detector.on_model_call(self)
+                if drift is not None:
+                    drifts = [drift] if drifts is None else [*drifts, drift]
+        if drifts is not None:
+            await self._handle_all(drifts)
         if self._state != "running":
             await self.gate()
         return self.take_guidance() if self._guidance else []
@@ -430,7 +438,14 @@ class Session:
         """
         if self._state != "running":
             await self.gate()
-        level = await self.observe_tool_call(tool_name, args)
+        # observe_tool_call() inlined: this runs on every tool call of every adapter.
+        drifts: list[Drift] | None = None
+        for detector in self.detectors:
+            if type(detector).on_tool_call is not _BASE_ON_TOOL_CALL:
+                drift = detector.on_tool_call(self, tool_name, args)
+                if drift is not None:
+                    drifts = [drift] if drifts is None else [*drifts, drift]
+        level = InterventionLevel.OBSERVE if drifts is None else await self._handle_all(drifts)
         if level >= InterventionLevel.CANCEL_REINVOKE:
             await asyncio.sleep(0)  # let a cancellation the ladder just requested (re-invoke, abort) land
         if self._state != "running":  # the ladder may just have paused or stopped the run

@@ -279,7 +279,8 @@ async def gate_tool_call(
         needs_person = verdict.action == "ask"
         policy_metadata = verdict.metadata
     if not needs_person:
-        session.approvals.forget_expected(call.call_id)
+        if call.call_id in session.approvals.live:  # the common case (nothing announced) makes no call
+            session.approvals.forget_expected(call.call_id)
         return Proceed(call_id=call.call_id, args=call.args)
     too_big = _over_limits(call)
     if too_big:  # the model's call is refused before anyone is shown it

@@ -142,3 +142,16 @@ async def test_the_ledger_makes_an_approved_call_run_at_most_once() -> None:
     await outcome.finish(result={"paid": 10})
     done = await gate_tool_call(new_session(InMemorySink()), CALL, needs_person=True, ledger=ledger)
     assert isinstance(done, Skip) and (done.reason, done.result) == ("already_done", {"paid": 10})
+
+
+async def test_an_announced_call_that_needs_nobody_after_all_drops_its_announcement() -> None:
+    # The host announced the call (an early decision may come), then nobody had to decide: a decision sent
+    # now is for nothing this run asks, and the announcement does not linger as an open record.
+    session = new_session(InMemorySink())
+    session.expect_approval("c1")
+    session.expect_approval("other")
+    outcome = await gate_tool_call(session, CALL, needs_person=False)
+    assert isinstance(outcome, Proceed) and outcome.decision is None
+    assert not session.approvals.is_open("c1") and session.approvals.is_open("other")
+    ack = send(session, ControlKind.APPROVE, target_id="c1")
+    assert not ack.ok and "unknown target_id" in ack.detail
