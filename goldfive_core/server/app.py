@@ -13,6 +13,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import dataclasses
+import functools
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -71,6 +72,10 @@ MAX_BODY_BYTES = 64 * 1024
 SERVER_THREADS = 16
 """Worker threads for store calls (each may hold one database connection)."""
 
+WAIT_THREADS = 32
+"""Worker threads for decisions and controls waiting for a live agent's ack (up to the decide/control timeout
+each): a pool of their own, so a burst of them never queues the reads, logins and agent calls behind it."""
+
 MAX_AGENT_BODY_BYTES = 4 * 1024 * 1024
 """Largest body an agent may send (a batch of events; 413 beyond)."""
 
@@ -122,6 +127,10 @@ class ServerConfig:
 # -- helpers --------------------------------------------------------------------------------------------------------
 async def _run(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     return await asyncio.to_thread(fn, *args, **kwargs)
+
+
+async def _run_in(pool: concurrent.futures.Executor, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    return await asyncio.get_running_loop().run_in_executor(pool, functools.partial(fn, *args, **kwargs))
 
 
 def _liveness(store: Store, run: RunRow | None, now: int) -> str:
@@ -212,6 +221,8 @@ class _Api:
         self.agents = AgentApi(store, max_body_bytes=MAX_AGENT_BODY_BYTES)
         self.policy_authority = PolicyAuthority(config.policy, roles=self._roles)
         """Who may decide when the config names no authority of its own: the policy's rules, the users' roles."""
+        self.waits = concurrent.futures.ThreadPoolExecutor(max_workers=WAIT_THREADS, thread_name_prefix="goldfive-ack")
+        """Where decisions and controls wait for an agent's ack (see :data:`WAIT_THREADS`)."""
 
     def _roles(self, name: str) -> tuple[str, ...]:
         """A user's roles for a rule's ``role:NAME`` approvers: their permission role and their policy groups
@@ -368,7 +379,8 @@ class _Api:
             raise ApiError(400, f"'edited_args' must be a JSON object, got {type(edited).__name__}")
         row = await self._find(request)
         try:
-            result = await _run(
+            result = await _run_in(
+                self.waits,
                 decide,
                 self.store,
                 row.target_id,
@@ -506,8 +518,12 @@ class _Api:
         payload.update(run_id=run.run_id, decided_by=user.name, channel=user.channel)
         msg = ControlMessage(kind, payload)
         try:
-            ack = await _run(
-                StoreChannel(self.store).deliver, msg, timeout_s=self.config.control_timeout_s, run_id=run.run_id
+            ack = await _run_in(
+                self.waits,
+                StoreChannel(self.store).deliver,
+                msg,
+                timeout_s=self.config.control_timeout_s,
+                run_id=run.run_id,
             )
         except RunGone as exc:
             raise ApiError(409, str(exc)) from None
@@ -676,8 +692,8 @@ def create_app(store: Store, config: ServerConfig) -> Starlette:
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         notifier: asyncio.Task[None] | None = None
-        # Each decision waiting for a live agent's ack holds a worker thread; more than the default handful
-        # keeps a burst of decisions from starving the requests (logins, heartbeats) that answer them.
+        # Store calls get a pool larger than asyncio's default handful; decisions and controls waiting for an
+        # agent's ack have their own (api.waits), so a burst of them never holds up the requests that answer them.
         asyncio.get_running_loop().set_default_executor(
             concurrent.futures.ThreadPoolExecutor(max_workers=SERVER_THREADS, thread_name_prefix="goldfive-serve")
         )
@@ -701,6 +717,7 @@ def create_app(store: Store, config: ServerConfig) -> Starlette:
                     await notifier
             await api.events.aclose()
             await api.agents.hub.aclose()
+            api.waits.shutdown(wait=False, cancel_futures=True)
 
     routes: list[BaseRoute] = [
         Route("/", api.index, methods=["GET"]),

@@ -61,11 +61,11 @@ class Server:
 
 
 @contextlib.asynccontextmanager
-async def make_server(backend: Backend, tmp_path: Path) -> AsyncIterator[Server]:
+async def make_server(backend: Backend, tmp_path: Path, *, timeout_s: float = 10.0) -> AsyncIterator[Server]:
     store = backend.open()
     key_path = tmp_path / "keys" / "decision-key.pem"
     signer, _ = load_or_create_signing_key(key_path)
-    app = create_app(store, ServerConfig(signer=signer, decide_timeout_s=10.0, control_timeout_s=10.0))
+    app = create_app(store, ServerConfig(signer=signer, decide_timeout_s=timeout_s, control_timeout_s=timeout_s))
     tokens = {
         name: add_user(store, name, role).token
         for name, role in (("ana", "approver"), ("vic", "viewer"), ("root", "admin"))
