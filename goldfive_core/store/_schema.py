@@ -273,6 +273,37 @@ def audit_row(row: Sequence[Any]) -> AuditRow:
     )
 
 
+def lenient_audit_row(row: Sequence[Any]) -> AuditRow:
+    """An audit row as ``audit verify`` reads it: a cell of the wrong type never raises, it fails the checks.
+
+    A body that is not bytes is hashed as its text (so it does not match its hash); a text column that is
+    not text, or a number that is not a number, keeps a value that differs from the hashed event's.
+    """
+
+    def text(value: Any) -> str:
+        return value if isinstance(value, str) else repr(value)
+
+    def number(value: Any) -> int:
+        return value if isinstance(value, int) and not isinstance(value, bool) else -1
+
+    raw = row[6]
+    if isinstance(raw, bytes | bytearray | memoryview):
+        body = bytes(raw)
+    else:
+        body = text(raw).encode("utf-8", "surrogateescape")
+    return AuditRow(
+        seq=number(row[0]),
+        run_id=text(row[1]),
+        sequence=number(row[2]),
+        kind=text(row[3]),
+        event_id=text(row[4]),
+        emitted_at_ms=number(row[5]),
+        body=body,
+        prev_hash=text(row[7]),
+        hash=text(row[8]),
+    )
+
+
 def execution_row(row: Sequence[Any]) -> ExecutionRow:
     return ExecutionRow(
         target_id=row[0],

@@ -15,7 +15,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from google.protobuf.message import DecodeError
 
@@ -25,6 +25,9 @@ from ..control import ControlAck, ControlMessage, check_message
 from ..convert import timestamp_to_ms
 from ..events import payload_name
 from ..pb.v1 import events_pb2, types_pb2
+
+if TYPE_CHECKING:
+    from ..signing import TrustKey
 from ._schema import (
     APPROVAL_COLS,
     APPROVAL_SELECT,
@@ -41,10 +44,11 @@ from ._schema import (
     detached_row,
     execution_row,
     inbox_row,
+    lenient_audit_row,
     run_row,
     user_row,
 )
-from .audit import canonical_event_bytes, chain_hash, verify_chain
+from .audit import GRANT_COLUMNS, canonical_event_bytes, chain_hash, verify_chain
 from .base import (
     HOST,
     OPEN_STATUSES,
@@ -297,18 +301,21 @@ class SqlStore(Store):
             with self._transaction(conn):
                 head_seq, head_hash = self._lock_chain_head(conn)
                 for event in events:
-                    head_seq, head_hash = self._append_one(conn, event, head_hash)
+                    head_seq, head_hash = self._append_one(conn, event, head_seq, head_hash)
                     self._apply(conn, event, pid=pid, host=host)
                 self._exec(conn, "UPDATE gf_chain_head SET seq = ?, hash = ? WHERE id = 1", (head_seq, head_hash))
 
-    def _append_one(self, conn: Any, event: events_pb2.Event, prev_hash: str) -> tuple[int, str]:
+    def _append_one(self, conn: Any, event: events_pb2.Event, head_seq: int, prev_hash: str) -> tuple[int, str]:
+        """Append after the head (we hold its lock): rows are numbered 1, 2, 3, ... with no gaps (audit verify
+        checks it, so a row's number cannot be changed either), also where a rolled-back write took a number."""
         body = canonical_event_bytes(event)
         digest = chain_hash(prev_hash, body)
         row = self._exec(
             conn,
-            "INSERT INTO gf_audit (run_id, sequence, kind, event_id, emitted_at_ms, body, prev_hash, hash) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq",
+            "INSERT INTO gf_audit (seq, run_id, sequence, kind, event_id, emitted_at_ms, body, prev_hash, hash) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq",
             (
+                head_seq + 1,
                 event.run_id,
                 event.sequence,
                 payload_name(event),
@@ -348,8 +355,11 @@ class SqlStore(Store):
             expires = timestamp_to_ms(req.expires_at) if req.HasField("expires_at") else 0
             self._exec(
                 conn,
-                f"INSERT INTO gf_approvals ({APPROVAL_COLS.removeprefix('id, ')}) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, '', '', '', '', '') "
+                # Records are numbered 1, 2, 3, ... in the order their calls were first requested (we hold the
+                # chain's lock), so audit verify can check a record's number against the chain.
+                f"INSERT INTO gf_approvals ({APPROVAL_COLS}) "
+                "VALUES ((SELECT COALESCE(MAX(id), 0) + 1 FROM gf_approvals), "
+                "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, '', '', '', '', '') "
                 "ON CONFLICT (run_id, target_id) DO UPDATE SET kind = excluded.kind, prompt = excluded.prompt, "
                 "task_id = excluded.task_id, tool_name = excluded.tool_name, args_json = excluded.args_json, "
                 "args_digest = excluded.args_digest, metadata_json = excluded.metadata_json, status = excluded.status, "
@@ -389,6 +399,14 @@ class SqlStore(Store):
                 edited_args_json=event.approval_granted.edited_args_json if granted else "",
                 via="run",
                 channel=msg.channel,
+            )
+            # The record's time is its event's (the ack that usually recorded it first has the agent's time):
+            # audit verify checks decided_at_ms against the chain.
+            self._exec(
+                conn,
+                "UPDATE gf_approvals SET decided_at_ms = ? "
+                "WHERE run_id = ? AND target_id = ? AND decided_via = 'run' AND decision = ?",
+                (at, event.run_id, msg.target_id, "approve" if granted else "reject"),
             )
         elif kind == "approval_timed_out":
             out = event.approval_timed_out
@@ -500,7 +518,7 @@ class SqlStore(Store):
                         f"{(now - run.heartbeat_at_ms) / 1000:.0f} s (the store's clock)"
                     )
                     event.run_aborted.status = types_pb2.RUN_STATUS_ABORTED
-                    head_seq, head_hash = self._append_one(conn, event, head_hash)
+                    head_seq, head_hash = self._append_one(conn, event, head_seq, head_hash)
                     self._exec(
                         conn,
                         "UPDATE gf_runs SET status = 'crashed', ended_at_ms = ? "
@@ -538,41 +556,86 @@ class SqlStore(Store):
             raise StoreError(f"{self.url}: the audit chain head row is missing (deleted): run goldfive audit verify")
         return int(row[0]), str(row[1])
 
-    def verify_audit(self) -> AuditReport:
-        """Walk the whole chain (in pages) and report every break; check the approval records against it."""
+    @contextlib.contextmanager
+    def _lenient_text(self, conn: Any) -> Iterator[None]:
+        """Reads inside decode text that is not UTF-8 instead of failing (SQLite stores any bytes as TEXT)."""
+        yield
+
+    def verify_audit(self, *, trust_key: TrustKey | None = None) -> AuditReport:
+        """Walk the whole chain (in pages) and report every break; check approvals, runs and grants against it.
+
+        Never fails on what it reads: a cell of the wrong type, NULL or text that is not UTF-8 is reported
+        as tampering with its row named. ``trust_key``: verify every decision signature with it too.
+        """
         with self._guard("verifying the audit log"):
             conn = self._conn()
-            head = self._exec(conn, "SELECT seq, hash FROM gf_chain_head WHERE id = 1").fetchone()
+            with self._lenient_text(conn):
+                return self._verify_audit(conn, trust_key)
 
-            def pages() -> Iterator[AuditRow]:
-                after = 0
-                while True:
-                    page = self.audit_rows(after_seq=after, limit=2000)
-                    if not page:
-                        return
-                    yield from page
-                    after = page[-1].seq
+    def _verify_audit(self, conn: Any, trust_key: TrustKey | None) -> AuditReport:
+        head = self._exec(conn, "SELECT seq, hash FROM gf_chain_head WHERE id = 1").fetchone()
 
-            def records() -> Iterator[ApprovalRow | str]:
-                after = -(2**62)
-                while True:
-                    page = self._exec(
-                        conn,
-                        f"SELECT {APPROVAL_SELECT} FROM gf_approvals WHERE id > ? ORDER BY id LIMIT 2000",
-                        (after,),
-                    ).fetchall()
-                    if not page:
-                        return
-                    for raw in page:
-                        try:
-                            yield approval_row(raw)
-                        except (StoreError, ValueError, TypeError) as exc:  # an edited status or metadata
-                            yield f"approval #{raw[0]} cannot be read (edited): {shorten(str(exc), 120)}"
-                    after = page[-1][0]
+        def pages() -> Iterator[AuditRow]:
+            after = -(2**62)
+            while True:
+                page = self._exec(
+                    conn, f"SELECT {AUDIT_COLS} FROM gf_audit WHERE seq > ? ORDER BY seq LIMIT 2000", (after,)
+                ).fetchall()
+                if not page:
+                    return
+                yield from (lenient_audit_row(r) for r in page)
+                after = page[-1][0]
 
-            if head is None:
-                return verify_chain(pages(), head_seq=None, head_hash=None, approvals=records)
-            return verify_chain(pages(), head_seq=int(head[0]), head_hash=str(head[1]), approvals=records)
+        def table(what: str, columns: Sequence[str]) -> Iterator[dict[str, Any]]:
+            offset = 0  # by offset: a key edited into text that is not UTF-8 cannot be passed back as a parameter
+            while True:
+                page = self._exec(
+                    conn,
+                    f"SELECT {', '.join(columns)} FROM {what} ORDER BY {columns[0]} LIMIT 2000 OFFSET ?",
+                    (offset,),
+                ).fetchall()
+                if not page:
+                    return
+                yield from (dict(zip(columns, r, strict=True)) for r in page)
+                offset += len(page)
+
+        def records() -> Iterator[ApprovalRow | str]:
+            after = -(2**62)
+            while True:
+                page = self._exec(
+                    conn,
+                    f"SELECT {APPROVAL_SELECT} FROM gf_approvals WHERE id > ? ORDER BY id LIMIT 2000",
+                    (after,),
+                ).fetchall()
+                if not page:
+                    return
+                for raw in page:
+                    try:
+                        yield approval_row(raw)
+                    except (StoreError, ValueError, TypeError, RecursionError) as exc:  # an edited status, metadata
+                        yield f"approval #{raw[0]!r} cannot be read (edited): {shorten(str(exc), 120)}"
+                after = page[-1][0]
+
+        def runs() -> Iterator[dict[str, Any]]:
+            return table("gf_runs", RUN_COLS.split(", "))
+
+        def grants() -> Iterator[dict[str, Any]]:
+            return table("gf_grants", GRANT_COLUMNS)
+
+        if head is None:
+            head_seq, head_hash = None, None
+        else:
+            head_seq = head[0] if isinstance(head[0], int) else -1
+            head_hash = head[1] if isinstance(head[1], str) else repr(head[1])
+        return verify_chain(
+            pages(),
+            head_seq=head_seq,
+            head_hash=head_hash,
+            approvals=records,
+            runs=runs,
+            grants=grants,
+            trust=trust_key,
+        )
 
     # -- approvals ----------------------------------------------------------------------------
     @staticmethod
@@ -734,7 +797,7 @@ class SqlStore(Store):
                     event.approval_rejected.decided_by = decided_by
                     event.approval_rejected.channel = channel
                 head_seq, head_hash = self._lock_chain_head(conn)
-                head_seq, head_hash = self._append_one(conn, event, head_hash)
+                head_seq, head_hash = self._append_one(conn, event, head_seq, head_hash)
                 self._exec(conn, "UPDATE gf_chain_head SET seq = ?, hash = ? WHERE id = 1", (head_seq, head_hash))
                 return True
 

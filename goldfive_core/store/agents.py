@@ -182,7 +182,7 @@ def append_server_event(store: Store, event: events_pb2.Event, *, conn: Any = No
         event.sequence = (int(last[0]) + 1) if last is not None and last[0] is not None else 0
         if not event.HasField("emitted_at"):
             event.emitted_at.FromMilliseconds(now_ms())
-        head_seq, head_hash = sql._append_one(c, event, head_hash)
+        head_seq, head_hash = sql._append_one(c, event, head_seq, head_hash)
         sql._exec(c, "UPDATE gf_chain_head SET seq = ?, hash = ? WHERE id = 1", (head_seq, head_hash))
         return head_seq
 

@@ -8,20 +8,24 @@ approval records (what ``pending`` and ``show`` print) against the events they w
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import json
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from google.protobuf.message import DecodeError
 
+from .._util import canonical_json
 from ..approvals import ApprovalStatus, sources
 from ..convert import timestamp_to_ms
 from ..events import payload_name
-from ..pb.v1 import events_pb2
+from ..pb.v1 import events_pb2, types_pb2
 from .base import AuditReport, AuditRow
 
 if TYPE_CHECKING:
+    from ..signing import TrustKey
     from .base import ApprovalRow
 
 __all__ = ["GENESIS_HASH", "canonical_event_bytes", "chain_hash", "verify_chain"]
@@ -38,8 +42,8 @@ def canonical_event_bytes(event: events_pb2.Event) -> bytes:
 
 
 def chain_hash(prev_hash: str, body: bytes) -> str:
-    """The hash of one row given the previous row's hash."""
-    return hashlib.sha256(prev_hash.encode("ascii") + body).hexdigest()
+    """The hash of one row given the previous row's hash (a garbled ``prev_hash`` hashes, it never raises)."""
+    return hashlib.sha256(prev_hash.encode("utf-8", "surrogateescape") + body).hexdigest()
 
 
 _STORE_NOTE = "recorded in the store while the run's process was not running"
@@ -52,19 +56,32 @@ _Decision = tuple[bool, "events_pb2.ApprovalGranted | events_pb2.ApprovalRejecte
 class _ApprovalHistory:
     """The latest request and its first decision per (run, target), as the chain tells them."""
 
-    def __init__(self) -> None:
+    def __init__(self, trust: TrustKey | None = None) -> None:
+        self.trust = trust
+        """The key decisions are signed with (``audit verify --public-key``): each signature is then verified."""
         self.requests: dict[_Key, tuple[events_pb2.Event, events_pb2.ApprovalRequested]] = {}
         self.decisions: dict[_Key, _Decision] = {}
         self.closed: dict[_Key, tuple[ApprovalStatus, str]] = {}
         """Status and detail of an undecided record, by its timeout and cancel events (the store's guards)."""
+        self.first_seq: dict[_Key, int] = {}
+        """The chain row of each call's first request: the store numbers records in this order (1, 2, 3, ...)."""
+        self.decided_at: dict[_Key, dict[bool, set[int]]] = {}
+        """When the decision events since the latest request were emitted, by verdict (the record's decided_at_ms)."""
+        self.progress: dict[_Key, str] = {}
+        """The tally of the latest vote since the latest request (the record's quorum_progress)."""
 
-    def see(self, event: events_pb2.Event) -> None:
+    def see(self, event: events_pb2.Event, seq: int) -> None:
         kind = payload_name(event)
         if kind == "approval_requested":
             key = (event.run_id, event.approval_requested.target_id)
             self.requests[key] = (event, event.approval_requested)
+            self.first_seq.setdefault(key, seq)
             self.decisions.pop(key, None)  # asked again: a new record
+            self.decided_at[key] = {}
+            self.progress[key] = ""
             self.closed[key] = (ApprovalStatus.PENDING, "")
+        elif kind == "approval_voted":
+            self.progress[(event.run_id, event.approval_voted.target_id)] = event.approval_voted.progress
         elif kind == "approval_timed_out":
             out = event.approval_timed_out
             new = ApprovalStatus.TIMED_OUT if out.still_open else ApprovalStatus.EXPIRED
@@ -75,7 +92,10 @@ class _ApprovalHistory:
         elif kind in ("approval_granted", "approval_rejected"):
             granted = kind == "approval_granted"
             msg = event.approval_granted if granted else event.approval_rejected
-            self.decisions.setdefault((event.run_id, msg.target_id), (granted, msg))  # the first one is final
+            key = (event.run_id, msg.target_id)
+            self.decisions.setdefault(key, (granted, msg))  # the first one is final
+            times = self.decided_at.setdefault(key, {}).setdefault(granted, set())
+            times.add(timestamp_to_ms(event.emitted_at))
 
     def _close(self, key: _Key, new: ApprovalStatus, detail: str) -> None:
         current = self.closed.get(key)
@@ -86,6 +106,7 @@ class _ApprovalHistory:
         """``records``: every approval record, or the problem of one that could not be read."""
         problems: list[str] = []
         seen: set[_Key] = set()
+        number = {key: n for n, key in enumerate(sorted(self.first_seq, key=self.first_seq.__getitem__), 1)}
         for row in records:
             if isinstance(row, str):
                 problems.append(row)
@@ -97,6 +118,12 @@ class _ApprovalHistory:
             if found is None:
                 problems.append(f"{name} has no request on the audit log (inserted or edited)")
                 continue
+            if row.id != number[key]:
+                # Records are numbered in the order their calls were first requested (under the chain's lock).
+                problems.append(
+                    f"{name}: id differs from its place on the audit log (the request numbered {number[key]}): "
+                    "renumbered or swapped (edited)"
+                )
             event, req = found
             meta = dict(req.metadata)
             expires = timestamp_to_ms(req.expires_at) if req.HasField("expires_at") else 0
@@ -112,22 +139,34 @@ class _ApprovalHistory:
                     meta.get("args_json", ""),
                 ),
                 "args_digest": (row.original_args_digest or row.args_digest, req.args_digest),
+                # Set together, only by an edit in a quorum (then args_* hold the edited arguments).
+                "original_args_json": (bool(row.original_args_json), bool(row.original_args_digest)),
                 "metadata": (dict(row.metadata), meta),
                 "requested_at_ms": (row.requested_at_ms, timestamp_to_ms(event.emitted_at)),
                 "expires_at_ms": (row.expires_at_ms, expires),
                 "timeout_ms": (row.timeout_ms, req.timeout_ms),
+                "quorum_progress": (row.quorum_progress, self.progress.get(key, "")),
             }
             edited = [column for column, (stored, logged) in shown.items() if stored != logged]
             if edited:
                 problems.append(f"{name}: {', '.join(edited)} differs from its request on the audit log (edited)")
-            problems.extend(self._check_decision(name, row, self.decisions.get(key), self.closed.get(key)))
+            times = self.decided_at.get(key, {})
+            problems.extend(self._check_decision(name, row, self.decisions.get(key), self.closed.get(key), times))
+            if row.decision_sig and self.trust is not None and row.status.value in ("granted", "rejected"):
+                wrong = _signature_check(row, self.trust, meta.get("policy_grants", ""))
+                if wrong:
+                    problems.append(f"{name}: decision_sig does not verify with the given key: {wrong} (edited)")
         for run_id, target_id in self.requests.keys() - seen:
             problems.append(f"the request {target_id!r} of run {run_id} is on the audit log but its record is gone")
         return problems
 
     @staticmethod
     def _check_decision(
-        name: str, row: ApprovalRow, logged: _Decision | None, closed: tuple[ApprovalStatus, str] | None
+        name: str,
+        row: ApprovalRow,
+        logged: _Decision | None,
+        closed: tuple[ApprovalStatus, str] | None,
+        times: dict[bool, set[int]],
     ) -> list[str]:
         status = row.status.value
         if status not in ("granted", "rejected"):
@@ -142,6 +181,8 @@ class _ApprovalHistory:
                 "edited_args_json": (row.edited_args_json, ""),
                 "decided_via": (row.decided_via, ""),
                 "decided_channel": (row.decided_channel, ""),
+                "decided_at_ms": (row.decided_at_ms, 0),
+                "decision_sig": (row.decision_sig, ""),
             }
             differs = [column for column, (stored, logged_value) in undecided.items() if stored != logged_value]
             if differs and logged is None:
@@ -168,12 +209,77 @@ class _ApprovalHistory:
                 ("decided_by", row.decided_by == msg.decided_by),
                 ("edited_args_json", _same_json(row.edited_args_json, edited_json)),
                 ("detail", row.detail in details),
+                # The store writes the time of the decision's event (a store decision's, or the run's own).
+                ("decided_at_ms", row.decided_at_ms in times.get(granted, ())),
+                ("decision_sig", _signature_problem(row) is None),
             )
             if not ok
         ]
         if differs:
             return [f"{name}: {', '.join(differs)} differs from its decision on the audit log (edited)"]
         return []
+
+
+def _signature_problem(row: ApprovalRow) -> str | None:
+    """None when ``decision_sig`` is empty or a well-formed signature block of this decision's channel.
+
+    The block is not in any event: what readers are shown of it is whether the decision is signed. The
+    signature itself is checked by the agent that applies the decision (``GOLDFIVE_TRUST_KEY``), which
+    refuses one that does not verify; here its form is checked, so a block pasted onto a decision (or
+    edited) is reported.
+    """
+    if row.decision_sig == "":
+        return None
+    try:
+        block = json.loads(row.decision_sig)
+    except (ValueError, TypeError, RecursionError):
+        return "not JSON"
+    if not isinstance(block, dict) or set(block) != {"alg", "key_id", "signed_at_ms", "channel", "sig"}:
+        return "not a signature block"
+    sig, key_id, at = block["sig"], block["key_id"], block["signed_at_ms"]
+    if block["alg"] != "ed25519" or not isinstance(key_id, str) or len(key_id) != 16:
+        return "not an ed25519 block"
+    if not isinstance(at, int) or isinstance(at, bool) or block["channel"] != row.decided_channel:
+        return "its time or channel"
+    if not isinstance(sig, str) or len(sig) != 88:
+        return "its signature's length"
+    try:
+        raw = base64.b64decode(sig, validate=True)
+    except (binascii.Error, ValueError):
+        return "its signature is not base64"
+    if len(raw) != 64 or base64.b64encode(raw).decode() != sig or row.decision_sig != canonical_json(block):
+        return "its encoding"
+    return None
+
+
+def _signature_check(row: ApprovalRow, trust: TrustKey, grants: str) -> str | None:
+    """None when ``decision_sig`` is ``trust``'s signature of this record's decision, else why not.
+
+    The record keeps what was signed except the grant asked for (tried: none, and each its rule offers), the
+    digest the decider saw (the call's own, or a quorum's edited one) and, for a quorum, the one signer among
+    the approvers named.
+    """
+    from ..signing import check_decision
+
+    problem: str | None = "no matching decision"
+    for grant in ("", *(g for g in grants.split(",") if g)):
+        for digest in {row.args_digest, row.original_args_digest} - {""} or {""}:
+            for decided_by in {row.decided_by, row.decided_by.rsplit(", ", 1)[-1]}:
+                problem = check_decision(
+                    trust,
+                    target_id=row.target_id,
+                    run_id=row.run_id,
+                    approved=row.decision == "approve",
+                    edited_args=row.edited_args_json,
+                    args_digest=digest,
+                    decided_by=decided_by,
+                    detail=row.detail,
+                    signature=row.decision_sig,
+                    grant=grant,
+                )
+                if problem is None:
+                    return None
+    return problem
 
 
 def _same_json(a: str, b: str) -> bool:
@@ -185,12 +291,165 @@ def _same_json(a: str, b: str) -> bool:
         return False
 
 
+Record = Mapping[str, Any]
+"""A row of a table checked against the chain: its columns by name."""
+
+_RUN_COLUMNS = ("session_id", "adapter", "status", "started_at_ms", "ended_at_ms")
+"""What ``goldfive runs`` and the API show of a run and the chain says. Not checked: ``pid``, ``host`` and
+``heartbeat_at_ms`` say which process serves the run now and whether it is alive (liveness, rewritten by a
+restarted run and by every heartbeat); no event carries them."""
+
+
+class _RunHistory:
+    """What the run's lifecycle events say its ``gf_runs`` row holds (as the store writes it)."""
+
+    def __init__(self) -> None:
+        self.runs: dict[str, dict[str, Any]] = {}
+
+    def see(self, event: events_pb2.Event) -> None:
+        kind = payload_name(event)
+        at = timestamp_to_ms(event.emitted_at)
+        run = self.runs.get(event.run_id)
+        if kind == "run_started":
+            if run is None:  # a restart keeps the first start's session, adapter and time
+                self.runs[event.run_id] = {
+                    "session_id": event.session_id,
+                    "adapter": event.run_started.adapter,
+                    "started_at_ms": at,
+                    "ended_at_ms": 0,
+                    "status": {"running"},
+                }
+            else:
+                run["status"] = {"running"}
+        elif run is not None and kind in ("run_completed", "run_aborted"):
+            run["ended_at_ms"] = at
+            if kind == "run_completed":
+                run["status"] = {"finished"}
+            elif event.event_id == f"ev-crashed-{event.run_id}":  # the store closed it (reap_crashed)
+                run["status"] = {"crashed"}
+            elif event.run_aborted.status == types_pb2.RUN_STATUS_DETACHED:
+                run["status"] = {"detached", "finished"}  # finished once its parked calls were resumed
+            else:
+                run["status"] = {"finished"}
+
+    def check(self, records: Iterable[Record | str]) -> list[str]:
+        problems: list[str] = []
+        seen: set[str] = set()
+        for row in records:
+            if isinstance(row, str):
+                problems.append(row)
+                continue
+            run_id = row["run_id"]
+            want = self.runs.get(run_id) if isinstance(run_id, str) else None
+            name = f"run {run_id!r}"
+            if want is None:
+                problems.append(f"{name} has no run_started on the audit log (inserted or edited)")
+                continue
+            seen.add(run_id)
+            differs = [
+                column
+                for column in _RUN_COLUMNS
+                if not (row[column] in want[column] if column == "status" else row[column] == want[column])
+            ]
+            if differs:
+                problems.append(f"{name}: {', '.join(differs)} differs from its events on the audit log (edited)")
+        for run_id in self.runs.keys() - seen:
+            problems.append(f"run {run_id!r} started on the audit log but its record is gone")
+        return problems
+
+
+GRANT_COLUMNS = (
+    "grant_id",
+    "rule",
+    "tool",
+    "granted_by",
+    "scope",
+    "run_id",
+    "session_id",
+    "args_constraint",
+    "created_at_ms",
+    "expires_at_ms",
+    "target_id",
+    "description",
+    "channel",
+    "revoked_at_ms",
+    "revoked_by",
+    "revoke_reason",
+    "made_in_run",
+)
+"""Every column of ``gf_grants``: each is checked against its GrantCreated and GrantRevoked events."""
+
+
+class _GrantHistory:
+    """What GrantCreated / GrantRevoked say each ``gf_grants`` row holds."""
+
+    def __init__(self) -> None:
+        self.grants: dict[str, dict[str, Any]] = {}
+
+    def see(self, event: events_pb2.Event) -> None:
+        kind = payload_name(event)
+        if kind == "grant_created":
+            g = event.grant_created
+            if g.grant_id in self.grants:
+                return  # the store keeps the first
+            self.grants[g.grant_id] = {
+                "grant_id": g.grant_id,
+                "rule": g.rule,
+                "tool": g.tool,
+                "granted_by": g.granted_by,
+                "scope": g.scope,
+                "run_id": event.run_id if g.scope == "run" else "",
+                "session_id": g.session_id,
+                "args_constraint": g.args_constraint,
+                "created_at_ms": g.created_at_ms or timestamp_to_ms(event.emitted_at),
+                "expires_at_ms": g.expires_at_ms,
+                "target_id": g.target_id,
+                "description": g.description,
+                "channel": g.channel,
+                "revoked_at_ms": 0,
+                "revoked_by": "",
+                "revoke_reason": "",
+                "made_in_run": event.run_id,
+            }
+        elif kind == "grant_revoked":
+            r = event.grant_revoked
+            grant = self.grants.get(r.grant_id)
+            if grant is not None and not grant["revoked_at_ms"]:  # revoked once
+                grant.update(
+                    revoked_at_ms=timestamp_to_ms(event.emitted_at), revoked_by=r.revoked_by, revoke_reason=r.reason
+                )
+
+    def check(self, records: Iterable[Record | str]) -> list[str]:
+        problems: list[str] = []
+        seen: set[str] = set()
+        for row in records:
+            if isinstance(row, str):
+                problems.append(row)
+                continue
+            grant_id = row["grant_id"]
+            want = self.grants.get(grant_id) if isinstance(grant_id, str) else None
+            name = f"grant {grant_id!r}"
+            if want is None:
+                problems.append(f"{name} has no grant_created on the audit log (inserted or edited)")
+                continue
+            seen.add(grant_id)
+            differs = [column for column in GRANT_COLUMNS if row[column] != want[column]]
+            if differs:
+                problems.append(f"{name}: {', '.join(differs)} differs from its events on the audit log (edited)")
+        for grant_id in self.grants.keys() - seen:
+            problems.append(f"grant {grant_id!r} was created on the audit log but its record is gone")
+        return problems
+
+
 def verify_chain(
     rows: Iterable[AuditRow],
     *,
     head_seq: int | None,
     head_hash: str | None,
     approvals: Callable[[], Iterable[ApprovalRow | str]] | None = None,
+    runs: Callable[[], Iterable[Record | str]] | None = None,
+    grants: Callable[[], Iterable[Record | str]] | None = None,
+    trust: TrustKey | None = None,
 ) -> AuditReport:
     """Check every row's link and hash, that its columns match its hashed event, per-run sequences, and the head.
 
@@ -199,7 +458,10 @@ def verify_chain(
     are missing (deleted, or dropped by a writer). ``head_seq`` None means the head row is missing.
     ``approvals`` (called after the walk) gives every approval record, each checked against its
     request and decision events: a shown column that differs, a record without a request, a request
-    whose record is gone, a decision the log does not have.
+    whose record is gone, a decision the log does not have. ``runs`` and ``grants`` (rows of ``gf_runs`` and
+    ``gf_grants`` by column, or the problem of one that could not be read) are checked against the run
+    lifecycle and grant events the same way. With ``trust`` (the key ``goldfive serve`` signs decisions with),
+    every decision signature on a record is verified too.
     """
     problems: list[str] = []
     first_bad: int | None = None
@@ -207,7 +469,9 @@ def verify_chain(
     count = 0
     last_seq = 0
     next_sequence: dict[str, int] = {}
-    history = _ApprovalHistory()
+    history = _ApprovalHistory(trust)
+    run_history = _RunHistory()
+    grant_history = _GrantHistory()
 
     def problem(seq: int, text: str) -> None:
         nonlocal first_bad
@@ -218,6 +482,10 @@ def verify_chain(
 
     for row in rows:
         count += 1
+        if row.seq != last_seq + 1:  # rows are numbered 1, 2, 3, ... under the chain's lock
+            problem(
+                row.seq, f"row {row.seq}: its number does not follow row {last_seq} (renumbered, or rows are missing)"
+            )
         last_seq = row.seq
         if row.prev_hash != prev:
             problem(row.seq, f"row {row.seq}: prev_hash {row.prev_hash[:12]}… does not match row before ({prev[:12]}…)")
@@ -246,15 +514,24 @@ def verify_chain(
             missing = f"#{want}" if event.sequence == want + 1 else f"#{want}-#{event.sequence - 1}"
             problem(row.seq, f"run {event.run_id}: events {missing} are missing before row {row.seq} (a gap)")
         next_sequence[event.run_id] = max(want, event.sequence + 1)
-        history.see(event)
+        history.see(event, row.seq)
+        run_history.see(event)
+        grant_history.see(event)
     if head_seq is None or head_hash is None:
         problem(last_seq, "the chain head row is missing (deleted): tampering; a truncated tail cannot be ruled out")
     elif count and (last_seq != head_seq or prev != head_hash):
         problem(last_seq, f"the chain ends at row {last_seq} but the recorded head is row {head_seq}: rows are missing")
     elif not count and head_seq:
         problem(0, f"the audit log is empty but the recorded head is row {head_seq}: rows are missing")
+    tables: list[list[str]] = []
     if approvals is not None:
-        for text in history.check(approvals()):
+        tables.append(history.check(approvals()))
+    if runs is not None:
+        tables.append(run_history.check(runs()))
+    if grants is not None:
+        tables.append(grant_history.check(grants()))
+    for found in tables:
+        for text in found:
             if len(problems) < _MAX_PROBLEMS:
                 problems.append(text)
     return AuditReport(ok=not problems, rows=count, head_hash=prev, problems=tuple(problems), first_bad_seq=first_bad)

@@ -15,7 +15,7 @@ import os
 import socket
 from collections.abc import Callable, Mapping, Sequence
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._util import now_ms
 from ..approvals import OPEN_STATUSES as _OPEN
@@ -24,6 +24,9 @@ from ..control import AckResult, ControlAck, ControlMessage
 from ..errors import GoldfiveError
 from ..limits import Limits
 from ..pb.v1 import events_pb2
+
+if TYPE_CHECKING:
+    from ..signing import TrustKey
 
 __all__ = [
     "DEFAULT_STALE_AFTER_MS",
@@ -396,8 +399,8 @@ class Store(abc.ABC):
         """The seq and hash of the last audit row (``(0, GENESIS)`` when empty)."""
 
     @abc.abstractmethod
-    def verify_audit(self) -> AuditReport:
-        """Recompute the whole chain and report every break."""
+    def verify_audit(self, *, trust_key: TrustKey | None = None) -> AuditReport:
+        """Recompute the whole chain and report every break (``trust_key``: verify decision signatures too)."""
 
     # -- approvals ---------------------------------------------------------------------
     @abc.abstractmethod

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ..errors import GoldfiveError, MissingExtraError
-from ..signing import DecisionSigner
+from ..signing import DecisionSigner, TrustKey
 from .base import AuditReport, Store, StoreError
 
 if TYPE_CHECKING:
@@ -165,9 +165,10 @@ def verify_chain(store: Store, checkpoint: str, *, public_key: Ed25519PublicKey,
     """:meth:`Store.verify_audit`, plus: the chain still holds the row the signed checkpoint vouches for.
 
     A writer without the private key can rewrite rows and recompute the chain and its head, but not
-    the checkpoint: the row at the checkpoint's position then hashes differently (or is gone).
+    the checkpoint: the row at the checkpoint's position then hashes differently (or is gone). The same key
+    signs decisions, so every decision signature on an approval record is verified with it too.
     """
-    report = store.verify_audit()
+    report = store.verify_audit(trust_key=trust_key_of(public_key))
     problems = list(report.problems)
     try:
         point = parse_checkpoint(checkpoint, public_key, origin=origin)
@@ -186,6 +187,13 @@ def verify_chain(store: Store, checkpoint: str, *, public_key: Ed25519PublicKey,
         if head_seq < point.seq:
             problems.append(f"the chain head (row {head_seq}) is behind the signed checkpoint (row {point.seq})")
     return dataclasses.replace(report, ok=not problems, problems=tuple(problems))
+
+
+def trust_key_of(public_key: Ed25519PublicKey) -> TrustKey:
+    """The :class:`~goldfive_core.signing.TrustKey` (decision-signature checker) of a public key."""
+    from cryptography.hazmat.primitives import serialization
+
+    return TrustKey(public_key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw))
 
 
 def load_public_key(text: str) -> Ed25519PublicKey:

@@ -255,6 +255,7 @@ def revoke_grant(store: Store, grant_id: str, *, by: str, reason: str = "", chan
             if done == 1:
 
                 def fill(event: events_pb2.Event) -> None:
+                    event.emitted_at.FromMilliseconds(at)  # the record's revoked_at_ms (audit verify checks it)
                     event.grant_revoked.grant_id = grant_id
                     event.grant_revoked.revoked_by = by
                     event.grant_revoked.reason = reason

@@ -67,6 +67,10 @@ def _wake_from_env() -> bool:
     return True
 
 
+def _decode_leniently(raw: bytes) -> str:
+    return raw.decode("utf-8", "surrogateescape")
+
+
 class SqliteStore(SqlStore):
     """A goldfive store in one SQLite file.
 
@@ -239,6 +243,16 @@ class SqliteStore(SqlStore):
                 uri + "?mode=ro&immutable=1", uri=True, timeout=self.busy_timeout_s, isolation_level=None
             )
         return conn
+
+    @contextlib.contextmanager
+    def _lenient_text(self, conn: Any) -> Iterator[None]:
+        """Text that is not UTF-8 (any bytes can be stored as TEXT) is read with the bad bytes escaped."""
+        before = conn.text_factory
+        conn.text_factory = _decode_leniently
+        try:
+            yield
+        finally:
+            conn.text_factory = before
 
     @contextlib.contextmanager
     def _transaction(self, conn: Any) -> Iterator[None]:

@@ -171,7 +171,7 @@ APPROVAL_COLUMNS = (
     "decided_via",
     "decided_channel",
 )
-"""Every column ``pending`` / ``show`` print (not ``id``, ``decided_at_ms`` or the signature block)."""
+"""Columns ``pending`` / ``show`` print (all of them, id and signature included: test_faults_audit_tables.py)."""
 
 
 def _approvals(path: Path) -> Store:

@@ -1,0 +1,254 @@
+"""Every table a reader is shown, checked against the chain: any single-byte edit of a shown cell, any row
+deleted, any two rows' contents swapped and any tail cut off is reported by ``verify_audit`` and by
+``goldfive audit verify`` (exit 1), on SQLite and PostgreSQL, on a store filled by real runs.
+
+Each tampering is made inside a transaction on the store's own connection, verified there and rolled back,
+so one store serves every case. The loops are seeded and bounded in time.
+"""
+
+from __future__ import annotations
+
+import random
+import shutil
+import sqlite3
+import subprocess
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from audited_store import populate
+from store_support import PYTHON, Backend
+
+from goldfive_core.signing import TrustKey
+from goldfive_core.store import Store
+from goldfive_core.store.audit import GRANT_COLUMNS
+
+TABLES: dict[str, tuple[str, tuple[str, ...]]] = {
+    # table: (its key, the columns readers are shown; the key first)
+    "gf_audit": (
+        "seq",
+        ("seq", "run_id", "sequence", "kind", "event_id", "emitted_at_ms", "body", "prev_hash", "hash"),
+    ),
+    "gf_approvals": (
+        "id",
+        (
+            "id",
+            "run_id",
+            "session_id",
+            "target_id",
+            "kind",
+            "prompt",
+            "task_id",
+            "tool_name",
+            "args_json",
+            "args_digest",
+            "metadata_json",
+            "status",
+            "requested_at_ms",
+            "expires_at_ms",
+            "timeout_ms",
+            "decided_at_ms",
+            "decided_by",
+            "decision",
+            "detail",
+            "edited_args_json",
+            "decided_via",
+            "decided_channel",
+            "decision_sig",
+            "quorum_progress",
+            "original_args_json",
+            "original_args_digest",
+        ),
+    ),
+    # Not pid, host, heartbeat_at_ms: liveness, not history (README, trust model).
+    "gf_runs": ("run_id", ("run_id", "session_id", "adapter", "status", "started_at_ms", "ended_at_ms")),
+    "gf_grants": ("grant_id", GRANT_COLUMNS),
+}
+BUDGET_S = 12.0
+"""Per table and backend, for the single-byte edits (deletions, swaps and truncations are all tried)."""
+
+
+@pytest.fixture
+async def filled(backend: Backend, tmp_path: Path) -> tuple[Store, TrustKey]:
+    return await populate(backend, tmp_path)
+
+
+def _conn(store: Store) -> Any:
+    return store._conn()  # type: ignore[attr-defined]  # the tampering under test
+
+
+def _run(store: Store, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+    cur = store._exec(_conn(store), sql, params)  # type: ignore[attr-defined]
+    return list(cur.fetchall()) if cur.description else []
+
+
+def _rows(store: Store, table: str) -> list[dict[str, Any]]:
+    key, columns = TABLES[table]
+    found = _run(store, f"SELECT {', '.join(columns)} FROM {table} ORDER BY {key}")
+    return [dict(zip(columns, r, strict=True)) for r in found]
+
+
+def _tampered(
+    store: Store, change: Callable[[], None], trust: TrustKey | None = None
+) -> tuple[bool, tuple[str, ...]] | None:
+    """Make ``change`` in a transaction, verify inside it, roll back; None when the database refused the change."""
+    conn = _conn(store)
+    conn.execute("BEGIN")
+    try:
+        try:
+            change()
+        except Exception:  # a unique key, a NUL in PostgreSQL text: not an edit anyone can make
+            return None
+        report = store.verify_audit(trust_key=trust)
+        return report.ok, report.problems
+    finally:
+        conn.execute("ROLLBACK")
+
+
+def _byte_edits(value: Any, rng: random.Random, postgres: bool) -> Iterator[Any]:
+    """Values that differ from ``value`` in one byte (one flipped bit), or by one added byte when it is empty."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        for _ in range(2):
+            yield value ^ (1 << rng.randrange(63))
+        return
+    raw = bytes(value) if isinstance(value, bytes | memoryview) else str(value).encode()
+    if not raw:
+        yield "x"
+        return
+    for _ in range(2):
+        pos = rng.randrange(len(raw))
+        forged = bytearray(raw)
+        forged[pos] ^= 1 << rng.randrange(8)
+        if isinstance(value, bytes | memoryview):
+            yield bytes(forged)
+            continue
+        try:
+            yield bytes(forged).decode("utf-8")
+        except UnicodeDecodeError:
+            if not postgres:  # SQLite keeps any bytes as TEXT: garbage that must be reported, not crash verify
+                yield _NotUtf8(bytes(forged))
+
+
+class _NotUtf8(bytes):
+    """Bytes to store as TEXT (SQLite ``CAST(? AS TEXT)``)."""
+
+
+def _set(store: Store, table: str, key: str, key_value: Any, column: str, value: Any) -> None:
+    mark = "CAST(? AS TEXT)" if isinstance(value, _NotUtf8) else "?"
+    arg = bytes(value) if isinstance(value, _NotUtf8) else value
+    _run(store, f"UPDATE {table} SET {column} = {mark} WHERE {key} = ?", (arg, key_value))
+
+
+def _swap_keys(store: Store, table: str, key: str, a: Any, b: Any) -> None:
+    """Swap two rows' contents (every other column) by swapping their keys."""
+    temp: Any = -(2**40) if isinstance(a, int) else "swap-placeholder"
+    _run(store, f"UPDATE {table} SET {key} = ? WHERE {key} = ?", (temp, a))
+    _run(store, f"UPDATE {table} SET {key} = ? WHERE {key} = ?", (a, b))
+    _run(store, f"UPDATE {table} SET {key} = ? WHERE {key} = ?", (b, temp))
+
+
+def _cli(backend: Backend, db: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = backend.env()
+    if db is not None:
+        env["GOLDFIVE_DB"] = db
+    return subprocess.run(
+        [PYTHON, "-m", "goldfive_core.cli", "audit", "verify"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize("table", list(TABLES))
+async def test_any_tampering_of_a_shown_table_is_reported(
+    filled: tuple[Store, TrustKey], backend: Backend, table: str, tmp_path: Path
+) -> None:
+    """With the key decisions are signed with (``audit verify --public-key``): a signature is verified too."""
+    store, trust = filled
+    postgres = backend.name == "postgres"
+    key, columns = TABLES[table]
+    rows = _rows(store, table)
+    assert len(rows) >= 2, rows
+    missed: list[str] = []
+
+    def check(what: str, change: Callable[[], None]) -> None:
+        found = _tampered(store, change, trust)
+        if found is not None and found[0]:
+            missed.append(what)
+
+    # Single-byte edits of every shown cell (seeded; each cell at least once within the budget).
+    rng = random.Random(f"{table}-{backend.name}")
+    cells = [(row, column) for row in rows for column in columns]
+    rng.shuffle(cells)
+    deadline = time.monotonic() + BUDGET_S
+    edited = 0
+    for row, column in cells:
+        if time.monotonic() > deadline:
+            break
+        for forged in _byte_edits(row[column], rng, postgres):
+            if forged == row[column]:
+                continue
+            check(
+                f"{column} of {row[key]!r}: {row[column]!r} -> {forged!r}",
+                lambda r=row, c=column, f=forged: _set(store, table, key, r[key], c, f),
+            )
+            edited += 1
+    assert edited >= len(cells), f"only {edited} edits of {len(cells)} cells ran within {BUDGET_S} s"
+
+    # Every row deleted; every pair of rows swapped; every tail cut off.
+    for row in rows:
+        check(f"delete {row[key]!r}", lambda r=row: _run(store, f"DELETE FROM {table} WHERE {key} = ?", (r[key],)))
+    for i, a in enumerate(rows):
+        for b in rows[i + 1 :]:
+            if {c: a[c] for c in columns if c != key} != {c: b[c] for c in columns if c != key}:
+                check(f"swap {a[key]!r} {b[key]!r}", lambda x=a, y=b: _swap_keys(store, table, key, x[key], y[key]))
+    for row in rows[:-1]:
+        check(f"cut after {row[key]!r}", lambda r=row: _run(store, f"DELETE FROM {table} WHERE {key} > ?", (r[key],)))
+    assert not missed, f"{len(missed)} tamperings of {table} passed verify: {missed[:10]}"
+    assert store.verify_audit(trust_key=trust).ok  # every change was rolled back
+
+    # The command: an edit of a shown cell exits 1 and names the row; undone, it exits 0 again.
+    row = rows[-1]
+    column = columns[1]
+    original = row[column]
+    forged = original + 1 if isinstance(original, int) else original + "-forged"
+    _set(store, table, key, row[key], column, forged)
+    cli = _cli(backend)
+    assert cli.returncode == 1 and "TAMPERED" in cli.stdout, cli.stdout + cli.stderr
+    assert "Traceback" not in cli.stderr
+    _set(store, table, key, row[key], column, original)
+    assert _cli(backend).returncode == 0
+
+
+async def test_the_command_reports_deletion_swap_and_truncation(
+    filled: tuple[Store, TrustKey], backend: Backend, tmp_path: Path
+) -> None:
+    """Committed tamperings, one of each kind per table, through ``goldfive audit verify`` (SQLite copies)."""
+    if backend.name != "sqlite":
+        pytest.skip("committed copies of the file; the PostgreSQL cases run through the library above")
+    for table, (key, _columns) in TABLES.items():
+        rows = _rows(filled[0], table)
+        for kind in ("delete", "swap", "cut"):
+            copy = tmp_path / f"{table}-{kind}.db"
+            with sqlite3.connect(backend.location) as source, sqlite3.connect(copy) as dest:
+                source.backup(dest)
+            conn = sqlite3.connect(copy, isolation_level=None)
+            first, last = rows[0][key], rows[-1][key]
+            if kind == "delete":
+                conn.execute(f"DELETE FROM {table} WHERE {key} = ?", (first,))
+            elif kind == "cut":
+                conn.execute(f"DELETE FROM {table} WHERE {key} > ?", (first,))
+            else:
+                temp: Any = -(2**40) if isinstance(first, int) else "swap-placeholder"
+                conn.execute(f"UPDATE {table} SET {key} = ? WHERE {key} = ?", (temp, first))
+                conn.execute(f"UPDATE {table} SET {key} = ? WHERE {key} = ?", (first, last))
+                conn.execute(f"UPDATE {table} SET {key} = ? WHERE {key} = ?", (last, temp))
+            conn.close()
+            cli = _cli(backend, str(copy))
+            assert cli.returncode == 1 and "TAMPERED" in cli.stdout, (table, kind, cli.stdout, cli.stderr)
+            assert "Traceback" not in cli.stderr
+            shutil.rmtree(copy, ignore_errors=True)
