@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from google.protobuf.message import DecodeError
 
-from .._util import canonical_json
+from .._util import args_digest, canonical_json
 from ..approvals import ApprovalStatus, sources
 from ..convert import timestamp_to_ms
 from ..events import payload_name
@@ -148,6 +148,13 @@ class _ApprovalHistory:
                 "quorum_progress": (row.quorum_progress, self.progress.get(key, "")),
             }
             edited = [column for column, (stored, logged) in shown.items() if stored != logged]
+            if row.original_args_digest and (
+                # An edit in a quorum: no event carries the arguments on the table; they must at least be the
+                # ones their digest names, and, once approved, the ones the decision ran with.
+                _digest_of(row.tool_name, row.args_json) != row.args_digest
+                or (row.decision == "approve" and not _same_json(row.args_json, row.edited_args_json))
+            ):
+                edited.append("args_json (edited in the quorum)")
             if edited:
                 problems.append(f"{name}: {', '.join(edited)} differs from its request on the audit log (edited)")
             times = self.decided_at.get(key, {})
@@ -280,6 +287,13 @@ def _signature_check(row: ApprovalRow, trust: TrustKey, grants: str) -> str | No
                 if problem is None:
                     return None
     return problem
+
+
+def _digest_of(tool_name: str, args_json: str) -> str:
+    try:
+        return args_digest(tool_name, json.loads(args_json))
+    except (ValueError, TypeError, RecursionError):
+        return ""
 
 
 def _same_json(a: str, b: str) -> bool:
@@ -482,13 +496,12 @@ def verify_chain(
 
     for row in rows:
         count += 1
-        if row.seq != last_seq + 1:  # rows are numbered 1, 2, 3, ... under the chain's lock
-            problem(
-                row.seq, f"row {row.seq}: its number does not follow row {last_seq} (renumbered, or rows are missing)"
-            )
-        last_seq = row.seq
         if row.prev_hash != prev:
             problem(row.seq, f"row {row.seq}: prev_hash {row.prev_hash[:12]}… does not match row before ({prev[:12]}…)")
+        if row.seq != last_seq + 1:  # rows are numbered 1, 2, 3, ... under the chain's lock
+            follows = f"row {row.seq}: its number does not follow row {last_seq}"
+            problem(row.seq, f"{follows} (renumbered, or rows are missing)")
+        last_seq = row.seq
         expected = chain_hash(row.prev_hash, row.body)
         if row.hash != expected:
             problem(row.seq, f"row {row.seq} ({row.kind} of run {row.run_id}): content does not match its hash")

@@ -149,12 +149,12 @@ def _swap_keys(store: Store, table: str, key: str, a: Any, b: Any) -> None:
     _run(store, f"UPDATE {table} SET {key} = ? WHERE {key} = ?", (b, temp))
 
 
-def _cli(backend: Backend, db: str | None = None) -> subprocess.CompletedProcess[str]:
+def _cli(backend: Backend, db: str | None = None, *more: str) -> subprocess.CompletedProcess[str]:
     env = backend.env()
     if db is not None:
         env["GOLDFIVE_DB"] = db
     return subprocess.run(
-        [PYTHON, "-m", "goldfive_core.cli", "audit", "verify"],
+        [PYTHON, "-m", "goldfive_core.cli", "audit", "verify", *more],
         env=env,
         capture_output=True,
         text=True,
@@ -252,3 +252,73 @@ async def test_the_command_reports_deletion_swap_and_truncation(
             assert cli.returncode == 1 and "TAMPERED" in cli.stdout, (table, kind, cli.stdout, cli.stderr)
             assert "Traceback" not in cli.stderr
             shutil.rmtree(copy, ignore_errors=True)
+
+
+GARBAGE: tuple[tuple[str, str, str, str], ...] = (
+    # (table, column, SQL value, the row named in the report)
+    ("gf_audit", "kind", "CAST(x'fffe' AS TEXT)", "row {key}"),
+    ("gf_audit", "body", "'not bytes'", "row {key}"),
+    ("gf_audit", "emitted_at_ms", "'yesterday'", "row {key}"),
+    ("gf_audit", "prev_hash", "x'00ff'", "row {key}"),
+    ("gf_approvals", "prompt", "CAST(x'c328' AS TEXT)", "approval #{key}"),
+    ("gf_approvals", "status", "CAST(x'ff' AS TEXT)", "approval #{key}"),
+    ("gf_approvals", "metadata_json", "x'ff'", "approval #{key}"),
+    ("gf_approvals", "requested_at_ms", "'soon'", "approval #{key}"),
+    ("gf_approvals", "decision_sig", "42", "approval #{key}"),
+    ("gf_runs", "status", "CAST(x'ff' AS TEXT)", "run {key!r}"),
+    ("gf_runs", "started_at_ms", "x'01'", "run {key!r}"),
+    ("gf_grants", "rule", "CAST(x'80' AS TEXT)", "grant {key!r}"),
+    ("gf_grants", "revoked_at_ms", "'never'", "grant {key!r}"),
+    ("gf_chain_head", "hash", "x'ff'", "head"),
+    ("gf_chain_head", "seq", "'last'", "head"),
+)
+
+
+async def test_garbage_in_any_cell_is_reported_never_a_crash(filled: tuple[Store, TrustKey], backend: Backend) -> None:
+    """Cells of the wrong type and text that is not UTF-8 (SQLite keeps whatever is written) name their row; the
+    command exits 1 with no traceback."""
+    if backend.name != "sqlite":
+        pytest.skip("PostgreSQL refuses such values when they are written (typed columns, UTF-8 text)")
+    store, _trust = filled
+    for table, column, value, named in GARBAGE:
+        key = TABLES[table][0] if table in TABLES else "id"
+        first = _run(store, f"SELECT {key} FROM {table} ORDER BY {key} LIMIT 1")[0][0]
+        conn = sqlite3.connect(backend.location, isolation_level=None)
+        before = conn.execute(f"SELECT {column} FROM {table} WHERE {key} = ?", (first,)).fetchone()[0]
+        conn.execute(f"UPDATE {table} SET {column} = {value} WHERE {key} = ?", (first,))
+        try:
+            report = store.verify_audit()
+            assert not report.ok, (table, column)
+            if table != "gf_chain_head":
+                want = named.format(key=first)
+                assert any(want in p for p in report.problems), (table, column, want, report.problems)
+            cli = _cli(backend)
+            assert cli.returncode == 1 and "TAMPERED" in cli.stdout, (table, column, cli.stdout, cli.stderr)
+            assert "Traceback" not in cli.stderr, cli.stderr
+        finally:
+            conn.execute(f"UPDATE {table} SET {column} = ? WHERE {key} = ?", (before, first))
+            conn.close()
+    assert store.verify_audit().ok
+
+
+async def test_a_decision_signature_is_verified_with_the_key(filled: tuple[Store, TrustKey], backend: Backend) -> None:
+    """Without the key a signature block's form is checked; with it (``--public-key``) its signature too."""
+    store, trust = filled
+    signed = store.approvals_for("call-0")[0]
+    unsigned = store.approvals_for("call-3")[0]  # approved by ana on the command line too, never signed
+    assert signed.decision_sig and not unsigned.decision_sig
+    _run(store, "UPDATE gf_approvals SET decision_sig = ? WHERE id = ?", (signed.decision_sig, unsigned.id))
+    assert store.verify_audit().ok  # a well-formed block pasted onto another decision: only the key tells
+    report = store.verify_audit(trust_key=trust)
+    assert not report.ok and any(
+        f"approval #{unsigned.id} ('call-3'" in p and "decision_sig does not verify with the given key" in p
+        for p in report.problems
+    ), report.problems
+    cli = _cli(backend)
+    assert cli.returncode == 0, cli.stdout + cli.stderr
+    keyed = _cli(backend, None, "--public-key", trust.text())
+    assert keyed.returncode == 1 and "decision_sig does not verify with the given key" in keyed.stdout, keyed.stdout
+    _run(store, "UPDATE gf_approvals SET decision_sig = '' WHERE id = ?", (unsigned.id,))
+    _run(store, "UPDATE gf_approvals SET decision_sig = 'signed' WHERE id = ?", (signed.id,))
+    report = store.verify_audit()  # not a block at all: reported without the key
+    assert any(f"approval #{signed.id}" in p and "decision_sig" in p for p in report.problems), report.problems

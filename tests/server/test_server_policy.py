@@ -474,5 +474,6 @@ async def test_an_edit_in_a_quorum_puts_the_edited_arguments_on_the_table(backen
             verified = (await srv.get("/api/audit/verify", user="vic")).json()
             # The record's original arguments still match its request on the audit log (no "args_json ... edited").
             assert verified["rows"] and not [p for p in verified["problems"] if "args" in p], verified
+            assert verified["ok"], verified  # and every other column too
         finally:
             await agent.close()
