@@ -61,6 +61,7 @@ def test_detach_then_approve_from_the_cli_resumes_and_runs_once(world: World, se
     assert detached.invocation_id == invocation and detached.session_id == "s1"
     assert f"{approval}  [detached]" in world.cli("pending").stdout
     assert world.runs_of_body() == []
+    assert store.verify_audit().ok, store.verify_audit().problems  # the detached run's record matches its events
 
     decided = world.cli("approve", approval, "--by", "ann")
     assert decided.returncode == 0 and decided.stdout.startswith("recorded:"), decided.stderr
@@ -79,6 +80,8 @@ def test_detach_then_approve_from_the_cli_resumes_and_runs_once(world: World, se
     assert kinds.count("run_started") == 2 and "approval_granted" in kinds and "run_aborted" in kinds
     assert "approval_cancelled" not in kinds and "approval_timed_out" not in kinds
     assert "detached" not in world.cli("runs").stdout  # the detached run is over once resumed
+    report = store.verify_audit()  # resumed, ended: every record still matches the audit log
+    assert report.ok, report.problems
 
 
 def test_reject_resumes_and_the_body_never_runs(world: World, servers: Any) -> None:
