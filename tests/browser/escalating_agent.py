@@ -10,17 +10,12 @@ printed as ``model read: ...``, so a test can see that a steer reached the model
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import sys
-from collections.abc import AsyncGenerator
 from typing import Any
 
 from google.adk.agents.llm_agent import LlmAgent
 from google.adk.apps import App
-from google.adk.models.base_llm import BaseLlm
-from google.adk.models.llm_request import LlmRequest
-from google.adk.models.llm_response import LlmResponse
 from google.adk.runners import Runner
 from google.adk.sessions import InMemorySessionService
 from google.adk.tools.function_tool import FunctionTool
@@ -29,6 +24,7 @@ from google.genai import types
 from goldfive_adk import GoldfivePlugin
 from goldfive_core import SteeringConfig, install_default_steering
 from goldfive_core.store import StoreChannel, open_store
+from goldfive_core.testing import Call, ScriptedModel, SeenRequest
 
 STEER_MARK = "STEER:"
 QUERY = 'weather <img src=x onerror="window.pwned=1">'
@@ -40,41 +36,18 @@ def _say(line: str) -> None:
     sys.stdout.flush()
 
 
-def _read_since_user(request: LlmRequest) -> list[str]:
-    seen: list[str] = []
-    for content in reversed(request.contents):
-        parts = content.parts or []
-        if content.role == "user" and any(p.text and not p.text.startswith("[goldfive]") for p in parts):
-            break
-        for part in parts:
-            if part.text:
-                seen.append(part.text)
-            if part.function_response is not None:
-                seen.append(json.dumps(part.function_response.response))
-    return seen[::-1]
-
-
-class StubbornLlm(BaseLlm):
+def _turn(request: SeenRequest) -> str | Call:
     """Searches for QUERY until a person's steer (a text containing ``STEER:``) shows up; then stops."""
-
-    model: str = "stubborn"
-
-    async def generate_content_async(
-        self, llm_request: LlmRequest, stream: bool = False
-    ) -> AsyncGenerator[LlmResponse, None]:
-        """One turn, decided from the request alone."""
-        seen = _read_since_user(llm_request)
-        steers = [s for s in seen if STEER_MARK in s]
-        for text in steers:
-            _say("model read: " + text.replace("\n", " "))
-        if steers:
-            part = types.Part(text="following the person's direction")
-        elif PATIENT:
-            asked = sum(1 for s in seen if s.startswith("{"))  # one function response per search so far
-            part = types.Part(function_call=types.FunctionCall(name="search", args={"q": f"weather, try {asked}"}))
-        else:
-            part = types.Part(function_call=types.FunctionCall(name="search", args={"q": QUERY}))
-        yield LlmResponse(content=types.Content(role="model", parts=[part]))
+    seen = request.since_user
+    steers = [s for s in seen if STEER_MARK in s]
+    for text in steers:
+        _say("model read: " + text.replace("\n", " "))
+    if steers:
+        return "following the person's direction"
+    if PATIENT:
+        asked = sum(1 for s in seen if s.startswith("{"))  # one function response per search so far
+        return Call("search", {"q": f"weather, try {asked}"})
+    return Call("search", {"q": QUERY})
 
 
 async def search(q: str) -> dict[str, Any]:
@@ -97,7 +70,7 @@ async def main() -> None:
     plugin = GoldfivePlugin(
         control=channel, sinks=[channel.sink], config=config, session_setup=install_default_steering
     )
-    agent = LlmAgent(name="forecaster", model=StubbornLlm(), tools=[FunctionTool(search)])
+    agent = LlmAgent(name="forecaster", model=ScriptedModel(then=_turn, record=False), tools=[FunctionTool(search)])
     app = App(name="escalation_agent", root_agent=agent, plugins=[plugin])
     runner = Runner(app=app, session_service=InMemorySessionService())
     session = await runner.session_service.create_session(app_name=app.name, user_id="u")

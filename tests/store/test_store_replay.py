@@ -11,7 +11,7 @@ mutation list in ``scripts/mutation.py``).
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -123,10 +123,7 @@ class _Adk:
     """One ADK run of an agent whose model calls ``transfer(amount=10)`` with the function call id ``target``."""
 
     def __init__(self, store: Store, target: str, *, raises: bool = False, timeout_ms: int = 60_000) -> None:
-        from google.adk.models.base_llm import BaseLlm
-        from google.adk.models.llm_request import LlmRequest
-        from google.adk.models.llm_response import LlmResponse
-        from google.genai import types
+        from goldfive_core.testing import Call, ScriptedModel, SeenRequest
 
         self.ran: list[int] = []
         self.told: list[dict[str, Any]] = []
@@ -135,24 +132,12 @@ class _Adk:
         self.timeout_ms = timeout_ms
         told = self.told
 
-        class CallsTransfer(BaseLlm):
-            model: str = "scripted"
+        def answered(seen: SeenRequest) -> str:
+            if seen.last_response is not None:
+                told.append(seen.last_response)
+            return "done"
 
-            async def generate_content_async(
-                self, llm_request: LlmRequest, stream: bool = False
-            ) -> AsyncGenerator[LlmResponse, None]:
-                answers = [
-                    p.function_response for c in llm_request.contents for p in c.parts or [] if p.function_response
-                ]
-                if answers:
-                    told.append(dict(answers[-1].response or {}))
-                    part = types.Part(text="done")
-                else:
-                    call = types.FunctionCall(id=target, name=TOOL, args=dict(ARGS))
-                    part = types.Part(function_call=call)
-                yield LlmResponse(content=types.Content(role="model", parts=[part]))
-
-        self.model = CallsTransfer()
+        self.model = ScriptedModel([Call(TOOL, dict(ARGS), id=target)], then=answered)
 
     async def run(self) -> None:
         from google.adk.agents.llm_agent import LlmAgent
