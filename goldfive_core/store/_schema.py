@@ -34,7 +34,7 @@ __all__ = [
     "USER_COLS",
 ]
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 
 # Migrations: (version, statements). Types are filled in per dialect: {id} an auto-increment
 # primary key, {blob} bytes, {big} a 64-bit integer. Never edit a released step; add one.
@@ -180,6 +180,17 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
             # args_digest, what the next approver reads and votes on); the call's own stay reviewable here.
             "ALTER TABLE gf_approvals ADD COLUMN original_args_json TEXT NOT NULL DEFAULT ''",
             "ALTER TABLE gf_approvals ADD COLUMN original_args_digest TEXT NOT NULL DEFAULT ''",
+        ),
+    ),
+    (
+        12,
+        (
+            # From here on audit rows and approval records are numbered without gaps under the chain's lock (audit
+            # verify checks each number). Rows written before keep their numbers: they are checked for order only.
+            "INSERT INTO gf_meta (key, value) SELECT 'audit_numbered_after', CAST(seq AS TEXT) FROM gf_chain_head "
+            "WHERE id = 1 ON CONFLICT (key) DO NOTHING",
+            "INSERT INTO gf_meta (key, value) SELECT 'approvals_numbered_after', CAST(COALESCE(MAX(id), 0) AS TEXT) "
+            "FROM gf_approvals WHERE 1 = 1 ON CONFLICT (key) DO NOTHING",
         ),
     ),
 )

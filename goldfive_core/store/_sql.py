@@ -574,6 +574,17 @@ class SqlStore(Store):
 
     def _verify_audit(self, conn: Any, trust_key: TrustKey | None) -> AuditReport:
         head = self._exec(conn, "SELECT seq, hash FROM gf_chain_head WHERE id = 1").fetchone()
+        meta = dict(
+            self._exec(
+                conn, "SELECT key, value FROM gf_meta WHERE key IN ('audit_numbered_after', 'approvals_numbered_after')"
+            ).fetchall()
+        )
+
+        def after(key: str) -> int:
+            try:  # missing or garbled: every row is checked by its number
+                return max(0, int(str(meta.get(key, 0))))
+            except ValueError:
+                return 0
 
         def pages() -> Iterator[AuditRow]:
             after = -(2**62)
@@ -635,6 +646,7 @@ class SqlStore(Store):
             runs=runs,
             grants=grants,
             trust=trust_key,
+            numbered_after=(after("audit_numbered_after"), after("approvals_numbered_after")),
         )
 
     # -- approvals ----------------------------------------------------------------------------

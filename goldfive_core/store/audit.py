@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import itertools
 import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -56,8 +57,11 @@ _Decision = tuple[bool, "events_pb2.ApprovalGranted | events_pb2.ApprovalRejecte
 class _ApprovalHistory:
     """The latest request and its first decision per (run, target), as the chain tells them."""
 
-    def __init__(self, trust: TrustKey | None = None) -> None:
+    def __init__(self, trust: TrustKey | None = None, audit_after: int = 0, approvals_after: int = 0) -> None:
         self.trust = trust
+        self.audit_after = audit_after
+        """The last audit row and record written before migration 12 (numbered by the database, maybe with gaps)."""
+        self.approvals_after = approvals_after
         """The key decisions are signed with (``audit verify --public-key``): each signature is then verified."""
         self.requests: dict[_Key, tuple[events_pb2.Event, events_pb2.ApprovalRequested]] = {}
         self.decisions: dict[_Key, _Decision] = {}
@@ -106,7 +110,11 @@ class _ApprovalHistory:
         """``records``: every approval record, or the problem of one that could not be read."""
         problems: list[str] = []
         seen: set[_Key] = set()
-        number = {key: n for n, key in enumerate(sorted(self.first_seq, key=self.first_seq.__getitem__), 1)}
+        ordered = sorted(self.first_seq, key=self.first_seq.__getitem__)
+        # Records of calls first asked after migration 12 are numbered on from the highest number before it.
+        fresh = [key for key in ordered if self.first_seq[key] > self.audit_after]
+        number = {key: self.approvals_after + n for n, key in enumerate(fresh, 1)}
+        legacy: list[tuple[int, int, str]] = []
         for row in records:
             if isinstance(row, str):
                 problems.append(row)
@@ -118,7 +126,12 @@ class _ApprovalHistory:
             if found is None:
                 problems.append(f"{name} has no request on the audit log (inserted or edited)")
                 continue
-            if row.id != number[key]:
+            if key not in number:  # written before migration 12: its number must only keep the order
+                if isinstance(row.id, int) and row.id <= self.approvals_after:
+                    legacy.append((self.first_seq[key], row.id, name))
+                else:
+                    problems.append(f"{name}: id is above the numbers of records written before the upgrade (edited)")
+            elif row.id != number[key]:
                 # Records are numbered in the order their calls were first requested (under the chain's lock).
                 problems.append(
                     f"{name}: id differs from its place on the audit log (the request numbered {number[key]}): "
@@ -158,11 +171,20 @@ class _ApprovalHistory:
             if edited:
                 problems.append(f"{name}: {', '.join(edited)} differs from its request on the audit log (edited)")
             times = self.decided_at.get(key, {})
+            if key not in number and row.decided_via == "run" and times.get(row.decision == "approve"):
+                # Before migration 12 a run's decision kept its ack's time, a moment before its event's.
+                logged_at = times[row.decision == "approve"]
+                if row.requested_at_ms <= row.decided_at_ms <= max(logged_at):
+                    times = {**times, row.decision == "approve": {*logged_at, row.decided_at_ms}}
             problems.extend(self._check_decision(name, row, self.decisions.get(key), self.closed.get(key), times))
             if row.decision_sig and self.trust is not None and row.status.value in ("granted", "rejected"):
                 wrong = _signature_check(row, self.trust, meta.get("policy_grants", ""))
                 if wrong:
                     problems.append(f"{name}: decision_sig does not verify with the given key: {wrong} (edited)")
+        legacy.sort()
+        for (_, before, _), (_, ident, name) in itertools.pairwise(legacy):
+            if ident <= before:
+                problems.append(f"{name}: id is out of the order its request has on the audit log (edited)")
         for run_id, target_id in self.requests.keys() - seen:
             problems.append(f"the request {target_id!r} of run {run_id} is on the audit log but its record is gone")
         return problems
@@ -397,10 +419,13 @@ GRANT_COLUMNS = (
 class _GrantHistory:
     """What GrantCreated / GrantRevoked say each ``gf_grants`` row holds."""
 
-    def __init__(self) -> None:
+    def __init__(self, audit_after: int = 0) -> None:
         self.grants: dict[str, dict[str, Any]] = {}
+        self.audit_after = audit_after
+        self.revoked_before: set[str] = set()
+        """Grants revoked before migration 12: the record's time was taken a moment before its event's."""
 
-    def see(self, event: events_pb2.Event) -> None:
+    def see(self, event: events_pb2.Event, seq: int = 0) -> None:
         kind = payload_name(event)
         if kind == "grant_created":
             g = event.grant_created
@@ -432,6 +457,8 @@ class _GrantHistory:
                 grant.update(
                     revoked_at_ms=timestamp_to_ms(event.emitted_at), revoked_by=r.revoked_by, revoke_reason=r.reason
                 )
+                if seq <= self.audit_after:
+                    self.revoked_before.add(r.grant_id)
 
     def check(self, records: Iterable[Record | str]) -> list[str]:
         problems: list[str] = []
@@ -447,7 +474,12 @@ class _GrantHistory:
                 problems.append(f"{name} has no grant_created on the audit log (inserted or edited)")
                 continue
             seen.add(grant_id)
-            differs = [column for column in GRANT_COLUMNS if row[column] != want[column]]
+            expected = dict(want)
+            revoked = row["revoked_at_ms"]
+            late = want["revoked_at_ms"] - revoked if isinstance(revoked, int) else -1
+            if grant_id in self.revoked_before and 0 <= late <= 60_000:
+                expected["revoked_at_ms"] = revoked
+            differs = [column for column in GRANT_COLUMNS if row[column] != expected[column]]
             if differs:
                 problems.append(f"{name}: {', '.join(differs)} differs from its events on the audit log (edited)")
         for grant_id in self.grants.keys() - seen:
@@ -464,6 +496,7 @@ def verify_chain(
     runs: Callable[[], Iterable[Record | str]] | None = None,
     grants: Callable[[], Iterable[Record | str]] | None = None,
     trust: TrustKey | None = None,
+    numbered_after: tuple[int, int] = (0, 0),
 ) -> AuditReport:
     """Check every row's link and hash, that its columns match its hashed event, per-run sequences, and the head.
 
@@ -475,7 +508,8 @@ def verify_chain(
     whose record is gone, a decision the log does not have. ``runs`` and ``grants`` (rows of ``gf_runs`` and
     ``gf_grants`` by column, or the problem of one that could not be read) are checked against the run
     lifecycle and grant events the same way. With ``trust`` (the key ``goldfive serve`` signs decisions with),
-    every decision signature on a record is verified too.
+    every decision signature on a record is verified too. ``numbered_after``: the last audit row and approval
+    record a store numbered before migration 12 (checked for order only; every later one by its number).
     """
     problems: list[str] = []
     first_bad: int | None = None
@@ -483,9 +517,10 @@ def verify_chain(
     count = 0
     last_seq = 0
     next_sequence: dict[str, int] = {}
-    history = _ApprovalHistory(trust)
+    audit_after, approvals_after = numbered_after
+    history = _ApprovalHistory(trust, audit_after, approvals_after)
     run_history = _RunHistory()
-    grant_history = _GrantHistory()
+    grant_history = _GrantHistory(audit_after)
 
     def problem(seq: int, text: str) -> None:
         nonlocal first_bad
@@ -498,7 +533,8 @@ def verify_chain(
         count += 1
         if row.prev_hash != prev:
             problem(row.seq, f"row {row.seq}: prev_hash {row.prev_hash[:12]}… does not match row before ({prev[:12]}…)")
-        if row.seq != last_seq + 1:  # rows are numbered 1, 2, 3, ... under the chain's lock
+        # Rows are numbered 1, 2, 3, ... under the chain's lock (before migration 12, by the database: order only).
+        if row.seq != last_seq + 1 and not last_seq < row.seq <= audit_after:
             follows = f"row {row.seq}: its number does not follow row {last_seq}"
             problem(row.seq, f"{follows} (renumbered, or rows are missing)")
         last_seq = row.seq
@@ -529,7 +565,7 @@ def verify_chain(
         next_sequence[event.run_id] = max(want, event.sequence + 1)
         history.see(event, row.seq)
         run_history.see(event)
-        grant_history.see(event)
+        grant_history.see(event, row.seq)
     if head_seq is None or head_hash is None:
         problem(last_seq, "the chain head row is missing (deleted): tampering; a truncated tail cannot be ruled out")
     elif count and (last_seq != head_seq or prev != head_hash):

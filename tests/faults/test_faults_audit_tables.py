@@ -19,8 +19,9 @@ from typing import Any
 
 import pytest
 from audited_store import populate
-from store_support import PYTHON, Backend
+from store_support import PYTHON, Backend, make_event
 
+from goldfive_core.pb.v1 import events_pb2
 from goldfive_core.signing import TrustKey
 from goldfive_core.store import Store
 from goldfive_core.store.audit import GRANT_COLUMNS
@@ -322,3 +323,52 @@ async def test_a_decision_signature_is_verified_with_the_key(filled: tuple[Store
     _run(store, "UPDATE gf_approvals SET decision_sig = 'signed' WHERE id = ?", (signed.id,))
     report = store.verify_audit()  # not a block at all: reported without the key
     assert any(f"approval #{signed.id}" in p and "decision_sig" in p for p in report.problems), report.problems
+
+
+def _renumber(store: Store, table: str, key: str, new: str, where: str) -> None:
+    """Renumber rows without passing through a taken number (both databases check keys row by row)."""
+    _run(store, f"UPDATE {table} SET {key} = -({new}) WHERE {where}")
+    _run(store, f"UPDATE {table} SET {key} = -{key} WHERE {key} < 0")
+
+
+async def test_a_store_numbered_before_the_upgrade_verifies_and_is_checked_from_then_on(
+    filled: tuple[Store, TrustKey], backend: Backend
+) -> None:
+    store, trust = filled
+    # What goldfive before schema 12 wrote: database-numbered rows and records (gaps where a write rolled back),
+    # a run's decision at its ack's time, a revocation a moment before its event.
+    _run(store, "DELETE FROM gf_meta WHERE key IN ('audit_numbered_after', 'approvals_numbered_after')")
+    _run(store, "UPDATE gf_meta SET value = '11' WHERE key = 'schema_version'")
+    _renumber(store, "gf_audit", "seq", "seq + 5", "seq > 10")
+    _run(store, "UPDATE gf_chain_head SET seq = seq + 5 WHERE id = 1")
+    _renumber(store, "gf_approvals", "id", "id * 10", "id > 1")
+    _run(store, "UPDATE gf_approvals SET decided_at_ms = decided_at_ms - 2 WHERE decided_via = 'run'")
+    _run(store, "UPDATE gf_grants SET revoked_at_ms = revoked_at_ms - 1 WHERE revoked_at_ms > 0")
+    assert not store.verify_audit().ok  # read as if numbered without gaps, it is not
+
+    upgraded = backend.open()  # migration 12 notes where the numbering without gaps starts
+    assert upgraded.verify_audit(trust_key=trust).ok, upgraded.verify_audit(trust_key=trust).problems
+    head = upgraded.audit_head()[0]
+    run = "run-after-upgrade"
+    upgraded.append_events(
+        [
+            make_event(run, 0, events_pb2.RunStarted(adapter="callable")),
+            make_event(run, 1, events_pb2.ApprovalRequested(target_id="late-1", kind="task", prompt="ok?")),
+        ],
+        pid=1,
+        host="h",
+    )
+    late = upgraded.approvals_for("late-1")[0]
+    highest = max(r.id for r in upgraded.approvals(open_only=False, limit=100) if r.target_id != "late-1")
+    assert (upgraded.audit_head()[0], late.id) == (head + 2, highest + 1)  # numbered on without gaps
+    assert upgraded.verify_audit(trust_key=trust).ok
+
+    def problems(change: Callable[[], None]) -> str:
+        found = _tampered(upgraded, change, trust)
+        assert found is not None and not found[0]
+        return " ".join(found[1])
+
+    first, second = (r for r in _rows(upgraded, "gf_approvals")[:2])
+    assert "out of the order" in problems(lambda: _swap_keys(upgraded, "gf_approvals", "id", first["id"], second["id"]))
+    assert "id differs" in problems(lambda: _set(upgraded, "gf_approvals", "id", late.id, "id", late.id + 1))
+    assert "does not follow" in problems(lambda: _set(upgraded, "gf_audit", "seq", head + 2, "seq", head + 3))
