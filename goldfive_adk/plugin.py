@@ -444,7 +444,7 @@ class _GoldfiveADKPlugin(BasePlugin):
             if outcome.edited:
                 tool_args.clear()  # in place: ADK passes this same dict on to the tool
                 tool_args.update(outcome.args)
-            if outcome.ledger is not None or outcome.note:
+            if outcome.ledger is not None or outcome.decision.detail:  # a ledger to tell, or a note for the model
                 self._approved[call_id] = outcome
             # ADK 2.x re-checks the confirmation after the callbacks; without this it starts its own flow.
             tool_context.tool_confirmation = ToolConfirmation(confirmed=True)

@@ -388,9 +388,10 @@ class ApprovalBook:
             )
         if record.quorum is not None:
             return self._vote(record, decision)
-        problem = self._check(record, decision)
-        if problem is not None:
-            return problem
+        if decision.args_digest or decision.edited_args is not None:  # else there is nothing to check
+            problem = self._check(record, decision)
+            if problem is not None:
+                return problem
         late = record.status is ApprovalStatus.TIMED_OUT
         self._resolve(record, decision)
         verb = "approved" if decision.approved else "rejected"
@@ -553,7 +554,9 @@ class ApprovalBook:
         )
 
     def _resolve(self, record: ApprovalRecord, decision: Decision) -> None:
-        _move(record, ApprovalStatus.GRANTED if decision.approved else ApprovalStatus.REJECTED)
+        record.status = transition(
+            record.status, ApprovalStatus.GRANTED if decision.approved else ApprovalStatus.REJECTED
+        )
         record.decision = decision
         self._live.pop(record.target_id, None)
         self._decided[record.target_id] = record

@@ -14,14 +14,14 @@ from typing import TYPE_CHECKING, Any
 
 from ._util import canonical_json, safe_repr, shorten
 from .approvals import ApprovalRequest, Decision, DecisionVerdict
-from .control import ControlAck, ControlKind, ControlMessage, check_message
+from .control import AckResult, ControlAck, ControlKind, ControlMessage, check_message
 from .payloads import BadPayload, decision_from_payload, text_field
 from .pb.v1 import events_pb2
 
 if TYPE_CHECKING:
     from .session import RunState, Session
 
-__all__ = ["dispatch_message"]
+__all__ = ["dispatch_checked", "dispatch_message"]
 
 Handler = Callable[["Session", ControlMessage], ControlAck]
 
@@ -31,6 +31,12 @@ def dispatch_message(session: Session, msg: ControlMessage) -> ControlAck:
     problem = check_message(msg)
     if problem is not None:
         return problem
+    return dispatch_checked(session, msg)
+
+
+def dispatch_checked(session: Session, msg: ControlMessage) -> ControlAck:
+    """:func:`dispatch_message` for a message :func:`~goldfive_core.control.check_message` already passed
+    (the router checks each message once). Never raises."""
     kind = msg.kind
     handler = _TABLE.get(kind) if isinstance(kind, ControlKind) else None
     if handler is None:
@@ -140,7 +146,7 @@ def _decision(session: Session, msg: ControlMessage) -> ControlAck:
             if final.edited_args is not None:  # the arguments all of them approved (an earlier edit)
                 data["edited_args"] = dict(final.edited_args)
             return ControlAck.success(msg.id, detail, data=data)
-        return ControlAck.success(msg.id, detail)
+        return ControlAck(msg.id, AckResult.SUCCESS, detail)
     if result.verdict is DecisionVerdict.COUNTED and tally is not None:
         # A vote, not the decision: the ack says so, so whoever records acks (the store) keeps it pending.
         counted: dict[str, Any] = {"decision": "counted", "quorum_progress": tally.progress()}

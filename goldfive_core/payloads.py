@@ -49,14 +49,32 @@ def text_field(payload: Mapping[str, Any], key: str, *, required: bool = False) 
 
 def decision_from_payload(kind: ControlKind, payload: Mapping[str, Any]) -> tuple[str, Decision]:
     """Parse an APPROVE/REJECT payload; raises ValueError with a message fit for an ack."""
-    try:
-        target_id = text_field(payload, "target_id", required=True)
-        detail = text_field(payload, "detail") or text_field(payload, "reason")
-        decided_by = text_field(payload, "decided_by")
-        digest = text_field(payload, "args_digest")
-        channel = text_field(payload, "channel")
-    except BadPayload as exc:
-        raise ValueError(f"{kind.value}: {exc}") from None
+    get = payload.get
+    target_id, detail, decided_by, digest, channel = (
+        get("target_id"),
+        get("detail"),
+        get("decided_by"),
+        get("args_digest"),
+        get("channel"),
+    )
+    if detail is None or (isinstance(detail, str) and not detail):  # an empty detail: the reason, if any
+        detail = get("reason")
+    # Every decision passes here while an agent waits: plain strings within the limit are taken as they are,
+    # and anything else goes through text_field(), which says what is wrong (the same checks, one call each).
+    plain = isinstance(target_id, str) and len(target_id) <= MAX_TEXT and target_id.strip() != ""
+    for value in (detail, decided_by, digest, channel):
+        if value is not None and (not isinstance(value, str) or len(value) > MAX_TEXT):
+            plain = False
+    if not plain:
+        try:
+            target_id = text_field(payload, "target_id", required=True)
+            detail = text_field(payload, "detail") or text_field(payload, "reason")
+            decided_by = text_field(payload, "decided_by")
+            digest = text_field(payload, "args_digest")
+            channel = text_field(payload, "channel")
+        except BadPayload as exc:
+            raise ValueError(f"{kind.value}: {exc}") from None
+    assert isinstance(target_id, str)
     edited = payload.get("edited_args")
     if edited is not None:
         if kind is not ControlKind.APPROVE:
@@ -70,11 +88,11 @@ def decision_from_payload(kind: ControlKind, payload: Mapping[str, Any]) -> tupl
         edited = dict(edited)
     return target_id, Decision(
         approved=kind is ControlKind.APPROVE,
-        detail=detail,
-        decided_by=decided_by,
+        detail=detail or "",
+        decided_by=decided_by or "",
         edited_args=edited,
-        args_digest=digest,
-        channel=channel,
+        args_digest=digest or "",
+        channel=channel or "",
     )
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from ._util import safe_repr
 from .control import AckResult, ControlAck, ControlKind, ControlMessage, ControlTransport, check_message
+from .dispatch import dispatch_checked
 from .payloads import decision_from_payload
 from .session import Session
 
@@ -78,21 +79,27 @@ class ControlRouter:
         problem = _preflight(msg)
         if problem is not None:
             return problem
-        named = next((msg.payload[k] for k in _RUN_KEYS if msg.payload.get(k)), None)
+        # Checked once here: the run's dispatch table is called directly (a decision's path is kept short).
+        payload = msg.payload
+        named = None
+        for key in _RUN_KEYS:
+            if payload.get(key):
+                named = payload[key]
+                break
         if named is not None:
             session = self.find(named)
             if session is None:
                 active = ", ".join(repr(s.run_id) for s in self.sessions[:5]) or "none"
                 return ControlAck.failure(msg.id, f"no active run {safe_repr(named)} (active: {active})")
-            return session.dispatch(msg)
+            return dispatch_checked(session, msg)
         if msg.kind in (ControlKind.APPROVE, ControlKind.REJECT):
             return self._dispatch_decision(msg)
         sessions = self.sessions
         if not sessions:
             return ControlAck.failure(msg.id, "no active run")
         if len(sessions) == 1:
-            return sessions[0].dispatch(msg)
-        acks = [(s, s.dispatch(msg)) for s in sessions]
+            return dispatch_checked(sessions[0], msg)
+        acks = [(s, dispatch_checked(s, msg)) for s in sessions]
         result = AckResult.SUCCESS if all(a.ok for _, a in acks) else AckResult.FAILURE
         detail = "; ".join(f"{s.run_id}: {a.detail}" for s, a in acks)
         data: dict[str, Any] | None = None
@@ -110,11 +117,11 @@ class ControlRouter:
             return ControlAck.failure(msg.id, "missing target_id")  # unreachable: the parser requires it
         # A run still waiting on the target wins over runs that merely remember deciding it (task ids such
         # as "buy" can repeat across runs of one runner).
-        holders = [s for s in self._sessions.values() if s.approvals.is_open(target)]
+        holders = [s for s in self._sessions.values() if target in s.approvals.live]
         if not holders:
             holders = [s for s in self._sessions.values() if s.approvals.knows(target)]
         if len(holders) == 1:
-            return holders[0].dispatch(msg)
+            return dispatch_checked(holders[0], msg)
         if len(holders) > 1:
             runs = ", ".join(repr(s.run_id) for s in holders)
             return ControlAck.failure(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -332,3 +333,20 @@ async def test_a_closed_flow_b_timeout_is_expired(sink) -> None:
     outcome = await book.wait(record, 0.001)
     assert outcome.decision == "timeout"
     assert record.status is ApprovalStatus.EXPIRED and not book.is_open("call")
+
+
+def test_a_decision_payload_is_read_the_same_on_its_fast_path_and_its_checked_one() -> None:
+    from goldfive_core.payloads import decision_from_payload
+
+    _, decision = decision_from_payload(ControlKind.REJECT, {"target_id": "t", "detail": "", "reason": "too much"})
+    assert decision.detail == "too much" and not decision.approved  # an empty detail gives way to the reason
+    _, decision = decision_from_payload(ControlKind.APPROVE, {"target_id": "t", "detail": "ok", "reason": 5})
+    assert decision.detail == "ok"  # the reason is not read when there is a detail
+    for bad, words in (
+        ({"target_id": "t", "detail": [], "reason": "x"}, "payload['detail'] must be a string, got list"),
+        ({"target_id": "t", "channel": "w" * 70_000}, "payload['channel'] is 70000 characters"),
+        ({"target_id": "  "}, "missing target_id: payload['target_id'] is empty"),
+        ({"target_id": "t", "detail": None, "reason": 3}, "payload['reason'] must be a string, got int"),
+    ):
+        with pytest.raises(ValueError, match=re.escape(words)):
+            decision_from_payload(ControlKind.APPROVE, bad)
