@@ -8,6 +8,7 @@ so one store serves every case. The loops are seeded and bounded in time.
 
 from __future__ import annotations
 
+import os
 import random
 import shutil
 import sqlite3
@@ -372,3 +373,18 @@ async def test_a_store_numbered_before_the_upgrade_verifies_and_is_checked_from_
     assert "out of the order" in problems(lambda: _swap_keys(upgraded, "gf_approvals", "id", first["id"], second["id"]))
     assert "id differs" in problems(lambda: _set(upgraded, "gf_approvals", "id", late.id, "id", late.id + 1))
     assert "does not follow" in problems(lambda: _set(upgraded, "gf_audit", "seq", head + 2, "seq", head + 3))
+
+
+def test_a_key_or_checkpoint_is_not_silently_dropped_through_a_server() -> None:
+    """Through ``--url`` the server answers from its database: a check against a key is refused, not skipped."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GOLDFIVE_")}
+    remote = ["--url", "http://127.0.0.1:9", "--token", "gf5_x"]
+    cli = subprocess.run(
+        [PYTHON, "-m", "goldfive_core.cli", *remote, "audit", "verify", "--public-key", "ed25519:" + "A" * 43 + "="],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert cli.returncode == 2 and "use --db or --dsn, not --url" in cli.stderr, cli.stdout + cli.stderr
