@@ -811,6 +811,9 @@ class SqlStore(Store):
                 head_seq, head_hash = self._lock_chain_head(conn)
                 head_seq, head_hash = self._append_one(conn, event, head_seq, head_hash)
                 self._exec(conn, "UPDATE gf_chain_head SET seq = ?, hash = ? WHERE id = 1", (head_seq, head_hash))
+                # Wake what waits on the inbox (a detached run's Resumer picks the decision up now, not at its
+                # next poll; SQLite's commit pokes waiters by itself).
+                self._notify(conn, "inbox", "")
                 return True
 
     def find_decision(self, target_id: str) -> StoredDecision | None:

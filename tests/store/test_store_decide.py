@@ -113,3 +113,32 @@ def test_a_principal_needs_a_name_and_a_known_channel() -> None:
         Principal(name=" ")
     with pytest.raises(ValueError, match="channel must be"):
         Principal(name="ann", channel="fax")  # type: ignore[arg-type]
+
+
+def test_a_recorded_decision_wakes_what_listens_on_postgresql(postgres_backend: Backend) -> None:
+    """A Resumer of detached runs waits on the store's inbox: a decision recorded for a run that is not running
+    NOTIFYs it, so it resumes at once instead of at its next poll. (SQLite's commit wake-ups: test_store_wake.)"""
+    import threading
+    import time
+
+    store = postgres_backend.open()
+    _ask(store, "run-a", "pay-1")
+    waiter = postgres_backend.open()
+    listening = threading.Event()
+    woke: list[float] = []
+
+    def wait() -> None:
+        waiter.wait_inbox(0.01)  # this thread's LISTEN is open from here on: a NOTIFY after it is queued
+        listening.set()
+        began = time.monotonic()
+        waiter.wait_inbox(60.0)
+        woke.append(time.monotonic() - began)
+
+    thread = threading.Thread(target=wait)
+    thread.start()
+    assert listening.wait(30)
+    result = decide(store, "pay-1", approve=True, principal=ANN, reason="fine")
+    assert result.verdict is DecideVerdict.RECORDED
+    thread.join(30)  # far below the 60 s it would sleep without a NOTIFY
+    assert not thread.is_alive() and woke, "the listener slept through the decision"
+    waiter.close()
