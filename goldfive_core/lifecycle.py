@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import warnings
 from collections.abc import Callable, Iterable, Mapping
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol, cast
@@ -83,9 +84,34 @@ SessionSetup = Callable[[Session, "ControlTransport | None"], object]
 """Called with each new session and the control channel (e.g. :func:`~goldfive_core.steering.install_default_steering`).
 
 It may give the session a steerer and detectors itself (``session.set_steerer``, ``session.add_detectors``);
-a steerer it returns becomes the run's steerer. ``runner.SteererFactory`` and ``goldfive_adk.SessionSetup``
-are this type.
+a steerer it returns becomes the run's steerer. Every adapter takes it as ``session_setup``
+(``Runner``, ``wrap()``, ``GoldfivePlugin``, ``GoldfiveClaude``); None installs nothing (drift is only emitted).
+``goldfive_core.runner.SteererFactory`` and the ``steerer_factory`` attribute are its deprecated old names.
 """
+
+
+class SteererFactoryAlias:
+    """``steerer_factory``, the deprecated old name of an adapter's ``session_setup``: reads and writes go to
+    ``session_setup``, with a DeprecationWarning."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._where = f"{owner.__name__}.{name}"
+
+    def _warn(self) -> None:
+        warnings.warn(
+            f"{self._where} is deprecated; use session_setup (the same callable)", DeprecationWarning, stacklevel=3
+        )
+
+    def __get__(self, obj: object, objtype: type | None = None) -> SessionSetup | None:
+        if obj is None:
+            return self  # type: ignore[return-value]  # the class attribute: the alias itself
+        self._warn()
+        setup: SessionSetup | None = getattr(obj, "session_setup")  # noqa: B009 (the owner's attribute)
+        return setup
+
+    def __set__(self, obj: object, value: SessionSetup | None) -> None:
+        self._warn()
+        setattr(obj, "session_setup", value)  # noqa: B010
 
 
 class RunOwner(Protocol):

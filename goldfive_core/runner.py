@@ -9,12 +9,13 @@ from __future__ import annotations
 import abc
 import asyncio
 import logging
+import warnings
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from .control import ControlTransport
 from .events import EventSink
-from .lifecycle import RunHandle, RunResult, RunStatus, SessionSetup
+from .lifecycle import RunHandle, RunResult, RunStatus, SessionSetup, SteererFactoryAlias
 from .routing import ControlRouter
 from .session import Session, Steerer
 from .steering import SteeringConfig, install_default_steering
@@ -23,7 +24,7 @@ from .tasks import Task, TaskStatus
 if TYPE_CHECKING:
     from .policy import Policy
 
-__all__ = ["Adapter", "RunResult", "RunStatus", "Runner", "SteererFactory"]
+__all__ = ["Adapter", "RunResult", "RunStatus", "Runner", "SessionSetup"]
 
 logger = logging.getLogger(__name__)
 
@@ -45,12 +46,26 @@ class Adapter(abc.ABC):
         """Run the agent on ``task`` and return its output."""
 
 
-SteererFactory = SessionSetup
-"""Sets up each new session (the ladder); set as ``Runner.steerer_factory``. The same type as ``SessionSetup``."""
+def __getattr__(name: str) -> Any:
+    if name == "SteererFactory":  # the old name of SessionSetup
+        warnings.warn(
+            "goldfive_core.runner.SteererFactory is deprecated; "
+            "use goldfive_core.lifecycle.SessionSetup (the same type)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return SessionSetup
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class Runner:
-    """Runs an adapter's agent, one Session per ``run()``; several runs may share the runner."""
+    """Runs an adapter's agent, one Session per ``run()``; several runs may share the runner.
+
+    ``session_setup`` sets up each run's session (see :data:`~goldfive_core.lifecycle.SessionSetup`).
+    """
+
+    steerer_factory = SteererFactoryAlias()
+    """Deprecated: the old name of :attr:`session_setup`."""
 
     def __init__(
         self,
@@ -61,6 +76,7 @@ class Runner:
         config: SteeringConfig | None = None,
         policy: Policy | None = None,
         labels: Mapping[str, str] | None = None,
+        session_setup: SessionSetup | None = install_default_steering,
     ) -> None:
         self.adapter = adapter
         self.policy = policy
@@ -71,8 +87,9 @@ class Runner:
         self.sinks = tuple(sinks)
         self.config = config if config is not None else SteeringConfig.from_env()
         self.router = ControlRouter(control)
-        self.steerer_factory: SteererFactory | None = install_default_steering
-        """Installs each run's steerer; the default is the DESIGN §2 ladder with the built-in detectors."""
+        self.session_setup: SessionSetup | None = session_setup
+        """Sets up each run's session: its steerer and detectors (default: the DESIGN §2 ladder with the built-in
+        detectors); None installs nothing (drift is only emitted)."""
         self._last: Session | None = None
 
     @property
@@ -90,7 +107,7 @@ class Runner:
         handle = RunHandle(
             self,
             adapter=self.adapter.name,
-            setup=self.steerer_factory,
+            setup=self.session_setup,
             root_task_id=task_id,
             title=title or "run",
             input=input,

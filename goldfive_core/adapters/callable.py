@@ -11,10 +11,11 @@ from .._util import new_id
 from ..control import ControlTransport
 from ..drift import InterventionLevel
 from ..events import EventSink
+from ..lifecycle import SessionSetup
 from ..reporting import REPORTING_TOOL_NAMES, TOOL_SPECS, ToolSpec, call_reporting_tool
 from ..runner import Adapter, Runner
 from ..session import Guidance, Session
-from ..steering import SteeringConfig
+from ..steering import SteeringConfig, install_default_steering
 from ..tasks import Task
 from ..toolcall import Proceed, ToolCall, gate_tool_call
 
@@ -166,10 +167,12 @@ def wrap(
     config: SteeringConfig | None = None,
     policy: Policy | None = None,
     labels: Mapping[str, str] | None = None,
+    session_setup: SessionSetup | None = install_default_steering,
 ) -> Runner:
     """Put ``agent`` under goldfive: an :class:`Adapter`, or ``async def agent(task, tools)``.
 
-    ``policy``: rules on tool calls (default ``GOLDFIVE_POLICY``); ``labels``: the runs' labels for those rules.
+    ``policy``: rules on tool calls (default ``GOLDFIVE_POLICY``); ``labels``: the runs' labels for those rules;
+    ``session_setup``: sets up each run's session (default: the ladder and its detectors; None: emit drift only).
     """
     if isinstance(agent, Adapter):
         adapter = agent
@@ -177,4 +180,12 @@ def wrap(
         adapter = CallableAdapter(agent)
     else:
         raise TypeError(f"wrap() takes an Adapter or an async callable agent(task, tools), got {type(agent).__name__}")
-    return Runner(adapter, control=control, sinks=sinks, config=config, policy=policy, labels=labels)
+    return Runner(
+        adapter,
+        control=control,
+        sinks=sinks,
+        config=config,
+        policy=policy,
+        labels=labels,
+        session_setup=session_setup,
+    )

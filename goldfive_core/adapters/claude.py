@@ -47,7 +47,7 @@ from ..approvals import EditValidator
 from ..control import ControlTransport
 from ..errors import ConfigError, MissingExtraError
 from ..events import EventSink
-from ..lifecycle import RunHandle, RunResult, SessionSetup
+from ..lifecycle import RunHandle, RunResult, SessionSetup, SteererFactoryAlias
 from ..reporting import TOOL_SPECS, call_reporting_tool
 from ..routing import ControlRouter
 from ..session import Guidance
@@ -107,9 +107,12 @@ class GoldfiveClaude:
     approval with edited arguments is checked against them (any JSON object
     is accepted for tools without one). ``ledger`` records approved tool uses at
     most once (default: the channel's ledger; a replayed tool use that ran or is in
-    doubt is denied, never re-run). ``steerer_factory`` sets up each run's
+    doubt is denied, never re-run). ``session_setup`` sets up each run's
     steerer and detectors (the intervention ladder), as on :class:`~goldfive_core.runner.Runner`.
     """
+
+    steerer_factory = SteererFactoryAlias()
+    """Deprecated: the old name of :attr:`session_setup`."""
 
     def __init__(
         self,
@@ -123,6 +126,7 @@ class GoldfiveClaude:
         ledger: ExecutionLedger | None = None,
         policy: Policy | None = None,
         labels: Mapping[str, str] | None = None,
+        session_setup: SessionSetup | None = install_default_steering,
     ) -> None:
         self.policy = policy
         """Rules on tool calls, built-in tools such as Bash included (None: ``GOLDFIVE_POLICY``, if set)."""
@@ -140,7 +144,7 @@ class GoldfiveClaude:
         self.ledger: ExecutionLedger | None = ledger if ledger is not None else getattr(control, "ledger", None)
         """At-most-once records of approved tool uses (default: the channel's, e.g. a StoreChannel's store)."""
         self.router = ControlRouter(control)
-        self.steerer_factory: SessionSetup | None = install_default_steering
+        self.session_setup: SessionSetup | None = session_setup
         """Gives each run's session its steerer and detectors (default: the DESIGN §2 ladder); None = emit only."""
 
     @property
@@ -186,7 +190,7 @@ class ClaudeRun:
         self._handle = RunHandle(
             owner,
             adapter="claude",
-            setup=owner.steerer_factory,
+            setup=owner.session_setup,
             root_task_id=task_id,
             title=title or "claude run",
             input=title,

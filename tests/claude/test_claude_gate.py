@@ -152,7 +152,7 @@ class _Reinvoke:
 
 async def test_detectors_see_every_call_and_a_reinvoke_replaces_the_call_with_the_note(h: Harness) -> None:
     recorder = _Recorder()
-    h.gf.steerer_factory = lambda session, channel: _Reinvoke(session)
+    h.gf.session_setup = lambda session, channel: _Reinvoke(session)
 
     async def script() -> None:
         h.gf.router.sessions[0].detectors.append(recorder)

@@ -173,3 +173,17 @@ async def test_a_run_is_entered_once(h: Harness) -> None:
         async with run:
             pass
     assert run.result is not None and run.result.status == "COMPLETED"
+
+
+def test_steerer_factory_is_the_deprecated_name_of_session_setup() -> None:
+    from goldfive_core.adapters.claude import GoldfiveClaude
+
+    def setup(session: object, channel: object) -> None:
+        return None
+
+    gf = GoldfiveClaude(session_setup=setup)
+    with pytest.warns(DeprecationWarning, match=r"GoldfiveClaude\.steerer_factory is deprecated; use session_setup"):
+        assert gf.steerer_factory is setup
+    with pytest.warns(DeprecationWarning):
+        gf.steerer_factory = None
+    assert gf.session_setup is None

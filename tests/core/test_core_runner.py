@@ -218,3 +218,33 @@ async def test_the_run_end_event_is_last_even_with_an_open_timed_out_approval(ha
     kinds = h.sink.kinds()
     assert kinds[-2:] == ["approval_cancelled", "run_completed"]
     assert h.sink.of("approval_cancelled")[0].approval_cancelled.reason == "the run ended"
+
+
+async def test_session_setup_is_the_one_name_and_steerer_factory_still_works_with_a_warning() -> None:
+    from goldfive_core import Session
+    from goldfive_core.lifecycle import SessionSetup
+
+    seen: list[str] = []
+
+    def setup(session: Session, channel: object) -> None:
+        seen.append(session.run_id)
+
+    async def agent(task, tools) -> str:  # type: ignore[no-untyped-def]
+        return "ok"
+
+    runner = wrap(agent, session_setup=setup)
+    result = await runner.run()
+    assert seen == [result.run_id] and runner.steerer is None  # the setup ran and installed no steerer
+
+    with pytest.warns(DeprecationWarning, match=r"Runner\.steerer_factory is deprecated; use session_setup"):
+        assert runner.steerer_factory is setup
+    with pytest.warns(DeprecationWarning, match="steerer_factory is deprecated"):
+        runner.steerer_factory = None
+    assert runner.session_setup is None
+    await runner.run()
+    assert len(seen) == 1  # the old name set the same thing
+
+    old_name = r"SteererFactory is deprecated; use goldfive_core\.lifecycle\.SessionSetup"
+    with pytest.warns(DeprecationWarning, match=old_name):
+        from goldfive_core.runner import SteererFactory
+    assert SteererFactory is SessionSetup

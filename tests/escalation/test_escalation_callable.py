@@ -296,7 +296,7 @@ async def test_an_absorbed_drift_reaches_the_planner_hook() -> None:
         await tools.report_task_blocked("waiting on review")
 
     runner = wrap(agent, sinks=[AwaitableSink()], config=loop_config())
-    default_factory = runner.steerer_factory
+    default_factory = runner.session_setup
     assert default_factory is not None
 
     def factory(session, channel):  # type: ignore[no-untyped-def]
@@ -304,7 +304,7 @@ async def test_an_absorbed_drift_reaches_the_planner_hook() -> None:
         steerer.on_absorb = absorbed.append
         return steerer
 
-    runner.steerer_factory = factory
+    runner.session_setup = factory
     await runner.run()
     assert [(d.kind, d.detail) for d in absorbed] == [(DriftKind.BLOCKED, "waiting on review")]
 
