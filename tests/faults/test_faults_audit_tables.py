@@ -8,6 +8,7 @@ so one store serves every case. The loops are seeded and bounded in time.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import random
 import shutil
@@ -20,6 +21,8 @@ from typing import Any
 
 import pytest
 from audited_store import populate
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 from store_support import PYTHON, Backend, make_event
 
 from goldfive_core.pb.v1 import events_pb2
@@ -388,3 +391,46 @@ def test_a_key_or_checkpoint_is_not_silently_dropped_through_a_server() -> None:
         check=False,
     )
     assert cli.returncode == 2 and "use --db or --dsn, not --url" in cli.stderr, cli.stdout + cli.stderr
+
+
+@pytest.fixture
+def filled_now(backend: Backend, tmp_path: Path) -> tuple[Store, TrustKey]:
+    """The same store for a synchronous (hypothesis) test."""
+    return asyncio.run(populate(backend, tmp_path))
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_any_single_byte_edit_found_by_hypothesis(
+    filled_now: tuple[Store, TrustKey], backend: Backend, data: st.DataObject
+) -> None:
+    """Hypothesis picks the table, row, column, byte and bit (each edit rolled back; one store for all examples)."""
+    store, trust = filled_now
+    table = data.draw(st.sampled_from(list(TABLES)), label="table")
+    key, columns = TABLES[table]
+    row = data.draw(st.sampled_from(_rows(store, table)), label="row")
+    column = data.draw(st.sampled_from(columns), label="column")
+    value = row[column]
+    forged: Any
+    if isinstance(value, int):
+        forged = value ^ (1 << data.draw(st.integers(0, 62), label="bit"))
+    else:
+        raw = bytes(value) if isinstance(value, bytes | memoryview) else str(value).encode()
+        if not raw:
+            forged = "x"
+        else:
+            edit = bytearray(raw)
+            edit[data.draw(st.integers(0, len(raw) - 1), label="byte")] ^= 1 << data.draw(
+                st.integers(0, 7), label="bit"
+            )
+            if isinstance(value, bytes | memoryview):
+                forged = bytes(edit)
+            else:
+                try:
+                    forged = bytes(edit).decode("utf-8")
+                except UnicodeDecodeError:
+                    assume(backend.name == "sqlite")  # PostgreSQL text holds UTF-8 only
+                    forged = _NotUtf8(bytes(edit))
+    found = _tampered(store, lambda: _set(store, table, key, row[key], column, forged), trust)
+    assume(found is not None)  # a taken key, a NUL in PostgreSQL text: not an edit that can be made
+    assert found is not None and not found[0], (table, row[key], column, value, forged)
