@@ -100,9 +100,9 @@ async def populate(backend: Backend, tmp_path: Path) -> tuple[Store, TrustKey]:
     try:
         await _decide(store, "call-0", approve=True, principal=ANA, edited_args={"amount": 3, "to": "x"}, signer=signer)
         await _decide(store, "call-1", approve=False, principal=BO, reason="not today")
-        await _decide(store, "call-2", approve=True, principal=ANA)
+        await _decide(store, "call-2", approve=True, principal=ANA, signer=signer, reason="fine by me")
         await await_until(lambda: store.approvals_for("call-2")[0].quorum_progress, what="the first vote")
-        await _decide(store, "call-2", approve=True, principal=BO)
+        await _decide(store, "call-2", approve=True, principal=BO, signer=signer, reason="ok")
         await _decide(store, "call-3", approve=True, principal=ANA, grant="run")
         await _decide(store, "call-6", approve=True, principal=BO, grant="1h")
         await asyncio.wait_for(run, 60)
@@ -148,5 +148,6 @@ async def populate(backend: Backend, tmp_path: Path) -> tuple[Store, TrustKey]:
     assert store.mark_executing("doubt-1", run_id=orphan.run_id, pid=1, host="h", args_digest="sha256:d")  # in doubt
     report = store.verify_audit(trust_key=signer.trust_key)
     assert report.ok, report.problems
-    assert store.approvals_for("call-0")[0].decision_sig  # the signed one
+    assert store.approvals_for("call-0")[0].decision_sig  # signed
+    assert store.approvals_for("call-2")[0].decision_sig  # a quorum's last vote, signed
     return store, signer.trust_key
