@@ -178,7 +178,10 @@ class _ApprovalHistory:
                     times = {**times, row.decision == "approve": {*logged_at, row.decided_at_ms}}
             problems.extend(self._check_decision(name, row, self.decisions.get(key), self.closed.get(key), times))
             if row.decision_sig and self.trust is not None and row.status.value in ("granted", "rejected"):
-                wrong = _signature_check(row, self.trust, meta.get("policy_grants", ""))
+                try:
+                    wrong = _signature_check(row, self.trust, meta.get("policy_grants", ""))
+                except (ValueError, TypeError, AttributeError, RecursionError):  # cells that are not text
+                    wrong = "its facts or block are garbled"
                 if wrong:
                     problems.append(f"{name}: decision_sig does not verify with the given key: {wrong} (edited)")
         legacy.sort()
