@@ -12,10 +12,11 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import IO, Protocol, runtime_checkable
+from typing import IO, Any, Protocol, runtime_checkable
 
 from google.protobuf import json_format
 from google.protobuf.message import Message
+from google.protobuf.timestamp_pb2 import Timestamp
 
 from ._util import new_id
 from .pb.v1 import events_pb2
@@ -172,17 +173,18 @@ class EventEmitter:
     def emit(self, payload: Message) -> events_pb2.Event:
         """Wrap ``payload`` (e.g. ``ApprovalGranted(...)``) in an Event and deliver it to every sink."""
         field = _PAYLOAD_FIELD[type(payload).DESCRIPTOR.full_name]
+        # One constructor call (the payload is copied in), now_ms() and timestamp_from_ms() inline (whole
+        # milliseconds, as they give): every event passes here, some while an agent waits for them.
+        ms = time.time_ns() // 1_000_000
+        body: dict[str, Any] = {field: payload}
         event = events_pb2.Event(
             event_id=new_id("ev"),
             run_id=self.run_id,
             sequence=self._sequence,
             session_id=self.session_id,
+            emitted_at=Timestamp(seconds=ms // 1000, nanos=(ms % 1000) * 1_000_000),
+            **body,
         )
-        # now_ms() and timestamp_from_ms() inline (whole milliseconds, as they give): every event passes here.
-        ms = time.time_ns() // 1_000_000
-        emitted_at = event.emitted_at
-        emitted_at.seconds, emitted_at.nanos = ms // 1000, (ms % 1000) * 1_000_000
-        getattr(event, field).CopyFrom(payload)
         self._sequence += 1
         for sink in self.sinks:
             try:

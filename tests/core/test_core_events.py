@@ -138,3 +138,18 @@ async def test_in_memory_sink_wait_for_wakes_on_emit_and_is_bounded() -> None:
     assert [e.task_started.task_id for e in await sink.wait_for("task_started")] == ["t"]  # already there
     with pytest.raises(TimeoutError):
         await sink.wait_for("run_completed", timeout=0.001)
+
+
+def test_every_payload_kind_even_an_empty_one_is_the_events_payload() -> None:
+    from goldfive_core.events import EventEmitter
+    from goldfive_core.pb.v1 import events_pb2 as pb
+
+    emitter = EventEmitter("run-1", session_id="s-1")
+    fields = pb.Event.DESCRIPTOR.oneofs_by_name["payload"].fields
+    for number, field in enumerate(fields):
+        payload = getattr(pb, field.message_type.name)()
+        event = emitter.emit(payload)
+        assert event.WhichOneof("payload") == field.name
+        assert getattr(event, field.name) == payload
+        assert (event.run_id, event.session_id, event.sequence) == ("run-1", "s-1", number)
+        assert event.HasField("emitted_at") and event.emitted_at.nanos % 1_000_000 == 0  # whole milliseconds
