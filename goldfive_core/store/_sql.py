@@ -119,9 +119,12 @@ class SqlStore(Store):
         """A write transaction that serializes with other writers."""
 
     def _lock_chain_head(self, conn: Any) -> tuple[int, str]:
-        row = self._exec(conn, "SELECT seq, hash FROM gf_chain_head WHERE id = 1").fetchone()
-        if row is None:
-            raise SchemaVersionError(f"{self.url}: the audit chain head is missing; this is not a goldfive store")
+        row = self._exec(conn, f"SELECT seq, hash FROM gf_chain_head WHERE id = 1{self.for_update}").fetchone()
+        if row is None:  # nothing is appended to a chain whose head was deleted: the writer is told, never crashes
+            raise SchemaVersionError(
+                f"{self.url}: the audit chain head row is missing (deleted): nothing more is written; "
+                "run goldfive audit verify"
+            )
         return int(row[0]), str(row[1])
 
     def _notify(self, conn: Any, channel: str, payload: str) -> None:

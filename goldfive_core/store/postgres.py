@@ -135,10 +135,6 @@ class PostgresStore(SqlStore):
         with conn.transaction():
             yield
 
-    def _lock_chain_head(self, conn: Any) -> tuple[int, str]:
-        row = self._exec(conn, "SELECT seq, hash FROM gf_chain_head WHERE id = 1 FOR UPDATE").fetchone()
-        return int(row[0]), str(row[1])
-
     def _notify(self, conn: Any, channel: str, payload: str) -> None:
         self._exec(conn, "SELECT pg_notify(?, ?)", (self._channels[channel], payload))
 

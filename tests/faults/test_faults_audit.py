@@ -9,12 +9,13 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from store_support import PYTHON, Backend, make_event
 
 from goldfive_core.pb.v1 import events_pb2
-from goldfive_core.store import SqliteStore, Store
+from goldfive_core.store import SqliteStore, Store, StoreError
 
 COLUMNS = ("run_id", "sequence", "kind", "event_id", "emitted_at_ms", "body", "prev_hash", "hash")
 
@@ -83,6 +84,9 @@ def test_a_missing_head_is_reported_as_tampering_not_a_crash(backend: Backend) -
     )
     assert cli.returncode == 1 and "TAMPERED" in cli.stdout and "head row is missing" in cli.stdout
     assert "Traceback" not in cli.stderr
+    # Writers refuse to extend a chain without a head, with words that say so (never a TypeError).
+    with pytest.raises(StoreError, match="head row is missing"):
+        store.append_events([make_event("run-h", 0, events_pb2.RunStarted(adapter="callable"))], pid=1, host="h")
 
 
 def test_a_gap_in_a_runs_sequence_is_reported(backend: Backend) -> None:
