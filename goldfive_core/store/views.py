@@ -30,11 +30,13 @@ __all__ = [
 
 
 def json_or_none(text: str) -> Any:
+    """The parsed JSON of a stored text, or None when empty or not JSON (nested too deep included: the text
+    came from an agent, and the raw ``*_json`` field beside it still shows it)."""
     if not text:
         return None
     try:
         return json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
 
 

@@ -375,3 +375,37 @@ async def test_a_live_trusting_agent_refuses_a_decision_forged_into_its_approval
         assert not agent.task.done() and not agent.sink.of("approval_granted")
     finally:
         await agent.close()
+
+
+def test_an_approval_whose_arguments_nest_too_deep_is_still_listed() -> None:
+    """Hostile arguments (JSON nested past Python's recursion limit) never break the inbox's list or show."""
+    from goldfive_core.approvals import ApprovalStatus
+    from goldfive_core.store.base import ApprovalRow
+    from goldfive_core.store.views import approval_json
+
+    deep = "[" * 100_000 + "]" * 100_000
+    row = ApprovalRow(
+        id=1,
+        run_id="r",
+        session_id="",
+        target_id="t",
+        kind="tool",
+        prompt="p",
+        task_id="",
+        tool_name="x",
+        args_json=deep,
+        args_digest="",
+        metadata={},
+        status=ApprovalStatus.PENDING,
+        requested_at_ms=1,
+        expires_at_ms=0,
+        timeout_ms=0,
+        decided_at_ms=0,
+        decided_by="",
+        decision="",
+        detail="",
+        edited_args_json=deep,
+        decided_via="",
+    )
+    shown = approval_json(row, liveness="live")
+    assert shown["args"] is None and shown["args_json"] == deep and shown["edited_args"] is None
