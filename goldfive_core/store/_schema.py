@@ -34,7 +34,7 @@ __all__ = [
     "USER_COLS",
 ]
 
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 
 # Migrations: (version, statements). Types are filled in per dialect: {id} an auto-increment
 # primary key, {blob} bytes, {big} a 64-bit integer. Never edit a released step; add one.
@@ -191,6 +191,15 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
             "WHERE id = 1 ON CONFLICT (key) DO NOTHING",
             "INSERT INTO gf_meta (key, value) SELECT 'approvals_numbered_after', CAST(COALESCE(MAX(id), 0) AS TEXT) "
             "FROM gf_approvals WHERE 1 = 1 ON CONFLICT (key) DO NOTHING",
+        ),
+    ),
+    (
+        13,
+        (
+            # From here on every change of the execution ledger is an event on the chain (execution_recorded), and
+            # audit verify checks each gf_executions row against it. Rows started before keep no event.
+            "INSERT INTO gf_meta (key, value) SELECT 'executions_audited_after_ms', "
+            "CAST(COALESCE(MAX(started_at_ms), 0) AS TEXT) FROM gf_executions WHERE 1 = 1 ON CONFLICT (key) DO NOTHING",
         ),
     ),
 )

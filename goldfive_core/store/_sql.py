@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from google.protobuf.message import DecodeError
 
-from .._util import canonical_json, env_seconds, now_ms, shorten
+from .._util import canonical_json, env_seconds, new_id, now_ms, shorten
 from ..approvals import DECIDED_STATUSES, ApprovalStatus, sources
 from ..control import ControlAck, ControlMessage, check_message
 from ..convert import timestamp_to_ms
@@ -48,7 +48,7 @@ from ._schema import (
     run_row,
     user_row,
 )
-from .audit import GRANT_COLUMNS, canonical_event_bytes, chain_hash, verify_chain
+from .audit import GRANT_COLUMNS, canonical_event_bytes, chain_hash, result_digest, verify_chain
 from .base import (
     HOST,
     OPEN_STATUSES,
@@ -579,7 +579,9 @@ class SqlStore(Store):
         head = self._exec(conn, "SELECT seq, hash FROM gf_chain_head WHERE id = 1").fetchone()
         meta = dict(
             self._exec(
-                conn, "SELECT key, value FROM gf_meta WHERE key IN ('audit_numbered_after', 'approvals_numbered_after')"
+                conn,
+                "SELECT key, value FROM gf_meta WHERE key IN "
+                "('audit_numbered_after', 'approvals_numbered_after', 'executions_audited_after_ms')",
             ).fetchall()
         )
 
@@ -636,6 +638,9 @@ class SqlStore(Store):
         def grants() -> Iterator[dict[str, Any]]:
             return table("gf_grants", GRANT_COLUMNS)
 
+        def executions() -> Iterator[dict[str, Any]]:
+            return table("gf_executions", EXEC_COLS.split(", "))
+
         if head is None:
             head_seq, head_hash = None, None
         else:
@@ -648,6 +653,8 @@ class SqlStore(Store):
             approvals=records,
             runs=runs,
             grants=grants,
+            executions=executions,
+            executions_after_ms=after("executions_audited_after_ms"),
             trust=trust_key,
             numbered_after=(after("audit_numbered_after"), after("approvals_numbered_after")),
         )
@@ -881,9 +888,12 @@ class SqlStore(Store):
                     "pid = excluded.pid, host = excluded.host, args_digest = excluded.args_digest "
                     "WHERE gf_executions.state = 'done' AND gf_executions.args_digest <> '' "
                     "AND excluded.args_digest <> '' AND gf_executions.args_digest <> excluded.args_digest",
-                    (target_id, run_id, now_ms(), pid, host, args_digest),
+                    (target_id, run_id, at := now_ms(), pid, host, args_digest),
                 )
                 if cur.rowcount == 1:
+                    self._record_execution(
+                        conn, target_id, run_id, "executing", at, args_digest=args_digest, pid=pid, host=host
+                    )
                     return True
                 row = self._exec(
                     conn,
@@ -900,33 +910,76 @@ class SqlStore(Store):
         with self._guard(f"marking {target_id!r} done"):
             conn = self._conn()
             with self._transaction(conn):
-                self._exec(
+                row = self._exec(
                     conn,
-                    "UPDATE gf_executions SET state = 'done', finished_at_ms = ?, result_json = ? WHERE target_id = ?",
-                    (now_ms(), result_json, target_id),
-                )
+                    "UPDATE gf_executions SET state = 'done', finished_at_ms = ?, result_json = ? WHERE target_id = ? "
+                    "RETURNING run_id",
+                    (at := now_ms(), result_json, target_id),
+                ).fetchone()
+                if row is not None:
+                    self._record_execution(conn, target_id, str(row[0]), "done", at, result_json=result_json)
 
     def resolve_execution(self, target_id: str, *, ran: bool, by: str) -> bool:
         """Settle an in-doubt call on a person's word."""
         with self._guard(f"resolving execution {target_id!r}"):
             conn = self._conn()
             with self._transaction(conn):
+                at = now_ms()
                 if ran:
-                    cur = self._exec(
+                    result = canonical_json({"resolved_by": by, "detail": "a person confirmed it ran"})
+                    row = self._exec(
                         conn,
                         "UPDATE gf_executions SET state = 'done', finished_at_ms = ?, result_json = ? "
-                        "WHERE target_id = ? AND state = 'executing'",
-                        (
-                            now_ms(),
-                            canonical_json({"resolved_by": by, "detail": "a person confirmed it ran"}),
-                            target_id,
-                        ),
-                    )
+                        "WHERE target_id = ? AND state = 'executing' RETURNING run_id",
+                        (at, result, target_id),
+                    ).fetchone()
                 else:
-                    cur = self._exec(
-                        conn, "DELETE FROM gf_executions WHERE target_id = ? AND state = 'executing'", (target_id,)
-                    )
-                return bool(cur.rowcount == 1)
+                    result = ""
+                    row = self._exec(
+                        conn,
+                        "DELETE FROM gf_executions WHERE target_id = ? AND state = 'executing' RETURNING run_id",
+                        (target_id,),
+                    ).fetchone()
+                if row is None:
+                    return False
+                state = "resolved_ran" if ran else "resolved_not_run"
+                self._record_execution(conn, target_id, str(row[0]), state, at, result_json=result, resolved_by=by)
+                return True
+
+    def _record_execution(
+        self,
+        conn: Any,
+        target_id: str,
+        run_id: str,
+        state: str,
+        at: int,
+        *,
+        args_digest: str = "",
+        pid: int = 0,
+        host: str = "",
+        result_json: str = "",
+        resolved_by: str = "",
+    ) -> None:
+        """Put a change of the execution ledger on the audit chain, in the ledger write's own transaction, so
+        ``audit verify`` can check every ledger row (outside the run's own numbering: sequence 0)."""
+        event = events_pb2.Event(
+            event_id=new_id("ev-ledger"),
+            run_id=run_id,
+            sequence=0,
+            execution_recorded=events_pb2.ExecutionRecorded(
+                target_id=target_id,
+                state=state,
+                args_digest=args_digest,
+                pid=pid,
+                host=host,
+                result_digest=result_digest(result_json),
+                resolved_by=resolved_by,
+            ),
+        )
+        event.emitted_at.FromMilliseconds(at)
+        head_seq, head_hash = self._lock_chain_head(conn)
+        head_seq, head_hash = self._append_one(conn, event, head_seq, head_hash)
+        self._exec(conn, "UPDATE gf_chain_head SET seq = ?, hash = ? WHERE id = 1", (head_seq, head_hash))
 
     def execution(self, target_id: str) -> ExecutionRow | None:
         """The ledger entry for ``target_id`` (retried through an outage)."""

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from ..signing import TrustKey
     from .base import ApprovalRow
 
-__all__ = ["GENESIS_HASH", "canonical_event_bytes", "chain_hash", "verify_chain"]
+__all__ = ["GENESIS_HASH", "canonical_event_bytes", "chain_hash", "result_digest", "verify_chain"]
 
 GENESIS_HASH = "0" * 64
 """The ``prev_hash`` of the first row."""
@@ -40,6 +40,22 @@ _MAX_PROBLEMS = 20
 def canonical_event_bytes(event: events_pb2.Event) -> bytes:
     """The bytes the chain hashes: deterministic protobuf serialization of the event."""
     return event.SerializeToString(deterministic=True)
+
+
+def _ms(ts: Any) -> int:
+    """Epoch milliseconds of a hashed event's timestamp; -1 when an edited body holds one out of range (it then
+    differs from every column and time it is compared with: reported, never a crash)."""
+    try:
+        return timestamp_to_ms(ts)
+    except (ValueError, OverflowError):
+        return -1
+
+
+def result_digest(result_json: str) -> str:
+    """How a ledger event names a stored tool result ("" for none): its sha256, not the result itself."""
+    if not result_json:
+        return ""
+    return "sha256:" + hashlib.sha256(result_json.encode("utf-8", "surrogateescape")).hexdigest()
 
 
 def chain_hash(prev_hash: str, body: bytes) -> str:
@@ -99,7 +115,7 @@ class _ApprovalHistory:
             key = (event.run_id, msg.target_id)
             self.decisions.setdefault(key, (granted, msg))  # the first one is final
             times = self.decided_at.setdefault(key, {}).setdefault(granted, set())
-            times.add(timestamp_to_ms(event.emitted_at))
+            times.add(_ms(event.emitted_at))
 
     def _close(self, key: _Key, new: ApprovalStatus, detail: str) -> None:
         current = self.closed.get(key)
@@ -139,7 +155,7 @@ class _ApprovalHistory:
                 )
             event, req = found
             meta = dict(req.metadata)
-            expires = timestamp_to_ms(req.expires_at) if req.HasField("expires_at") else 0
+            expires = _ms(req.expires_at) if req.HasField("expires_at") else 0
             shown = {
                 "session_id": (row.session_id, event.session_id),
                 "kind": (row.kind, req.kind),
@@ -155,7 +171,7 @@ class _ApprovalHistory:
                 # Set together, only by an edit in a quorum (then args_* hold the edited arguments).
                 "original_args_json": (bool(row.original_args_json), bool(row.original_args_digest)),
                 "metadata": (dict(row.metadata), meta),
-                "requested_at_ms": (row.requested_at_ms, timestamp_to_ms(event.emitted_at)),
+                "requested_at_ms": (row.requested_at_ms, _ms(event.emitted_at)),
                 "expires_at_ms": (row.expires_at_ms, expires),
                 "timeout_ms": (row.timeout_ms, req.timeout_ms),
                 "quorum_progress": (row.quorum_progress, self.progress.get(key, "")),
@@ -347,7 +363,7 @@ class _RunHistory:
 
     def see(self, event: events_pb2.Event) -> None:
         kind = payload_name(event)
-        at = timestamp_to_ms(event.emitted_at)
+        at = _ms(event.emitted_at)
         run = self.runs.get(event.run_id)
         if kind == "run_started":
             if run is None:  # a restart keeps the first start's session, adapter and time
@@ -443,7 +459,7 @@ class _GrantHistory:
                 "run_id": event.run_id if g.scope == "run" else "",
                 "session_id": g.session_id,
                 "args_constraint": g.args_constraint,
-                "created_at_ms": g.created_at_ms or timestamp_to_ms(event.emitted_at),
+                "created_at_ms": g.created_at_ms or _ms(event.emitted_at),
                 "expires_at_ms": g.expires_at_ms,
                 "target_id": g.target_id,
                 "description": g.description,
@@ -457,9 +473,7 @@ class _GrantHistory:
             r = event.grant_revoked
             grant = self.grants.get(r.grant_id)
             if grant is not None and not grant["revoked_at_ms"]:  # revoked once
-                grant.update(
-                    revoked_at_ms=timestamp_to_ms(event.emitted_at), revoked_by=r.revoked_by, revoke_reason=r.reason
-                )
+                grant.update(revoked_at_ms=_ms(event.emitted_at), revoked_by=r.revoked_by, revoke_reason=r.reason)
                 if seq <= self.audit_after:
                     self.revoked_before.add(r.grant_id)
 
@@ -490,6 +504,73 @@ class _GrantHistory:
         return problems
 
 
+_EXEC_COLUMNS = ("run_id", "state", "started_at_ms", "finished_at_ms", "pid", "host", "args_digest")
+
+
+class _ExecutionHistory:
+    """What the ledger's events (``execution_recorded``) say each ``gf_executions`` row holds."""
+
+    def __init__(self, audited_after_ms: int) -> None:
+        self.audited_after_ms = audited_after_ms
+        """Rows started at or before this (written before migration 13) have no events: not checked."""
+        self.rows: dict[str, dict[str, Any] | None] = {}
+        """Per call id: the row as the events leave it, or None when a person settled it as not run (deleted)."""
+
+    def see(self, event: events_pb2.Event, seq: int) -> None:
+        if payload_name(event) != "execution_recorded":
+            return
+        rec = event.execution_recorded
+        at = _ms(event.emitted_at)
+        if rec.state == "executing":
+            self.rows[rec.target_id] = {
+                "run_id": event.run_id,
+                "state": "executing",
+                "started_at_ms": at,
+                "finished_at_ms": 0,
+                "result": "",
+                "pid": rec.pid,
+                "host": rec.host,
+                "args_digest": rec.args_digest,
+            }
+            return
+        row = self.rows.get(rec.target_id)
+        if rec.state == "resolved_not_run":
+            self.rows[rec.target_id] = None
+        elif row is not None and rec.state in ("done", "resolved_ran"):  # (a "done" of a claim made before
+            row.update(state="done", finished_at_ms=at, result=rec.result_digest)  # migration 13 holds nothing)
+
+    def check(self, records: Iterable[Record | str]) -> list[str]:
+        problems: list[str] = []
+        seen: set[str] = set()
+        for row in records:
+            if isinstance(row, str):
+                problems.append(row)
+                continue
+            target = row["target_id"]
+            name = f"execution {target!r}"
+            if not isinstance(target, str) or target not in self.rows:
+                started = row["started_at_ms"]
+                if isinstance(started, int) and not isinstance(started, bool) and started <= self.audited_after_ms:
+                    continue  # claimed before the ledger was audited (migration 13): no event to hold it to
+                problems.append(f"{name} has no execution_recorded on the audit log (inserted or edited)")
+                continue
+            seen.add(target)
+            want = self.rows[target]
+            if want is None:
+                problems.append(f"{name} was settled as not run on the audit log but is in the ledger (edited)")
+                continue
+            differs = [column for column in _EXEC_COLUMNS if row[column] != want[column]]
+            result = row["result_json"]
+            if not isinstance(result, str) or result_digest(result) != want["result"]:
+                differs.append("result_json")
+            if differs:
+                problems.append(f"{name}: {', '.join(differs)} differs from the ledger's events (edited)")
+        for target, want in self.rows.items():
+            if want is not None and target not in seen:
+                problems.append(f"execution {target!r} is on the audit log but its ledger row is gone (deleted)")
+        return problems
+
+
 def verify_chain(
     rows: Iterable[AuditRow],
     *,
@@ -498,6 +579,8 @@ def verify_chain(
     approvals: Callable[[], Iterable[ApprovalRow | str]] | None = None,
     runs: Callable[[], Iterable[Record | str]] | None = None,
     grants: Callable[[], Iterable[Record | str]] | None = None,
+    executions: Callable[[], Iterable[Record | str]] | None = None,
+    executions_after_ms: int = 0,
     trust: TrustKey | None = None,
     numbered_after: tuple[int, int] = (0, 0),
 ) -> AuditReport:
@@ -524,6 +607,7 @@ def verify_chain(
     history = _ApprovalHistory(trust, audit_after, approvals_after)
     run_history = _RunHistory()
     grant_history = _GrantHistory(audit_after)
+    execution_history = _ExecutionHistory(executions_after_ms)
 
     def problem(seq: int, text: str) -> None:
         nonlocal first_bad
@@ -556,11 +640,14 @@ def verify_chain(
             "sequence": (row.sequence, event.sequence),
             "kind": (row.kind, payload_name(event)),
             "event_id": (row.event_id, event.event_id),
-            "emitted_at_ms": (row.emitted_at_ms, timestamp_to_ms(event.emitted_at)),
+            "emitted_at_ms": (row.emitted_at_ms, _ms(event.emitted_at)),
         }
         edited = [name for name, (column, hashed) in shown.items() if column != hashed]
         if edited:
             problem(row.seq, f"row {row.seq}: column {', '.join(edited)} differs from the hashed event (edited)")
+        execution_history.see(event, row.seq)
+        if event.WhichOneof("payload") == "execution_recorded":  # the store's ledger events: outside the numbering
+            continue
         want = next_sequence.get(event.run_id, 0)
         if event.sequence > want:
             missing = f"#{want}" if event.sequence == want + 1 else f"#{want}-#{event.sequence - 1}"
@@ -582,6 +669,8 @@ def verify_chain(
         tables.append(run_history.check(runs()))
     if grants is not None:
         tables.append(grant_history.check(grants()))
+    if executions is not None:
+        tables.append(execution_history.check(executions()))
     for found in tables:
         for text in found:
             if len(problems) < _MAX_PROBLEMS:

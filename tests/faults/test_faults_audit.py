@@ -295,3 +295,69 @@ def test_any_deleted_or_inserted_approval_record_is_detected(tmp_path_factory: o
         tuple(forged),
     )
     assert "has no request on the audit log" in " ".join(store.verify_audit().problems)
+
+
+def test_a_body_edited_to_an_impossible_timestamp_is_reported_not_a_crash(backend: Backend) -> None:
+    """A parseable body whose emitted_at is out of protobuf's range (negative nanos) used to raise ValueError."""
+    store = backend.open()
+    _fill(store)
+    row = store.audit_rows(limit=1)[0]
+    event = row.event()
+    event.emitted_at.nanos = -5  # protobuf keeps it; converting it to milliseconds raises
+    _sql(store, "UPDATE gf_audit SET body = ? WHERE seq = ?", (event.SerializeToString(), row.seq))
+    report = store.verify_audit()
+    assert not report.ok and any("does not match its hash" in p for p in report.problems), report.problems
+
+
+def test_the_execution_ledger_is_held_to_its_events(backend: Backend) -> None:
+    """Every ledger change (claimed, done, settled by a person) is an event; a ledger edit is reported."""
+    store = backend.open()
+    _fill(store)
+    assert store.mark_executing("c-1", run_id="run-a", pid=7, host="h", args_digest="sha256:one")
+    store.mark_done("c-1", result_json='{"moved":10}')
+    assert store.mark_executing("c-2", run_id="run-a", pid=7, host="h")
+    assert store.resolve_execution("c-2", ran=False, by="ann")  # a person: it did not run (the row goes)
+    assert store.mark_executing("c-3", run_id="run-b", pid=7, host="h")
+    assert store.resolve_execution("c-3", ran=True, by="ann")
+    assert store.mark_executing("c-4", run_id="run-b", pid=7, host="h")  # in doubt
+    kinds = [r.event().execution_recorded.state for r in store.audit_rows(limit=100) if r.kind == "execution_recorded"]
+    assert kinds == ["executing", "done", "executing", "resolved_not_run", "executing", "resolved_ran", "executing"]
+    assert store.verify_audit().ok, store.verify_audit().problems
+    for sql, params, said in (
+        ("UPDATE gf_executions SET state = 'executing' WHERE target_id = ?", ("c-1",), "state"),  # ran -> in doubt
+        ("UPDATE gf_executions SET state = 'done' WHERE target_id = ?", ("c-4",), "state"),  # hides a doubt
+        ("UPDATE gf_executions SET result_json = '{}' WHERE target_id = ?", ("c-1",), "result_json"),
+        ("DELETE FROM gf_executions WHERE target_id = ?", ("c-4",), "gone"),
+    ):
+        fresh = backend.open()
+        before = fresh.execution(str(params[0]))
+        _sql(fresh, sql, params)
+        report = fresh.verify_audit()
+        assert not report.ok and any(said in p for p in report.problems), (sql, report.problems)
+        assert before is not None
+        _sql(fresh, "DELETE FROM gf_executions WHERE target_id = ?", (before.target_id,))
+        _sql(
+            fresh,
+            "INSERT INTO gf_executions (target_id, run_id, state, started_at_ms, finished_at_ms, result_json, pid, "
+            "host, args_digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                before.target_id,
+                before.run_id,
+                before.state.value,
+                before.started_at_ms,
+                before.finished_at_ms,
+                before.result_json,
+                before.pid,
+                before.host,
+                before.args_digest,
+            ),
+        )
+        assert fresh.verify_audit().ok
+    # A row nobody claimed through the store (inserted), and one settled as not run put back: both reported.
+    _sql(
+        store,
+        "INSERT INTO gf_executions (target_id, run_id, state, started_at_ms, finished_at_ms, result_json, pid, host, "
+        "args_digest) VALUES ('c-2', 'run-a', 'done', 5, 6, '{}', 7, 'h', '')",
+    )
+    problems = store.verify_audit().problems
+    assert any("c-2" in p and "settled as not run" in p for p in problems), problems

@@ -70,6 +70,21 @@ TABLES: dict[str, tuple[str, tuple[str, ...]]] = {
     # Not pid, host, heartbeat_at_ms: liveness, not history (README, trust model).
     "gf_runs": ("run_id", ("run_id", "session_id", "adapter", "status", "started_at_ms", "ended_at_ms")),
     "gf_grants": ("grant_id", GRANT_COLUMNS),
+    # The at-most-once ledger: `show`'s execution line and `pending`'s in-doubt calls (events since migration 13).
+    "gf_executions": (
+        "target_id",
+        (
+            "target_id",
+            "run_id",
+            "state",
+            "started_at_ms",
+            "finished_at_ms",
+            "result_json",
+            "pid",
+            "host",
+            "args_digest",
+        ),
+    ),
 }
 BUDGET_S = 12.0
 """Per table and backend, for the single-byte edits (deletions, swaps and truncations are all tried)."""

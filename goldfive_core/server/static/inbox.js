@@ -194,7 +194,7 @@
     "task_cancelled", "drift_detected", "run_completed", "run_aborted", "approval_requested",
     "approval_granted", "approval_rejected", "approval_timed_out", "approval_cancelled", "decision_refused",
     "approval_voted", "approval_escalated", "grant_created", "grant_revoked", "policy_applied", "run_paused",
-    "run_resumed",
+    "run_resumed", "execution_recorded",
   ];
   function payloadOf(ev) {
     for (const key of Object.keys(ev || {})) {
@@ -1100,6 +1100,10 @@
       case "decision_refused": return `decision on ${p("target_id")} refused: ${p("reason")}`;
       case "policy_applied": return `policy ${p("rule")}: ${p("action")} ${p("tool_name")}`;
       case "approval_escalated": return `approval ${p("target_id")} escalated to ${p("to")}`;
+      case "execution_recorded": {
+        const what = { executing: "started", done: "finished", resolved_ran: "settled: it ran", resolved_not_run: "settled: it did not run" };
+        return `tool call ${p("target_id")} ${what[p("state")] || p("state")}${p("resolved_by") ? " by " + p("resolved_by") : ""}`;
+      }
       default: return name || "event";
     }
   }
