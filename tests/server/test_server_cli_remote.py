@@ -143,7 +143,8 @@ async def test_the_command_line_through_a_server_prints_what_it_prints_on_the_da
             run_events = json.loads(
                 (await _cli(backend, "--json", "events", "--run", "run-p", url=served.url, token=token)).stdout
             )
-            assert [e["event"]["run_id"] for e in run_events["events"]] == ["run-p", "run-p"]
+            assert [e["event"]["run_id"] for e in run_events["events"]] == ["run-p"] * 3  # + the ledger's claim
+            assert "execution_recorded" in run_events["events"][-1]["event"]
         finally:
             await agent.close()
     gone = await _cli(backend, "pending", url=served.url, token=token)
