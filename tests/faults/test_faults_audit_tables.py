@@ -95,6 +95,12 @@ async def filled(backend: Backend, tmp_path: Path) -> tuple[Store, TrustKey]:
     return await populate(backend, tmp_path)
 
 
+@pytest.fixture
+async def filled_sqlite(sqlite_backend: Backend, tmp_path: Path) -> tuple[Store, TrustKey]:
+    """The same store on SQLite only: for tamperings only SQLite allows (copies of the file, untyped cells)."""
+    return await populate(sqlite_backend, tmp_path)
+
+
 def _conn(store: Store) -> Any:
     return store._conn()  # type: ignore[attr-defined]  # the tampering under test
 
@@ -245,11 +251,11 @@ async def test_any_tampering_of_a_shown_table_is_reported(
 
 
 async def test_the_command_reports_deletion_swap_and_truncation(
-    filled: tuple[Store, TrustKey], backend: Backend, tmp_path: Path
+    filled_sqlite: tuple[Store, TrustKey], sqlite_backend: Backend, tmp_path: Path
 ) -> None:
-    """Committed tamperings, one of each kind per table, through ``goldfive audit verify`` (SQLite copies)."""
-    if backend.name != "sqlite":
-        pytest.skip("committed copies of the file; the PostgreSQL cases run through the library above")
+    """Committed tamperings, one of each kind per table, through ``goldfive audit verify`` (copies of the SQLite
+    file; on PostgreSQL the same tamperings run through the library in the test above)."""
+    filled, backend = filled_sqlite, sqlite_backend
     for table, (key, _columns) in TABLES.items():
         rows = _rows(filled[0], table)
         for kind in ("delete", "swap", "cut"):
@@ -294,12 +300,13 @@ GARBAGE: tuple[tuple[str, str, str, str], ...] = (
 )
 
 
-async def test_garbage_in_any_cell_is_reported_never_a_crash(filled: tuple[Store, TrustKey], backend: Backend) -> None:
-    """Cells of the wrong type and text that is not UTF-8 (SQLite keeps whatever is written) name their row; the
-    command exits 1 with no traceback."""
-    if backend.name != "sqlite":
-        pytest.skip("PostgreSQL refuses such values when they are written (typed columns, UTF-8 text)")
-    store, _trust = filled
+async def test_garbage_in_any_cell_is_reported_never_a_crash(
+    filled_sqlite: tuple[Store, TrustKey], sqlite_backend: Backend
+) -> None:
+    """Cells of the wrong type and text that is not UTF-8 (SQLite keeps whatever is written; PostgreSQL's typed
+    UTF-8 columns refuse them at the write) name their row; the command exits 1 with no traceback."""
+    store, _trust = filled_sqlite
+    backend = sqlite_backend
     for table, column, value, named in GARBAGE:
         key = TABLES[table][0] if table in TABLES else "id"
         first = _run(store, f"SELECT {key} FROM {table} ORDER BY {key} LIMIT 1")[0][0]
