@@ -13,8 +13,9 @@ coroutine resumed). The same run is made for three configurations, in this order
   back-off: ``GOLDFIVE_SQLITE_WAKE=0 GOLDFIVE_SQLITE_IDLE_POLL_S=0.002``);
 * **polling** — no wake-ups, polls backing off to 40 ms while idle (``GOLDFIVE_SQLITE_WAKE=0``; what
   a waiter does where the wake sockets cannot be made);
-* **current** — the default: the waiter sleeps on its wake socket, poked by the decider's commit
-  (looking anyway every second).
+* **current** — the default: the agent's channel keeps one wake socket bound while it serves and
+  sleeps on it in its event loop, poked by the decider's commit (looking anyway every 5 s); heartbeats
+  poke nobody.
 
 Targets for **current**: idle ≤ 1 % of a core, decide→resume p50 ≤ 50 ms. The load average is
 printed before and after: on a busy machine latencies grow for every row alike. Linux only (/proc).

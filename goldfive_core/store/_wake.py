@@ -51,6 +51,9 @@ _PROC_FD = "/proc/self/fd"
 class Waiter:
     """One bound socket in the wake directory, for one wait; :meth:`close` removes it."""
 
+    fallback_s: float = 1.0
+    """How long an event loop sleeping on this socket waits before looking anyway (a lost poke's cost)."""
+
     def __init__(self, sock: socket.socket, name: str, dir_fd: int | None, owner: WakeDir) -> None:
         self._sock = sock
         self._name = name
@@ -75,11 +78,33 @@ class Waiter:
             self._owner._log_once("recv", "cannot wait on a socket: %s", exc)
             time.sleep(timeout_s)
             return False
+        self.drain()
+        return True
+
+    def fileno(self) -> int:
+        """The socket's descriptor: readable when poked (an event loop can watch it)."""
+        return self._sock.fileno()
+
+    def drain(self) -> bool:
+        """Consume every poke queued so far without blocking; whether there was one."""
         self._sock.setblocking(False)
+        poked = False
         with contextlib.suppress(OSError):
             for _ in range(64):  # the kernel queues only a few datagrams per socket
                 self._sock.recv(16)
-        return True
+                poked = True
+        return poked
+
+    def gone(self) -> bool:
+        """Whether this socket's name was removed from the directory (writers cannot find it any more)."""
+        try:
+            if self._dir_fd is not None:
+                os.stat(self._name, dir_fd=self._dir_fd, follow_symlinks=False)
+            else:
+                os.lstat(self._owner.path / self._name)
+        except OSError:
+            return True
+        return False
 
     def close(self) -> None:
         self._sock.close()
@@ -143,14 +168,15 @@ class WakeDir:
     @contextlib.contextmanager
     def waiter(self) -> Iterator[Waiter | None]:
         """A bound socket for one wait, or None when wake-ups are unavailable (logged once)."""
-        made = self._bind()
+        made = self.bind()
         try:
             yield made
         finally:
             if made is not None:
                 made.close()
 
-    def _bind(self) -> Waiter | None:
+    def bind(self) -> Waiter | None:
+        """A bound socket the caller closes, or None when wake-ups are unavailable (logged once)."""
         if not hasattr(socket, "AF_UNIX"):
             self._log_once("af_unix", "this platform has no Unix domain sockets")
             return None

@@ -15,7 +15,7 @@ import os
 import socket
 from collections.abc import Callable, Mapping, Sequence
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .._util import now_ms
 from ..approvals import OPEN_STATUSES as _OPEN
@@ -39,6 +39,7 @@ __all__ = [
     "ExecutionRow",
     "ExecutionState",
     "InboxRow",
+    "InboxWaiter",
     "RunRow",
     "SchemaVersionError",
     "Store",
@@ -343,6 +344,33 @@ def ack_from_columns(control_id: str, result: str, detail: str, data: Mapping[st
     return ControlAck(control_id, parsed, detail, acked_at_ms=at, data=data)
 
 
+class InboxWaiter(Protocol):
+    """A readable socket that turns ready when the inbox may have changed (see :meth:`Store.inbox_waiter`)."""
+
+    fallback_s: float
+    """Look anyway after sleeping this long (what a lost wake-up costs at most)."""
+
+    def fileno(self) -> int:
+        """The socket's file descriptor, to register with an event loop."""
+        ...
+
+    def drain(self) -> bool:
+        """Consume the pending wake-ups without blocking; whether there were any."""
+        ...
+
+    def wait(self, timeout_s: float) -> bool:
+        """Block until woken (True) or ``timeout_s`` passed (False); for loops that cannot watch a descriptor."""
+        ...
+
+    def gone(self) -> bool:
+        """Whether writers can no longer reach it (its socket was removed): the holder binds a new one."""
+        ...
+
+    def close(self) -> None:
+        """Unbind; wake-ups stop."""
+        ...
+
+
 class Store(abc.ABC):
     """What every backend provides. Thread-safe; every call is short and bounded."""
 
@@ -568,6 +596,15 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def wait_ack(self, control_id: str, timeout_s: float) -> ControlAck | None:
         """Block until the message is acked (its ack) or ``timeout_s`` passed (None)."""
+
+    def inbox_waiter(self) -> InboxWaiter | None:
+        """A socket an event loop can sleep on until the inbox may have changed, or None (use :meth:`wait_inbox`).
+
+        An idle :class:`~goldfive_core.store.StoreChannel` waits on it in its event loop (no thread
+        wakes while nothing happens); it is bound until closed, so news committed between two looks
+        is never missed. SQLite with wake-ups returns one; stores without one return None.
+        """
+        return None
 
     # -- approvals, paged (goldfive serve) ------------------------------------------------------
     def approval_page(

@@ -5,7 +5,8 @@ It implements :class:`~goldfive_core.control.ControlTransport`, as the in-memory
 ``wrap(agent, control=StoreChannel(store), sinks=[channel.sink])`` works unchanged.
 
 Agent side: while bound, a task on the run's event loop waits for the store's
-inbox to change (SQLite: a wake socket every commit pokes; PostgreSQL: LISTEN/NOTIFY),
+inbox to change (SQLite: a wake socket every commit pokes, watched by the loop
+itself, so an idle agent's threads all sleep; PostgreSQL: LISTEN/NOTIFY),
 claims the messages addressed to its runs, dispatches each through the bound
 dispatcher (synchronously, on the loop) and writes the ack back. Store I/O
 runs on one worker thread so the loop never waits on the database.
@@ -35,7 +36,7 @@ from ..routing import ControlRouter
 from ..session import Session
 from ..signing import TrustKey, trust_key_from_env
 from ..toolcall import ExecutionLedger
-from .base import HOST, InboxRow, Store, StoreError, StoreUnavailableError
+from .base import HOST, InboxRow, InboxWaiter, Store, StoreError, StoreUnavailableError
 from .execution import StoreLedger
 from .sink import StoreSink
 from .trust import verify_decision
@@ -53,7 +54,8 @@ _ACK_RETRY_S = 30.0
 """How long acks of dispatched messages are retried after the run is gone, while the store is down."""
 
 _WAIT_SLICE_S = 0.5
-"""Longest single wait for the inbox; bounds how long an unbind takes to be noticed."""
+"""Longest single wait for the inbox in the I/O thread (stores without a wake socket for the loop, such as
+PostgreSQL's LISTEN); bounds how long an unbind takes to be noticed."""
 
 
 class DeliveryTimeout(StoreError):
@@ -415,13 +417,41 @@ class StoreChannel:
             finally:
                 self._idle.discard(task)
 
+        async def sleep_on(waiter: InboxWaiter) -> InboxWaiter | None:
+            # Idle in the event loop itself: no thread wakes until the store pokes the socket (or the fallback).
+            # Returns the waiter to sleep on next: a new one when this one's socket was removed meanwhile.
+            fut = loop.create_future()
+
+            def wake() -> None:
+                if not fut.done():
+                    fut.set_result(None)
+
+            fd = waiter.fileno()
+            loop.add_reader(fd, wake)
+            timer = loop.call_later(waiter.fallback_s, wake)
+            self._idle.add(task)
+            try:
+                await fut
+            finally:
+                self._idle.discard(task)
+                timer.cancel()
+                loop.remove_reader(fd)
+            if waiter.drain() or not waiter.gone():
+                return waiter
+            logger.info("store %s: the channel's wake socket was removed; binding a new one", self.store.url)
+            waiter.close()
+            return self._watchable(loop, await io(self.store.inbox_waiter))
+
         unacked = early
         delay = 0.05
         recovering = False
         next_sweep = time.monotonic() + self._sweep_interval_s
         give_up_at: float | None = None
+        waiter: InboxWaiter | None = None
         try:
-            await idle(self.store.wait_inbox, 0.0)  # PostgreSQL: LISTEN before the first look
+            waiter = self._watchable(loop, await io(self.store.inbox_waiter))  # bound before the first look
+            if waiter is None:
+                await idle(self.store.wait_inbox, 0.0)  # PostgreSQL: LISTEN before the first look
             while True:
                 try:
                     if recovering:
@@ -449,7 +479,10 @@ class StoreChannel:
                         await io(self.store.ack_controls, unacked)
                         unacked = []
                         continue
-                    await idle(self.store.wait_inbox, _WAIT_SLICE_S)
+                    if waiter is not None:
+                        waiter = await sleep_on(waiter)
+                    else:
+                        await idle(self.store.wait_inbox, _WAIT_SLICE_S)
                     delay = 0.05
                 except StoreError as exc:
                     recovering = True
@@ -472,8 +505,25 @@ class StoreChannel:
                 executor.submit(self._ack_eventually, unacked)
             raise
         finally:
+            if waiter is not None:
+                waiter.close()
             executor.submit(self.store.close)
             executor.shutdown(wait=False)
+
+    @staticmethod
+    def _watchable(loop: asyncio.AbstractEventLoop, waiter: InboxWaiter | None) -> InboxWaiter | None:
+        """``waiter`` if this event loop can watch its socket (a proactor loop cannot: the channel waits in
+        its I/O thread instead)."""
+        if waiter is None:
+            return None
+        try:
+            loop.add_reader(waiter.fileno(), lambda: None)
+            loop.remove_reader(waiter.fileno())
+        except (NotImplementedError, OSError, ValueError) as exc:
+            logger.debug("this event loop cannot watch the store's wake socket (%s); waiting in a thread", exc)
+            waiter.close()
+            return None
+        return waiter
 
     async def _sweep(self, io: Callable[..., Any], dispatcher: Dispatcher) -> None:
         """Apply decisions recorded in the store (``goldfive approve`` on a run that looked gone) to live requests.

@@ -131,8 +131,8 @@ class PostgresStore(SqlStore):
         return conn
 
     @contextlib.contextmanager
-    def _transaction(self, conn: Any) -> Iterator[None]:
-        with conn.transaction():
+    def _transaction(self, conn: Any, *, quiet: bool = False) -> Iterator[None]:
+        with conn.transaction():  # PostgreSQL wakes waiters by explicit NOTIFYs only
             yield
 
     def _notify(self, conn: Any, channel: str, payload: str) -> None:

@@ -8,10 +8,13 @@ has no notification, so goldfive adds one beside the database: a waiter binds a
 Unix datagram socket in ``<database>.wake/`` (a 0700 directory) for the length of
 its wait, and every commit — by any process or thread, the command line,
 ``goldfive serve`` and ``StoreChannel.deliver`` included — sends one byte to each
-socket there (see ``_wake``). A poked waiter looks at ``PRAGMA data_version``
+socket there (see ``_wake``) — except a heartbeat's, which nobody waits for. An
+agent's control channel keeps its socket bound while it serves and sleeps on it in
+its event loop, so an idle agent wakes only when poked or for the fallback look
+(no thread wakes in between). A poked waiter looks at ``PRAGMA data_version``
 (changes when another connection commits; microseconds, touches no table) or at
 the row it waits for. If a poke is lost, the waiter still looks every
-``wake_fallback_s`` (1 s; env ``GOLDFIVE_SQLITE_WAKE_FALLBACK_S``): a lost poke
+``wake_fallback_s`` (5 s; env ``GOLDFIVE_SQLITE_WAKE_FALLBACK_S``): a lost poke
 costs latency, never a message. A socket left by a killed process is removed by
 the next writer. Failures of the wake path are logged once.
 
@@ -36,7 +39,7 @@ from .._util import env_seconds
 from ..control import ControlAck
 from ..limits import Limits
 from ._sql import SqlStore
-from ._wake import WakeDir
+from ._wake import Waiter, WakeDir
 from .base import DEFAULT_STALE_AFTER_MS, StoreUnavailableError
 
 __all__ = ["DEFAULT_DB_PATH", "SqliteStore"]
@@ -49,7 +52,7 @@ DEFAULT_IDLE_POLL_S = 0.04
 """Without wake-ups, the longest pause between two looks at ``PRAGMA data_version`` while a waiter sees
 no change (env ``GOLDFIVE_SQLITE_IDLE_POLL_S``): a decision wakes a polling waiter within this long."""
 
-DEFAULT_WAKE_FALLBACK_S = 1.0
+DEFAULT_WAKE_FALLBACK_S = 5.0
 """With wake-ups, how long a waiter sleeps on its socket before looking anyway (env
 ``GOLDFIVE_SQLITE_WAKE_FALLBACK_S``): what a lost poke costs at most."""
 
@@ -255,7 +258,7 @@ class SqliteStore(SqlStore):
             conn.text_factory = before
 
     @contextlib.contextmanager
-    def _transaction(self, conn: Any) -> Iterator[None]:
+    def _transaction(self, conn: Any, *, quiet: bool = False) -> Iterator[None]:
         conn.execute("BEGIN IMMEDIATE")
         try:
             yield
@@ -264,8 +267,15 @@ class SqliteStore(SqlStore):
                 conn.execute("ROLLBACK")
             raise
         conn.execute("COMMIT")
-        if self._wake is not None:
+        if self._wake is not None and not quiet:
             self._wake.poke()
+
+    def inbox_waiter(self) -> Waiter | None:
+        """A wake socket bound until closed (poked by every commit but heartbeats), or None without wake-ups."""
+        waiter = self._wake.bind() if self._wake is not None else None
+        if waiter is not None:
+            waiter.fallback_s = self.wake_fallback_s
+        return waiter
 
     def _data_version(self) -> int:
         row = self._conn().execute("PRAGMA data_version").fetchone()

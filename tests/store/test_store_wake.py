@@ -25,6 +25,7 @@ from goldfive_core import AckResult, AgentTools, ApprovalRequest, ControlAck, Co
 from goldfive_core.pb.v1 import events_pb2
 from goldfive_core.store import SqliteStore, StoreChannel, _wake
 from goldfive_core.store.base import HOST
+from goldfive_core.store.sqlite import DEFAULT_WAKE_FALLBACK_S
 
 LONG_FALLBACK_S = 30.0
 BOUND_S = 20.0
@@ -292,7 +293,7 @@ def test_switches(sqlite_backend: Backend, monkeypatch: pytest.MonkeyPatch, capl
     assert SqliteStore(sqlite_backend.location).wake_fallback_s == 2.5
     monkeypatch.setenv("GOLDFIVE_SQLITE_WAKE_FALLBACK_S", "nan")
     with caplog.at_level(logging.WARNING):
-        assert SqliteStore(sqlite_backend.location).wake_fallback_s == 1.0
+        assert SqliteStore(sqlite_backend.location).wake_fallback_s == DEFAULT_WAKE_FALLBACK_S == 5.0
     assert any("GOLDFIVE_SQLITE_WAKE_FALLBACK_S" in r.getMessage() for r in caplog.records)
     # Bad durations in the environment never stop an agent: the default, and a warning naming the variable.
     for name, attr, default in (
@@ -338,3 +339,113 @@ def test_a_broken_wake_socket_is_logged_once_and_the_wait_becomes_a_poll(
         assert waiter.wait(0.0) is False
     assert [r.getMessage().count("cannot wait on a socket") for r in caplog.records] == [1]
     assert os.listdir(wake.path) == []
+
+
+# -- the agent's channel: it sleeps in its event loop on one socket bound while it serves ------------------------------
+
+
+class _Counted(SqliteStore):
+    """A SQLite store that counts the channel's looks and thread waits (the behaviour under test is how often the
+    idle channel touches the database, so counting calls to our own store is the observation)."""
+
+    looks = 0
+    thread_waits = 0
+
+    def pending_controls(self, *, limit: int = 100) -> list:  # type: ignore[override]
+        type(self).looks += 1
+        return super().pending_controls(limit=limit)
+
+    def wait_inbox(self, timeout_s: float) -> None:
+        type(self).thread_waits += 1
+        super().wait_inbox(timeout_s)
+
+
+def _waiting_agent() -> object:
+    async def agent(task: Task, tools: AgentTools) -> str:
+        decision = await tools.session.request_approval(ApprovalRequest(target_id="t1", kind="task", timeout_ms=60_000))
+        return "approved" if decision.approved else "rejected"
+
+    return agent
+
+
+def test_a_heartbeat_wakes_nobody_and_any_other_commit_does(sqlite_backend: Backend) -> None:
+    store = SqliteStore(sqlite_backend.location, wake_fallback_s=LONG_FALLBACK_S)
+    writer = SqliteStore(sqlite_backend.location)
+    waiter = store.inbox_waiter()
+    assert waiter is not None and waiter.fallback_s == LONG_FALLBACK_S
+    try:
+        writer.heartbeat(["run-1"])  # every 2 s from every live agent: an idle agent must not wake for it
+        assert waiter.drain() is False
+        writer.post_control(ControlMessage(ControlKind.PAUSE, {"run_id": "run-1"}), run_id="run-1")
+        assert waiter.drain() is True  # the poke was queued before the commit returned
+        assert waiter.drain() is False
+        assert not waiter.gone()
+    finally:
+        waiter.close()
+    assert waiter.gone() and _sockets(sqlite_backend.location) == []
+
+
+async def test_an_idle_channel_sleeps_in_its_loop_and_a_decision_wakes_it(
+    sqlite_backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_Counted, "looks", 0)
+    monkeypatch.setattr(_Counted, "thread_waits", 0)
+    channel = StoreChannel(_Counted(sqlite_backend.location, wake_fallback_s=LONG_FALLBACK_S))
+    run = asyncio.create_task(wrap(_waiting_agent(), control=channel, sinks=[channel.sink]).run("wait"))
+    await await_until(lambda: _sockets(sqlite_backend.location, os.getpid()), what="the channel's socket")
+    decider = StoreChannel(SqliteStore(sqlite_backend.location))
+    msg = ControlMessage(ControlKind.APPROVE, {"target_id": "t1"})
+    # Far sooner than the 30 s fallback look: only the decider's poke can have woken the channel.
+    ack = await asyncio.wait_for(asyncio.to_thread(decider.deliver, msg, timeout_s=BOUND_S), BOUND_S)
+    assert ack.ok, ack
+    result = await asyncio.wait_for(run, BOUND_S)
+    assert result.output == "approved"
+    await channel.aclose()
+    assert _Counted.looks >= 1
+    assert _Counted.thread_waits == 0  # no worker thread sat in wait_inbox: the loop watched the socket
+    await await_until(lambda: not _sockets(sqlite_backend.location), what="the socket removed")
+
+
+async def test_a_channel_whose_socket_was_removed_binds_a_new_one(sqlite_backend: Backend) -> None:
+    channel = StoreChannel(SqliteStore(sqlite_backend.location, wake_fallback_s=0.2))
+    run = asyncio.create_task(wrap(_waiting_agent(), control=channel, sinks=[channel.sink]).run("wait"))
+    first = await await_until(lambda: _sockets(sqlite_backend.location, os.getpid()), what="the channel's socket")
+    shutil.rmtree(_wake_dir(sqlite_backend.location))  # pokes cannot reach it any more
+    second = await await_until(lambda: _sockets(sqlite_backend.location, os.getpid()), what="a new socket")
+    assert second != first
+    decider = StoreChannel(SqliteStore(sqlite_backend.location))
+    msg = ControlMessage(ControlKind.APPROVE, {"target_id": "t1"})
+    ack = await asyncio.wait_for(asyncio.to_thread(decider.deliver, msg, timeout_s=BOUND_S), BOUND_S)
+    assert ack.ok, ack
+    assert (await asyncio.wait_for(run, BOUND_S)).output == "approved"
+    await channel.aclose()
+
+
+class _NoReaders(asyncio.SelectorEventLoop):
+    """An event loop that cannot watch file descriptors (as a Windows proactor loop)."""
+
+    def add_reader(self, *args: object, **kwargs: object) -> None:
+        raise NotImplementedError("no add_reader on this loop")
+
+
+def test_a_loop_that_cannot_watch_the_socket_waits_in_the_io_thread(
+    sqlite_backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_Counted, "looks", 0)
+    monkeypatch.setattr(_Counted, "thread_waits", 0)
+
+    async def main() -> str:
+        channel = StoreChannel(_Counted(sqlite_backend.location, wake_fallback_s=LONG_FALLBACK_S))
+        run = asyncio.create_task(wrap(_waiting_agent(), control=channel, sinks=[channel.sink]).run("wait"))
+        await await_until(lambda: _Counted.thread_waits > 1, what="the channel waiting in its thread")
+        decider = StoreChannel(SqliteStore(sqlite_backend.location))
+        msg = ControlMessage(ControlKind.APPROVE, {"target_id": "t1"})
+        ack = await asyncio.to_thread(decider.deliver, msg, timeout_s=BOUND_S)
+        assert ack.ok, ack
+        output = (await asyncio.wait_for(run, BOUND_S)).output
+        await channel.aclose()
+        return str(output)
+
+    with asyncio.Runner(loop_factory=_NoReaders) as runner:
+        assert runner.run(main()) == "approved"
+    wait_until(lambda: not _sockets(sqlite_backend.location), timeout=BOUND_S, what="the sockets removed")
