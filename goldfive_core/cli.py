@@ -43,6 +43,7 @@ from .cli_text import (
     _Exit,
     _json_line,
     _Out,
+    _parse_edit,
     _say,
     _say_events,
     _say_pending_page,
@@ -53,7 +54,7 @@ from .cli_text import (
 from .control import ControlAck, ControlKind, ControlMessage
 from .errors import ConfigError
 from .events import event_to_dict
-from .limits import LimitError, Limits, parse_json_strict
+from .limits import LimitError, Limits
 from .policy import PolicyAuthority, PolicyError, load_policy, load_policy_from_env
 from .store import (
     DEFAULT_DB_PATH,
@@ -311,6 +312,9 @@ def _check_args(args: argparse.Namespace, limits: Limits) -> None:
                 f"--{name} is {len(value)} characters; the limit is {limits.max_prompt_chars} "
                 "(GOLDFIVE_LIMIT_MAX_PROMPT_CHARS)",
             )
+    if getattr(args, "edit", None) is not None and args.command == "approve":
+        # Parsed before any store or server is reached: a bad --edit is a usage error (exit 2) in both modes.
+        args.edited = _parse_edit(args.edit, limits)
 
 
 def _decider(args: argparse.Namespace) -> str:
@@ -385,24 +389,8 @@ def _authority(args: argparse.Namespace) -> PolicyAuthority:
     return PolicyAuthority(policy)
 
 
-def _parse_edit(text: str, limits: Limits) -> dict[str, Any]:
-    try:
-        edited = parse_json_strict(
-            text, limit_chars=limits.max_edit_chars, limit_depth=limits.max_json_depth, what="--edit"
-        )
-    except LimitError as exc:
-        raise _Exit(EXIT_USAGE, f"{exc} (GOLDFIVE_LIMIT_MAX_EDIT_CHARS / GOLDFIVE_LIMIT_MAX_JSON_DEPTH)") from None
-    except ValueError as exc:
-        raise _Exit(EXIT_USAGE, f"--edit must be a JSON object: {_t(str(exc))}") from None
-    if not isinstance(edited, dict):
-        raise _Exit(EXIT_USAGE, f"--edit must be a JSON object, got {type(edited).__name__}")
-    return edited
-
-
 def _decide(store: Store, args: argparse.Namespace, out: _Out, *, approve: bool) -> int:
-    edited: dict[str, Any] | None = None
-    if approve and args.edit is not None:
-        edited = _parse_edit(args.edit, store.limits)
+    edited: dict[str, Any] | None = getattr(args, "edited", None) if approve else None  # parsed by _check_args
     authority = _authority(args)
     try:
         result = decide(

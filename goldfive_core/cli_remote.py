@@ -151,13 +151,7 @@ def _decide(client: _Client, args: argparse.Namespace, out: _Out, *, approve: bo
     if approve and getattr(args, "grant", None):
         body["grant"] = args.grant
     if approve and args.edit is not None:
-        try:
-            edited = json.loads(args.edit)
-        except json.JSONDecodeError as exc:
-            raise _Exit(EXIT_USAGE, f"--edit must be a JSON object: {exc}") from None
-        if not isinstance(edited, dict):
-            raise _Exit(EXIT_USAGE, f"--edit must be a JSON object, got {type(edited).__name__}")
-        body["edited_args"] = edited
+        body["edited_args"] = args.edited  # parsed (and checked) before anything was sent
     verb = "approve" if approve else "reject"
     data = client.call("POST", f"/api/approvals/{_q(args.id)}/{verb}{_run_q(args)}", body, ok=(409,))
     if data.get("verdict") == "recorded":

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ._text import inert
+from .limits import LimitError, Limits, parse_json_strict
 
 __all__ = ["EXIT_FAILURE", "EXIT_OK", "EXIT_TIMEOUT", "EXIT_UNREACHABLE", "EXIT_USAGE"]
 
@@ -252,3 +253,18 @@ def _show_text(item: Mapping[str, Any]) -> str:
     if execution != "none":
         lines.append(f"execution  {inert(execution, 20)} (started {_when(item.get('execution_started_at_ms') or 0)})")
     return "\n".join(line for line in lines if line)
+
+
+def _parse_edit(text: str, limits: Limits) -> dict[str, Any]:
+    """``--edit``: a JSON object within the limits (finite numbers, bounded size and depth), else exit 2."""
+    try:
+        edited = parse_json_strict(
+            text, limit_chars=limits.max_edit_chars, limit_depth=limits.max_json_depth, what="--edit"
+        )
+    except LimitError as exc:
+        raise _Exit(EXIT_USAGE, f"{exc} (GOLDFIVE_LIMIT_MAX_EDIT_CHARS / GOLDFIVE_LIMIT_MAX_JSON_DEPTH)") from None
+    except ValueError as exc:
+        raise _Exit(EXIT_USAGE, f"--edit must be a JSON object: {inert(str(exc), 200)}") from None
+    if not isinstance(edited, dict):
+        raise _Exit(EXIT_USAGE, f"--edit must be a JSON object, got {type(edited).__name__}")
+    return edited

@@ -181,3 +181,19 @@ async def test_a_local_command_line_decision_is_recorded_with_channel_cli_and_th
         assert (row.decided_by, row.decided_channel, row.decision_sig) == (getpass.getuser(), "cli", "")
     finally:
         await agent.close()
+
+
+async def test_a_bad_edit_is_refused_the_same_way_in_both_modes_before_anything_is_sent(
+    sqlite_backend: Backend,
+) -> None:
+    # Port 9 (discard) has no server: a usage error must come before any connection is tried (exit 2, not 3).
+    for edit, words in (
+        ('{"amount": NaN}', "NaN is not valid JSON"),
+        ("[1]", "must be a JSON object, got list"),
+        ("[" * 200 + "]" * 200, "GOLDFIVE_LIMIT_MAX_JSON_DEPTH"),
+    ):
+        remote = await _cli(sqlite_backend, "approve", "t1", "--edit", edit, url="http://127.0.0.1:9", token="t")
+        local = await _cli(sqlite_backend, "approve", "t1", "--edit", edit)
+        assert (remote.returncode, local.returncode) == (2, 2), (edit, remote.stderr, local.stderr)
+        assert words in remote.stderr and remote.stderr == local.stderr
+        assert "Traceback" not in remote.stderr + local.stderr
