@@ -376,6 +376,8 @@ def test_a_heartbeat_wakes_nobody_and_any_other_commit_does(sqlite_backend: Back
     try:
         writer.heartbeat(["run-1"])  # every 2 s from every live agent: an idle agent must not wake for it
         assert waiter.drain() is False
+        assert writer.reap_crashed() == []  # every 10 s: nothing stale, so nothing is committed and nobody woken
+        assert waiter.drain() is False
         writer.post_control(ControlMessage(ControlKind.PAUSE, {"run_id": "run-1"}), run_id="run-1")
         assert waiter.drain() is True  # the poke was queued before the commit returned
         assert waiter.drain() is False
