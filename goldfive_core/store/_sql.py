@@ -472,7 +472,7 @@ class SqlStore(Store):
     def _heartbeat(self, run_ids: Sequence[str]) -> None:
         with self._guard("writing a heartbeat"):
             conn = self._conn()
-            with self._transaction(conn, quiet=True):  # every 2 s: an idle agent is not woken by its own
+            with self._transaction(conn, quiet=True):  # every 5 s: an idle agent is not woken by its own
                 for run_id in run_ids:
                     self._exec(
                         conn,

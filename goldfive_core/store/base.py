@@ -55,8 +55,9 @@ __all__ = [
 DEFAULT_STALE_AFTER_MS = 15_000
 """A run whose process has not written a heartbeat for this long is considered gone."""
 
-HEARTBEAT_INTERVAL_S = 2.0
-"""How often a process with live runs refreshes their heartbeat."""
+HEARTBEAT_INTERVAL_S = 5.0
+"""How often a process with live runs refreshes their heartbeat: three chances within DEFAULT_STALE_AFTER_MS
+(a lease renewed at a third of its length), and an idle agent's thread wakes seldom."""
 
 HOST = socket.gethostname()
 

@@ -53,6 +53,9 @@ _LIVENESS_SLICE_S = 0.25
 _ACK_RETRY_S = 30.0
 """How long acks of dispatched messages are retried after the run is gone, while the store is down."""
 
+_QUIET_SWEEP_S = 60.0
+"""With a wake socket and no poke since the last sweep, how long until the channel sweeps anyway."""
+
 _WAIT_SLICE_S = 0.5
 """Longest single wait for the inbox in the I/O thread (stores without a wake socket for the loop, such as
 PostgreSQL's LISTEN); bounds how long an unbind takes to be noticed."""
@@ -436,9 +439,13 @@ class StoreChannel:
                 self._idle.discard(task)
                 timer.cancel()
                 loop.remove_reader(fd)
-            if waiter.drain() or not waiter.gone():
+            if waiter.drain():
+                news[0] = True
+                return waiter
+            if not waiter.gone():
                 return waiter
             logger.info("store %s: the channel's wake socket was removed; binding a new one", self.store.url)
+            news[0] = True  # pokes were lost meanwhile: sweep too
             waiter.close()
             return self._watchable(loop, await io(self.store.inbox_waiter))
 
@@ -448,6 +455,10 @@ class StoreChannel:
         next_sweep = time.monotonic() + self._sweep_interval_s
         give_up_at: float | None = None
         waiter: InboxWaiter | None = None
+        # With a wake socket, a decision recorded in the store pokes it: the sweep then runs only after a poke
+        # (or an outage), and otherwise once a minute, so an idle agent makes one look per wake-up, not two.
+        news = [True]
+        quiet_sweep_at = 0.0
         try:
             waiter = self._watchable(loop, await io(self.store.inbox_waiter))  # bound before the first look
             if waiter is None:
@@ -465,9 +476,12 @@ class StoreChannel:
                         unacked = []
                     if self._generation != generation:
                         return
-                    if time.monotonic() >= next_sweep:
+                    now = time.monotonic()
+                    if now >= next_sweep and (waiter is None or news[0] or now >= quiet_sweep_at):
+                        news[0] = False
                         await self._sweep(io, dispatcher)
                         next_sweep = time.monotonic() + self._sweep_interval_s
+                        quiet_sweep_at = next_sweep + _QUIET_SWEEP_S
                     rows = await io(self.store.pending_controls, limit=self._batch_size)
                     self._seen_waiting = len(rows)
                     if self._generation != generation:
@@ -487,6 +501,7 @@ class StoreChannel:
                 except StoreError as exc:
                     recovering = True
                     next_sweep = 0.0  # after an outage, look for decisions recorded while we were cut off
+                    news[0] = True
                     if self._generation != generation:
                         give_up_at = give_up_at or time.monotonic() + _ACK_RETRY_S
                         if time.monotonic() > give_up_at:

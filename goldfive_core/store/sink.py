@@ -29,8 +29,8 @@ __all__ = ["SinkStatistics", "StoreSink"]
 
 logger = logging.getLogger(__name__)
 
-_REAP_EVERY_BEATS = 5
-"""Every this many heartbeats, a sink also closes runs whose process stopped heartbeating."""
+_REAP_EVERY_BEATS = 2
+"""Every this many heartbeats (10 s), a sink also closes runs whose process stopped heartbeating."""
 
 _RETRY_FOR_S = 30.0
 """How long a batch is retried while the store is unavailable before it is dropped (and logged)."""

@@ -17,6 +17,7 @@ import subprocess
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from store_support import HERE, PYTHON, Backend, await_until, make_event, wait_until
@@ -350,6 +351,7 @@ class _Counted(SqliteStore):
 
     looks = 0
     thread_waits = 0
+    sweeps = 0
 
     def pending_controls(self, *, limit: int = 100) -> list:  # type: ignore[override]
         type(self).looks += 1
@@ -358,6 +360,10 @@ class _Counted(SqliteStore):
     def wait_inbox(self, timeout_s: float) -> None:
         type(self).thread_waits += 1
         super().wait_inbox(timeout_s)
+
+    def approvals(self, **kwargs: Any) -> list:  # type: ignore[override]
+        type(self).sweeps += 1  # the channel reads approvals only to sweep
+        return super().approvals(**kwargs)
 
 
 def _waiting_agent() -> object:
@@ -451,3 +457,30 @@ def test_a_loop_that_cannot_watch_the_socket_waits_in_the_io_thread(
     with asyncio.Runner(loop_factory=_NoReaders) as runner:
         assert runner.run(main()) == "approved"
     wait_until(lambda: not _sockets(sqlite_backend.location), timeout=BOUND_S, what="the sockets removed")
+
+
+@pytest.mark.parametrize("pokes", [True, False], ids=["poked-sweep", "quiet-sweep"])
+async def test_a_decision_recorded_in_the_store_is_swept_up_after_a_poke_or_quietly_later(
+    sqlite_backend: Backend, monkeypatch: pytest.MonkeyPatch, pokes: bool
+) -> None:
+    # An idle channel sweeps for decisions recorded in the store (`goldfive approve` on a run that looked gone)
+    # after a poke, or, with no poke (a writer with wake-ups off), every _QUIET_SWEEP_S. With a poke the quiet
+    # sweep is set far beyond the test's bound, so only the poke can have brought the decision in.
+    from goldfive_core.store import StoreSink
+    from goldfive_core.store import channel as channel_module
+
+    monkeypatch.setattr(channel_module, "_QUIET_SWEEP_S", LONG_FALLBACK_S if pokes else 0.3)
+    monkeypatch.setattr(_Counted, "sweeps", 0)
+    fallback = LONG_FALLBACK_S if pokes else 0.2
+    channel = StoreChannel(_Counted(sqlite_backend.location, wake_fallback_s=fallback), sweep_interval_s=0.0)
+    decider = SqliteStore(sqlite_backend.location, wake=pokes)
+    sink = StoreSink(SqliteStore(sqlite_backend.location, wake=False))  # the run's own events poke nobody
+    run = asyncio.create_task(wrap(_waiting_agent(), control=channel, sinks=[sink]).run("wait"))
+    row = await await_until(lambda: next(iter(decider.approvals()), None), what="the request in the store")
+    if pokes:  # an unrelated commit: the channel wakes and sweeps once, using up the news it started with
+        decider.post_control(ControlMessage(ControlKind.PAUSE, {"run_id": "run-other"}), run_id="run-other")
+    await await_until(lambda: _Counted.sweeps >= 1, what="a sweep with the request open")  # the next needs a reason
+    assert decider.decide_in_store(row.id, approved=True, detail="ok", decided_by="ann")
+    assert (await asyncio.wait_for(run, BOUND_S)).output == "approved"
+    await channel.aclose()
+    sink.close()
