@@ -420,9 +420,14 @@ class StoreChannel:
             finally:
                 self._idle.discard(task)
 
+        # With a wake socket, a decision recorded in the store pokes it: the sweep then runs only after a poke
+        # (or an outage), and otherwise once a minute, so an idle agent makes one look per wake-up, not two.
+        news = True
+
         async def sleep_on(waiter: InboxWaiter) -> InboxWaiter | None:
             # Idle in the event loop itself: no thread wakes until the store pokes the socket (or the fallback).
             # Returns the waiter to sleep on next: a new one when this one's socket was removed meanwhile.
+            nonlocal news
             fut = loop.create_future()
 
             def wake() -> None:
@@ -440,12 +445,12 @@ class StoreChannel:
                 timer.cancel()
                 loop.remove_reader(fd)
             if waiter.drain():
-                news[0] = True
+                news = True
                 return waiter
             if not waiter.gone():
                 return waiter
             logger.info("store %s: the channel's wake socket was removed; binding a new one", self.store.url)
-            news[0] = True  # pokes were lost meanwhile: sweep too
+            news = True  # pokes were lost meanwhile: sweep too
             waiter.close()
             return self._watchable(loop, await io(self.store.inbox_waiter))
 
@@ -455,9 +460,6 @@ class StoreChannel:
         next_sweep = time.monotonic() + self._sweep_interval_s
         give_up_at: float | None = None
         waiter: InboxWaiter | None = None
-        # With a wake socket, a decision recorded in the store pokes it: the sweep then runs only after a poke
-        # (or an outage), and otherwise once a minute, so an idle agent makes one look per wake-up, not two.
-        news = [True]
         quiet_sweep_at = 0.0
         try:
             waiter = self._watchable(loop, await io(self.store.inbox_waiter))  # bound before the first look
@@ -477,8 +479,8 @@ class StoreChannel:
                     if self._generation != generation:
                         return
                     now = time.monotonic()
-                    if now >= next_sweep and (waiter is None or news[0] or now >= quiet_sweep_at):
-                        news[0] = False
+                    if now >= next_sweep and (waiter is None or news or now >= quiet_sweep_at):
+                        news = False
                         await self._sweep(io, dispatcher)
                         next_sweep = time.monotonic() + self._sweep_interval_s
                         quiet_sweep_at = next_sweep + _QUIET_SWEEP_S
@@ -501,7 +503,7 @@ class StoreChannel:
                 except StoreError as exc:
                     recovering = True
                     next_sweep = 0.0  # after an outage, look for decisions recorded while we were cut off
-                    news[0] = True
+                    news = True
                     if self._generation != generation:
                         give_up_at = give_up_at or time.monotonic() + _ACK_RETRY_S
                         if time.monotonic() > give_up_at:
