@@ -182,6 +182,9 @@ class Decision:
     decided_at_ms: int = dataclasses.field(default_factory=now_ms)
     channel: str = ""
     """How the decision came (``web``, ``api``, ``cli``), for the audit; "" when unknown."""
+    quorum: int = 0
+    """How many distinct approvers the deciding server's rule requires (0 = not stated): when stated, this
+    decision is one vote and the request is decided only when that many distinct approvers agree."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -358,7 +361,7 @@ class ApprovalBook:
         if len(self._asked) > self._history:
             self._asked.popitem(last=False)
         if early is not None:
-            if record.quorum is not None:
+            if _count_votes(record, early):
                 self._vote(record, early)
             elif self._check(record, early) is None:
                 self._resolve(record, early)
@@ -386,7 +389,7 @@ class ApprovalBook:
                 f"{verb} kept for {target_id!r}: the request is not open yet; it applies when the run asks",
                 record,
             )
-        if record.quorum is not None:
+        if _count_votes(record, decision):
             return self._vote(record, decision)
         if decision.args_digest or decision.edited_args is not None:  # else there is nothing to check
             problem = self._check(record, decision)
@@ -442,6 +445,20 @@ class ApprovalBook:
             del self._live[record.target_id]
             _move(record, ApprovalStatus.EXPIRED)
         return outcome
+
+    def expire(self, target_id: str, detail: str) -> bool:
+        """End the wait of a pending request now, as its timeout would (the deciding side's rule says it expired).
+
+        Returns False when ``target_id`` has no pending request being waited for (nothing changes).
+        """
+        record = self._live.get(target_id)
+        if record is None or record.status is not ApprovalStatus.PENDING or record.decision is not None:
+            return False
+        waiter = record.waiter
+        if waiter is None or waiter.done():
+            return False
+        waiter.set_result(ApprovalOutcome(target_id=target_id, decision="timeout", detail=detail))
+        return True
 
     def close(self, target_id: str, reason: str) -> ApprovalRecord | None:
         """Withdraw a live request (run cancelled or ended); its waiter returns ``cancelled``."""
@@ -588,6 +605,25 @@ def _tally_for(request: ApprovalRequest) -> QuorumTally | None:
     from .policy import QuorumTally
 
     return QuorumTally(quorum=ask.quorum, args_digest=request.args_digest, reject_ends=ask.reject_ends)
+
+
+def _count_votes(record: ApprovalRecord, decision: Decision) -> bool:
+    """True when ``decision`` is a vote of a quorum: the request's rule, or the decision, asks for several approvers.
+
+    A quorum the decision states (the deciding server's rule, signed) is the one counted to, whatever the
+    request's own rule said: the server, not the agent's file, says how many must agree.
+    """
+    request = record.request
+    if decision.quorum > 1 and request is not None:
+        if record.quorum is None:
+            from .policy import QuorumTally
+
+            ask = policy_ask(request.metadata)
+            ends = ask.reject_ends if ask is not None else True
+            record.quorum = QuorumTally(quorum=decision.quorum, args_digest=request.args_digest, reject_ends=ends)
+        else:
+            record.quorum.quorum = decision.quorum
+    return record.quorum is not None
 
 
 def _expire(waiter: asyncio.Future[ApprovalOutcome], target_id: str) -> None:

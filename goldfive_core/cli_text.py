@@ -186,28 +186,35 @@ def _original_lines(args_json: str, digest: str) -> list[str]:
     ]
 
 
-def _policy_lines(meta: Mapping[str, str], progress: str = "") -> list[str]:
-    """What the request's policy said (the rule, who may answer, how many, escalation, expiry) and the votes so far."""
+def _policy_lines(policy: Mapping[str, Any] | None, progress: str = "", *, error: str = "") -> list[str]:
+    """What the request's rule says (who may answer, how many, escalation, expiry) and the votes so far.
+
+    ``policy`` is the approval's ``policy`` object: the server's rule under ``serve --policy`` (``source``
+    ``server``), else the fields the agent wrote; ``error`` why the agent's policy asked (when no rule did).
+    """
     lines = []
-    rule = meta.get("policy_rule")
-    if rule:
-        parts = [f"rule {inert(rule, 80)!r} ({inert(meta.get('policy_action', '?'), 20)})"]
-        if meta.get("policy_approvers"):
-            parts.append(f"approvers {inert(meta['policy_approvers'], 200)}")
-        if meta.get("policy_quorum"):
-            parts.append(f"quorum {inert(meta['policy_quorum'], 20)}")
-        if meta.get("policy_barred"):
-            parts.append(f"barred {inert(meta['policy_barred'], 200)}")
-        if meta.get("policy_escalate_after"):
-            to = inert(meta.get("policy_escalate_to", "?"), 200)
-            parts.append(f"escalates after {inert(meta['policy_escalate_after'], 20)} to {to}")
-        if meta.get("policy_expires"):
-            parts.append(f"expires {inert(meta['policy_expires'], 20)} after asked")
-        if meta.get("policy_grants"):
-            parts.append(f"grants {inert(meta['policy_grants'], 200)}")
-        lines.append("policy     " + inert(" · ".join(parts), 4000))  # the agent wrote these fields
-    if meta.get("policy_error"):
-        lines.append(f"policy     asked because: {inert(meta['policy_error'], 300)}")
+    if policy:
+        parts = [f"rule {inert(policy.get('rule') or '', 80)!r} ({inert(policy.get('action') or '?', 20)})"]
+        for key in ("approvers", "barred"):
+            if policy.get(key):
+                parts.append(f"{key} {inert(','.join(str(v) for v in policy[key]), 200)}")
+        quorum = policy.get("quorum")
+        if isinstance(quorum, int) and quorum > 1:
+            parts.append(f"quorum {quorum}")
+        if policy.get("escalate_after"):
+            to = inert(policy.get("escalate_to") or "?", 200)
+            parts.append(f"escalates after {inert(policy['escalate_after'], 20)} to {to}")
+        if policy.get("expires"):
+            parts.append(f"expires {inert(policy['expires'], 20)} after asked")
+        grants = ",".join(str(g.get("scope", "")) for g in policy.get("grants") or () if isinstance(g, Mapping))
+        if grants:
+            parts.append(f"grants {inert(grants, 200)}")
+        if policy.get("source") == "server":
+            parts.append("as the server's policy says")
+        lines.append("policy     " + inert(" · ".join(parts), 4000))
+        error = str(policy.get("error") or "")
+    if error:
+        lines.append(f"policy     asked because: {inert(error, 300)}")
     if progress:
         lines.append(f"approvals  {inert(progress, 400)}")
     return lines
@@ -236,7 +243,11 @@ def _show_text(item: Mapping[str, Any]) -> str:
         f"args       {t('args_json')}" if item.get("args_json") else "",
         f"digest     {t('args_digest')}" if item.get("args_digest") else "",
         *_original_lines(_original_json(item), str(item.get("original_args_digest") or "")),
-        *_policy_lines(item.get("metadata") or {}, str(item.get("quorum_progress") or "")),
+        *_policy_lines(
+            item.get("policy"),
+            str(item.get("quorum_progress") or ""),
+            error=str((item.get("metadata") or {}).get("policy_error") or ""),
+        ),
     ]
     if item.get("decision"):
         who = t("decided_by", 200) or "?"

@@ -118,6 +118,8 @@ def _text(session: Session, msg: ControlMessage) -> ControlAck:
 
 def _decision(session: Session, msg: ControlMessage) -> ControlAck:
     assert isinstance(msg.kind, ControlKind)
+    if msg.kind is ControlKind.REJECT and msg.payload.get("expired") is True:
+        return _expired(session, msg)
     try:
         target_id, decision = decision_from_payload(msg.kind, msg.payload)
     except ValueError as exc:
@@ -160,6 +162,17 @@ def _decision(session: Session, msg: ControlMessage) -> ControlAck:
     if result.verdict in (DecisionVerdict.KEPT_EARLY, DecisionVerdict.COUNTED):
         return ControlAck.success(msg.id, result.detail)
     return ControlAck.failure(msg.id, result.detail)
+
+
+def _expired(session: Session, msg: ControlMessage) -> ControlAck:
+    """The deciding server's rule says the request expired: its wait ends as a timeout would (never runs the call)."""
+    target_id = text_field(msg.payload, "target_id", required=True)
+    detail = text_field(msg.payload, "detail") or "the request expired"
+    if session.expire_approval(target_id, detail):
+        # Not a decision: whoever records acks (the store) leaves the record to the run's approval_timed_out.
+        return ControlAck.success(msg.id, f"expired {target_id!r}: {detail}", data={"decision": "expired"})
+    why = f"{target_id!r} is not a pending request of run {session.run_id}; nothing expired"
+    return ControlAck.failure(msg.id, why)
 
 
 _TABLE: Mapping[ControlKind, Handler] = {
@@ -205,8 +218,9 @@ def _grant_problem(session: Session, target_id: str, decision: Decision, scope: 
     rule = request.metadata.get("policy_rule", "")
     if ask is None or not rule:
         return f"no policy rule asked {target_id!r}, so none offers a grant"
-    if ask.quorum > 1:
-        return f"rule {rule!r} needs {ask.quorum} approvers; one approver cannot allow later calls"
+    needed = max(ask.quorum, decision.quorum)  # the request's rule, or the deciding server's, asks for several
+    if needed > 1:
+        return f"rule {rule!r} needs {needed} approvers; one approver cannot allow later calls"
     try:
         wanted = GrantScope.parse(scope)
     except ValueError as exc:

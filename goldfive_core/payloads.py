@@ -93,7 +93,23 @@ def decision_from_payload(kind: ControlKind, payload: Mapping[str, Any]) -> tupl
         edited_args=edited,
         args_digest=digest or "",
         channel=channel or "",
+        quorum=_quorum_field(payload, kind),
     )
+
+
+_MAX_STATED_QUORUM = 20  # the policy's MAX_QUORUM; this module does not import the policy package
+
+
+def _quorum_field(payload: Mapping[str, Any], kind: ControlKind) -> int:
+    """The quorum a decision states (the deciding server's rule; 0 = not stated); raises ValueError when it is bad."""
+    value = payload.get("quorum")
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int) or not 2 <= value <= _MAX_STATED_QUORUM:
+        raise ValueError(
+            f"{kind.value}: payload['quorum'] must be a whole number in 2..{_MAX_STATED_QUORUM}, got {safe_repr(value)}"
+        )
+    return value
 
 
 def escalation_deadline_s(escalation: Mapping[str, Any]) -> float | None:

@@ -317,10 +317,14 @@ class Session:
                     target_id=request.target_id,
                     timeout_ms=request.timeout_ms,
                     still_open=request.keep_open_on_timeout,
-                    detail=f"no decision within {request.timeout_ms} ms",
+                    detail=outcome.detail or f"no decision within {request.timeout_ms} ms",
                 )
             )
         return outcome
+
+    def expire_approval(self, target_id: str, detail: str) -> bool:
+        """End a pending request's wait now, as its timeout would (``ApprovalTimedOut`` says ``detail``)."""
+        return self.approvals.expire(target_id, detail)
 
     def apply_decision(self, target_id: str, decision: Decision) -> DecisionResult:
         """Apply a person's decision to ``target_id``; an applied one is announced (ApprovalGranted/Rejected)."""

@@ -77,6 +77,9 @@ class SignedDecision:
     """How the person decided: ``web``, ``api`` or ``cli``."""
     grant: str = ""
     """The standing grant an approval asks for (``run``, ``session``, ``1h``); ``""`` for none."""
+    quorum: int = 0
+    """How many distinct approvers the deciding server's rule requires, stated when more than one (0 = not stated):
+    a trusting agent counts this decision as one vote towards that number, whatever its own rule says."""
 
 
 def decision_bytes(facts: SignedDecision, *, key_id: str, signed_at_ms: int) -> bytes:
@@ -84,6 +87,8 @@ def decision_bytes(facts: SignedDecision, *, key_id: str, signed_at_ms: int) -> 
     body = dataclasses.asdict(facts)
     if not body["grant"]:
         del body["grant"]  # a decision without a grant signs the same bytes as before grants existed
+    if not body["quorum"]:
+        del body["quorum"]  # likewise a decision that states no quorum
     body["key_id"] = key_id
     body["signed_at_ms"] = signed_at_ms
     return DOMAIN + canonical_json(body).encode()
@@ -191,6 +196,7 @@ def check_decision(
     detail: str,
     signature: Any,
     grant: str = "",
+    quorum: int = 0,
 ) -> str | None:
     """None when ``signature`` is ``trust``'s signature of exactly this decision, else what is wrong.
 
@@ -238,11 +244,12 @@ def check_decision(
         detail=detail,
         channel=channel,
         grant=grant,
+        quorum=quorum,
     )
     if not trust.verify(decision_bytes(facts, key_id=key_id, signed_at_ms=at), raw_sig):
         return (
             "the decision's signature does not match what it claims "
-            "(target, run, verdict, edits, digest, decider, reason, grant)"
+            "(target, run, verdict, edits, digest, decider, reason, grant, quorum)"
         )
     return None
 

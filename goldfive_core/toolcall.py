@@ -312,6 +312,7 @@ async def gate_tool_call(
             outcome = ApprovalOutcome.of(call.call_id, replay.decision)
     # 6. ask a person (when someone can answer).
     timeout = timeout_ms if timeout_ms and timeout_ms > 0 else session.config.effective_tool_approval_timeout_ms
+    timeout = _until_expiry(policy_metadata, timeout)
     if outcome is None and not session.has_channel:
         session.approvals.forget_expected(call.call_id)
         return Skip(
@@ -459,6 +460,14 @@ async def _run_policy(session: Session, call: ToolCall, gated: bool) -> PolicyVe
         if grant is not None:  # a person allowed matching calls of this rule: on the record with the grant's id
             return PolicyVerdict(action="allow", rule=verdict.rule_name, grant_id=grant.grant_id)
     return PolicyVerdict(action="ask", rule=verdict.rule_name, metadata=verdict.metadata())
+
+
+def _until_expiry(policy_metadata: Mapping[str, str], timeout_ms: int) -> int:
+    """The wait for a person: ``timeout_ms``, or the rule's ``expires`` when sooner (no decision is taken after it)."""
+    ask = policy_ask(policy_metadata) if policy_metadata else None
+    if ask is None or ask.expires_ms is None:
+        return timeout_ms
+    return min(timeout_ms, ask.expires_ms)
 
 
 def _schedule_escalation(session: Session, request: ApprovalRequest) -> asyncio.TimerHandle | None:

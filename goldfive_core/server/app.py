@@ -59,6 +59,7 @@ from ..store.outbox import outbox_rows, outbox_summary
 from ..store.views import approval_json, approvals_json, in_doubt_json, run_json
 from .agents import AgentApi, agent_routes, audit_refusal
 from .auth import COOKIE, SESSION_TTL_MS, Authenticator, AuthError, User, derive_cookie_key
+from .expiry import Expirer, expiring
 from .notify import Notifier, NotifyConfig
 from .stream import Broadcaster
 
@@ -221,6 +222,8 @@ class _Api:
         self.agents = AgentApi(store, max_body_bytes=MAX_AGENT_BODY_BYTES)
         self.policy_authority = PolicyAuthority(config.policy, roles=self._roles)
         """Who may decide when the config names no authority of its own: the policy's rules, the users' roles."""
+        self.expirer = Expirer(store, self.policy_authority, config.signer) if expiring(config.policy) else None
+        """Ends requests at their server rule's ``expires`` (None when no rule of the server's policy names one)."""
         self.waits = concurrent.futures.ThreadPoolExecutor(max_workers=WAIT_THREADS, thread_name_prefix="goldfive-ack")
         """Where decisions and controls wait for an agent's ack (see :data:`WAIT_THREADS`)."""
 
@@ -335,7 +338,7 @@ class _Api:
             limit=limit,
             offset=offset,
         )
-        items = await _run(approvals_json, self.store, page.rows, known=liveness)
+        items = await _run(approvals_json, self.store, page.rows, known=liveness, rules=self.policy_authority)
         return JSONResponse({"approvals": items, "total": page.total, "limit": limit, "offset": offset})
 
     async def _find(self, request: Request) -> ApprovalRow:
@@ -353,7 +356,7 @@ class _Api:
     async def approval(self, request: Request, user: User) -> Response:
         row = await self._find(request)
         run = await _run(self.store.run, row.run_id)
-        data = approval_json(row, liveness=await _run(self.store.liveness, run))
+        data = approval_json(row, liveness=await _run(self.store.liveness, run), rules=self.policy_authority)
         rows = await _run(self.store.audit_rows, run_id=row.run_id, limit=1_000_000)
         data["events"] = [
             {"seq": r.seq, "kind": r.kind, "event": event_to_dict(r.event())}
@@ -422,7 +425,7 @@ class _Api:
         if result.verdict is DecideVerdict.INVALID:  # the edit does not fit the tool's schema: the client's mistake
             return JSONResponse({**data, "error": result.detail, "field": result.field}, status_code=422)
         now = await _run(find_approval, self.store, row.target_id, run_id=row.run_id)
-        data["approval"] = approval_json(now, liveness="live" if now.open else "-")
+        data["approval"] = approval_json(now, liveness="live" if now.open else "-", rules=self.policy_authority)
         return JSONResponse({**data, "error": result.detail}, status_code=409)
 
     async def approve(self, request: Request, user: User) -> Response:
@@ -704,9 +707,16 @@ def create_app(store: Store, config: ServerConfig) -> Starlette:
             checkpointer = asyncio.create_task(
                 config.checkpoints.run(config.checkpoint_every_s), name="goldfive-checkpoints"
             )
+        expirer: asyncio.Task[None] | None = None
+        if api.expirer is not None:
+            expirer = asyncio.create_task(api.expirer.run(), name="goldfive-expiry")
         try:
             yield
         finally:
+            if expirer is not None:
+                expirer.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await expirer
             if checkpointer is not None:
                 checkpointer.cancel()
                 with contextlib.suppress(asyncio.CancelledError):

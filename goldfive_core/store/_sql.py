@@ -1237,6 +1237,8 @@ class SqlStore(Store):
         target = payload.get("target_id")
         if not run_id or not isinstance(target, str):
             return  # unaddressed: the sink records it from the run's events
+        if isinstance(ack.data, Mapping) and ack.data.get("decision") == "expired":
+            return  # the server's expiry notice, not a decision: the run's approval_timed_out records it
         if isinstance(ack.data, Mapping) and ack.data.get("decision") == "counted":
             # One vote of a quorum: the request stays pending; only the tally changes ("1 of 2: ana").
             self._exec(

@@ -33,6 +33,7 @@ from .grants import audit_refusal
 
 __all__ = [
     "DEFAULT_DECIDE_TIMEOUT_S",
+    "EXPIRY_DECIDER",
     "AmbiguousApprovalError",
     "ApprovalLookupError",
     "DecideResult",
@@ -40,7 +41,9 @@ __all__ = [
     "DecisionAuthority",
     "UnknownApprovalError",
     "decide",
+    "expire",
     "find_approval",
+    "rule_quorum",
 ]
 
 DEFAULT_DECIDE_TIMEOUT_S = 30.0
@@ -169,6 +172,13 @@ def decide(
     if refusal is not None:
         kind = refusal.kind if isinstance(refusal, Refusal) else "forbidden"
         return _audited(store, row, principal, approve, dataclasses.replace(_refused(row, refusal), refusal=kind))
+    quorum = rule_quorum(authority, row)
+    if grant is not None and quorum > 1:
+        return _refused(
+            row,
+            f"refused: {row.target_id!r} needs {quorum} distinct approvers; one approver cannot allow later calls. "
+            "Nothing was decided",
+        )
     if edited_args is not None:
         problem = edit_problem(row.kind, row.metadata, edited_args, tool=row.tool_name)
         if problem is not None:
@@ -181,7 +191,7 @@ def decide(
             )
     # The digest the decider saw; the live run checks it against its call, record() against the store's.
     digest = args_digest or row.args_digest
-    attempt = _Attempt(store, row, approve, principal, reason, edited_args, digest, signer, grant or "")
+    attempt = _Attempt(store, row, approve, principal, reason, edited_args, digest, signer, grant or "", quorum)
     live = store.liveness(store.run(row.run_id))
     if live != "live":
         if grant is not None:
@@ -215,6 +225,11 @@ class _Attempt:
     digest: str
     signer: DecisionSigner | None
     grant: str = ""
+    quorum: int = 1
+    """How many distinct approvers the deciding side's rule requires (stated, and signed, when more than one)."""
+
+    def _stated_quorum(self) -> int:
+        return self.quorum if self.quorum > 1 else 0
 
     def _edited_json(self) -> str:
         return canonical_json(dict(self.edited_args)) if self.edited_args is not None else ""
@@ -233,6 +248,7 @@ class _Attempt:
             detail=self.reason,
             channel=self.principal.channel,
             grant=self.grant,
+            quorum=self._stated_quorum(),
         )
         return self.signer.sign(facts)
 
@@ -254,6 +270,8 @@ class _Attempt:
             payload["edited_args"] = dict(self.edited_args)
         if self.grant:
             payload["grant"] = self.grant
+        if self._stated_quorum():  # the deciding side's rule: the run counts this as one vote towards it
+            payload["quorum"] = self._stated_quorum()
         return payload
 
     def record(self, why: str) -> DecideResult:
@@ -261,12 +279,14 @@ class _Attempt:
         now = _reread(self.store, self.row)
         if not now.open:
             return _closed(now)
-        ask = Ask.from_metadata(now.metadata)
-        if ask is not None and ask.quorum > 1:
-            # The votes of a quorum are counted by the live run; one recorded decision must never stand for N.
+        own = Ask.from_metadata(now.metadata)
+        needed = max(self.quorum, own.quorum if own is not None else 1)
+        if needed > 1:
+            # The votes of a quorum are counted by the live run; one recorded decision must never stand for N
+            # (N by the deciding side's rule, or by the request's own when it asks for more).
             return _refused(
                 now,
-                f"refused: {now.target_id!r} needs {ask.quorum} distinct approvers and its run is not running "
+                f"refused: {now.target_id!r} needs {needed} distinct approvers and its run is not running "
                 f"({why}); decide it while the run is live. Nothing was recorded",
             )
         stale = _stale(now, self.digest)
@@ -293,6 +313,42 @@ class _Attempt:
             target_id=now.target_id,
             run_id=now.run_id,
         )
+
+
+EXPIRY_DECIDER = "policy"
+"""Who an expiry notice names as its sender (it carries no person's decision)."""
+
+
+def expire(
+    store: Store, row: ApprovalRow, *, why: str, signer: DecisionSigner | None, timeout_s: float = 10.0
+) -> DecideResult:
+    """Tell ``row``'s live run that the request expired (the deciding side's rule): its wait ends as a timeout.
+
+    The notice is a REJECT payload marked ``expired`` (signed like any decision, so an agent that applies only
+    signed decisions takes it); the run records ``approval_timed_out`` and never runs the call. Never raises
+    for a run that is gone or does not answer (see :class:`DecideVerdict`).
+    """
+    sender = Principal(name=EXPIRY_DECIDER, channel="api")
+    attempt = _Attempt(store, row, False, sender, why, None, row.args_digest, signer)
+    msg = ControlMessage(ControlKind.REJECT, {**attempt.payload(), "expired": True})
+    try:
+        ack = StoreChannel(store).deliver(msg, timeout_s=timeout_s, run_id=row.run_id)
+    except (RunGone, DeliveryTimeout) as exc:
+        no_answer = DecideVerdict.NO_ANSWER
+        return DecideResult(verdict=no_answer, detail=str(exc), target_id=row.target_id, run_id=row.run_id)
+    verdict = DecideVerdict.APPLIED if ack.ok else DecideVerdict.REFUSED
+    return DecideResult(verdict=verdict, detail=ack.detail, target_id=row.target_id, run_id=row.run_id, ack=ack)
+
+
+def rule_quorum(authority: DecisionAuthority | None, row: ApprovalRow) -> int:
+    """How many distinct approvers the deciding side's rule requires for ``row`` (1 when no rule asks for more).
+
+    A :class:`PolicyAuthority` answers from its policy (``serve --policy``), else from the request's own fields;
+    any other authority says only who may decide, so the request's own fields say how many.
+    """
+    rules = authority if isinstance(authority, PolicyAuthority) else PolicyAuthority()
+    ask, _ = rules.ask_for(row)
+    return ask.quorum if ask is not None else 1
 
 
 def _audited(store: Store, row: ApprovalRow, principal: Principal, approve: bool, result: DecideResult) -> DecideResult:

@@ -51,6 +51,7 @@ def verify_decision(
         detail=str(payload.get("detail") or payload.get("reason") or ""),
         signature=payload.get("signature"),
         grant=grant if isinstance(grant := payload.get("grant"), str) else "",
+        quorum=quorum if isinstance(quorum := payload.get("quorum"), int) and not isinstance(quorum, bool) else 0,
     )
     if problem is None:
         return None

@@ -14,7 +14,7 @@ from typing import Any
 from .._util import now_ms
 from ..convert import timestamp_to_ms
 from ..pb.v1 import events_pb2
-from ..policy import Ask
+from ..policy import Ask, PolicyAuthority, format_duration
 from .base import DETACHED_LIVENESS, ApprovalRow, ExecutionState, RunRow, Store, run_liveness
 
 __all__ = [
@@ -40,8 +40,13 @@ def json_or_none(text: str) -> Any:
         return None
 
 
-def approval_json(row: ApprovalRow, *, liveness: str) -> dict[str, Any]:
-    """The JSON shape of one approval record (the inbox renders these)."""
+def approval_json(row: ApprovalRow, *, liveness: str, rules: PolicyAuthority | None = None) -> dict[str, Any]:
+    """The JSON shape of one approval record (the inbox renders these).
+
+    ``rules``: the deciding side's authority (``goldfive serve --policy``); with a policy of its own, ``policy``
+    and ``expires_at_ms`` show its rule (the one enforced), not the fields the agent wrote.
+    """
+    policy = policy_json(row.metadata, requested_at_ms=row.requested_at_ms, rules=rules)
     state: str
     if row.open:
         # A run parked by detach_after still waits: it resumes by itself when decided.
@@ -76,7 +81,7 @@ def approval_json(row: ApprovalRow, *, liveness: str) -> dict[str, Any]:
         "orphaned_reason": "" if state != "orphaned" else f"run {row.run_id} is not running: {liveness}",
         "liveness": liveness,
         "requested_at_ms": row.requested_at_ms,
-        "expires_at_ms": row.expires_at_ms,
+        "expires_at_ms": _expires_at(row, policy),
         "timeout_ms": row.timeout_ms,
         "decision": row.decision,
         "decided_by": row.decided_by,
@@ -90,32 +95,69 @@ def approval_json(row: ApprovalRow, *, liveness: str) -> dict[str, Any]:
         "edited_args": json_or_none(row.edited_args_json),
         "edited_args_json": row.edited_args_json,
         "rule": row.metadata.get("policy_rule") or None,
-        "policy": policy_json(row.metadata, requested_at_ms=row.requested_at_ms),
+        "policy": policy,
         "quorum_progress": row.quorum_progress,
     }
 
 
-def policy_json(meta: Mapping[str, str], *, requested_at_ms: int = 0) -> dict[str, Any] | None:
-    """What the request's rule says (who may answer, how many, escalation, grants offered); None without a rule."""
+def policy_json(
+    meta: Mapping[str, str], *, requested_at_ms: int = 0, rules: PolicyAuthority | None = None
+) -> dict[str, Any] | None:
+    """What the request's rule says (who may answer, how many, escalation, expiry, grants offered); None without one.
+
+    With ``rules`` holding a policy (``serve --policy``), the rule of that name in it (``source`` ``"server"``): the
+    one the server enforces; else the ``policy_*`` fields the agent wrote (``source`` ``"request"``).
+    """
     rule = meta.get("policy_rule")
     if not rule:
         return None
-    ask = Ask.from_metadata(meta)
+    error = meta.get("policy_error", "")
+    if rules is not None and rules.policy is not None:
+        source = "server"
+        ask, refusal = rules.ask_for(_Meta(meta))
+        if refusal:
+            error = refusal
+    else:
+        source = "request"
+        ask = Ask.from_metadata(meta)
     escalate = ask.escalate if ask is not None else None
+    expires_ms = ask.expires_ms if ask is not None else None
     return {
         # Nobody answered within escalate.after: the escalation group may answer now too.
         "escalated": bool(escalate and requested_at_ms and now_ms() >= requested_at_ms + escalate.after_ms),
         "rule": rule,
+        "source": source,
         "action": meta.get("policy_action", ""),
         "approvers": list(ask.approvers) if ask else [],
         "quorum": ask.quorum if ask else 1,
-        "escalate_after": meta.get("policy_escalate_after", ""),
-        "escalate_to": meta.get("policy_escalate_to", ""),
-        "expires": meta.get("policy_expires", ""),
+        "barred": list(ask.barred) if ask else [],
+        "escalate_after": format_duration(escalate.after_ms) if escalate else "",
+        "escalate_to": ",".join(escalate.to) if escalate else "",
+        "expires": format_duration(expires_ms) if expires_ms else "",
+        "expires_at_ms": requested_at_ms + expires_ms if expires_ms and requested_at_ms else 0,
         # What an approver may extend an approval to, in the words they read before confirming.
         "grants": [{"scope": g.text(), "label": g.label()} for g in ask.grants] if ask and ask.quorum == 1 else [],
-        "error": meta.get("policy_error", ""),
+        "error": error,
     }
+
+
+def _expires_at(row: ApprovalRow, policy: Mapping[str, Any] | None) -> int:
+    """When the request ends: its wait's end, or its rule's ``expires`` when that comes first."""
+    by_rule = int(policy["expires_at_ms"]) if policy else 0
+    if by_rule and (not row.expires_at_ms or by_rule < row.expires_at_ms):
+        return by_rule
+    return row.expires_at_ms
+
+
+class _Meta:
+    """A request's metadata as :meth:`PolicyAuthority.ask_for` reads it (it reads nothing else)."""
+
+    __slots__ = ("metadata",)
+    target_id = ""
+    requested_at_ms = 0
+
+    def __init__(self, metadata: Mapping[str, str]) -> None:
+        self.metadata = metadata
 
 
 def run_json(store: Store, run: RunRow, *, now: int | None = None) -> dict[str, Any]:
@@ -155,17 +197,21 @@ def pause_json(pause: events_pb2.RunPaused | None) -> dict[str, Any] | None:
 
 
 def approvals_json(
-    store: Store, rows: Sequence[ApprovalRow], *, known: Mapping[str, str] | None = None
+    store: Store,
+    rows: Sequence[ApprovalRow],
+    *,
+    known: Mapping[str, str] | None = None,
+    rules: PolicyAuthority | None = None,
 ) -> list[dict[str, Any]]:
-    """:func:`approval_json` of each row, its run's liveness from ``known`` (run id → liveness) or read once per
-    run on the store's clock."""
+    """:func:`approval_json` of each row (``rules`` as there), its run's liveness from ``known`` (run id →
+    liveness) or read once per run on the store's clock."""
     liveness = dict(known or {})
     missing = {row.run_id for row in rows} - liveness.keys()
     if missing:
         now = store.clock_ms()
         for run_id in missing:
             liveness[run_id] = run_liveness(store.run(run_id), stale_after_ms=store.stale_after_ms, now=now)
-    return [approval_json(row, liveness=liveness[row.run_id]) for row in rows]
+    return [approval_json(row, liveness=liveness[row.run_id], rules=rules) for row in rows]
 
 
 def cli_approval(item: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,94 @@
+"""The server's rule ends a request at its ``expires``: a signed expiry notice to the run that asked.
+
+With ``goldfive serve --policy``, the agent may not know the server's rule (its own file may say nothing
+about expiry). Once a rule's ``expires`` has passed for an open request of a live run, the server tells
+that run, once, that the request expired: the run ends its wait as a timeout would (``approval_timed_out``,
+the HUMAN_INTERVENTION_REQUIRED drift) and never runs the call. Decisions after that time are refused
+(409) in any case, by :class:`~goldfive_core.policy.PolicyAuthority`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from .._util import now_ms, shorten
+from ..policy import Ask, Policy, PolicyAuthority, format_duration
+from ..signing import DecisionSigner
+from ..store.base import ApprovalRow, Store
+from ..store.decide import DecideVerdict, expire
+
+__all__ = ["Expirer", "expiring"]
+
+logger = logging.getLogger(__name__)
+
+SWEEP_EVERY_S = 1.0
+"""How often the server looks for requests its rules say have expired (only with such a rule)."""
+
+
+def expiring(policy: Policy | None) -> bool:
+    """True when some rule of ``policy`` names an ``expires`` (else the server has nothing to watch)."""
+    return policy is not None and any(isinstance(r.action, Ask) and r.action.expires_ms for r in policy.rules)
+
+
+class Expirer:
+    """Finds open requests of live runs past their server rule's ``expires`` and sends each its expiry once."""
+
+    def __init__(
+        self,
+        store: Store,
+        rules: PolicyAuthority,
+        signer: DecisionSigner | None,
+        *,
+        clock: Callable[[], int] = now_ms,
+        ack_timeout_s: float = 10.0,
+    ) -> None:
+        self.store = store
+        self.rules = rules
+        self.signer = signer
+        self._clock = clock
+        self._ack_timeout_s = ack_timeout_s
+        self._sent: set[tuple[int, int]] = set()
+
+    async def run(self, every_s: float = SWEEP_EVERY_S) -> None:
+        """Sweep every ``every_s`` seconds until cancelled; a failed sweep is logged and retried."""
+        while True:
+            try:
+                await asyncio.to_thread(self.sweep)
+            except Exception as exc:  # a store outage: the next sweep tries again; decisions stay refused
+                logger.warning("could not look for expired requests: %s", shorten(str(exc), 300))
+            await asyncio.sleep(every_s)
+
+    def sweep(self) -> int:
+        """Send the expiry of every request now past its rule's ``expires``; returns how many runs took one."""
+        rows = self.store.approvals(open_only=True, limit=1000, oldest_first=True)
+        self._sent &= {(r.id, r.requested_at_ms) for r in rows}  # bounded by what is still open
+        now = self._clock()
+        sent = 0
+        for row in rows:
+            why = self._expired(row, now)
+            if not why or (row.id, row.requested_at_ms) in self._sent:
+                continue
+            if self.store.liveness(self.store.run(row.run_id)) != "live":
+                continue  # nobody to tell: decisions are refused, the listing says when it expired
+            self._sent.add((row.id, row.requested_at_ms))
+            result = expire(self.store, row, why=why, signer=self.signer, timeout_s=self._ack_timeout_s)
+            if result.verdict is DecideVerdict.APPLIED:
+                sent += 1
+            else:
+                logger.info("expiry of %s in run %s: %s", shorten(row.target_id, 80), row.run_id, result.detail)
+        return sent
+
+    def _expired(self, row: ApprovalRow, now: int) -> str:
+        """Why ``row`` has expired under the server's rule ("" when it has not)."""
+        ask, _ = self.rules.ask_for(row)
+        if ask is None or ask.expires_ms is None or not row.requested_at_ms:
+            return ""
+        if now < row.requested_at_ms + ask.expires_ms:
+            return ""
+        rule = row.metadata.get("policy_rule", "")
+        return (
+            f"expired: rule {shorten(rule, 80)!r} allows {format_duration(ask.expires_ms)} for a decision "
+            "and none was taken; the call was not made"
+        )
