@@ -52,6 +52,8 @@ CLAUDE = (
 )
 CHANNEL = ("tests/store/test_store_channel.py",)
 CROSS = ("tests/store/test_store_cross_process.py",)
+POLICY_GATE = ("tests/policy/test_policy_fail_closed.py",)
+SERVER_POLICY = ("tests/server/test_server_authority.py",)
 
 # Where code lives now, and where the tool-call gate moves it (a mutation applies in the first file
 # that holds its snippet exactly once).
@@ -497,6 +499,91 @@ MUTATIONS: tuple[Mutation, ...] = (
         "Claude stops the run instead of telling the model the rejection reason",
         CLAUDE,
         alt=(('    if reason == "user_rejected":\n        by = ', '    if reason == "rejected":\n        by = '),),
+    ),
+    # -- policy in the gate, grants and the server's authority (fail closed) ------------------------------------------
+    M(
+        ("goldfive_core/toolcall.py",),
+        "if verdict.rule is None and not verdict.error:\n        return None",
+        "if verdict.rule is None:\n        return None",
+        "a policy evaluation error falls back to the adapter's own config (an unmarked tool runs)",
+        POLICY_GATE,
+    ),
+    M(
+        ("goldfive_core/toolcall.py",),
+        "if verdict.rule is not None and not verdict.error and verdict.ask is not None and verdict.ask.grants:",
+        "if verdict.rule is not None and verdict.ask is not None and verdict.ask.grants:",
+        "a grant applies to a call its rule could not evaluate",
+        POLICY_GATE,
+    ),
+    M(
+        ("goldfive_core/policy/_grants.py",),
+        "    if kept is None:\n        return None",
+        "    if kept is None:\n        return book.find(call, rule=rule, run_id=run_id, session_id=session_id)",
+        "grants are read from this process when the store is unreadable (fail open)",
+        ("tests/store/test_store_grants.py",),
+    ),
+    M(
+        ("goldfive_core/dispatch.py",),
+        '    if needed > 1:\n        return f"rule',
+        '    if False:\n        return f"rule',
+        "one approver of a quorum rule creates a standing grant",
+        POLICY_GATE,
+    ),
+    M(
+        ("goldfive_core/dispatch.py",),
+        "needed = max(ask.quorum, decision.quorum)",
+        "needed = ask.quorum",
+        "one vote of the server's quorum creates a standing grant (the run's own rule asks one approver)",
+        POLICY_GATE,
+    ),
+    M(
+        BOOK,
+        "    if decision.quorum > 1 and request is not None:",
+        "    if False:",
+        "the run ignores the quorum the server states: its own rule of one approver decides",
+        POLICY_GATE + SERVER_POLICY,
+    ),
+    M(
+        DECIDE,
+        "    if grant is not None and quorum > 1:",
+        "    if False:",
+        "the server lets one approver of its quorum rule ask for a standing grant",
+        SERVER_POLICY,
+    ),
+    M(
+        DECIDE,
+        "        if self._stated_quorum():  # the deciding side's rule",
+        "        if False:  # the deciding side's rule",
+        "the server does not tell the run how many approvers its rule requires",
+        SERVER_POLICY,
+    ),
+    M(
+        ("goldfive_core/signing.py",),
+        '    if not body["quorum"]:',
+        "    if True:",
+        "a decision's signature does not cover the quorum it states (a writer can strip it)",
+        SERVER_POLICY,
+    ),
+    M(
+        ("goldfive_core/store/views.py",),
+        "    if rules is not None and rules.policy is not None:",
+        "    if False:",
+        "with serve --policy the API and goldfive show list the agent's rule, not the server's",
+        SERVER_POLICY,
+    ),
+    M(
+        ("goldfive_core/toolcall.py",),
+        "    timeout = _until_expiry(policy_metadata, timeout)\n",
+        "",
+        "a rule's expires does not shorten the run's wait for a person",
+        POLICY_GATE,
+    ),
+    M(
+        ("goldfive_core/server/expiry.py",),
+        "        if now < row.requested_at_ms + ask.expires_ms:",
+        "        if True:",
+        "the server never ends a request at its rule's expires",
+        SERVER_POLICY,
     ),
     # -- the store channel: decisions recorded while a live run was cut off -----------------------------------------
     M(

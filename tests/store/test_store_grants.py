@@ -5,6 +5,7 @@ when their scope says so (session, a duration) — never a run grant in another 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 from pathlib import Path
 from typing import Any
@@ -272,3 +273,38 @@ def test_a_decisions_signature_covers_the_grant_it_asks_for(tmp_path: Path) -> N
     plain = signer.sign(dataclasses.replace(facts, grant=""))
     assert check("", plain) is None  # a decision without a grant signs what it signed before grants existed
     assert "does not match what it claims" in (check("session", plain) or "")
+
+
+async def test_when_the_store_cannot_say_which_grants_stand_a_grant_made_in_this_process_applies_no_more(
+    sqlite_backend: Backend,
+) -> None:
+    """ana's run grant lets the second call through; then the store's grants cannot be read (the table is gone):
+    the third call asks a person although this process still holds the grant (a revocation there may be
+    unseen), fail closed."""
+    import sqlite3
+
+    backend = sqlite_backend
+    store = backend.open()
+
+    def break_the_grants_after_the_second(agent: Agent, amount: int) -> None:
+        if amount == 20:
+            agent.channel.sink.flush()
+            with contextlib.closing(sqlite3.connect(backend.location)) as db:
+                db.execute("ALTER TABLE gf_grants RENAME TO gf_grants_gone")
+                db.commit()
+
+    calls = [{"amount": 10, "to": "acme"}, {"amount": 20, "to": "acme"}, {"amount": 30, "to": "acme"}]
+    agent = Agent(backend, calls, on_body=break_the_grants_after_the_second)
+    run = asyncio.create_task(agent.run("s-1"))
+    [first] = await _pending(store, 1)
+    result = await asyncio.to_thread(decide, store, first.target_id, approve=True, principal=ANA, grant="run")
+    assert result.verdict is DecideVerdict.APPLIED, result.detail
+    await await_until(lambda: len(store.approvals(open_only=False)) == 2, what="the third call's request")
+    [third] = [r for r in store.approvals() if r.open]
+    assert third.args_json == '{"amount":30,"to":"acme"}'
+    assert [c["amount"] for c in agent.ran] == [10, 20]
+    rejected = await asyncio.to_thread(decide, store, third.target_id, approve=False, principal=ANA, reason="no")
+    assert rejected.ok, rejected.detail
+    await run
+    await agent.close()
+    assert [c["amount"] for c in agent.ran] == [10, 20]
