@@ -139,3 +139,26 @@ async def test_a_quorum_the_deciding_server_states_in_a_vote_is_the_one_counted_
     assert ran == [5]
     [granted] = sink.of("approval_granted")
     assert granted.approval_granted.decided_by == "ana, bo"
+
+
+QUICK = parse_policy('[[rule]]\nname = "quick"\ntool = "pay"\naction = "ask"\nexpires = "1s"\n')
+
+
+async def test_a_rules_expires_is_the_longest_the_run_waits_for_a_person() -> None:
+    """The tool's own wait is 10 minutes; the rule says 1 s: the request says it expires then, and then the wait
+    ends as a timeout (approval_timed_out, the call not made)."""
+    sink = InMemorySink()
+    ran: list[Any] = []
+
+    async def agent(task: Task, tools: AgentTools) -> None:
+        if await tools.before_tool("pay", {"amount": 5}):
+            ran.append(5)
+
+    config = SteeringConfig(tool_approval_timeout_ms=600_000)
+    run = wrap(agent, control=ControlChannel(), sinks=[sink], policy=QUICK, config=config).run("pay")
+    await asyncio.wait_for(run, 30)
+    [asked] = sink.of("approval_requested")
+    assert asked.approval_requested.timeout_ms == 1000
+    [timed_out] = sink.of("approval_timed_out")
+    assert timed_out.approval_timed_out.target_id == asked.approval_requested.target_id
+    assert ran == []
