@@ -195,6 +195,9 @@ async def test_the_servers_expires_ends_the_request_at_its_time(backend: Backend
             late = await srv.post("/api/approvals/call-0/approve", {}, user="ana")
             assert late.status_code == 409, late.text
             assert await asyncio.to_thread(later.sweep) == 0  # once
+            await agent.close()
+            verified = (await srv.get("/api/audit/verify", user="vic")).json()
+            assert verified["ok"], verified  # the expired record matches its approval_timed_out on the audit log
         finally:
             await agent.close()
 
