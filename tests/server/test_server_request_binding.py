@@ -11,17 +11,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from server_support import Agent, Server, eventually, goldfive
+from server_support import Agent, Server, eventually, goldfive, start_tool_agent
 from store_support import Backend
 
 from goldfive_core import AgentTools, ControlKind, ControlMessage, InMemorySink, Task, wrap
+from goldfive_core._util import canonical_json
 from goldfive_core.control import ControlAck
 from goldfive_core.pb.v1 import events_pb2
+from goldfive_core.signing import SignedDecision
 from goldfive_core.store import StoreChannel
 
 COFFEE = "Spend 5 EUR on a coffee?"
@@ -78,8 +81,10 @@ def _sql(server: Server, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
     return list(cur.fetchall()) if cur.description else []
 
 
-async def _post(server: Server, payload: dict[str, Any], run_id: str) -> ControlAck:
-    msg = ControlMessage(ControlKind.APPROVE, payload)
+async def _post(
+    server: Server, payload: dict[str, Any], run_id: str, *, kind: ControlKind = ControlKind.APPROVE
+) -> ControlAck:
+    msg = ControlMessage(kind, payload)
     await asyncio.to_thread(server.store.post_control, msg, run_id=run_id)
 
     async def acked() -> ControlAck | None:
@@ -229,3 +234,63 @@ async def test_immediate_re_asks_are_each_asked_and_listed(server: Server, round
         await channel.aclose()
     report = server.store.verify_audit(trust_key=server.signer.trust_key)
     assert report.ok, report.problems
+
+
+@pytest.mark.parametrize("kind", ["approve", "reject", "approve with edits"])
+async def test_every_kind_of_signed_decision_is_bound_to_the_request_it_was_signed_for(
+    server: Server, kind: str
+) -> None:
+    """A signature made for another request of the call (another id, or another prompt or arguments) is
+    refused whatever the decision says; the one made for this request applies."""
+    schema = {"type": "object", "properties": {"amount": {"type": "integer"}, "to": {"type": "string"}}}
+    agent = start_tool_agent(
+        server.backend, "call-7", {"amount": 5, "to": "bob"}, trust=server.signer.trust_key, args_schema=schema
+    )
+    try:
+        await server.pending("call-7")
+        (row,) = server.store.approvals_for("call-7")
+        approve = kind != "reject"
+        edited = {"amount": 4, "to": "bob"} if kind == "approve with edits" else None
+
+        def signed(request_id: str, request_digest: str) -> dict[str, Any]:
+            facts = SignedDecision(
+                target_id="call-7",
+                run_id=row.run_id,
+                decision="approve" if approve else "reject",
+                edited_args_json=canonical_json(edited) if edited else "",
+                args_digest=row.args_digest,
+                decided_by="ana",
+                detail="checked",
+                channel="api",
+                request_id=request_id,
+                request_digest=request_digest,
+            )
+            payload: dict[str, Any] = {
+                "target_id": "call-7",
+                "run_id": row.run_id,
+                "decided_by": "ana",
+                "channel": "api",
+                "detail": "checked",
+                "args_digest": row.args_digest,
+                "request_id": row.request_id,  # what the decision claims; the agent checks its own request
+                "signature": server.signer.sign(facts),
+            }
+            if edited:
+                payload["edited_args"] = edited
+            return payload
+
+        verb = ControlKind.APPROVE if approve else ControlKind.REJECT
+        other_prompt = dataclasses.replace(row, prompt="Allow transfer_funds to account 666?").request_digest
+        for forged in (signed("req-another-ask", row.request_digest), signed(row.request_id, other_prompt)):
+            ack = await _post(server, forged, row.run_id, kind=verb)
+            assert not ack.ok and "signature does not match" in ack.detail, ack.detail
+        assert agent.ran == [] and not agent.task.done()
+        ack = await _post(server, signed(row.request_id, row.request_digest), row.run_id, kind=verb)
+        assert ack.ok and ack.data is not None and ack.data["request_id"] == row.request_id, ack
+        result = await agent.result()
+        assert agent.ran == ([edited or {"amount": 5, "to": "bob"}] if approve else [])
+        assert result.output.status == ("ran" if approve else "reject")
+        refused = agent.sink.of("decision_refused")
+        assert [r.decision_refused.request_id for r in refused] == [row.request_id, row.request_id]
+    finally:
+        await agent.close()
