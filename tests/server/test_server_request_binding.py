@@ -18,10 +18,11 @@ from typing import Any
 
 import pytest
 from server_support import Agent, Server, eventually, goldfive, start_tool_agent
-from store_support import Backend
+from store_support import Backend, make_event
 
 from goldfive_core import AgentTools, ControlKind, ControlMessage, InMemorySink, Task, wrap
 from goldfive_core._util import canonical_json
+from goldfive_core.approvals import ApprovalBook, ApprovalRequest, ApprovalStatus, Decision, DecisionVerdict
 from goldfive_core.control import ControlAck
 from goldfive_core.pb.v1 import events_pb2
 from goldfive_core.signing import SignedDecision
@@ -294,3 +295,37 @@ async def test_every_kind_of_signed_decision_is_bound_to_the_request_it_was_sign
         assert [r.decision_refused.request_id for r in refused] == [row.request_id, row.request_id]
     finally:
         await agent.close()
+
+
+def test_a_decision_kept_early_for_another_request_never_applies_when_the_call_is_asked() -> None:
+    book = ApprovalBook()
+    book.expect("call-9")
+    kept = book.decide("call-9", Decision(approved=True, decided_by="ana", request_id="req-earlier"))
+    assert kept.verdict is DecisionVerdict.KEPT_EARLY
+    record, _ = book.open(ApprovalRequest(target_id="call-9", kind="tool", timeout_ms=1000, request_id="req-now"))
+    assert record.status is ApprovalStatus.PENDING and record.decision is None
+    # One that names no request (or this one) applies as before.
+    book.close("call-9", "test")
+    book.expect("call-9")
+    book.decide("call-9", Decision(approved=True, decided_by="ana", request_id="req-then"))
+    record, _ = book.open(ApprovalRequest(target_id="call-9", kind="tool", timeout_ms=1000, request_id="req-then"))
+    assert record.status is ApprovalStatus.GRANTED
+
+
+def test_a_decision_recorded_in_the_store_for_an_earlier_ask_is_not_recorded_on_the_re_ask(backend: Backend) -> None:
+    store = backend.open()
+    asked = [
+        make_event("run-y", 0, events_pb2.RunStarted(adapter="test")),
+        make_event(
+            "run-y", 1, events_pb2.ApprovalRequested(target_id="t", kind="task", prompt=COFFEE, request_id="r1")
+        ),
+    ]
+    store.append_events(asked, pid=1, host="h")
+    (seen,) = store.approvals_for("t")
+    again = events_pb2.ApprovalRequested(target_id="t", kind="task", prompt=WIRE, request_id="r2")
+    store.append_events([make_event("run-y", 2, again)], pid=1, host="h")
+    assert not store.decide_in_store(seen.id, approved=True, detail="", decided_by="ana", request_id=seen.request_id)
+    (now,) = store.approvals_for("t")
+    assert (now.request_id, now.status.value, now.decided_by) == ("r2", "pending", "")
+    assert store.decide_in_store(seen.id, approved=False, detail="no", decided_by="ana", request_id="r2")
+    assert store.verify_audit().ok
