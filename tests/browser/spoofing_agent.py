@@ -3,10 +3,10 @@
 The scripted model starts a task whose title hides characters, asks a Flow A question whose prompt reverses a
 line with U+202E, then calls ``wire_transfer`` with an IBAN stored reversed behind a right-to-left override
 (a page that renders it raw shows ``DE89 3704 0044 0532 0130 00``), a memo full of zero-width and tag
-characters, a payee whose right-to-left letters would swap two numbers, a reference number past 2^53 and a
-200,000-character first argument that would push the others off
-a card. The tool prints what it received, in ``ascii()``, as ``wire_transfer got {...}``; the store named by
-``GOLDFIVE_DB`` carries the requests and the decisions.
+characters, a payee with a Cyrillic look-alike letter and right-to-left letters that would swap two numbers,
+a reference number past 2^53 and a 200,000-character first argument that would push the others off a card.
+The tool prints what it received, in ``ascii()``, as ``wire_transfer got {...}``; the store named by ``GOLDFIVE_DB``
+carries the requests and the decisions.
 """
 
 from __future__ import annotations
@@ -36,8 +36,9 @@ ATTACHMENT = "A" * 200_000
 REF = 90071992547409931  # past 2^53: a JavaScript number would read 90071992547409920
 TITLE = "Pay\u200b invoice \u202e2401#"
 PROMPT = "Approve paying \u202eRUE 05\u202c to ACME?\nSecond line\u2028hidden break"
-TO = "ACME Corp \u05d0 1111 2222 \u05d1"
-"""Right-to-left letters around two numbers: with the implicit bidi order they are drawn "2222 1111"."""
+TO = "\u0410CME Corp \u05d0 1111 2222 \u05d1"
+"""A Cyrillic "\u0410" that looks like the Latin one, and right-to-left letters around two numbers (drawn in the
+implicit bidi order, they read "2222 1111")."""
 ARGS = {"attachment": ATTACHMENT, "iban": IBAN, "memo": MEMO, "ref": REF, "to": TO}
 
 
@@ -49,7 +50,7 @@ def _say(line: str) -> None:
 def wire_transfer(attachment: str, iban: str, memo: str, ref: int, to: str) -> dict[str, Any]:
     """Send money to ``iban``."""
     got = {"attachment": len(attachment), "iban": iban, "memo": memo, "ref": ref, "to": to}
-    _say(f"wire_transfer got {ascii(got)}")
+    _say(f"wire_transfer got {got!a}")
     return {"status": "sent"}
 
 
@@ -81,7 +82,7 @@ async def main() -> None:
         async for event in runner.run_async(user_id="u", session_id=session.id, new_message=message):
             for part in event.content.parts if event.content and event.content.parts else []:
                 if part.function_response:
-                    _say(f"{part.function_response.name} -> {ascii(part.function_response.response)}")
+                    _say(f"{part.function_response.name} -> {part.function_response.response!a}")
     finally:
         await runner.close()
         await channel.aclose()

@@ -12,16 +12,13 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+import spoofing_agent as spoof
 from browser_support import ARTIFACTS
 from test_browser_inbox import Server, _card, _login, browser, chromium, server
-
-sys.path.insert(0, str(Path(__file__).parent))
-import spoofing_agent as spoof  # noqa: E402
 
 __all__ = ["browser", "chromium", "server"]  # the fixtures, shared with the inbox tests
 
@@ -41,8 +38,11 @@ def _tool_target(page: Any) -> str:
 
 def _inside(inner: Any, outer: Any) -> bool:
     a, b = inner.bounding_box(), outer.bounding_box()
-    return bool(a and b) and b["x"] <= a["x"] and a["x"] + a["width"] <= b["x"] + b["width"] + 1 and (
-        b["y"] <= a["y"] and a["y"] + a["height"] <= b["y"] + b["height"] + 1
+    return (
+        bool(a and b)
+        and b["x"] <= a["x"]
+        and a["x"] + a["width"] <= b["x"] + b["width"] + 1
+        and (b["y"] <= a["y"] and a["y"] + a["height"] <= b["y"] + b["height"] + 1)
     )
 
 
@@ -115,6 +115,7 @@ def test_hidden_characters_show_as_tokens_every_argument_shows_and_approve_needs
     expect(note).to_contain_text("U+202E right-to-left override in argument iban")
     expect(note).to_contain_text("U+200B zero width space in argument memo")
     expect(note).to_contain_text("U+E0041 tag character in argument memo")
+    expect(note).to_contain_text("in argument to mixes Latin and Cyrillic letters: U+0410 is Cyrillic")
 
     # The 200,000-character first argument is clipped on its own; every other argument is on the card.
     expect(args.locator(".more").first).to_have_text("… 199,600 more characters")
@@ -165,12 +166,12 @@ def test_hidden_characters_show_as_tokens_every_argument_shows_and_approve_needs
     assert '"ref": 90071992547409931' in text and "\u202e" not in text
     warning = card.locator(".edit-hidden")
     expect(warning).to_contain_text("U+202E right-to-left override in argument iban")
-    editor.fill(text.replace('"ACME Corp ', '"ACME\u200b Corp '))
+    editor.fill(text.replace("CME Corp ", "CME\u200b Corp "))
     expect(warning).to_contain_text(re.compile(r"U\+200B zero width space at line \d+, column \d+"))
-    expect(card.locator(".diff .add")).to_contain_text('+ to: "ACME⟨U+200B⟩ Corp')
+    expect(card.locator(".diff .add")).to_contain_text('+ to: "\u0410CME⟨U+200B⟩ Corp')
     ana.screenshot(path=str(ARTIFACTS / "hidden-text-editor.png"), full_page=True)
     card.get_by_role("button", name="Write them as \\u escapes").click()
-    assert '"to": "ACME\\u200b Corp ' in editor.input_value()
+    assert '"to": "\u0410CME\\u200b Corp ' in editor.input_value()
     expect(card.get_by_role("button", name="Write them as \\u escapes")).to_be_hidden()
 
     # Back on the card, approved as shown: the tool gets exactly what the card showed (the number too).
@@ -182,7 +183,7 @@ def test_hidden_characters_show_as_tokens_every_argument_shows_and_approve_needs
         and "'memo': 'invoice\\u200b 1042\\u200d paid\\u2060\\ufeff\\U000e0041'" in got
         and "'ref': 90071992547409931" in got
         and "'attachment': 200000" in got
-        and "'to': 'ACME Corp \\u05d0 1111 2222 \\u05d1'" in got
+        and "'to': '\\u0410CME Corp \\u05d0 1111 2222 \\u05d1'" in got
     ), got
 
     # The run view: the task title's hidden characters are tokens on the timeline and in the events.

@@ -588,11 +588,15 @@
       ...(original == null ? [] : textsOf(original, "originally requested ")),
     ];
     const summary = T.hiddenSummary(fields);
+    const mixed = T.mixedScripts(fields);
     const note = $(".hidden-note", card);
-    note.hidden = !summary;
+    note.hidden = !summary && !mixed;
+    const says = [];
     if (summary)
-      show(note, "Hidden characters: this request holds characters you could not see, or that change the order " +
+      says.push("Hidden characters: this request holds characters you could not see, or that change the order " +
         `text is shown in. Each is shown as ⟨U+…⟩ where it stands: ${summary}.`);
+    if (mixed) says.push(`Look-alike letters: ${mixed}.`);
+    show(note, says.join(" "));
   }
 
   // The editor is plain text: say what hidden characters the edit holds (written as \u escapes) and any typed or

@@ -237,6 +237,30 @@ window.goldfiveText = (function () {
     return parts.join("; ");
   }
 
+  // Words mixing letters of scripts that look alike (a Cyrillic "А" in "АCME"): "“АCME” in argument to mixes Latin
+  // and Cyrillic letters: U+0410 is Cyrillic; …", or "". `fields` as for hiddenSummary.
+  const LOOKALIKE = ["Latin", "Cyrillic", "Greek", "Armenian", "Cherokee"].map((name) => ({
+    name,
+    re: new RegExp(`\\p{Script=${name}}`, "u"),
+  }));
+  function mixedScripts(fields) {
+    const parts = [];
+    for (const [where, text] of fields) {
+      for (const word of String(text).match(/[\p{L}\p{M}\p{N}]+/gu) || []) {
+        if (parts.length >= 6) break;
+        if (!/[^\x00-\x7f]/.test(word)) continue;
+        const seen = LOOKALIKE.filter((s) => s.re.test(word));
+        if (seen.length < 2) continue;
+        const main = seen[0]; // Latin when it is there: the others are the look-alikes
+        const odd = [...word].filter((ch) => !main.re.test(ch) && seen.some((s) => s.re.test(ch))).slice(0, 4);
+        const which = odd.map((ch) => `${uplus(ch.codePointAt(0))} is ${seen.find((s) => s.re.test(ch)).name}`);
+        parts.push(`“${cut(word, 40)}” in ${cut(String(where), 60)} mixes ${seen.map((s) => s.name).join(" and ")} ` +
+          `letters: ${which.join(", ")}`);
+      }
+    }
+    return parts.join("; ");
+  }
+
   // Raw hidden characters typed or pasted into an editor: "U+200B zero width space at line 3, column 14; …".
   function hiddenPositions(text) {
     return hiddenIn(text, true)
@@ -255,6 +279,6 @@ window.goldfiveText = (function () {
 
   return {
     VALUE_LIMIT, cut, editableJson, eachText, escapeRaw, hiddenIn, hiddenPositions, hiddenSummary, isRaw,
-    longText, parseExact, plain, showJson, visible,
+    longText, mixedScripts, parseExact, plain, showJson, visible,
   };
 })();
