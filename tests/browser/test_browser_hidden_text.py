@@ -46,19 +46,19 @@ def _inside(inner: Any, outer: Any) -> bool:
     )
 
 
-def _shown_left_to_right(page: Any, card: Any, text: str) -> bool:
-    """Whether the first character of ``text`` (found in one text node of the card's arguments) is drawn left
-    of its last one: the stored order, not one a bidi override reversed."""
+def _shown_left_to_right(box: Any, text: str) -> bool:
+    """Whether the first character of ``text`` (found in one text node inside ``box``) is drawn left of its
+    last one: the stored order, not one that a bidi override or right-to-left letters reversed."""
     return bool(
-        card.locator(".args").evaluate(
-            """(pre, text) => {
-              const walk = document.createTreeWalker(pre, NodeFilter.SHOW_TEXT);
+        box.evaluate(
+            """(box, text) => {
+              const walk = document.createTreeWalker(box, NodeFilter.SHOW_TEXT);
               for (let n = walk.nextNode(); n; n = walk.nextNode()) {
                 const at = n.data.indexOf(text);
                 if (at < 0) continue;
-                const box = (i) => { const r = document.createRange(); r.setStart(n, i); r.setEnd(n, i + 1);
-                                     return r.getBoundingClientRect(); };
-                return box(at).left < box(at + text.length - 1).left;
+                const edge = (i) => { const r = document.createRange(); r.setStart(n, i); r.setEnd(n, i + 1);
+                                      return r.getBoundingClientRect().left; };
+                return edge(at) < edge(at + text.length - 1);
               }
               return null;
             }""",
@@ -109,8 +109,8 @@ def test_hidden_characters_show_as_tokens_every_argument_shows_and_approve_needs
     expect(args).to_contain_text('"ref": 90071992547409931')  # exactly: not 90071992547409920
     shown = args.text_content() or ""
     assert spoof.SHOWN_IBAN not in shown and "\u202e" not in shown and "\u200b" not in shown
-    assert _shown_left_to_right(ana, card, "00 0310 2350 4400 4073 98ED")
-    assert _shown_left_to_right(ana, card, "1111 2222")  # in stored order, right-to-left letters around them
+    assert _shown_left_to_right(args, "00 0310 2350 4400 4073 98ED")
+    assert _shown_left_to_right(args, "1111 2222")  # in stored order, right-to-left letters around them
     note = card.locator(".hidden-note")
     expect(note).to_contain_text("U+202E right-to-left override in argument iban")
     expect(note).to_contain_text("U+200B zero width space in argument memo")
@@ -169,6 +169,8 @@ def test_hidden_characters_show_as_tokens_every_argument_shows_and_approve_needs
     editor.fill(text.replace("CME Corp ", "CME\u200b Corp "))
     expect(warning).to_contain_text(re.compile(r"U\+200B zero width space at line \d+, column \d+"))
     expect(card.locator(".diff .add")).to_contain_text('+ to: "\u0410CME⟨U+200B⟩ Corp')
+    for line in (".diff .del", ".diff .add"):
+        assert _shown_left_to_right(card.locator(line), "1111 2222"), line
     ana.screenshot(path=str(ARTIFACTS / "hidden-text-editor.png"), full_page=True)
     card.get_by_role("button", name="Write them as \\u escapes").click()
     assert '"to": "\u0410CME\\u200b Corp ' in editor.input_value()
@@ -198,4 +200,5 @@ def test_hidden_characters_show_as_tokens_every_argument_shows_and_approve_needs
     entry = ana.locator(f'#history li[data-target-id="{target}"]')
     expect(entry.locator(".args")).to_contain_text(f'"iban": "{SHOWN_STORED_ORDER}"')
     expect(entry.locator(".args .more")).to_have_text("… 199,600 more characters")
+    assert _shown_left_to_right(entry.locator(".args"), "1111 2222")
     assert not (ana.errors or phone.errors or cut.errors), ana.errors + phone.errors + cut.errors
