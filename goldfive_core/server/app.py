@@ -237,8 +237,7 @@ class _Api:
         async def endpoint(request: Request) -> Response:
             try:
                 user = await self.auth.authenticate(request)
-                if request.method not in ("GET", "HEAD"):
-                    self.auth.check_csrf(request, user)
+                self.auth.check_csrf(request, user, write=request.method not in ("GET", "HEAD"))
                 if not user.can(permission):
                     if user.role == "agent":  # an agent token reaching for the inbox or a decision: on the record
                         await audit_refusal(self.store, user, request, permission)
