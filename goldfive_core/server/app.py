@@ -21,10 +21,13 @@ from importlib import resources
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.datastructures import MutableHeaders
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .._util import shorten
 from ..approvals import Principal
@@ -673,6 +676,35 @@ _PAGE_HEADERS = {
 }
 
 
+class _NoSniff:
+    """``X-Content-Type-Options: nosniff`` on every response (API, static files, streams, errors): a browser
+    never reads a JSON body or an uploaded text as script or style."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_header(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                MutableHeaders(scope=message).setdefault("X-Content-Type-Options", "nosniff")
+            await send(message)
+
+        await self.app(scope, receive, send_with_header)
+
+
+async def _server_error(request: Request, exc: Exception) -> Response:
+    """An unexpected error: a JSON 500 without the cause's text (it is in the server's log, not the client's)."""
+    return JSONResponse(
+        {"error": "internal error: the server could not answer this request"},
+        status_code=500,
+        headers={"X-Content-Type-Options": "nosniff"},
+    )
+
+
 async def _not_found(request: Request, exc: Exception) -> Response:
     return JSONResponse({"error": f"no such route: {request.method} {shorten(request.url.path, 120)}"}, status_code=404)
 
@@ -751,7 +783,8 @@ def create_app(store: Store, config: ServerConfig) -> Starlette:
     app = Starlette(
         routes=routes,
         lifespan=lifespan,
-        exception_handlers={404: _not_found, 405: _bad_method},
+        middleware=[Middleware(_NoSniff)],
+        exception_handlers={404: _not_found, 405: _bad_method, Exception: _server_error},
     )
     app.state.api = api
     return app
