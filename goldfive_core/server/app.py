@@ -63,6 +63,7 @@ from ..store.views import approval_json, approvals_json, in_doubt_json, run_json
 from .agents import AgentApi, agent_routes, audit_refusal
 from .auth import COOKIE, SESSION_TTL_MS, Authenticator, AuthError, User, derive_cookie_key
 from .notify import Notifier, NotifyConfig
+from .sessions import SessionWatch
 from .stream import Broadcaster
 
 __all__ = ["MAX_BODY_BYTES", "ApiError", "ServerConfig", "create_app"]
@@ -125,6 +126,9 @@ class ServerConfig:
     checkpoints: CheckpointWriter | None = None
     """Writes signed checkpoints of the audit chain head (to a file outside the database); None: none."""
     checkpoint_every_s: float = 60.0
+    session_recheck_s: float = 1.0
+    """How often open event streams re-check their credential: a disable, rotate or logout done by another
+    process (``goldfive users``, another ``serve``) ends them within this (one done here ends them at once)."""
 
 
 # -- helpers --------------------------------------------------------------------------------------------------------
@@ -221,6 +225,8 @@ class _Api:
             secure_cookies=config.secure_cookies,
         )
         self.events = Broadcaster(store, poll_interval_s=config.poll_interval_s)
+        self.sessions = SessionWatch(self.auth.still_valid, every_s=config.session_recheck_s)
+        """The open streams' leases: they end when their user's access does."""
         self.agents = AgentApi(store, max_body_bytes=MAX_AGENT_BODY_BYTES)
         self.policy_authority = PolicyAuthority(config.policy, roles=self._roles)
         """Who may decide when the config names no authority of its own: the policy's rules, the users' roles."""
@@ -245,7 +251,10 @@ class _Api:
                     if user.role == "agent":  # an agent token reaching for the inbox or a decision: on the record
                         await audit_refusal(self.store, user, request, permission)
                     raise AuthError(403, f"{user.name!r} has role {user.role!r}, which may not {permission}")
-                return await handler(request, user)
+                response = await handler(request, user)
+                if isinstance(response, StreamingResponse):  # open for long: it ends when the user's access does
+                    response.body_iterator = self.sessions.guard(user, permission, response.body_iterator)
+                return response
             except AuthError as exc:
                 headers = {"Retry-After": str(exc.retry_after_s)} if exc.retry_after_s else None
                 if exc.status == 401:
@@ -292,6 +301,7 @@ class _Api:
 
     async def logout(self, request: Request, user: User) -> Response:
         await self.auth.logout(user)
+        self.sessions.end_session(user.session_hash)
         response = JSONResponse({"result": "logged out"})
         response.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict")
         return response
@@ -590,15 +600,21 @@ class _Api:
                     status = 404 if str(exc).startswith("unknown user") else 400
                     raise ApiError(status, str(exc)) from None
                 return JSONResponse({"name": row.name, "role": row.role, "groups": list(row.groups)})
-            if action == "rotate":
+            if action == "rotate":  # the old token stops working: so do the streams opened with it
                 made = await _run(users_mod.rotate_user, self.store, name)
-                return JSONResponse({"name": made.user.name, "role": made.user.role, "token": made.token})
+                self.sessions.end_user(name)
+                shown = {"name": made.user.name, "role": made.user.role, "disabled": made.user.disabled}
+                return JSONResponse({**shown, "token": made.token})
             if action == "disable":
                 row = await _run(users_mod.disable_user, self.store, name)
-                return JSONResponse({"name": row.name, "role": row.role, "disabled": True})
+                self.sessions.end_user(name)
+                return JSONResponse({"name": row.name, "role": row.role, "disabled": row.disabled})
+            if action == "enable":  # never implied by a rotate: giving access back is a step of its own
+                row = await _run(users_mod.enable_user, self.store, name)
+                return JSONResponse({"name": row.name, "role": row.role, "disabled": row.disabled})
         except users_mod.UserError as exc:
             raise ApiError(404, str(exc)) from None
-        raise ApiError(404, f"unknown user action {shorten(action, 40)!r}: use rotate, disable or groups")
+        raise ApiError(404, f"unknown user action {shorten(action, 40)!r}: use rotate, disable, enable or groups")
 
     # -- audit and the stream ---------------------------------------------------------------------------------------
     async def audit_verify(self, request: Request, user: User) -> Response:
@@ -746,6 +762,7 @@ def create_app(store: Store, config: ServerConfig) -> Starlette:
                 notifier.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await notifier
+            await api.sessions.aclose()
             await api.events.aclose()
             await api.agents.hub.aclose()
             api.waits.shutdown(wait=False, cancel_futures=True)
