@@ -534,7 +534,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     M(
         APP,
         'self.auth.check_csrf(request, user, write=request.method not in ("GET", "HEAD"))',
-        'if request.method not in ("GET", "HEAD"):\n                    self.auth.check_csrf(request, user, write=True)',
+        'if request.method not in ("GET", "HEAD"):\n'
+        "                    self.auth.check_csrf(request, user, write=True)",
         "auth: fetch metadata: a cross-site cookie read (GET) is served",
         AUTHZ,
     ),
@@ -585,14 +586,16 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     M(
         APP,
-        "                row = await _run(users_mod.disable_user, self.store, name)\n                self.sessions.end_user(name)",
+        "                row = await _run(users_mod.disable_user, self.store, name)\n"
+        "                self.sessions.end_user(name)",
         "                row = await _run(users_mod.disable_user, self.store, name)",
         "disable/rotate: disabling a user here leaves their open event streams running",
         SESSIONS,
     ),
     M(
         APP,
-        "                made = await _run(users_mod.rotate_user, self.store, name)\n                self.sessions.end_user(name)",
+        "                made = await _run(users_mod.rotate_user, self.store, name)\n"
+        "                self.sessions.end_user(name)",
         "                made = await _run(users_mod.rotate_user, self.store, name)",
         "disable/rotate: rotating a user's token here leaves streams opened with the old one running",
         SESSIONS,
