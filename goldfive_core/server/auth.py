@@ -77,6 +77,15 @@ async def _lookup(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     return await asyncio.get_running_loop().run_in_executor(_POOL, functools.partial(fn, *args, **kwargs))
 
 
+def _refuse_if_limited(token_id: str, wait: int) -> None:
+    if wait:
+        raise AuthError(
+            429,
+            f"too many wrong secrets for token id {token_id} from this address; try again in {wait} s",
+            retry_after_s=wait,
+        )
+
+
 class AuthError(Exception):
     """A request is refused: ``status`` 401 (who are you), 403 (not allowed) or 429 (slow down)."""
 
@@ -114,6 +123,8 @@ class Authenticator:
         self.secure_cookies = secure_cookies
         self._verified: collections.OrderedDict[str, str] = collections.OrderedDict()
         """SHA-256 of a token → the stored hash its secret matched (LRU, at most ``_CACHE_MAX``)."""
+        self._checks: dict[str, asyncio.Future[bool]] = {}
+        """Scrypt checks under way, by the token's SHA-256: concurrent requests with one token share one."""
         self.wrong_secrets = AttemptLimiter(burst=WRONG_SECRET_BURST, refill_s=WRONG_SECRET_REFILL_S)
         self.failed_logins = AttemptLimiter(burst=LOGIN_FAILURE_BURST, refill_s=_LOGIN_FAILURE_REFILL_S)
 
@@ -152,45 +163,52 @@ class Authenticator:
             return False
 
     async def _by_token(self, token: str, *, addr: str | None) -> UserRow | None:
-        """The user of a valid token. With ``addr``, an unverified secret first takes a place of the
-        (token id, address) limit: a limited one is refused with 429 before the store or scrypt is asked."""
+        """The user of a valid token. With ``addr``, a secret not verified yet is subject to the (token id,
+        address) limit: a limited one is refused with 429 before the store or scrypt is asked."""
         parsed = parse_token(token)
         if parsed is None:
             return None
         token_id, secret = parsed
         digest = hashlib.sha256(token.encode()).hexdigest()
+        key = f"{token_id} {addr}" if addr is not None else None
+        if key is not None and digest not in self._verified:
+            _refuse_if_limited(token_id, self.wrong_secrets.wait(key))
+        user = await _lookup(self.store.user_by_token_id, token_id)
+        if user is None or user.disabled:
+            return None
+        if not await self._secret_matches(digest, secret, user.token_hash, token_id=token_id, key=key):
+            return None
+        return user
+
+    async def _secret_matches(self, digest: str, secret: str, stored: str, *, token_id: str, key: str | None) -> bool:
+        """Whether the secret matches the ``stored`` hash: from the cache, else by one scrypt check per token at
+        a time (concurrent requests with the same token share it). A new check takes a place of ``key``'s limit
+        first (so concurrent wrong secrets cannot all slip through), given back unless the secret was wrong."""
         matched = self._verified.get(digest)
-        key = f"{token_id} {addr}"
-        limited = matched is None and addr is not None
-        if limited:
-            wait = self.wrong_secrets.take(key)
-            if wait:
-                raise AuthError(
-                    429,
-                    f"too many wrong secrets for token id {token_id} from this address; try again in {wait} s",
-                    retry_after_s=wait,
-                )
-        wrong = False
-        try:
-            user = await _lookup(self.store.user_by_token_id, token_id)
-            if user is None or user.disabled:
-                return None
-            if matched is not None:
-                if matched != user.token_hash:  # the stored hash changed under the same id: verify afresh
-                    self._verified.pop(digest, None)
-                    return None
+        if matched is not None:
+            if matched == stored:
                 self._verified.move_to_end(digest)
-                return user
-            if not await _lookup(verify_token, secret, user.token_hash):
-                wrong = True
-                return None
-            self._verified[digest] = user.token_hash
-            while len(self._verified) > _CACHE_MAX:
-                self._verified.popitem(last=False)
-            return user
-        finally:
-            if limited and not wrong:  # only a wrong secret for a real token id keeps its place taken
-                self.wrong_secrets.give_back(key)
+                return True
+            del self._verified[digest]  # the stored hash changed under this token id: check afresh
+        check = self._checks.get(digest)
+        if check is None:
+            if key is not None:
+                _refuse_if_limited(token_id, self.wrong_secrets.take(key))
+            check = asyncio.ensure_future(_lookup(verify_token, secret, stored))
+            self._checks[digest] = check
+
+            def settle(done: asyncio.Future[bool]) -> None:
+                self._checks.pop(digest, None)
+                if done.cancelled() or done.exception() is not None or not done.result():
+                    return  # a wrong secret (or a failed check) keeps its place of the limit taken
+                self._verified[digest] = stored
+                while len(self._verified) > _CACHE_MAX:
+                    self._verified.popitem(last=False)
+                if key is not None:
+                    self.wrong_secrets.give_back(key)
+
+            check.add_done_callback(settle)
+        return await asyncio.shield(check)
 
     def _mac(self, sid: str) -> str:
         return hmac.new(self._cookie_key, sid.encode(), hashlib.sha256).hexdigest()[:32]

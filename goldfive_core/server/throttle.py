@@ -61,6 +61,15 @@ class AttemptLimiter:
             bucket.at = now
         return bucket
 
+    def _seconds(self, bucket: _Bucket | None) -> int:
+        if bucket is None or bucket.places >= 1.0:
+            return 0
+        return max(1, math.ceil((1.0 - bucket.places) * self.refill_s))
+
+    def wait(self, key: str) -> int:
+        """The whole seconds until ``key`` may try again (0: now); takes nothing."""
+        return self._seconds(self._refilled(key, self._clock()))
+
     def take(self, key: str) -> int:
         """Take one attempt for ``key``: 0 when it may go ahead, else the whole seconds to wait (nothing taken)."""
         now = self._clock()
@@ -69,8 +78,9 @@ class AttemptLimiter:
             bucket = self._buckets[key] = _Bucket(float(self.burst), now)
             while len(self._buckets) > self.max_keys:
                 self._buckets.popitem(last=False)
-        if bucket.places < 1.0:
-            return max(1, math.ceil((1.0 - bucket.places) * self.refill_s))
+        wait = self._seconds(bucket)
+        if wait:
+            return wait
         bucket.places -= 1.0
         self._buckets.move_to_end(key)
         return 0

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import httpx
 import pytest
 from server_support import ORIGIN, Server, start_task_agent
@@ -129,6 +131,22 @@ async def test_wrong_secrets_for_a_real_token_id_are_limited_before_scrypt(
     checks = len(scrypt_checks)
     assert [(await srv.client.get("/api/me", headers=unknown)).status_code for _ in range(10)] == [401] * 10
     assert len(scrypt_checks) == checks
+
+
+async def test_concurrent_first_requests_share_one_check_and_concurrent_wrong_secrets_are_capped(
+    sqlite_server: Server, scrypt_checks: list[str]
+) -> None:
+    srv = sqlite_server
+    vic = {"Authorization": f"Bearer {srv.tokens['vic']}"}
+    async with _from(srv, "192.0.2.1") as client:
+        answers = await asyncio.gather(*(client.get("/api/me", headers=vic) for _ in range(12)))
+        assert [a.status_code for a in answers] == [200] * 12 and len(scrypt_checks) == 1
+    ana_id = srv.tokens["ana"].split("_")[1]
+    wrong = [{"Authorization": f"Bearer gf5_{ana_id}_{chr(65 + i) * 43}"} for i in range(12)]
+    async with _from(srv, "203.0.113.7") as attacker:
+        answers = await asyncio.gather(*(attacker.get("/api/me", headers=h) for h in wrong))
+    assert sorted(a.status_code for a in answers) == [401] * WRONG_SECRET_BURST + [429] * (12 - WRONG_SECRET_BURST)
+    assert len(scrypt_checks) == 1 + WRONG_SECRET_BURST
 
 
 def test_the_attempt_limiter_refills_and_stays_bounded() -> None:
