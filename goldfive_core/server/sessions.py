@@ -18,7 +18,7 @@ import asyncio
 import collections
 import dataclasses
 import logging
-from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any
 
 from .auth import User
@@ -61,7 +61,7 @@ class SessionWatch:
         """End the streams of one web session (logged out here); how many ended."""
         return self._end(lease for lease in self._leases if session_hash and lease.user.session_hash == session_hash)
 
-    def _end(self, leases: Any) -> int:
+    def _end(self, leases: Iterable[_Lease]) -> int:
         ended = 0
         for lease in list(leases):
             if not lease.ended.is_set():
