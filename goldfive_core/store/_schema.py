@@ -34,7 +34,7 @@ __all__ = [
     "USER_COLS",
 ]
 
-SCHEMA_VERSION = 13
+SCHEMA_VERSION = 14
 
 # Migrations: (version, statements). Types are filled in per dialect: {id} an auto-increment
 # primary key, {blob} bytes, {big} a 64-bit integer. Never edit a released step; add one.
@@ -202,6 +202,14 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
             "CAST(COALESCE(MAX(started_at_ms), 0) AS TEXT) FROM gf_executions WHERE 1 = 1 ON CONFLICT (key) DO NOTHING",
         ),
     ),
+    (
+        14,
+        (
+            # Each request has an identity of its own (a re-ask of the target is a new request): a decision is
+            # written only to the request it names, and a server's signature covers it. Records before have none.
+            "ALTER TABLE gf_approvals ADD COLUMN request_id TEXT NOT NULL DEFAULT ''",
+        ),
+    ),
 )
 
 APPROVAL_COLS = (
@@ -210,7 +218,7 @@ APPROVAL_COLS = (
     "edited_args_json, decided_via"
 )
 APPROVAL_SELECT = APPROVAL_COLS + (
-    ", decided_channel, decision_sig, quorum_progress, original_args_json, original_args_digest"
+    ", decided_channel, decision_sig, quorum_progress, original_args_json, original_args_digest, request_id"
 )
 """What reads select: the record and how it was decided (columns with defaults, kept out of inserts)."""
 RUN_COLS = "run_id, session_id, adapter, pid, host, status, started_at_ms, heartbeat_at_ms, ended_at_ms"
@@ -262,6 +270,7 @@ def approval_row(row: Sequence[Any]) -> ApprovalRow:
         quorum_progress=row[23] if len(row) > 23 else "",
         original_args_json=row[24] if len(row) > 24 else "",
         original_args_digest=row[25] if len(row) > 25 else "",
+        request_id=row[26] if len(row) > 26 else "",
     )
 
 

@@ -97,6 +97,8 @@ def approval_json(row: ApprovalRow, *, liveness: str, rules: PolicyAuthority | N
         "rule": row.metadata.get("policy_rule") or None,
         "policy": policy,
         "quorum_progress": row.quorum_progress,
+        # This request's own identity (a re-ask of the target is a new request); decisions name it.
+        "request_id": row.request_id,
     }
 
 
