@@ -696,8 +696,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     M(
         ("goldfive_core/signing.py",),
-        '_OMITTED_WHEN_EMPTY = ("grant", "request_id", "request_digest", "quorum")',
-        '_OMITTED_WHEN_EMPTY = ("grant", "request_id", "request_digest")',
+        "    for name in _OMITTED_WHEN_EMPTY:",
+        '    body.pop("quorum", None)\n    for name in _OMITTED_WHEN_EMPTY:',
         "a decision's signature does not cover the quorum it states (a writer can strip it)",
         SERVER_POLICY,
     ),
