@@ -709,6 +709,13 @@ MUTATIONS: tuple[Mutation, ...] = (
         (_JUNK + "test_a_client_that_sends_nothing_or_trickles_its_headers_is_let_go_with_408",),
     ),
     M(
+        ("goldfive_core/server/connections.py",),
+        "        if self._write_timer is None:\n            self._write_timer = self.loop.call_later(",
+        "        if False:\n            self._write_timer = self.loop.call_later(",
+        "a client that stops reading its answer holds the connection (and its buffers) forever",
+        (_JUNK + "test_a_client_that_stops_reading_its_answer_is_dropped",),
+    ),
+    M(
         ("goldfive_core/server/auth.py",),
         "hmac.compare_digest(sent.encode(), user.csrf.encode())",
         "hmac.compare_digest(sent, user.csrf)",

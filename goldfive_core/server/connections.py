@@ -2,27 +2,35 @@
 
 uvicorn closes a keep-alive connection that stays silent after a response, but it waits forever for a
 request's head on a new connection, and any byte a client sends (one header character every few
-seconds) restarts its keep-alive timer. :class:`HeadDeadlineProtocol` gives every request head a
+seconds) restarts its keep-alive timer. :class:`DeadlineProtocol` gives every request head a
 deadline of its own: from the moment the connection opens, or the previous response ends, the request
 line and headers must be in within ``head_timeout_s``, else the client gets ``408`` and the connection
 closes. The body has its deadline in the app (``ServerConfig.body_timeout_s``, see
-:mod:`goldfive_core.server.inputs`), so each phase of a request is bounded.
+:mod:`goldfive_core.server.inputs`). And a client that stops reading what it asked for (an event
+stream, a big page) holds its connection only ``write_timeout_s``: once the socket's buffers are full
+and nothing drains them for that long, the connection is dropped. So each phase of a request is bounded.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-__all__ = ["HEAD_TIMEOUT_S", "KEEPALIVE_S", "HeadDeadlineProtocol", "head_deadline_protocol"]
+__all__ = ["HEAD_TIMEOUT_S", "KEEPALIVE_S", "WRITE_TIMEOUT_S", "DeadlineProtocol", "deadline_protocol"]
+
+logger = logging.getLogger(__name__)
 
 HEAD_TIMEOUT_S = 10.0
 """Longest a client may take to send a request line and headers (408 and the connection closes beyond)."""
 
 KEEPALIVE_S = 5
 """An idle keep-alive connection is closed after this many seconds (uvicorn's ``timeout_keep_alive``)."""
+
+WRITE_TIMEOUT_S = 60.0
+"""Longest an answer may sit unread with the socket's buffers full (the connection is dropped beyond)."""
 
 
 def _answer_408(seconds: float) -> bytes:
@@ -34,11 +42,14 @@ def _answer_408(seconds: float) -> bytes:
     return head.encode() + body
 
 
-class HeadDeadlineProtocol(H11Protocol):
-    """uvicorn's h11 protocol with a deadline on each request head (:data:`HEAD_TIMEOUT_S`)."""
+class DeadlineProtocol(H11Protocol):
+    """uvicorn's h11 protocol with a deadline on each request head (:data:`HEAD_TIMEOUT_S`) and on an answer
+    nobody reads (:data:`WRITE_TIMEOUT_S`)."""
 
     head_timeout_s: float = HEAD_TIMEOUT_S
+    write_timeout_s: float = WRITE_TIMEOUT_S
 
+    _write_timer: asyncio.TimerHandle | None = None
     _head_timer: asyncio.TimerHandle | None = None
     _head_cycle: object = None
     """The request cycle current when the deadline was armed: a new cycle means the head arrived."""
@@ -62,7 +73,30 @@ class HeadDeadlineProtocol(H11Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         """No deadline outlives its connection."""
         self._disarm()
+        self._unstick()
         super().connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        """The socket's buffers are full: the client has that long to read some of them."""
+        super().pause_writing()
+        if self._write_timer is None:
+            self._write_timer = self.loop.call_later(self.write_timeout_s, self._stuck)
+
+    def resume_writing(self) -> None:
+        """The client reads again."""
+        self._unstick()
+        super().resume_writing()
+
+    def _unstick(self) -> None:
+        if self._write_timer is not None:
+            self._write_timer.cancel()
+            self._write_timer = None
+
+    def _stuck(self) -> None:
+        # Even when closing: a closing transport still waits to flush the buffers nobody drains; abort does not.
+        self._write_timer = None
+        logger.info("dropping a connection whose client read nothing for %g s", self.write_timeout_s)
+        self.transport.abort()
 
     def _arm(self) -> None:
         self._disarm()
@@ -81,11 +115,12 @@ class HeadDeadlineProtocol(H11Protocol):
     def _late(self) -> None:
         self._head_timer = None
         if self.cycle is self._head_cycle and not self.transport.is_closing():
-            self.logger.info("closing a connection whose request head took over %g s", self.head_timeout_s)
+            logger.info("closing a connection whose request head took over %g s", self.head_timeout_s)
             self.transport.write(_answer_408(self.head_timeout_s))
             self.transport.close()
 
 
-def head_deadline_protocol(head_timeout_s: float) -> type[HeadDeadlineProtocol]:
-    """A :class:`HeadDeadlineProtocol` class with ``head_timeout_s`` (uvicorn builds one per connection)."""
-    return type("HeadDeadlineProtocol", (HeadDeadlineProtocol,), {"head_timeout_s": head_timeout_s})
+def deadline_protocol(*, head_timeout_s: float, write_timeout_s: float) -> type[DeadlineProtocol]:
+    """A :class:`DeadlineProtocol` class with these deadlines (uvicorn builds one instance per connection)."""
+    deadlines = {"head_timeout_s": head_timeout_s, "write_timeout_s": write_timeout_s}
+    return type("DeadlineProtocol", (DeadlineProtocol,), deadlines)

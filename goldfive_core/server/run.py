@@ -17,7 +17,7 @@ from ..store.base import Store
 from ..store.checkpoint import CheckpointWriter
 from ..store.users import UserError, add_user
 from .app import ServerConfig, create_app
-from .connections import HEAD_TIMEOUT_S, KEEPALIVE_S, head_deadline_protocol
+from .connections import HEAD_TIMEOUT_S, KEEPALIVE_S, WRITE_TIMEOUT_S, deadline_protocol
 from .inputs import BODY_TIMEOUT_S
 from .notify import NotifyConfig
 
@@ -36,8 +36,10 @@ CHECKPOINT_FILE = "audit-checkpoint.txt"
 def uvicorn_config(app: Any, *, host: str, port: int) -> uvicorn.Config:
     """How ``goldfive serve`` runs uvicorn: quiet, and every phase of a connection bounded — a request head
     within ``GOLDFIVE_SERVE_HEAD_TIMEOUT_S`` (default 10), an idle keep-alive connection closed after
-    ``GOLDFIVE_SERVE_KEEPALIVE_S`` (default 5); the body's deadline is the app's (``body_timeout_s``)."""
+    ``GOLDFIVE_SERVE_KEEPALIVE_S`` (default 5), an answer left unread for ``GOLDFIVE_SERVE_WRITE_TIMEOUT_S``
+    (default 60) dropped; the body's deadline is the app's (``body_timeout_s``)."""
     head_s = env_seconds("GOLDFIVE_SERVE_HEAD_TIMEOUT_S", HEAD_TIMEOUT_S)
+    write_s = env_seconds("GOLDFIVE_SERVE_WRITE_TIMEOUT_S", WRITE_TIMEOUT_S)
     keepalive_s = env_seconds("GOLDFIVE_SERVE_KEEPALIVE_S", KEEPALIVE_S)
     return uvicorn.Config(
         app,
@@ -46,7 +48,7 @@ def uvicorn_config(app: Any, *, host: str, port: int) -> uvicorn.Config:
         log_level="warning",
         lifespan="on",
         access_log=False,
-        http=head_deadline_protocol(head_s),
+        http=deadline_protocol(head_timeout_s=head_s, write_timeout_s=write_s),
         timeout_keep_alive=max(1, round(keepalive_s)),
     )
 

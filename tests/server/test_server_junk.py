@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
+import socket
 import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -267,6 +269,48 @@ async def test_a_body_that_stalls_gets_408_and_an_idle_keepalive_connection_is_c
             writer.write(_keepalive_head("GET", "/api/me", auth("root")[:1], None))
             assert (await asyncio.wait_for(_read_answer(reader), 10)).status == 200
             assert await _closed_by_server(reader) == b""  # idle after its answer: closed, nothing more sent
+        assert live.log.tracebacks() == []
+
+
+async def test_a_client_that_stops_reading_its_answer_is_dropped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from store_support import make_event
+
+    from goldfive_core.pb.v1 import events_pb2
+
+    monkeypatch.setenv("GOLDFIVE_SERVE_WRITE_TIMEOUT_S", "0.5")
+    with _live(tmp_path) as live:
+        big = [make_event("run-big", 0, events_pb2.RunStarted(adapter="callable"))]
+        big += [
+            make_event("run-big", i, events_pb2.ApprovalRequested(target_id=f"b{i}", kind="task", prompt="p" * 50_000))
+            for i in range(1, 401)
+        ]
+        live.store.append_events(big, pid=1, host="h")  # a page of 20 MB: more than the sockets' buffers hold
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.setblocking(False)
+        await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", live.port))
+        reader, writer = await asyncio.open_connection(sock=sock)  # reads 128 KiB into its buffer, then no more
+        auth = [("Authorization", f"Bearer {live.tokens['ana']}".encode())]
+        writer.write(http_head("GET", "/api/audit/events?limit=5000", auth, length=None))
+
+        def dropped() -> bool:
+            return any("read nothing for 0.5 s" in r.getMessage() for r in live.log.records)
+
+        for _ in range(750):  # the client reads nothing until the server has had its say
+            if dropped():
+                break
+            await asyncio.sleep(0.02)
+        assert dropped()
+        got = b""
+        with contextlib.suppress(ConnectionError):
+            while chunk := await asyncio.wait_for(reader.read(1 << 20), 15):
+                got += chunk
+        writer.close()
+        head, _, body = got.partition(b"\r\n\r\n")
+        length = int(re.search(rb"content-length: (\d+)", head).group(1))  # type: ignore[union-attr]
+        assert head.startswith(b"HTTP/1.1 200") and len(body) < length  # the answer was cut off, not sent forever
         assert live.log.tracebacks() == []
 
 
