@@ -52,16 +52,16 @@ class LogRecorder(logging.Handler):
     def __init__(self) -> None:
         super().__init__(level=logging.DEBUG)
         self.records: list[logging.LogRecord] = []
-        self._lock2 = threading.Lock()
+        self._records_lock = threading.Lock()
 
     def emit(self, record: logging.LogRecord) -> None:
-        with self._lock2:
+        with self._records_lock:
             self.records.append(record)
 
     def tracebacks(self) -> list[str]:
         """Records that carry an exception or print a traceback: what an operator would see as a crash."""
         found = []
-        with self._lock2:
+        with self._records_lock:
             records = list(self.records)
         for r in records:
             text = r.getMessage()
@@ -164,7 +164,7 @@ async def send_raw(port: int, head: bytes, body: bytes = b"", *, abandon_after: 
             await writer.drain()
             return Answer(0, b"", {})
         writer.write(body)  # not drained: a server that answers before reading it all (413) is still heard
-        return await asyncio.wait_for(_read_answer(reader), 30)
+        return await asyncio.wait_for(read_answer(reader), 30)
     except (ConnectionError, asyncio.IncompleteReadError):
         return Answer(0, b"", {})
     finally:
@@ -173,7 +173,7 @@ async def send_raw(port: int, head: bytes, body: bytes = b"", *, abandon_after: 
             await writer.wait_closed()
 
 
-async def _read_answer(reader: asyncio.StreamReader) -> Answer:
+async def read_answer(reader: asyncio.StreamReader) -> Answer:
     raw = await reader.readuntil(b"\r\n\r\n")
     lines = raw.decode("latin-1").split("\r\n")
     status = int(lines[0].split(" ")[1])

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fuzz_support import LiveServer, _read_answer, http_head, live_server, seed, send_raw
+from fuzz_support import LiveServer, http_head, live_server, read_answer, seed, send_raw
 from server_support import Server
 from store_support import PG_DSN, Backend
 
@@ -187,11 +187,11 @@ async def test_after_deep_json_at_login_the_same_connection_serves_the_next_requ
             body = DEEP.encode()
             writer.write(_keepalive_head("POST", "/api/login", [("Content-Type", b"application/json")], len(body)))
             writer.write(body)
-            first = await asyncio.wait_for(_read_answer(reader), 10)
+            first = await asyncio.wait_for(read_answer(reader), 10)
             assert first.status == 400 and "nests deeper than" in first.json()["error"]
             auth = [("Authorization", f"Bearer {live.tokens['ana']}".encode())]
             writer.write(_keepalive_head("GET", "/api/me", auth, None))
-            second = await asyncio.wait_for(_read_answer(reader), 10)
+            second = await asyncio.wait_for(read_answer(reader), 10)
             assert second.status == 200 and second.json()["name"] == "ana"
         assert live.log.tracebacks() == []
 
@@ -262,12 +262,12 @@ async def test_a_body_that_stalls_gets_408_and_an_idle_keepalive_connection_is_c
         ):
             async with _connection(live.port) as (reader, writer):
                 writer.write(http_head("POST", path, auth(user), length=100) + b'{"text": ')  # then nothing
-                answer = await asyncio.wait_for(_read_answer(reader), 15)
+                answer = await asyncio.wait_for(read_answer(reader), 15)
             assert answer.status == 408 and "did not arrive within 0.5 s" in answer.json()["error"], (path, answer)
 
         async with _connection(live.port) as (reader, writer):
             writer.write(_keepalive_head("GET", "/api/me", auth("root")[:1], None))
-            assert (await asyncio.wait_for(_read_answer(reader), 10)).status == 200
+            assert (await asyncio.wait_for(read_answer(reader), 10)).status == 200
             assert await _closed_by_server(reader) == b""  # idle after its answer: closed, nothing more sent
         assert live.log.tracebacks() == []
 
