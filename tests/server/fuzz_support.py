@@ -71,7 +71,7 @@ class LogRecorder(logging.Handler):
 
     @contextlib.contextmanager
     def attached(self) -> Iterator[LogRecorder]:
-        loggers = [logging.getLogger(), logging.getLogger("uvicorn"), logging.getLogger("uvicorn.error")]
+        loggers = [logging.getLogger(), logging.getLogger("uvicorn")]  # uvicorn.error propagates to uvicorn
         for lg in loggers:
             lg.addHandler(self)
         old = logging.getLogger().level
