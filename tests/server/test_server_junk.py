@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import json
 import re
 import socket
@@ -311,6 +312,26 @@ async def test_a_client_that_stops_reading_its_answer_is_dropped(
         head, _, body = got.partition(b"\r\n\r\n")
         length = int(re.search(rb"content-length: (\d+)", head).group(1))  # type: ignore[union-attr]
         assert head.startswith(b"HTTP/1.1 200") and len(body) < length  # the answer was cut off, not sent forever
+        assert live.log.tracebacks() == []
+
+
+async def test_clients_closing_their_event_streams_leave_no_error_in_the_log(tmp_path: Path) -> None:
+    with _live(tmp_path) as live:
+        api = live.app.state.api
+        for path, user in (
+            ("/api/events", "ana"),
+            ("/api/events?after=0", "ana"),
+            ("/api/agent/stream?run=fz-agent-run-0&endpoint=e1", "bot"),
+        ):
+            auth = [("Authorization", f"Bearer {live.tokens[user]}".encode())]
+            for _ in range(5):  # the head arrives, then the client closes: what a closed inbox tab does
+                assert (await send_raw(live.port, http_head("GET", path, auth, length=None))).status == 200
+        for _ in range(500):  # until the server has let every stream go
+            if api.events.subscribers == 0 and api.agents.hub.subscribers == 0:
+                break
+            await asyncio.sleep(0.02)
+        gc.collect()  # a task whose error nobody retrieved is reported when it is collected
+        assert (api.events.subscribers, api.agents.hub.subscribers) == (0, 0)
         assert live.log.tracebacks() == []
 
 
