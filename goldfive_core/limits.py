@@ -14,13 +14,22 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import math
 import os
 from collections.abc import Mapping
 from typing import Any
 
 from .errors import ConfigError
 
-__all__ = ["Limits", "LimitError", "agent_limits", "check_json_depth", "parse_json_strict"]
+__all__ = [
+    "MAX_JSON_INT_DIGITS",
+    "LimitError",
+    "Limits",
+    "agent_limits",
+    "check_json_depth",
+    "check_json_text",
+    "parse_json_strict",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -113,12 +122,60 @@ def check_json_depth(value: Any, limit: int, *, what: str = "the value") -> None
         stack.extend((child, depth + 1) for child in children)
 
 
+MAX_JSON_INT_DIGITS = 40
+"""Longest integer :func:`parse_json_strict` accepts (digits): far beyond any 64-bit value, far below the
+interpreter's own 4,300-digit refusal, whose message names a setting instead of the number."""
+
+
 def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON (numbers must be finite)")
 
 
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if value in (math.inf, -math.inf):
+        raise ValueError(f"the number {text[:40]} is out of range (numbers must be finite)")
+    return value
+
+
+def _short_int(text: str) -> int:
+    digits = len(text.lstrip("-"))
+    if digits > MAX_JSON_INT_DIGITS:
+        raise ValueError(f"an integer of {digits} digits is too long (at most {MAX_JSON_INT_DIGITS})")
+    return int(text)
+
+
+def check_json_text(value: Any, *, what: str = "the JSON") -> None:
+    """Raise ``ValueError`` when a string or key of a parsed JSON value is not text (a lone surrogate from a
+    ``\\ud800`` escape): no store, encoder or terminal can hold it. The message names where it is."""
+    stack: list[tuple[Any, str]] = [(value, "")]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, dict):
+            for key, child in item.items():
+                path = f"{where}.{key}" if where else str(key)
+                if not _is_text(key):
+                    raise ValueError(f"{what} has a key that is not text: a lone surrogate (\\ud800-\\udfff) escape")
+                stack.append((child, path))
+        elif isinstance(item, list):
+            stack.extend((child, f"{where}[{index}]") for index, child in enumerate(item))
+        elif isinstance(item, str) and not _is_text(item):
+            place = f"{what}: {where!r}" if where else what
+            raise ValueError(f"{place} is not text: it holds a lone surrogate (\\ud800-\\udfff) escape")
+
+
+def _is_text(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def parse_json_strict(text: str, *, limit_chars: int, limit_depth: int, what: str = "the JSON") -> Any:
-    """Parse JSON, refusing NaN/Infinity, texts over ``limit_chars`` and nesting over ``limit_depth``.
+    """Parse JSON, refusing NaN/Infinity and numbers beyond a float's range, integers of more than
+    :data:`MAX_JSON_INT_DIGITS` digits, strings that are not text (lone surrogates), texts over
+    ``limit_chars`` and nesting over ``limit_depth``.
 
     Raises :class:`LimitError` for a size/depth limit and ``ValueError`` for anything that is not JSON.
     """
@@ -145,8 +202,12 @@ def parse_json_strict(text: str, *, limit_chars: int, limit_depth: int, what: st
     if deepest > limit_depth:
         raise LimitError(f"{what} nests deeper than {limit_depth} levels")
     try:
-        return json.loads(text, parse_constant=_refuse_constant)
+        value = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float, parse_int=_short_int)
     except RecursionError:  # pragma: no cover - the depth check above comes first
         raise LimitError(f"{what} nests too deeply") from None
     except json.JSONDecodeError as exc:
         raise ValueError(f"{what} is not valid JSON: {exc}") from None
+    except ValueError as exc:  # from the number hooks
+        raise ValueError(f"{what}: {exc}") from None
+    check_json_text(value, what=what)
+    return value

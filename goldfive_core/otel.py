@@ -18,7 +18,12 @@ trace. Spans:
   ``goldfive.decision``, ``goldfive.decided_by``, ``goldfive.outcome``,
   ``goldfive.wait_ms``;
 - ``goldfive.escalation`` — a level-4 escalation to the run's next step (the
-  person answered) or its end.
+  person answered) or its end; attributes ``goldfive.run_id``, ``goldfive.drift_id``.
+
+No attribute carries a tool call's arguments or other model text: a drift's detail
+(``lookup({"account": ...})``) and a run abort's reason are left out of spans unless
+``OtelSink(record_details=True)`` asks for them (``goldfive.detail`` on the escalation span,
+the reason as the run span's error description), for a trace store trusted with them.
 
 Metrics (meter ``goldfive``): ``goldfive.approvals.pending`` (up-down counter),
 ``goldfive.approval.decision_latency`` (histogram, ms), ``goldfive.approval.decisions``
@@ -69,7 +74,10 @@ class OtelSink:
         *,
         tracer_provider: trace.TracerProvider | None = None,
         meter_provider: metrics.MeterProvider | None = None,
+        record_details: bool = False,
     ) -> None:
+        self.record_details = record_details
+        """Whether model text (a drift's detail, an abort's reason: they may quote tool arguments) goes on spans."""
         self._tracer = trace.get_tracer("goldfive", tracer_provider=tracer_provider)
         meter = metrics.get_meter("goldfive", meter_provider=meter_provider)
         self._pending = meter.create_up_down_counter(
@@ -109,7 +117,8 @@ class OtelSink:
                 status = event.run_completed.status if kind == "run_completed" else event.run_aborted.status
                 span.set_attribute("goldfive.status", int(status))
                 if kind == "run_aborted":
-                    span.set_status(trace.Status(trace.StatusCode.ERROR, event.run_aborted.reason[:200]))
+                    reason = event.run_aborted.reason[:200] if self.record_details else "run aborted"
+                    span.set_status(trace.Status(trace.StatusCode.ERROR, reason))
                 span.end()
         elif kind == "approval_requested":
             self._start_approval(event, at_ms)
@@ -122,10 +131,11 @@ class OtelSink:
             drift = event.drift_detected
             escalation = drift.ladder_level == _ESCALATION_LEVEL and drift.kind == _HUMAN_INTERVENTION_REQUIRED
             if escalation and run_id not in self._escalations:
+                attributes = {"goldfive.run_id": run_id, "goldfive.drift_id": drift.drift_id}
+                if self.record_details:  # the detail quotes the call that escalated, arguments included
+                    attributes["goldfive.detail"] = drift.detail[:500]
                 self._escalations[run_id] = self._tracer.start_span(
-                    "goldfive.escalation",
-                    context=self._parent(run_id),
-                    attributes={"goldfive.run_id": run_id, "goldfive.detail": drift.detail[:500]},
+                    "goldfive.escalation", context=self._parent(run_id), attributes=attributes
                 )
 
     def _parent(self, run_id: str) -> otel_context.Context | None:

@@ -56,6 +56,8 @@ AUTHZ = ("tests/server/test_server_authz_matrix.py", "tests/server/test_server_a
 SESSIONS = ("tests/server/test_server_sessions.py",)
 POLICY_GATE = ("tests/policy/test_policy_fail_closed.py",)
 SERVER_POLICY = ("tests/server/test_server_authority.py",)
+_JUNK = "tests/server/test_server_junk.py::"
+OTEL = ("tests/adk/test_adk_otel.py::test_no_span_carries_a_tool_calls_arguments_unless_asked",)
 
 # Where code lives now, and where the tool-call gate moves it (a mutation applies in the first file
 # that holds its snippet exactly once).
@@ -521,7 +523,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     M(
         AUTH,
-        "if not sent or not hmac.compare_digest(sent, user.csrf):",
+        "if not sent or not hmac.compare_digest(sent.encode(), user.csrf.encode()):",
         "if not sent:",
         "auth: CSRF: any non-empty X-CSRF-Token is accepted",
         AUTHZ,
@@ -536,8 +538,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     M(
         APP,
         'self.auth.check_csrf(request, user, write=request.method not in ("GET", "HEAD"))',
-        'if request.method not in ("GET", "HEAD"):\n'
-        "                    self.auth.check_csrf(request, user, write=True)",
+        'if request.method not in ("GET", "HEAD"):\n                self.auth.check_csrf(request, user, write=True)',
         "auth: fetch metadata: a cross-site cookie read (GET) is served",
         AUTHZ,
     ),
@@ -729,6 +730,91 @@ MUTATIONS: tuple[Mutation, ...] = (
         "kind = ControlKind.APPROVE",
         "a rejection recorded while the run was cut off is applied as an approval",
         CHANNEL,
+    ),
+    # -- goldfive serve at its boundary: junk is a 4xx, slow clients are let go, nothing leaks to spans --------------
+    M(
+        ("goldfive_core/limits.py",),
+        "parse_constant=_refuse_constant, parse_float=_finite_float, parse_int=_short_int",
+        "parse_constant=_refuse_constant, parse_int=_short_int",
+        "1e999 parses to infinity and reaches a decision",
+        (_JUNK + "test_nan_infinity_1e999_and_huge_integers_in_edited_args_are_refused_and_nothing_is_decided",),
+    ),
+    M(
+        ("goldfive_core/limits.py",),
+        "    check_json_text(value, what=what)\n    return value",
+        "    return value",
+        "a lone surrogate in a body reaches the store (500)",
+        (_JUNK + "test_lone_surrogates_are_refused_naming_the_field",),
+    ),
+    M(
+        ("goldfive_core/server/inputs.py",),
+        "    if not _INTEGER.fullmatch(raw):",
+        '    if not raw.lstrip("-").isdigit():',
+        "'?after=²' passes the digit check and int() raises (500)",
+        (_JUNK + "test_odd_digits_and_huge_seqs_in_after_and_last_event_id_are_400",),
+    ),
+    M(
+        ("goldfive_core/server/inputs.py",),
+        "async with asyncio.timeout(timeout_s):",
+        "async with asyncio.timeout(None):",
+        "a body that stalls holds its connection forever",
+        (_JUNK + "test_a_body_that_stalls_gets_408_and_an_idle_keepalive_connection_is_closed",),
+    ),
+    M(
+        ("goldfive_core/server/app.py",),
+        "    ClientDisconnect: _client_gone,\n",
+        "",
+        "a client hanging up mid-body is a traceback in the server's log",
+        (_JUNK + "test_a_client_that_hangs_up_mid_body_leaves_no_traceback",),
+    ),
+    M(
+        ("goldfive_core/server/agents.py",),
+        "if too_big := event_over_limits(event, self.store.limits):",
+        'if too_big := "":',
+        "an agent-written event of any size is stored whole",
+        (_JUNK + "test_agent_written_events_get_the_agents_size_limits",),
+    ),
+    M(
+        ("goldfive_core/server/agents.py",),
+        "return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**31",
+        "return isinstance(value, int)",
+        "a pid beyond 64 bits reaches the store (500)",
+        (_JUNK + "test_agent_written_events_get_the_agents_size_limits",),
+    ),
+    M(
+        ("goldfive_core/server/connections.py",),
+        "        super().connection_made(transport)\n        self._arm()",
+        "        super().connection_made(transport)",
+        "a client that connects and sends nothing is held open forever",
+        (_JUNK + "test_a_client_that_sends_nothing_or_trickles_its_headers_is_let_go_with_408",),
+    ),
+    M(
+        ("goldfive_core/server/connections.py",),
+        "        super().data_received(data)\n        self._met()",
+        "        super().data_received(data)\n        self._arm()",
+        "every byte restarts the head deadline (uvicorn's keep-alive behaviour): a trickling client stays",
+        (_JUNK + "test_a_client_that_sends_nothing_or_trickles_its_headers_is_let_go_with_408",),
+    ),
+    M(
+        ("goldfive_core/server/connections.py",),
+        "        if self._write_timer is None:\n            self._write_timer = self.loop.call_later(",
+        "        if False:\n            self._write_timer = self.loop.call_later(",
+        "a client that stops reading its answer holds the connection (and its buffers) forever",
+        (_JUNK + "test_a_client_that_stops_reading_its_answer_is_dropped",),
+    ),
+    M(
+        ("goldfive_core/server/auth.py",),
+        "hmac.compare_digest(sent.encode(), user.csrf.encode())",
+        "hmac.compare_digest(sent, user.csrf)",
+        "a non-ASCII X-CSRF-Token header is a 500",
+        (_JUNK + "test_non_ascii_bytes_in_a_session_cookie_or_a_csrf_token_are_refused_not_crashed",),
+    ),
+    M(
+        ("goldfive_core/otel.py",),
+        "                if self.record_details:  # the detail quotes the call that escalated, arguments included",
+        "                if True:",
+        "the escalation span carries the tool call's arguments by default",
+        OTEL,
     ),
 )
 

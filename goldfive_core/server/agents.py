@@ -34,18 +34,30 @@ from .._util import shorten
 from ..control import ControlAck
 from ..convert import ack_from_proto, message_to_proto
 from ..events import payload_name
+from ..limits import Limits, env_name
 from ..pb.v1 import control_pb2, events_pb2
 from ..store import agents as owners
 from ..store import grants as grants_mod
 from ..store.base import ExecutionRow, InboxRow, Store, StoreError
 from .auth import User
+from .inputs import BODY_TIMEOUT_S, ApiError, json_body
 
 if TYPE_CHECKING:
+    from google.protobuf.message import Message
     from starlette.requests import Request
     from starlette.responses import Response
     from starlette.routing import Route
 
-__all__ = ["AGENT_PING_S", "AgentApi", "AgentError", "InboxHub", "agent_routes", "audit_refusal", "control_frame"]
+__all__ = [
+    "AGENT_PING_S",
+    "AgentApi",
+    "AgentError",
+    "InboxHub",
+    "agent_routes",
+    "audit_refusal",
+    "control_frame",
+    "event_over_limits",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -212,13 +224,61 @@ class InboxHub:
 
 
 # -- request parsing ---------------------------------------------------------------------------------------------
-class AgentError(Exception):
-    """A refused agent request: HTTP status and a sentence."""
+class AgentError(ApiError):
+    """A refused agent request: HTTP status and a sentence (answered by the app's handler for ApiError)."""
 
     def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
+        super().__init__(status, message)
+
+
+_NAME_FIELDS = frozenset({"tool_name", "tool", "agent", "rule"})
+"""Text fields bounded like ids (``max_id_chars``): names, never prose."""
+
+
+def _limit_of(name: str, limits: Limits) -> tuple[int, str]:
+    """The limit on a text field of an event, by its name: the agent's own limits (goldfive_core.limits)."""
+    if name.endswith("_json"):
+        return limits.max_args_chars, "max_args_chars"
+    if name == "id" or name.endswith("_id") or name in _NAME_FIELDS:
+        return limits.max_id_chars, "max_id_chars"
+    return limits.max_prompt_chars, "max_prompt_chars"
+
+
+def event_over_limits(event: Message, limits: Limits) -> str:
+    """What in an agent-written event is bigger than the agent itself may send ("" = nothing): every text
+    field and metadata entry against ``limits``, and every integer within 64 bits (what a store column holds)."""
+    stack: list[tuple[Message, str]] = [(event, "")]
+    while stack:
+        message, where = stack.pop()
+        for field, value in message.ListFields():
+            path = f"{where}{field.name}"
+            if field.message_type is not None and field.message_type.GetOptions().map_entry:
+                for key, item in value.items():  # metadata: keys are names; a value is bounded by its key's name
+                    problem = _text_over(f"a key of {path}", key, "key_id", limits)
+                    if problem or (problem := _text_over(f"{path}[{key[:40]!r}]", str(item), key, limits)):
+                        return problem
+            elif field.type == field.TYPE_MESSAGE:
+                items = value if field.is_repeated else [value]
+                stack.extend((item, f"{path}.") for item in items)
+            elif field.type == field.TYPE_STRING:
+                for text in value if field.is_repeated else [value]:
+                    if problem := _text_over(path, text, field.name, limits):
+                        return problem
+            elif field.type in (field.TYPE_UINT64, field.TYPE_FIXED64):
+                for number in value if field.is_repeated else [value]:
+                    if number > _MAX_INT64:
+                        return f"{path} is {number}; the limit is {_MAX_INT64}"
+    return ""
+
+
+def _text_over(what: str, text: str, name: str, limits: Limits) -> str:
+    limit, field = _limit_of(name, limits)
+    if len(text) > limit:
+        return f"{what} is {len(text)} characters; the limit is {limit} ({env_name(field)})"
+    return ""
+
+
+_MAX_INT64 = 2**63 - 1
 
 
 def _list_of_str(value: Any, what: str, *, limit: int) -> list[str]:
@@ -227,6 +287,10 @@ def _list_of_str(value: Any, what: str, *, limit: int) -> list[str]:
     if len(value) > limit:
         raise AgentError(400, f"{what!r} has {len(value)} items; the limit is {limit}")
     return list(value)
+
+
+def _is_pid(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**31
 
 
 def _endpoint(agent: str, raw: Any) -> str:
@@ -270,26 +334,20 @@ async def audit_refusal(store: Store, user: User, request: Request, permission: 
 class AgentApi:
     """The handlers of ``/api/agent/...``; every one needs the ``agent`` permission (app.py wraps them)."""
 
-    def __init__(self, store: Store, *, max_body_bytes: int) -> None:
+    def __init__(self, store: Store, *, max_body_bytes: int, body_timeout_s: float = BODY_TIMEOUT_S) -> None:
         self.store = store
         self.hub = InboxHub(store)
         self.max_body_bytes = max_body_bytes
+        self.body_timeout_s = body_timeout_s
 
     async def _body(self, request: Request) -> dict[str, Any]:
-        chunks: list[bytes] = []
-        size = 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > self.max_body_bytes:
-                raise AgentError(413, f"the request body is over the limit of {self.max_body_bytes} bytes")
-            chunks.append(chunk)
-        try:
-            body = json.loads(b"".join(chunks) or b"{}")
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise AgentError(400, f"the request body is not valid JSON: {shorten(str(exc), 120)}") from None
-        if not isinstance(body, dict):
-            raise AgentError(400, f"the request body must be a JSON object, got {type(body).__name__}")
-        return body
+        # Events nest a few levels above the values the agent's limits bound (body > events > event > payload).
+        return await json_body(
+            request,
+            max_bytes=self.max_body_bytes,
+            max_depth=self.store.limits.max_json_depth + 4,
+            timeout_s=self.body_timeout_s,
+        )
 
     async def _own(self, user: User, run_id: str) -> None:
         refusal = await _io(owners.claim_run, self.store, run_id, user.name)
@@ -314,8 +372,8 @@ class AgentApi:
         if len(raw) > _MAX_EVENTS:
             raise AgentError(400, f"'events' has {len(raw)} items; the limit is {_MAX_EVENTS} per request")
         pid, host = body.get("pid", 0), body.get("host", "")
-        if not isinstance(pid, int) or not isinstance(host, str) or len(host) > 255:
-            raise AgentError(400, "'pid' must be an integer and 'host' a string of at most 255 characters")
+        if not _is_pid(pid) or not isinstance(host, str) or len(host) > 255:
+            raise AgentError(400, "'pid' must be an integer (0-2^31) and 'host' a string of at most 255 characters")
         events: list[events_pb2.Event] = []
         for index, item in enumerate(raw):
             event = events_pb2.Event()
@@ -325,6 +383,8 @@ class AgentApi:
                 raise AgentError(400, f"events[{index}] is not an Event: {shorten(str(exc), 200)}") from None
             if event.run_id == owners.SERVER_AUDIT_RUN:
                 raise AgentError(403, f"run id {owners.SERVER_AUDIT_RUN!r} is the server's own")
+            if too_big := event_over_limits(event, self.store.limits):
+                raise AgentError(400, f"events[{index}]: {too_big}; nothing was written")
             events.append(event)
         for run_id in sorted({e.run_id for e in events}):
             await self._own(user, run_id)
@@ -532,8 +592,8 @@ class AgentApi:
         body = await self._body(request)
         run_id, digest = body.get("run_id"), body.get("args_digest", "")
         pid, host = body.get("pid", 0), body.get("host", "")
-        if not isinstance(run_id, str) or not isinstance(digest, str) or not isinstance(pid, int):
-            raise AgentError(400, "'run_id' and 'args_digest' must be strings, 'pid' an integer")
+        if not isinstance(run_id, str) or not isinstance(digest, str) or not _is_pid(pid):
+            raise AgentError(400, "'run_id' and 'args_digest' must be strings, 'pid' an integer (0-2^31)")
         if not isinstance(host, str):
             raise AgentError(400, "'host' must be a string")
         await self._own(user, run_id)
@@ -565,18 +625,12 @@ def agent_routes(
 
     def json_route(handler: Callable[[Request, User], Awaitable[dict[str, Any]]]) -> Any:
         async def endpoint(request: Request, user: User) -> Response:
-            try:
-                return JSONResponse(await handler(request, user))
-            except AgentError as exc:
-                return JSONResponse({"error": exc.message}, status_code=exc.status)
+            return JSONResponse(await handler(request, user))
 
         return guard(endpoint, "agent")
 
     async def stream(request: Request, user: User) -> Response:
-        try:
-            body = await api.open_stream(request, user)
-        except AgentError as exc:
-            return JSONResponse({"error": exc.message}, status_code=exc.status)
+        body = await api.open_stream(request, user)
         headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
         return StreamingResponse(body, media_type="text/event-stream", headers=headers)
 

@@ -14,7 +14,6 @@ import concurrent.futures
 import contextlib
 import dataclasses
 import functools
-import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from importlib import resources
@@ -23,7 +22,7 @@ from typing import Any
 from starlette.applications import Starlette
 from starlette.datastructures import MutableHeaders
 from starlette.middleware import Middleware
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
@@ -63,6 +62,7 @@ from ..store.views import approval_json, approvals_json, in_doubt_json, run_json
 from .agents import AgentApi, agent_routes, audit_refusal
 from .auth import COOKIE, SESSION_TTL_MS, Authenticator, AuthError, User, derive_cookie_key
 from .expiry import Expirer, expiring
+from .inputs import BODY_TIMEOUT_S, MAX_SEQ, ApiError, int_param, json_body, seq_param
 from .notify import Notifier, NotifyConfig
 from .sessions import SessionWatch
 from .stream import Broadcaster
@@ -96,16 +96,6 @@ _STATUSES_OF = {
 }
 
 
-class ApiError(Exception):
-    """A refused request: HTTP ``status`` and a sentence for the client."""
-
-    def __init__(self, status: int, message: str, **extra: Any) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.extra = extra
-
-
 @dataclasses.dataclass(kw_only=True)
 class ServerConfig:
     """What the app needs besides the store."""
@@ -130,6 +120,8 @@ class ServerConfig:
     session_recheck_s: float = 1.0
     """How often open event streams re-check their credential: a disable, rotate or logout done by another
     process (``goldfive users``, another ``serve``) ends them within this (one done here ends them at once)."""
+    body_timeout_s: float = BODY_TIMEOUT_S
+    """Longest a client may take to send a request body (408 beyond; see :data:`~.inputs.BODY_TIMEOUT_S`)."""
 
 
 # -- helpers --------------------------------------------------------------------------------------------------------
@@ -148,29 +140,6 @@ def _liveness(store: Store, run: RunRow | None, now: int) -> str:
 
 def _ack_json(ack: ControlAck) -> dict[str, Any]:
     return {"result": ack.result.value, "detail": ack.detail, "control_id": ack.control_id, "data": ack.data}
-
-
-async def _body(request: Request) -> dict[str, Any]:
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
-        raise ApiError(413, f"the request body is {declared} bytes; the limit is {MAX_BODY_BYTES}")
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > MAX_BODY_BYTES:
-            raise ApiError(413, f"the request body is over the limit of {MAX_BODY_BYTES} bytes")
-        chunks.append(chunk)
-    raw = b"".join(chunks)
-    if not raw.strip():
-        return {}
-    try:
-        body = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ApiError(400, f"the request body is not valid JSON: {shorten(str(exc), 120)}") from None
-    if not isinstance(body, dict):
-        raise ApiError(400, f"the request body must be a JSON object, got {type(body).__name__}")
-    return body
 
 
 def _names(body: Mapping[str, Any], key: str) -> list[str]:
@@ -202,19 +171,6 @@ def _only(body: Mapping[str, Any], allowed: tuple[str, ...]) -> None:
         raise ApiError(400, f"unknown field(s) {', '.join(map(repr, unknown))}; allowed: {', '.join(allowed)}")
 
 
-def _int_param(request: Request, name: str, default: int, *, low: int, high: int) -> int:
-    raw = request.query_params.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ApiError(400, f"query parameter {name!r} must be an integer, got {shorten(raw, 40)!r}") from None
-    if not low <= value <= high:
-        raise ApiError(400, f"query parameter {name!r} must be between {low} and {high}, got {value}")
-    return value
-
-
 # -- the app ---------------------------------------------------------------------------------------------------------
 class _Api:
     def __init__(self, store: Store, config: ServerConfig) -> None:
@@ -228,7 +184,7 @@ class _Api:
         self.events = Broadcaster(store, poll_interval_s=config.poll_interval_s)
         self.sessions = SessionWatch(self.auth.still_valid, every_s=config.session_recheck_s)
         """The open streams' leases: they end when their user's access does."""
-        self.agents = AgentApi(store, max_body_bytes=MAX_AGENT_BODY_BYTES)
+        self.agents = AgentApi(store, max_body_bytes=MAX_AGENT_BODY_BYTES, body_timeout_s=config.body_timeout_s)
         self.policy_authority = PolicyAuthority(config.policy, roles=self._roles)
         """Who may decide when the config names no authority of its own: the policy's rules, the users' roles."""
         self.expirer = Expirer(store, self.policy_authority, config.signer) if expiring(config.policy) else None
@@ -246,49 +202,39 @@ class _Api:
     def route(
         self, handler: Callable[[Request, User], Awaitable[Response]], permission: str = "read"
     ) -> Callable[[Request], Awaitable[Response]]:
+        """``handler`` behind authentication, CSRF and ``permission``; refusals go to the app's handler table."""
+
         async def endpoint(request: Request) -> Response:
-            try:
-                user = await self.auth.authenticate(request)
-                self.auth.check_csrf(request, user, write=request.method not in ("GET", "HEAD"))
-                if not user.can(permission):
-                    if user.role == "agent":  # an agent token reaching for the inbox or a decision: on the record
-                        await audit_refusal(self.store, user, request, permission)
-                    raise AuthError(403, f"{user.name!r} has role {user.role!r}, which may not {permission}")
-                response = await handler(request, user)
-                if isinstance(response, StreamingResponse):  # open for long: it ends when the user's access does
-                    response.body_iterator = self.sessions.guard(user, permission, response.body_iterator)
-                return response
-            except AuthError as exc:
-                headers = {"Retry-After": str(exc.retry_after_s)} if exc.retry_after_s else None
-                if exc.status == 401:
-                    headers = {**(headers or {}), "WWW-Authenticate": 'Bearer realm="goldfive"'}
-                return JSONResponse({"error": exc.message}, status_code=exc.status, headers=headers)
-            except ApiError as exc:
-                return JSONResponse({"error": exc.message, **exc.extra}, status_code=exc.status)
-            except StoreUnavailableError as exc:
-                logger.warning("store unavailable: %s", exc)
-                return JSONResponse({"error": f"the store is unavailable: {shorten(str(exc))}"}, status_code=503)
-            except StoreError as exc:
-                logger.warning("store error: %s", exc)
-                return JSONResponse({"error": f"store error: {shorten(str(exc))}"}, status_code=500)
+            user = await self.auth.authenticate(request)
+            self.auth.check_csrf(request, user, write=request.method not in ("GET", "HEAD"))
+            if not user.can(permission):
+                if user.role == "agent":  # an agent token reaching for the inbox or a decision: on the record
+                    await audit_refusal(self.store, user, request, permission)
+                raise AuthError(403, f"{user.name!r} has role {user.role!r}, which may not {permission}")
+            response = await handler(request, user)
+            if isinstance(response, StreamingResponse):  # open for long: it ends when the user's access does
+                response.body_iterator = self.sessions.guard(user, permission, response.body_iterator)
+            return response
 
         return endpoint
 
+    async def _body(self, request: Request) -> dict[str, Any]:
+        return await json_body(
+            request,
+            max_bytes=MAX_BODY_BYTES,
+            max_depth=self.store.limits.max_json_depth + 1,  # the body's own object wraps the values
+            timeout_s=self.config.body_timeout_s,
+        )
+
     # -- session ----------------------------------------------------------------------------------------------
     async def login(self, request: Request) -> Response:
-        try:
-            Authenticator.check_same_origin(request)
-            body = await _body(request)
-            _only(body, ("name", "token"))
-            name = _text_field(body, "name", required=True, limit=64)
-            token = _text_field(body, "token", required=True, limit=200)
-            addr = request.client.host if request.client else "?"
-            user, cookie = await self.auth.login(name, token, addr=addr)
-        except AuthError as exc:
-            headers = {"Retry-After": str(exc.retry_after_s)} if exc.retry_after_s else None
-            return JSONResponse({"error": exc.message}, status_code=exc.status, headers=headers)
-        except ApiError as exc:
-            return JSONResponse({"error": exc.message}, status_code=exc.status)
+        Authenticator.check_same_origin(request)
+        body = await self._body(request)
+        _only(body, ("name", "token"))
+        name = _text_field(body, "name", required=True, limit=64)
+        token = _text_field(body, "token", required=True, limit=200)
+        addr = request.client.host if request.client else "?"
+        user, cookie = await self.auth.login(name, token, addr=addr)
         response = JSONResponse({"name": user.name, "role": user.role, "csrf": user.csrf})
         secure = self.config.secure_cookies or request.url.scheme == "https"
         response.set_cookie(
@@ -335,8 +281,8 @@ class _Api:
         state = params.get("status", "pending")
         if state not in STATES:
             raise ApiError(400, f"unknown status {shorten(state, 40)!r}: use one of {', '.join(STATES)}")
-        limit = _int_param(request, "limit", 100, low=1, high=MAX_PAGE)
-        offset = _int_param(request, "offset", 0, low=0, high=10**9)
+        limit = int_param(request, "limit", 100, low=1, high=MAX_PAGE)
+        offset = int_param(request, "offset", 0, low=0, high=10**9)
         liveness = await self._live_runs()
         live = sorted(run for run, how in liveness.items() if how in ("live", DETACHED_LIVENESS))
         page = await _run(
@@ -381,7 +327,7 @@ class _Api:
         return JSONResponse(data)
 
     async def _decide(self, request: Request, user: User, *, approve: bool) -> Response:
-        body = await _body(request)
+        body = await self._body(request)
         if approve:
             _only(body, ("reason", "edited_args", "args_digest", "grant"))
         else:
@@ -448,14 +394,14 @@ class _Api:
 
     # -- grants -----------------------------------------------------------------------------------------------
     async def grants(self, request: Request, user: User) -> Response:
-        limit = _int_param(request, "limit", 100, low=1, high=MAX_PAGE)
+        limit = int_param(request, "limit", 100, low=1, high=MAX_PAGE)
         everything = request.query_params.get("all") in ("1", "true")
         now = await _run(self.store.clock_ms)
         rows = await _run(grants_mod.grant_rows, self.store, active_only=not everything, at_ms=now, limit=limit)
         return JSONResponse({"grants": [r.as_dict(now) for r in rows], "total": len(rows)})
 
     async def revoke_grant(self, request: Request, user: User) -> Response:
-        body = await _body(request)
+        body = await self._body(request)
         _only(body, ("reason",))
         reason = _text_field(body, "reason", limit=1000)
         grant_id = request.path_params["grant_id"]
@@ -485,8 +431,8 @@ class _Api:
 
     # -- runs -------------------------------------------------------------------------------------------------
     async def runs(self, request: Request, user: User) -> Response:
-        limit = _int_param(request, "limit", 100, low=1, high=MAX_PAGE)
-        offset = _int_param(request, "offset", 0, low=0, high=10**9)
+        limit = int_param(request, "limit", 100, low=1, high=MAX_PAGE)
+        offset = int_param(request, "offset", 0, low=0, high=10**9)
         live_only = request.query_params.get("live") in ("1", "true")
         rows: list[RunRow] = await _run(self.store.runs, running_only=live_only)
         now: int = await _run(self.store.clock_ms)
@@ -506,15 +452,15 @@ class _Api:
 
     async def run_events(self, request: Request, user: User) -> Response:
         run = await self._run_row(request)
-        after = _int_param(request, "after", 0, low=0, high=2**62)
-        limit = _int_param(request, "limit", 1000, low=1, high=5000)
+        after = int_param(request, "after", 0, low=0, high=MAX_SEQ)
+        limit = int_param(request, "limit", 1000, low=1, high=5000)
         rows = await _run(self.store.audit_rows, after_seq=after, run_id=run.run_id, limit=limit)
         events = [{"seq": r.seq, "hash": r.hash, "kind": r.kind, "event": event_to_dict(r.event())} for r in rows]
         shown = await _run(run_json, self.store, run)
         return JSONResponse({"run": shown, "events": events, "next_after": rows[-1].seq if rows else after})
 
     async def _control(self, request: Request, user: User, kind: ControlKind) -> Response:
-        body = await _body(request)
+        body = await self._body(request)
         payload: dict[str, Any] = {}
         if kind is ControlKind.STEER:
             _only(body, ("text",))
@@ -572,7 +518,7 @@ class _Api:
         )
 
     async def add_user(self, request: Request, user: User) -> Response:
-        body = await _body(request)
+        body = await self._body(request)
         _only(body, ("name", "role", "groups"))
         name = _text_field(body, "name", required=True, limit=64)
         role = _text_field(body, "role", required=True, limit=32)
@@ -589,7 +535,7 @@ class _Api:
         )
 
     async def user_action(self, request: Request, user: User) -> Response:
-        body = await _body(request)
+        body = await self._body(request)
         name, action = request.path_params["name"], request.path_params["action"]
         try:
             if action == "groups":
@@ -643,10 +589,10 @@ class _Api:
 
     async def audit_events(self, request: Request, user: User) -> Response:
         head_seq, head_hash = await _run(self.store.audit_head)
-        limit = _int_param(request, "limit", 200, low=1, high=5000)
+        limit = int_param(request, "limit", 200, low=1, high=5000)
         run_id = request.query_params.get("run") or None
         if "after" in request.query_params:
-            after = _int_param(request, "after", 0, low=0, high=2**62)
+            after = int_param(request, "after", 0, low=0, high=MAX_SEQ)
             rows = await _run(self.store.audit_rows, after_seq=after, run_id=run_id, limit=limit)
         elif run_id:  # the run's own last `limit` events (its seqs are spread among other runs')
             rows = (await _run(self.store.audit_rows, run_id=run_id, limit=1_000_000))[-limit:]
@@ -661,12 +607,7 @@ class _Api:
         return JSONResponse({"in_doubt": await _run(in_doubt_json, self.store)})
 
     async def stream(self, request: Request, user: User) -> Response:
-        raw = request.headers.get("last-event-id") or request.query_params.get("after")
-        after: int | None = None
-        if raw:
-            if not raw.isdigit():
-                raise ApiError(400, f"Last-Event-ID must be an event seq (digits), got {shorten(raw, 40)!r}")
-            after = int(raw)
+        after = seq_param(request)
         run_id = request.query_params.get("run") or None
 
         async def body() -> AsyncIterator[bytes]:
@@ -724,6 +665,39 @@ async def _server_error(request: Request, exc: Exception) -> Response:
     )
 
 
+def _refused(status: int, message: str, *, headers: Mapping[str, str] | None = None, **extra: Any) -> Response:
+    return JSONResponse({"error": message, **extra}, status_code=status, headers=headers)
+
+
+async def _api_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ApiError)
+    return _refused(exc.status, exc.message, **exc.extra)
+
+
+async def _auth_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, AuthError)
+    headers = {"Retry-After": str(exc.retry_after_s)} if exc.retry_after_s else {}
+    if exc.status == 401 and request.url.path != "/api/login":  # a failed login is not a missing credential
+        headers["WWW-Authenticate"] = 'Bearer realm="goldfive"'
+    return _refused(exc.status, exc.message, headers=headers)
+
+
+async def _store_unavailable(request: Request, exc: Exception) -> Response:
+    logger.warning("store unavailable: %s", exc)
+    return _refused(503, f"the store is unavailable: {shorten(str(exc))}")
+
+
+async def _store_error(request: Request, exc: Exception) -> Response:
+    logger.warning("store error: %s", exc)
+    return _refused(500, f"store error: {shorten(str(exc))}")
+
+
+async def _client_gone(request: Request, exc: Exception) -> Response:
+    # The client hung up before its body was in: nobody reads this answer; it is here so nothing logs a traceback.
+    logger.info("client disconnected before its request body arrived: %s %s", request.method, request.url.path)
+    return _refused(400, "the client disconnected before the request body arrived")
+
+
 async def _not_found(request: Request, exc: Exception) -> Response:
     return JSONResponse({"error": f"no such route: {request.method} {shorten(request.url.path, 120)}"}, status_code=404)
 
@@ -732,6 +706,19 @@ async def _bad_method(request: Request, exc: Exception) -> Response:
     return JSONResponse(
         {"error": f"{request.method} is not allowed on {shorten(request.url.path, 120)}"}, status_code=405
     )
+
+
+_HANDLERS: Mapping[Any, Callable[[Request, Exception], Awaitable[Response]]] = {
+    ApiError: _api_error,  # AgentError (the agent routes') is one too
+    AuthError: _auth_error,
+    StoreUnavailableError: _store_unavailable,  # before StoreError: Starlette picks the nearest class in the MRO
+    StoreError: _store_error,
+    ClientDisconnect: _client_gone,
+    404: _not_found,
+    405: _bad_method,
+    Exception: _server_error,  # anything else: a bug; a JSON 500 without its cause (that goes to the log)
+}
+"""Every refusal of every route, mapped to its answer in one place (routes raise, never build error responses)."""
 
 
 def create_app(store: Store, config: ServerConfig) -> Starlette:
@@ -811,7 +798,7 @@ def create_app(store: Store, config: ServerConfig) -> Starlette:
         routes=routes,
         lifespan=lifespan,
         middleware=[Middleware(_NoSniff)],
-        exception_handlers={404: _not_found, 405: _bad_method, Exception: _server_error},
+        exception_handlers=_HANDLERS,
     )
     app.state.api = api
     return app

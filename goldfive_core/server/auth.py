@@ -215,7 +215,7 @@ class Authenticator:
 
     async def _by_cookie(self, cookie: str) -> User | None:
         sid, _, mac = cookie.partition(".")
-        if not sid or not mac or not hmac.compare_digest(mac, self._mac(sid)):
+        if not sid or not mac or not hmac.compare_digest(mac.encode(), self._mac(sid).encode()):  # bytes: any header
             return None
         id_hash = hashlib.sha256(sid.encode()).hexdigest()
         session = await _lookup(self.store.web_session, id_hash)
@@ -255,7 +255,7 @@ class Authenticator:
         if not write:
             return
         sent = conn.headers.get(CSRF_HEADER, "")
-        if not sent or not hmac.compare_digest(sent, user.csrf):
+        if not sent or not hmac.compare_digest(sent.encode(), user.csrf.encode()):  # bytes: a header may be non-ASCII
             raise AuthError(403, "missing or wrong X-CSRF-Token header (reload the page)")
 
     # -- login -----------------------------------------------------------------------------------------------------

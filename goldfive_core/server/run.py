@@ -6,19 +6,22 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 import uvicorn
 
+from .._util import env_seconds
 from ..policy import Policy
 from ..signing import TRUST_KEY_ENV, DecisionSigner, load_or_create_signing_key
 from ..store.base import Store
 from ..store.checkpoint import CheckpointWriter
 from ..store.users import UserError, add_user
 from .app import ServerConfig, create_app
+from .connections import HEAD_TIMEOUT_S, KEEPALIVE_S, WRITE_TIMEOUT_S, deadline_protocol
+from .inputs import BODY_TIMEOUT_S
 from .notify import NotifyConfig
 
-__all__ = ["CHECKPOINT_FILE", "DEFAULT_KEY_PATH", "first_admin", "serve", "signing_key_path"]
+__all__ = ["CHECKPOINT_FILE", "DEFAULT_KEY_PATH", "first_admin", "serve", "signing_key_path", "uvicorn_config"]
 
 logger = logging.getLogger(__name__)
 
@@ -28,6 +31,26 @@ DEFAULT_KEY_PATH = Path("~/.config/goldfive/decision-key.pem")
 
 CHECKPOINT_FILE = "audit-checkpoint.txt"
 """The signed checkpoint's file name beside the signing key, unless ``--checkpoint`` names another file."""
+
+
+def uvicorn_config(app: Any, *, host: str, port: int) -> uvicorn.Config:
+    """How ``goldfive serve`` runs uvicorn: quiet, and every phase of a connection bounded — a request head
+    within ``GOLDFIVE_SERVE_HEAD_TIMEOUT_S`` (default 10), an idle keep-alive connection closed after
+    ``GOLDFIVE_SERVE_KEEPALIVE_S`` (default 5), an answer left unread for ``GOLDFIVE_SERVE_WRITE_TIMEOUT_S``
+    (default 60) dropped; the body's deadline is the app's (``body_timeout_s``)."""
+    head_s = env_seconds("GOLDFIVE_SERVE_HEAD_TIMEOUT_S", HEAD_TIMEOUT_S)
+    write_s = env_seconds("GOLDFIVE_SERVE_WRITE_TIMEOUT_S", WRITE_TIMEOUT_S)
+    keepalive_s = env_seconds("GOLDFIVE_SERVE_KEEPALIVE_S", KEEPALIVE_S)
+    return uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level="warning",
+        lifespan="on",
+        access_log=False,
+        http=deadline_protocol(head_timeout_s=head_s, write_timeout_s=write_s),
+        timeout_keep_alive=max(1, round(keepalive_s)),
+    )
 
 
 def signing_key_path(path: str | Path | None = None) -> Path:
@@ -107,10 +130,10 @@ def serve(
             policy=policy,
             checkpoints=checkpoints,
             checkpoint_every_s=checkpoint_every_s,
+            body_timeout_s=env_seconds("GOLDFIVE_SERVE_BODY_TIMEOUT_S", BODY_TIMEOUT_S),
         ),
     )
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on", access_log=False)
-    server = uvicorn.Server(config)
+    server = uvicorn.Server(uvicorn_config(app, host=host, port=port))
     shown_host = f"[{host}]" if ":" in host else host
     if policy is not None:
         out.write(f"goldfive serve: who may decide follows the policy {policy.source or ''} ({len(policy)} rules)\n")

@@ -128,10 +128,12 @@ class SessionWatch:
                 yield chunk
         finally:
             self._leases.discard(lease)
-            for future in (ended, pending):
-                if future is not None and not future.done():
-                    future.cancel()
-                    await asyncio.gather(future, return_exceptions=True)
+            futures = [f for f in (ended, pending) if f is not None]
+            for future in futures:  # before any await: a stream being cancelled is cancelled again at each one
+                if future.done() and not future.cancelled():
+                    future.exception()  # retrieved: the chunk that ended the stream is not logged as a lost error
+                future.cancel()
+            await asyncio.gather(*futures, return_exceptions=True)
             aclose = getattr(chunks, "aclose", None)
             if aclose is not None:
                 await aclose()

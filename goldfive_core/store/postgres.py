@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import selectors
 import time
 import urllib.parse
 from collections.abc import Iterator, Mapping
@@ -23,6 +24,7 @@ from .base import DEFAULT_STALE_AFTER_MS, StoreUnavailableError
 
 try:
     import psycopg
+    from psycopg import pq
     from psycopg import sql as pgsql
     from psycopg.conninfo import conninfo_to_dict, make_conninfo
 except ImportError as _exc:  # pragma: no cover - exercised only without the extra
@@ -61,6 +63,22 @@ def _secrets_of(dsn: str) -> tuple[str, ...]:
         if password:
             found.add(str(password))
     return tuple(sorted((s for s in found if s), key=len, reverse=True))
+
+
+def _still_open(conn: psycopg.Connection[Any]) -> bool:
+    """Whether an idle pooled connection is still usable, without a round trip: the server writes nothing to an
+    idle connection unless it is closing it (a FATAL message, then EOF), so a readable socket means it is gone.
+    A connection inside a transaction is never judged (nor swapped mid-transaction)."""
+    if conn.closed or conn.broken:
+        return False
+    if conn.info.transaction_status is not pq.TransactionStatus.IDLE:
+        return True
+    try:
+        with selectors.DefaultSelector() as selector:
+            selector.register(conn.fileno(), selectors.EVENT_READ)
+            return not selector.select(timeout=0)
+    except (OSError, ValueError, psycopg.Error):
+        return False
 
 
 class PostgresStore(SqlStore):
@@ -124,6 +142,14 @@ class PostgresStore(SqlStore):
             raise StoreUnavailableError(
                 f"cannot connect to the goldfive store {self.url}: {self._scrub(str(exc))}"
             ) from None
+
+    def _conn(self) -> Any:
+        """This thread's connection; one the server closed while it sat idle (a restart, a cut network) is
+        replaced first, so the next caller is served instead of getting the dead connection's error."""
+        conn = getattr(self._local, "conn", None)
+        if conn is not None and not _still_open(conn):
+            self._drop_conn()
+        return super()._conn()
 
     def _connect(self) -> Any:
         conn = self._raw_connect()

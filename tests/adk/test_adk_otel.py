@@ -133,3 +133,27 @@ async def test_a_rejected_call_and_a_run_end_close_every_span(
     (run,) = by_name["goldfive.run"]
     assert run.status.status_code is trace.StatusCode.ERROR
     assert _metrics(reader)["goldfive.approvals.pending"][0].value == 0
+
+
+@pytest.mark.parametrize("record_details", [False, True])
+async def test_no_span_carries_a_tool_calls_arguments_unless_asked(
+    spans: InMemorySpanExporter, provider: TracerProvider, record_details: bool
+) -> None:
+    from goldfive_core.pb.v1 import events_pb2
+    from tests.store.store_support import make_event
+
+    secret = 'lookup({"account":"IBAN-DE89-3704-0044"})'
+    otel = OtelSink(tracer_provider=provider, record_details=record_details)
+    otel.emit(make_event("run-9", 0, events_pb2.RunStarted(adapter="callable")))
+    human = events_pb2.DriftDetected(
+        drift_id="d-9", kind=37, severity=3, detail=f"escalated from LOOPING_TOOL_CALL: {secret}", ladder_level=4
+    )
+    otel.emit(make_event("run-9", 1, human))
+    otel.emit(make_event("run-9", 2, events_pb2.RunAborted(reason=f"terminated: {secret}", status=3)))
+    finished = {span.name: span for span in spans.get_finished_spans()}
+    escalation, run = finished["goldfive.escalation"], finished["goldfive.run"]
+    assert dict(escalation.attributes or {})["goldfive.drift_id"] == "d-9"
+    shown = [str(v) for s in (escalation, run) for v in (s.attributes or {}).values()]
+    shown += [s.status.description or "" for s in (escalation, run)]
+    assert any("IBAN-DE89" in text for text in shown) is record_details, shown
+    assert ("goldfive.detail" in (escalation.attributes or {})) is record_details

@@ -1,0 +1,126 @@
+"""Deadlines on the connections of ``goldfive serve``: a client that sends nothing, or trickles, is let go.
+
+uvicorn closes a keep-alive connection that stays silent after a response, but it waits forever for a
+request's head on a new connection, and any byte a client sends (one header character every few
+seconds) restarts its keep-alive timer. :class:`DeadlineProtocol` gives every request head a
+deadline of its own: from the moment the connection opens, or the previous response ends, the request
+line and headers must be in within ``head_timeout_s``, else the client gets ``408`` and the connection
+closes. The body has its deadline in the app (``ServerConfig.body_timeout_s``, see
+:mod:`goldfive_core.server.inputs`). And a client that stops reading what it asked for (an event
+stream, a big page) holds its connection only ``write_timeout_s``: once the socket's buffers are full
+and nothing drains them for that long, the connection is dropped. So each phase of a request is bounded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+__all__ = ["HEAD_TIMEOUT_S", "KEEPALIVE_S", "WRITE_TIMEOUT_S", "DeadlineProtocol", "deadline_protocol"]
+
+logger = logging.getLogger(__name__)
+
+HEAD_TIMEOUT_S = 10.0
+"""Longest a client may take to send a request line and headers (408 and the connection closes beyond)."""
+
+KEEPALIVE_S = 5
+"""An idle keep-alive connection is closed after this many seconds (uvicorn's ``timeout_keep_alive``)."""
+
+WRITE_TIMEOUT_S = 60.0
+"""Longest an answer may sit unread with the socket's buffers full (the connection is dropped beyond)."""
+
+
+def _answer_408(seconds: float) -> bytes:
+    body = json.dumps({"error": f"the request line and headers did not arrive within {seconds:g} s"}).encode()
+    head = (
+        "HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\nconnection: close\r\n"
+        f"content-length: {len(body)}\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+class DeadlineProtocol(H11Protocol):
+    """uvicorn's h11 protocol with a deadline on each request head (:data:`HEAD_TIMEOUT_S`) and on an answer
+    nobody reads (:data:`WRITE_TIMEOUT_S`)."""
+
+    head_timeout_s: float = HEAD_TIMEOUT_S
+    write_timeout_s: float = WRITE_TIMEOUT_S
+
+    _write_timer: asyncio.TimerHandle | None = None
+    _head_timer: asyncio.TimerHandle | None = None
+    _head_cycle: object = None
+    """The request cycle current when the deadline was armed: a new cycle means the head arrived."""
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        """Start the first request's deadline."""
+        super().connection_made(transport)
+        self._arm()
+
+    def data_received(self, data: bytes) -> None:
+        """Feed uvicorn; once a request's head is parsed, its deadline is met."""
+        super().data_received(data)
+        self._met()
+
+    def on_response_complete(self) -> None:
+        """The next request on this connection gets a deadline of its own (armed before a pipelined one starts)."""
+        self._arm()
+        super().on_response_complete()
+        self._met()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        """No deadline outlives its connection."""
+        self._disarm()
+        self._unstick()
+        super().connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        """The socket's buffers are full: the client has that long to read some of them."""
+        super().pause_writing()
+        if self._write_timer is None:
+            self._write_timer = self.loop.call_later(self.write_timeout_s, self._stuck)
+
+    def resume_writing(self) -> None:
+        """The client reads again."""
+        self._unstick()
+        super().resume_writing()
+
+    def _unstick(self) -> None:
+        if self._write_timer is not None:
+            self._write_timer.cancel()
+            self._write_timer = None
+
+    def _stuck(self) -> None:
+        # Even when closing: a closing transport still waits to flush the buffers nobody drains; abort does not.
+        self._write_timer = None
+        logger.info("dropping a connection whose client read nothing for %g s", self.write_timeout_s)
+        self.transport.abort()
+
+    def _arm(self) -> None:
+        self._disarm()
+        self._head_cycle = self.cycle
+        self._head_timer = self.loop.call_later(self.head_timeout_s, self._late)
+
+    def _disarm(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def _met(self) -> None:
+        if self._head_timer is not None and self.cycle is not self._head_cycle:
+            self._disarm()
+
+    def _late(self) -> None:
+        self._head_timer = None
+        if self.cycle is self._head_cycle and not self.transport.is_closing():
+            logger.info("closing a connection whose request head took over %g s", self.head_timeout_s)
+            self.transport.write(_answer_408(self.head_timeout_s))
+            self.transport.close()
+
+
+def deadline_protocol(*, head_timeout_s: float, write_timeout_s: float) -> type[DeadlineProtocol]:
+    """A :class:`DeadlineProtocol` class with these deadlines (uvicorn builds one instance per connection)."""
+    deadlines = {"head_timeout_s": head_timeout_s, "write_timeout_s": write_timeout_s}
+    return type("DeadlineProtocol", (DeadlineProtocol,), deadlines)
