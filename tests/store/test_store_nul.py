@@ -132,3 +132,26 @@ def test_every_text_of_an_event_is_stored_as_the_mark_and_lookups_by_the_raw_tex
     assert hashed.approval_requested.prompt == f"p{MARK}" and hashed.run_id == f"run{MARK}x"
     report = store.verify_audit()
     assert report.ok, report.problems
+
+
+async def test_a_decision_whose_reason_or_decider_holds_nul_is_refused_by_name_and_changes_nothing(
+    backend: Backend,
+) -> None:
+    channel = StoreChannel(backend.open(), sweep_interval_s=0.2)
+
+    async def agent(task: Task, tools: AgentTools) -> Any:
+        await tools.report_task_started("t-r")
+        return await tools.report_awaiting_approval("ship?", task_id="t-r", timeout_ms=60_000)
+
+    run = asyncio.create_task(wrap(agent, control=channel, sinks=[channel.sink]).run("go"))
+    store = backend.open()
+    await await_until(lambda: store.approvals(), what="the request")
+    for principal, reason, field in ((Principal(name="ana"), "no\x00", "reason"), (Principal(name="a\x00"), "", "")):
+        refused = await asyncio.to_thread(decide, store, "t-r", approve=False, principal=principal, reason=reason)
+        assert refused.verdict is DecideVerdict.INVALID and refused.field == (field or "decided_by"), refused
+        assert "NUL" in refused.detail and "nothing was decided" in refused.detail
+    assert store.approvals_for("t-r")[0].status.value == "pending" and store.pending_controls() == []
+    done = await asyncio.to_thread(decide, store, "t-r", approve=False, principal=Principal(name="ana"), reason="no")
+    assert done.verdict is DecideVerdict.APPLIED
+    assert (await asyncio.wait_for(run, 20)).output["decision"] == "reject"
+    await channel.aclose()
