@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any, Protocol
 
+from .._stored import storable
 from .._util import canonical_json
 from ..approvals import ApprovalStatus, Principal, already_decided_text
 from ..argschema import edit_problem
@@ -114,7 +115,7 @@ def find_approval(store: Store, target_id: str, *, run_id: str | None = None) ->
 
     Raises :class:`UnknownApprovalError` or :class:`AmbiguousApprovalError`.
     """
-    rows = [r for r in store.approvals_for(target_id) if run_id is None or r.run_id == run_id]
+    rows = [r for r in store.approvals_for(target_id) if run_id is None or r.run_id == storable(run_id)]
     if not rows:
         pending = ", ".join(repr(r.target_id) for r in store.approvals(limit=5)) or "none"
         raise UnknownApprovalError(f"unknown approval id {target_id!r}: no such request (pending: {pending})")

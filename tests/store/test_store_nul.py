@@ -9,16 +9,18 @@ same stored text on each.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Mapping
 from typing import Any
 
 from store_support import Backend, await_until, make_event
+from test_store_cli import cli
 
 from goldfive_core import AgentTools, ControlKind, ControlMessage, InMemorySink, Principal, Task, wrap
 from goldfive_core._util import args_digest
 from goldfive_core.pb.v1 import events_pb2
 from goldfive_core.store import StoreChannel, decide
-from goldfive_core.store.decide import DecideVerdict
+from goldfive_core.store.decide import DecideVerdict, find_approval
 from goldfive_core.store.execution import GuardedResult, run_approved
 
 MARK = "\u2400"  # ␀, what a NUL is stored (and shown) as
@@ -117,6 +119,7 @@ def test_every_text_of_an_event_is_stored_as_the_mark_and_lookups_by_the_raw_tex
 
     rows = store.approvals_for("t\x00x")  # looked up by the text the agent has
     assert len(rows) == 1 and rows == store.approvals_for(f"t{MARK}x")
+    assert find_approval(store, "t\x00x", run_id=run) == rows[0]  # a decider naming the run as the agent does
     row = rows[0]
     assert (row.run_id, row.target_id, row.prompt, row.task_id, row.tool_name) == (
         f"run{MARK}x",
@@ -155,3 +158,19 @@ async def test_a_decision_whose_reason_or_decider_holds_nul_is_refused_by_name_a
     assert done.verdict is DecideVerdict.APPLIED
     assert (await asyncio.wait_for(run, 20)).output["decision"] == "reject"
     await channel.aclose()
+
+
+def test_the_command_line_shows_the_mark_and_decides_and_verifies_a_record_with_nul(backend: Backend) -> None:
+    store = backend.open()
+    started = make_event("run-n", 0, events_pb2.RunStarted(adapter="callable"))
+    asked = make_event("run-n", 1, events_pb2.ApprovalRequested(target_id="t\x00x", kind="task", prompt="pay\x00?"))
+    store.append_events([started, asked], pid=1, host="elsewhere")
+    shown = cli(backend, "show", f"t{MARK}x")
+    assert shown.returncode == 0 and f"pay{MARK}?" in shown.stdout, shown
+    listed = json.loads(cli(backend, "pending", "--json").stdout)
+    assert [(a["target_id"], a["prompt"]) for a in listed["pending"]] == [(f"t{MARK}x", f"pay{MARK}?")]
+    rejected = cli(backend, "reject", f"t{MARK}x", "--reason", "not now")
+    assert rejected.returncode == 0, rejected
+    assert store.approvals_for("t\x00x")[0].status.value == "rejected"
+    verified = cli(backend, "audit", "verify")
+    assert verified.returncode == 0, verified
