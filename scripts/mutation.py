@@ -54,6 +54,9 @@ CHANNEL = ("tests/store/test_store_channel.py",)
 CROSS = ("tests/store/test_store_cross_process.py",)
 AUTHZ = ("tests/server/test_server_authz_matrix.py", "tests/server/test_server_auth.py")
 SESSIONS = ("tests/server/test_server_sessions.py",)
+NUL_STORE = ("tests/store/test_store_nul.py",)
+NUL_SERVER = ("tests/server/test_server_nul.py",)
+NUL_HTTP = ("tests/http/test_http_nul.py",)
 
 # Where code lives now, and where the tool-call gate moves it (a mutation applies in the first file
 # that holds its snippet exactly once).
@@ -634,6 +637,56 @@ MUTATIONS: tuple[Mutation, ...] = (
         "                if False:  # even when a chunk is ready too",
         "disable/rotate: an ended stream keeps sending",
         SESSIONS,
+    ),
+    # -- text the store cannot hold: NUL is stored as ␀ on both backends, a person's NUL is refused -------------------
+    M(
+        SQL,
+        "return conn.execute(self._sql(sql), storable_params(params))",
+        "return conn.execute(self._sql(sql), tuple(params))",
+        "text with NUL is written and looked up raw (PostgreSQL refuses it: a request or an ack is lost there)",
+        NUL_STORE,
+    ),
+    M(
+        SQL,
+        "event, body = storable_event(event)",
+        "body = event.SerializeToString(deterministic=True)",
+        "events are hashed with their NULs while the columns hold ␀ (audit verify reports every such record)",
+        NUL_STORE,
+    ),
+    M(
+        ("goldfive_core/store/_storable.py",),
+        "changed = _escape_map(entry, value) or changed",
+        "pass",
+        "a NUL in a request's metadata (its tool name) is hashed raw: the chain and the record disagree",
+        NUL_STORE,
+    ),
+    M(
+        DECIDE,
+        "    if nul is not None:  # refused, never altered",
+        "    if False:  # refused, never altered",
+        "decide() passes a reason with NUL on (signed as sent, recorded as ␀: verify --public-key fails)",
+        NUL_STORE,
+    ),
+    M(
+        ("goldfive_core/server/app.py",),
+        '    at = value.find("\\x00")\n    if at >= 0:',
+        '    at = value.find("\\x00")\n    if False:',
+        "the server takes a person's text with NUL (reason, steer text, login name) instead of a 400 naming it",
+        NUL_SERVER,
+    ),
+    M(
+        ("goldfive_core/store/agents.py",),
+        'if storable(named) == stored and (not grant or payload.get("grant")):',
+        'if named == target_id and (not grant or payload.get("grant")):',
+        "an HTTP agent's report of a decision on an id with NUL is refused as made up (its events are lost)",
+        NUL_HTTP,
+    ),
+    M(
+        BOOK,
+        "if NUL_MARK not in target_id or target_id in self._live",
+        "if True or target_id in self._live",
+        "a decision naming a model's id as stored (NUL as ␀) is 'unknown target': nobody can decide it",
+        NUL_SERVER,
     ),
     # -- the store channel: decisions recorded while a live run was cut off -----------------------------------------
     M(
