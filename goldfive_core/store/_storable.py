@@ -36,9 +36,10 @@ _NUL = "\x00"
 
 def storable_params(params: Sequence[Any]) -> tuple[Any, ...]:
     """Query parameters with every text value made storable (other values as they are)."""
-    if not [p for p in params if isinstance(p, str) and _NUL in p]:  # nearly always: a look, no copy
-        return tuple(params)
-    return tuple(storable(p) if isinstance(p, str) else p for p in params)
+    for p in params:
+        if isinstance(p, str) and _NUL in p:
+            return tuple(storable(q) if isinstance(q, str) else q for q in params)
+    return tuple(params)  # nearly always: a look at each, no copy
 
 
 def storable_event(event: events_pb2.Event) -> tuple[events_pb2.Event, bytes]:
