@@ -675,6 +675,13 @@ MUTATIONS: tuple[Mutation, ...] = (
         NUL_SERVER,
     ),
     M(
+        ("goldfive_core/store/audit.py",),
+        'names = {tool_name, tool_name.replace(NUL_MARK, "\\x00")}',
+        "names = {tool_name}",
+        "audit verify reports a quorum's edit of a tool whose name holds NUL as tampering (digest of the stored name)",
+        NUL_STORE,
+    ),
+    M(
         ("goldfive_core/store/agents.py",),
         'if storable(named) == stored and (not grant or payload.get("grant")):',
         'if named == target_id and (not grant or payload.get("grant")):',

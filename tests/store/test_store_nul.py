@@ -18,6 +18,7 @@ from test_store_cli import cli
 
 from goldfive_core import AgentTools, ControlKind, ControlMessage, InMemorySink, Principal, Task, wrap
 from goldfive_core._util import args_digest
+from goldfive_core.control import ControlAck
 from goldfive_core.pb.v1 import events_pb2
 from goldfive_core.store import StoreChannel, decide
 from goldfive_core.store.decide import DecideVerdict, find_approval
@@ -174,3 +175,27 @@ def test_the_command_line_shows_the_mark_and_decides_and_verifies_a_record_with_
     assert store.approvals_for("t\x00x")[0].status.value == "rejected"
     verified = cli(backend, "audit", "verify")
     assert verified.returncode == 0, verified
+
+
+def test_an_edit_in_a_quorum_of_a_tool_whose_name_holds_nul_verifies(backend: Backend) -> None:
+    tool = "pay\x00out"  # the agent's digests are of the name it has; the record shows pay␀out
+    store = backend.open()
+    metadata = {"tool_name": tool, "args_json": '{"amount":20}', "policy_quorum": "2"}
+    request = events_pb2.ApprovalRequested(
+        target_id="q-1", kind="tool", prompt="pay?", args_digest=args_digest(tool, {"amount": 20}), metadata=metadata
+    )
+    store.append_events([make_event("run-q", 0, request)], pid=1, host="h")
+    edited = {"amount": 15}
+    vote = ControlMessage(ControlKind.APPROVE, {"target_id": "q-1", "run_id": "run-q", "decided_by": "ana"})
+    ident = store.post_control(vote, run_id="run-q")
+    assert store.claim_controls([ident], endpoint="agent") == [ident]
+    restart = {"decision": "counted", "quorum_progress": "1 of 2: ana", "args": edited}
+    store.ack_controls(
+        [(ident, ControlAck.success(vote.id, "counted", data={**restart, "args_digest": args_digest(tool, edited)}))]
+    )
+    voted = events_pb2.ApprovalVoted(target_id="q-1", decided_by="ana", decision="approve", progress="1 of 2: ana")
+    store.append_events([make_event("run-q", 1, voted)], pid=1, host="h")  # what the run says of the vote
+    [row] = store.approvals_for("q-1")
+    assert (row.tool_name, row.args_json) == (f"pay{MARK}out", '{"amount":15}')
+    report = store.verify_audit()
+    assert report.ok, report.problems
