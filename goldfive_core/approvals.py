@@ -132,9 +132,9 @@ def request_digest(*, kind: str, target_id: str, task_id: str, prompt: str, args
     The server signs it with the request's id, and the agent checks the signature against its own request,
     so a signed decision cannot be moved onto another request (another prompt, other arguments).
     """
-    body = canonical_json(
-        {"args_digest": args_digest, "kind": kind, "prompt": prompt, "target_id": target_id, "task_id": task_id}
-    )
+    # Of the text as a store holds it (NUL as ␀): the agent has the NUL, the server reads ␀; both digest the same.
+    text = {"kind": kind, "prompt": prompt, "target_id": target_id, "task_id": task_id}
+    body = canonical_json({"args_digest": args_digest, **{key: storable(value) for key, value in text.items()}})
     return "sha256:" + hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest()
 
 

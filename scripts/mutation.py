@@ -682,6 +682,13 @@ MUTATIONS: tuple[Mutation, ...] = (
         NUL_STORE,
     ),
     M(
+        BOOK,
+        "**{key: storable(value) for key, value in text.items()}",
+        "**text",
+        "a request's digest is of the agent's raw text: a trusting agent refuses a signed decision on a NUL prompt",
+        NUL_SERVER,
+    ),
+    M(
         ("goldfive_core/store/agents.py",),
         'if storable(named) == stored and (not grant or payload.get("grant")):',
         'if named == target_id and (not grant or payload.get("grant")):',
