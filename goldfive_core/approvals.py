@@ -31,6 +31,7 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
+from ._stored import NUL_MARK, storable
 from ._util import args_digest, canonical_json, new_id, now_ms, safe_repr
 from .errors import ApprovalError, InvalidTransitionError
 
@@ -131,9 +132,9 @@ def request_digest(*, kind: str, target_id: str, task_id: str, prompt: str, args
     The server signs it with the request's id, and the agent checks the signature against its own request,
     so a signed decision cannot be moved onto another request (another prompt, other arguments).
     """
-    body = canonical_json(
-        {"args_digest": args_digest, "kind": kind, "prompt": prompt, "target_id": target_id, "task_id": task_id}
-    )
+    # Of the text as a store holds it (NUL as ␀): the agent has the NUL, the server reads ␀; both digest the same.
+    text = {"kind": kind, "prompt": prompt, "target_id": target_id, "task_id": task_id}
+    body = canonical_json({"args_digest": args_digest, **{key: storable(value) for key, value in text.items()}})
     return "sha256:" + hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest()
 
 
@@ -324,7 +325,14 @@ class ApprovalBook:
     # -- queries -----------------------------------------------------------
     def knows(self, target_id: str) -> bool:
         """True if a decision for ``target_id`` would be answered by this book (not "unknown")."""
+        target_id = self._as_asked(target_id)
         return target_id in self._live or target_id in self._decided
+
+    def _as_asked(self, target_id: str) -> str:
+        """The id the run asked with, for a decision that names it as a store holds it (a NUL stored as ␀)."""
+        if NUL_MARK not in target_id or target_id in self._live or target_id in self._decided:
+            return target_id
+        return next((t for t in (*self._live, *self._decided) if storable(t) == target_id), target_id)
 
     def is_open(self, target_id: str) -> bool:
         """True if ``target_id`` is live here: pending, timed out (still open) or expected."""
@@ -332,6 +340,7 @@ class ApprovalBook:
 
     def get(self, target_id: str) -> ApprovalRecord | None:
         """The live record for ``target_id``, else the remembered decided one, else None."""
+        target_id = self._as_asked(target_id)
         return self._live.get(target_id) or self._decided.get(target_id)
 
     def open_targets(self) -> list[str]:
@@ -408,6 +417,7 @@ class ApprovalBook:
 
     def decide(self, target_id: str, decision: Decision) -> DecisionResult:
         """Apply a decision; never raises. See :class:`DecisionVerdict` for the outcomes."""
+        target_id = self._as_asked(target_id)
         record = self._live.get(target_id)
         if record is None:
             decided = self._decided.get(target_id)

@@ -58,6 +58,9 @@ POLICY_GATE = ("tests/policy/test_policy_fail_closed.py",)
 SERVER_POLICY = ("tests/server/test_server_authority.py",)
 _JUNK = "tests/server/test_server_junk.py::"
 OTEL = ("tests/adk/test_adk_otel.py::test_no_span_carries_a_tool_calls_arguments_unless_asked",)
+NUL_STORE = ("tests/store/test_store_nul.py",)
+NUL_SERVER = ("tests/server/test_server_nul.py",)
+NUL_HTTP = ("tests/http/test_http_nul.py",)
 
 # Where code lives now, and where the tool-call gate moves it (a mutation applies in the first file
 # that holds its snippet exactly once).
@@ -722,6 +725,70 @@ MUTATIONS: tuple[Mutation, ...] = (
         "        if True:",
         "the server never ends a request at its rule's expires",
         SERVER_POLICY,
+    ),
+    # -- text the store cannot hold: NUL is stored as ␀ on both backends, a person's NUL is refused -------------------
+    M(
+        SQL,
+        "return conn.execute(self._sql(sql), storable_params(params))",
+        "return conn.execute(self._sql(sql), tuple(params))",
+        "text with NUL is written and looked up raw (PostgreSQL refuses it: a request or an ack is lost there)",
+        NUL_STORE,
+    ),
+    M(
+        SQL,
+        "event, body = storable_event(event)",
+        "body = event.SerializeToString(deterministic=True)",
+        "events are hashed with their NULs while the columns hold ␀ (audit verify reports every such record)",
+        NUL_STORE,
+    ),
+    M(
+        ("goldfive_core/store/_storable.py",),
+        "changed = _escape_map(entry, value) or changed",
+        "pass",
+        "a NUL in a request's metadata (its tool name) is hashed raw: the chain and the record disagree",
+        NUL_STORE,
+    ),
+    M(
+        DECIDE,
+        "    if nul is not None:  # refused, never altered",
+        "    if False:  # refused, never altered",
+        "decide() passes a reason with NUL on (signed as sent, recorded as ␀: verify --public-key fails)",
+        NUL_STORE,
+    ),
+    M(
+        ("goldfive_core/server/app.py",),
+        '    at = value.find("\\x00")\n    if at >= 0:',
+        '    at = value.find("\\x00")\n    if False:',
+        "the server takes a person's text with NUL (reason, steer text, login name) instead of a 400 naming it",
+        NUL_SERVER,
+    ),
+    M(
+        ("goldfive_core/store/audit.py",),
+        'names = {tool_name, tool_name.replace(NUL_MARK, "\\x00")}',
+        "names = {tool_name}",
+        "audit verify reports a quorum's edit of a tool whose name holds NUL as tampering (digest of the stored name)",
+        NUL_STORE,
+    ),
+    M(
+        BOOK,
+        "**{key: storable(value) for key, value in text.items()}",
+        "**text",
+        "a request's digest is of the agent's raw text: a trusting agent refuses a signed decision on a NUL prompt",
+        NUL_SERVER,
+    ),
+    M(
+        ("goldfive_core/store/agents.py",),
+        'if storable(named) == stored and (not grant or payload.get("grant")):',
+        'if named == target_id and (not grant or payload.get("grant")):',
+        "an HTTP agent's report of a decision on an id with NUL is refused as made up (its events are lost)",
+        NUL_HTTP,
+    ),
+    M(
+        BOOK,
+        "if NUL_MARK not in target_id or target_id in self._live",
+        "if True or target_id in self._live",
+        "a decision naming a model's id as stored (NUL as ␀) is 'unknown target': nobody can decide it",
+        NUL_SERVER,
     ),
     # -- the store channel: decisions recorded while a live run was cut off -----------------------------------------
     M(

@@ -147,7 +147,17 @@ def _names(body: Mapping[str, Any], key: str) -> list[str]:
     value = body.get(key, [])
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value) or len(value) > 100:
         raise ApiError(400, f"{key!r} must be a list of names (at most 100)")
+    for name in value:
+        _refuse_nul(key, name)
     return [str(v) for v in value]
+
+
+def _refuse_nul(key: str, value: str) -> None:
+    """400 naming ``key`` when a person's text holds NUL: refused, never altered after they sent (and the server
+    signed) it. (Text from agents is stored with NUL as ␀ instead, see ``goldfive_core.store``.)"""
+    at = value.find("\x00")
+    if at >= 0:
+        raise ApiError(400, f"{key!r} holds a NUL character (\\u0000, at position {at}), which text may not hold")
 
 
 def _text_field(body: Mapping[str, Any], key: str, *, required: bool = False, limit: int = 4000) -> str:
@@ -162,6 +172,7 @@ def _text_field(body: Mapping[str, Any], key: str, *, required: bool = False, li
         raise ApiError(400, f"{key!r} must not be empty")
     if len(value) > limit:
         raise ApiError(400, f"{key!r} is {len(value)} characters; the limit is {limit}")
+    _refuse_nul(key, value)
     return value
 
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from google.protobuf.message import DecodeError
 
+from .._stored import storable
 from .._util import canonical_json, env_seconds, new_id, now_ms, shorten
 from ..approvals import DECIDED_STATUSES, ApprovalStatus, sources
 from ..control import ControlAck, ControlMessage, check_message
@@ -48,7 +49,8 @@ from ._schema import (
     run_row,
     user_row,
 )
-from .audit import GRANT_COLUMNS, canonical_event_bytes, chain_hash, result_digest, verify_chain
+from ._storable import storable_event, storable_params
+from .audit import GRANT_COLUMNS, chain_hash, result_digest, verify_chain
 from .base import (
     HOST,
     OPEN_STATUSES,
@@ -171,7 +173,8 @@ class SqlStore(Store):
         return cached
 
     def _exec(self, conn: Any, sql: str, params: Sequence[Any] = ()) -> Any:
-        return conn.execute(self._sql(sql), tuple(params))
+        # Every text written or looked up as the store holds it (NUL as ␀, the same on both backends).
+        return conn.execute(self._sql(sql), storable_params(params))
 
     @contextlib.contextmanager
     def _guard(self, what: str) -> Iterator[None]:
@@ -324,14 +327,22 @@ class SqlStore(Store):
             with self._transaction(conn):
                 head_seq, head_hash = self._lock_chain_head(conn)
                 for event in events:
-                    head_seq, head_hash = self._append_one(conn, event, head_seq, head_hash)
-                    self._apply(conn, event, pid=pid, host=host)
+                    stored, head_seq, head_hash = self._append(conn, event, head_seq, head_hash)
+                    self._apply(conn, stored, pid=pid, host=host)
                 self._exec(conn, "UPDATE gf_chain_head SET seq = ?, hash = ? WHERE id = 1", (head_seq, head_hash))
 
     def _append_one(self, conn: Any, event: events_pb2.Event, head_seq: int, prev_hash: str) -> tuple[int, str]:
         """Append after the head (we hold its lock): rows are numbered 1, 2, 3, ... with no gaps (audit verify
         checks it, so a row's number cannot be changed either), also where a rolled-back write took a number."""
-        body = canonical_event_bytes(event)
+        _, seq, digest = self._append(conn, event, head_seq, prev_hash)
+        return seq, digest
+
+    def _append(
+        self, conn: Any, event: events_pb2.Event, head_seq: int, prev_hash: str
+    ) -> tuple[events_pb2.Event, int, str]:
+        """:meth:`_append_one`, also returning the event as it was stored (its text made storable before it is
+        hashed, so the columns made from it and the chain say the same on every backend)."""
+        event, body = storable_event(event)
         digest = chain_hash(prev_hash, body)
         row = self._exec(
             conn,
@@ -349,7 +360,7 @@ class SqlStore(Store):
                 digest,
             ),
         ).fetchone()
-        return int(row[0]), digest
+        return event, int(row[0]), digest
 
     def _apply(self, conn: Any, event: events_pb2.Event, *, pid: int, host: str) -> None:
         kind = payload_name(event)
@@ -935,7 +946,8 @@ class SqlStore(Store):
                     "SELECT run_id, state, pid, host, args_digest FROM gf_executions WHERE target_id = ?",
                     (target_id,),
                 ).fetchone()
-                return row is not None and tuple(row) == (run_id, "executing", pid, host, args_digest)
+                mine = (storable(run_id), "executing", pid, storable(host), storable(args_digest))
+                return row is not None and tuple(row) == mine
 
     def mark_done(self, target_id: str, *, result_json: str) -> None:
         """Record the finished tool body and its result (retried through an outage)."""
@@ -1428,7 +1440,7 @@ class SqlStore(Store):
                 where.append(f"{column} = ?")
                 params.append(value)
         if agent:  # metadata is canonical JSON: the agent's name appears exactly so
-            needle = canonical_json({"agent_name": agent})[1:-1]
+            needle = canonical_json({"agent_name": storable(agent)})[1:-1]
             escaped = needle.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
             where.append("metadata_json LIKE ? ESCAPE '\\'")
             params.append(f"%{escaped}%")

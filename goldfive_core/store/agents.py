@@ -12,6 +12,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from .._stored import storable
 from .._util import now_ms
 from ..events import payload_name
 from ..pb.v1 import events_pb2
@@ -89,7 +90,8 @@ def owned_runs(store: Store, agent: str, run_ids: Sequence[str]) -> set[str]:
             f"SELECT run_id FROM gf_run_owners WHERE agent = ? AND run_id IN ({marks})",
             (agent, *run_ids),
         ).fetchall()
-    return {str(r[0]) for r in rows}
+    found = {str(r[0]) for r in rows}
+    return {r for r in run_ids if storable(r) in found}  # the ids as asked (a NUL is stored as ␀)
 
 
 def execution_owner(store: Store, call_id: str) -> tuple[str, str | None] | None:
@@ -157,12 +159,15 @@ def _delivered(store: Store, run_id: str, target_id: str, kind: str, *, grant: b
             "SELECT payload_json FROM gf_inbox WHERE run_id = ? AND kind = ? AND status IN ('claimed', 'acked')",
             (run_id, kind),
         ).fetchall()
+    stored = storable(target_id)  # a decision names the id as the store holds it, the run as it asked
     for (payload_json,) in rows:
         try:
             payload = json.loads(payload_json)
         except ValueError:
             continue
-        if isinstance(payload, dict) and payload.get("target_id") == target_id and (not grant or payload.get("grant")):
+        if not isinstance(payload, dict) or not isinstance(named := payload.get("target_id"), str):
+            continue
+        if storable(named) == stored and (not grant or payload.get("grant")):
             return True
     return False
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from google.protobuf.message import DecodeError
 
+from .._stored import NUL_MARK
 from .._util import args_digest, canonical_json
 from ..approvals import ApprovalStatus, sources
 from ..convert import timestamp_to_ms
@@ -182,7 +183,7 @@ class _ApprovalHistory:
             if row.original_args_digest and (
                 # An edit in a quorum: no event carries the arguments on the table; they must at least be the
                 # ones their digest names, and, once approved, the ones the decision ran with.
-                _digest_of(row.tool_name, row.args_json) != row.args_digest
+                not _digest_of(row.tool_name, row.args_json, row.args_digest)
                 or (row.decision == "approve" and not _same_json(row.args_json, row.edited_args_json))
             ):
                 edited.append("args_json (edited in the quorum)")
@@ -336,11 +337,15 @@ def _signature_check(row: ApprovalRow, trust: TrustKey, grants: str) -> str | No
     return problem
 
 
-def _digest_of(tool_name: str, args_json: str) -> str:
+def _digest_of(tool_name: str, args_json: str, digest: str) -> bool:
+    """Whether ``digest`` is the agent's digest of these arguments: of the tool name as stored, or as the agent
+    had it when the store keeps its NULs as ␀ (the digest is the agent's, of the name it was given)."""
     try:
-        return args_digest(tool_name, json.loads(args_json))
-    except (ValueError, TypeError, RecursionError):
-        return ""
+        args = json.loads(args_json)
+        names = {tool_name, tool_name.replace(NUL_MARK, "\x00")}
+        return any(args_digest(name, args) == digest for name in names)
+    except (ValueError, TypeError, AttributeError, RecursionError):  # a garbled cell: reported, never a crash
+        return False
 
 
 def _same_json(a: str, b: str) -> bool:

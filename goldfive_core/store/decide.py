@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any, Protocol
 
+from .._stored import storable
 from .._util import canonical_json
 from ..approvals import ApprovalStatus, Principal, already_decided_text
 from ..argschema import edit_problem
@@ -86,8 +87,8 @@ class DecideVerdict(StrEnum):
     NO_ANSWER = "no_answer"
     """No agent answered in time; the message was withdrawn or its ack is still owed."""
     INVALID = "invalid"
-    """The edited arguments do not fit the tool's parameters (the request carries its schema); nothing changed.
-    :attr:`DecideResult.field` names the first wrong field."""
+    """The edited arguments do not fit the tool's parameters (the request carries its schema), or the reason or
+    decider's name holds a NUL; nothing changed. :attr:`DecideResult.field` names the first wrong field."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -103,7 +104,8 @@ class DecideResult:
     """Why an audited refusal was made: ``forbidden`` (the decider may not decide this request) or ``expired``
     (past its deadline); "" otherwise. Both are on the audit log as ``DecisionRefused``."""
     field: str | None = None
-    """For :attr:`DecideVerdict.INVALID`: the first wrong field of the edit ("" = the edit as a whole)."""
+    """For :attr:`DecideVerdict.INVALID`: the first wrong field of the edit ("" = the edit as a whole), or the
+    decision's own text that holds a NUL (``reason``, ``decided_by``, ``grant``)."""
 
     @property
     def ok(self) -> bool:
@@ -116,7 +118,7 @@ def find_approval(store: Store, target_id: str, *, run_id: str | None = None) ->
 
     Raises :class:`UnknownApprovalError` or :class:`AmbiguousApprovalError`.
     """
-    rows = [r for r in store.approvals_for(target_id) if run_id is None or r.run_id == run_id]
+    rows = [r for r in store.approvals_for(target_id) if run_id is None or r.run_id == storable(run_id)]
     if not rows:
         pending = ", ".join(repr(r.target_id) for r in store.approvals(limit=5)) or "none"
         raise UnknownApprovalError(f"unknown approval id {target_id!r}: no such request (pending: {pending})")
@@ -156,6 +158,16 @@ def decide(
     (``goldfive grants``). Never with edited arguments or a rejection.
     """
     row = find_approval(store, target_id, run_id=run_id)
+    nul = _nul_field(reason=reason, decided_by=principal.name, grant=grant or "")
+    if nul is not None:  # refused, never altered: the decision would be signed and recorded as something else
+        return DecideResult(
+            verdict=DecideVerdict.INVALID,
+            detail=f"refused: {nul} holds a NUL character (\\u0000), which a decision's text may not hold; "
+            "nothing was decided",
+            target_id=row.target_id,
+            run_id=row.run_id,
+            field=nul,
+        )
     if edited_args is not None and not approve:
         return _refused(row, "refused: edited_args only go with an approval")
     if grant is not None and (not approve or edited_args is not None):
@@ -368,6 +380,11 @@ def _audited(store: Store, row: ApprovalRow, principal: Principal, approve: bool
         channel=principal.channel,
     )
     return result
+
+
+def _nul_field(**texts: str) -> str | None:
+    """The name of the first text that holds a NUL (which the store would keep as ␀), else None."""
+    return next((name for name, text in texts.items() if "\x00" in text), None)
 
 
 def _reread(store: Store, row: ApprovalRow) -> ApprovalRow:
