@@ -9,8 +9,8 @@ deep, NaN/Infinity/1e999, 5,000-digit integers, lone surrogates, wrong types, ex
 UTF-8, truncation, oversize), or a head promising a body that the client abandons half-way.
 Requests are raw HTTP/1.1 over asyncio sockets so nothing normalises the junk on the way.
 
-NUL characters are left out on purpose: how PostgreSQL stores them is fixed and tested on its own
-(issue #27, hole 6); add ``"\\u0000"`` to :data:`JUNK_TEXT` once that lands.
+NUL characters are in the junk too (a person's is refused by name, a model's is stored as ␀: issue #27,
+hole 6, tested on its own in test_server_nul.py and test_store_nul.py).
 """
 
 from __future__ import annotations
@@ -249,6 +249,8 @@ JUNK_TEXT = (
     "%ff%fe",
     "²",
     "١٢",
+    "a\u0000b",
+    "\u0000",
 )
 JUNK_JSON = (
     Raw("NaN"),
