@@ -6,11 +6,13 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any
 
-from store_support import Backend
+from store_support import Backend, make_event
 
 from goldfive_core import ControlKind, ControlMessage, InMemorySink, Session, SteeringConfig
 from goldfive_core._util import args_digest
-from goldfive_core.store import ExecutionState, StoreUnavailableError, run_approved
+from goldfive_core.approvals import Principal
+from goldfive_core.pb.v1 import events_pb2
+from goldfive_core.store import DecideVerdict, ExecutionState, StoreUnavailableError, decide, run_approved
 from goldfive_core.store import agents as owners
 
 
@@ -112,3 +114,18 @@ async def test_a_reused_call_id_with_other_arguments_does_not_take_over_an_in_do
         ExecutionState.EXECUTING,
         in_doubt,
     )
+
+
+def test_a_decision_recorded_for_one_owners_request_is_found_only_in_that_owners_runs(backend: Backend) -> None:
+    store = backend.open()
+    assert owners.claim_run(store, "run-bot", "bot") is None
+    assert owners.claim_run(store, "run-bot-next", "bot") is None  # bot restarted: its next run replays the call
+    request = events_pb2.ApprovalRequested(target_id="c-9", kind="tool", prompt="pay?", timeout_ms=60_000)
+    store.append_events([make_event("run-bot", 1, request)], pid=0, host="elsewhere")
+    recorded = decide(store, "c-9", approve=True, principal=Principal(name="ann", channel="cli"), reason="ok")
+    assert recorded.verdict is DecideVerdict.RECORDED, recorded.detail
+    found = store.find_decision("c-9", run_id="run-bot-next")
+    assert found is not None and found.run_id == "run-bot" and found.approved
+    assert store.find_decision("c-9", run_id="run-direct") is None  # another owner's call id: its own, undecided
+    assert store.mark_executing("c-9", run_id="run-direct", pid=1, host="h")  # ... and claiming it uses nothing
+    assert store.find_decision("c-9", run_id="run-bot-next") is not None  # bot's decision is still bot's to use
