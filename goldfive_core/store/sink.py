@@ -128,6 +128,15 @@ class StoreSink:
         wait = drain_seconds() if timeout is None else max(timeout, 0.0)
         deadline = time.monotonic() + wait
         self._give_up_at = deadline
+        kept = keeper_for(self.store).pending()
+        if kept:
+            logger.warning(
+                "store %s: closing waits up to %g s (GOLDFIVE_STORE_DRAIN_S) for %d record(s) not written yet: %s",
+                self.store.url,
+                wait,
+                len(kept),
+                "; ".join(kept),
+            )
         self._queue.put(_STOP)
         self._thread.join(wait + 1.0)
         if self._thread.is_alive():

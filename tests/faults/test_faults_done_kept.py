@@ -13,11 +13,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
 from outage_proxy import OutageProxy
-from store_support import PYTHON, Backend, await_until
+from store_support import HERE, PYTHON, Backend, await_until, wait_until
 from test_faults_outages import _approve, _guarded_agent, disk_full
 
 from goldfive_core import wrap
@@ -128,3 +129,40 @@ def test_closing_gives_up_after_the_drain_limit_and_says_what_was_lost(
         lost = keeper.drain(0.2)
     assert lost == ["'done' of 'pay-9'"]
     assert any("NOT written" in r.message and "'done' of 'pay-9'" in r.message for r in caplog.records)
+
+
+def test_an_agent_process_does_not_exit_before_its_kept_done_is_written(
+    postgres_backend: Backend, tmp_path: Path
+) -> None:
+    """The reported case: the body ran, PostgreSQL went away, and the process ended without writing "done"."""
+    proxy, dsn = OutageProxy.for_dsn(postgres_backend.location)
+    marker, hold = tmp_path / "marker", tmp_path / "hold"
+    env = {**postgres_backend.env(), "GOLDFIVE_DSN": dsn, "GOLDFIVE_STORE_RETRY_S": "0.3"}
+    script = [PYTHON, str(HERE / "agent_proc.py"), "tool", "--call-id", "pay-p", "--marker", str(marker)]
+    proc = subprocess.Popen([*script, "--hold-in-body", str(hold)], env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        decider = postgres_backend.open()
+        wait_until(lambda: decider.approvals(), what="the request", timeout=30)
+        assert _decide(postgres_backend, "pay-p").returncode == 0
+        wait_until(marker.exists, what="the body running", timeout=30)
+        assert proxy.down() >= 1  # the database is gone while the body runs, and stays gone
+        hold.touch()
+        assert proc.stderr is not None
+        for line in proc.stderr:  # until the process ends (the bug) or says it waits for its "done"
+            if "closing waits up to" in line and "'done' of 'pay-p'" in line:
+                break
+        proxy.up()
+        assert proc.wait(timeout=60) == 0
+        row = decider.execution("pay-p")
+        assert row is not None and row.state is ExecutionState.DONE, row  # written before the process ended
+        assert marker.read_text().count("\n") == 1
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+        proxy.close()
+
+
+def _decide(backend: Backend, target: str) -> subprocess.CompletedProcess[str]:
+    argv = [PYTHON, "-m", "goldfive_core.cli", "approve", target, "--by", "ann"]
+    return subprocess.run(argv, env=backend.env(), capture_output=True, text=True, timeout=60)
