@@ -64,7 +64,8 @@ async def test_a_full_disk_past_every_budget_keeps_done_until_the_disk_has_room(
         result = await run  # the model got its result at once; the run ended
         assert result.output["status"] == "ran" and ran == [{"amount": 10}]
         closing = asyncio.create_task(channel.aclose())  # waits for what the store has not taken
-        await await_until(lambda: keeper.pending(result.run_id) and channel.sink.statistics().queued == 0)
+        # The writer has taken every event of the run (at most the close's stop marker is left in its queue).
+        await await_until(lambda: keeper.pending(result.run_id) and channel.sink.statistics().queued <= 1)
         assert len(hits) >= 2  # "done" met the full disk, past the retry budget
         decider = sqlite_backend.open()
         row = decider.execution("pay-1")
