@@ -25,12 +25,13 @@ from __future__ import annotations
 import asyncio
 import collections
 import dataclasses
+import hashlib
 from collections.abc import Callable, Mapping
 from enum import StrEnum
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
-from ._util import args_digest, now_ms, safe_repr
+from ._util import args_digest, canonical_json, new_id, now_ms, safe_repr
 from .errors import ApprovalError, InvalidTransitionError
 
 if TYPE_CHECKING:
@@ -52,6 +53,7 @@ __all__ = [
     "Principal",
     "already_decided_text",
     "policy_ask",
+    "request_digest",
     "sources",
     "transition",
 ]
@@ -123,6 +125,22 @@ MAX_TIMEOUT_MS = 366 * 24 * 3600 * 1000
 """Longest wait a request may ask for (a year): keeps every deadline representable on the wire."""
 
 
+def request_digest(*, kind: str, target_id: str, task_id: str, prompt: str, args_digest: str) -> str:
+    """``sha256:<hex>`` of what a person is shown and approves: the request's kind, target, task, prompt and call.
+
+    The server signs it with the request's id, and the agent checks the signature against its own request,
+    so a signed decision cannot be moved onto another request (another prompt, other arguments).
+    """
+    body = canonical_json(
+        {"args_digest": args_digest, "kind": kind, "prompt": prompt, "target_id": target_id, "task_id": task_id}
+    )
+    return "sha256:" + hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _new_request_id() -> str:
+    return new_id("req")
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class ApprovalRequest:
     """What the agent (or a tool call) asks a person to approve."""
@@ -138,11 +156,26 @@ class ApprovalRequest:
     """Flow A: after a timeout a late decision still resolves the record."""
     validate_edit: EditValidator | None = dataclasses.field(default=None, compare=False, repr=False)
     """Checks edited arguments; returns an error message or None. None = edits are refused."""
+    request_id: str = dataclasses.field(default_factory=_new_request_id)
+    """This request's own identity, unique across re-asks of one target; a decision naming another is refused."""
+
+    @property
+    def digest(self) -> str:
+        """:func:`request_digest` of this request (what a signature binds a decision to)."""
+        return request_digest(
+            kind=self.kind,
+            target_id=self.target_id,
+            task_id=self.task_id,
+            prompt=self.prompt,
+            args_digest=self.args_digest,
+        )
 
     def __post_init__(self) -> None:
         # Checked here, before anything is registered, so a bad request never leaves a record behind.
         if not isinstance(self.target_id, str) or not self.target_id:
             raise ValueError(f"target_id must be a non-empty string, got {self.target_id!r}")
+        if not isinstance(self.request_id, str) or not self.request_id or len(self.request_id) > 200:
+            raise ValueError(f"request_id must be a non-empty string of up to 200 characters, got {self.request_id!r}")
         if self.kind not in ("task", "tool"):
             raise ValueError(f"kind must be 'task' or 'tool', got {self.kind!r}")
         timeout = self.timeout_ms
@@ -182,6 +215,8 @@ class Decision:
     decided_at_ms: int = dataclasses.field(default_factory=now_ms)
     channel: str = ""
     """How the decision came (``web``, ``api``, ``cli``), for the audit; "" when unknown."""
+    request_id: str = ""
+    """The request decided (its ``request_id``); "" = whichever is open (accepted only without a trust key)."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -247,6 +282,8 @@ class DecisionVerdict(StrEnum):
     """A vote towards a quorum: recorded, the request stays pending until enough distinct approvers agree."""
     NOT_COUNTED = "not_counted"
     """A vote a quorum cannot count (no name, already decided); nothing changed."""
+    WRONG_REQUEST = "wrong_request"
+    """The decision names another request of the target (an earlier ask, or one never made); nothing changed."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -357,6 +394,8 @@ class ApprovalBook:
         self._asked[request.target_id] = None
         if len(self._asked) > self._history:
             self._asked.popitem(last=False)
+        if early is not None and early.request_id and early.request_id != request.request_id:
+            early = None  # kept for another request of this target: never applied to this one
         if early is not None:
             if record.quorum is not None:
                 self._vote(record, early)
@@ -386,6 +425,9 @@ class ApprovalBook:
                 f"{verb} kept for {target_id!r}: the request is not open yet; it applies when the run asks",
                 record,
             )
+        wrong = _wrong_request(record, decision)
+        if wrong is not None:
+            return wrong
         if record.quorum is not None:
             return self._vote(record, decision)
         if decision.args_digest or decision.edited_args is not None:  # else there is nothing to check
@@ -544,6 +586,7 @@ class ApprovalBook:
                 edited_args=record.quorum_args,
                 args_digest=tally.args_digest,
                 channel=decision.channel,  # the last vote's way in, as the store records it
+                request_id=decision.request_id,
             )
         self._resolve(record, decision)
         verb = "approved" if decision.approved else "rejected"
@@ -588,6 +631,19 @@ def _tally_for(request: ApprovalRequest) -> QuorumTally | None:
     from .policy import QuorumTally
 
     return QuorumTally(quorum=ask.quorum, args_digest=request.args_digest, reject_ends=ask.reject_ends)
+
+
+def _wrong_request(record: ApprovalRecord, decision: Decision) -> DecisionResult | None:
+    """A refusal when ``decision`` names a request other than the one open for its target."""
+    request = record.request
+    if not decision.request_id or request is None or decision.request_id == request.request_id:
+        return None
+    return DecisionResult(
+        DecisionVerdict.WRONG_REQUEST,
+        f"refused: the decision is for request {safe_repr(decision.request_id)} of {record.target_id!r}, but the "
+        f"request awaiting a decision is {request.request_id!r} (asked again since); nothing was changed",
+        record,
+    )
 
 
 def _expire(waiter: asyncio.Future[ApprovalOutcome], target_id: str) -> None:

@@ -253,8 +253,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     cli_grants.add_parser(cmd)
     p = cmd("users", "manage who may log in to goldfive serve")
-    p.add_argument("action", choices=["add", "list", "disable", "rotate", "groups"], help="what to do")
-    p.add_argument("name", nargs="?", help="the user's name (add, disable, rotate, groups)")
+    p.add_argument("action", choices=["add", "list", "disable", "enable", "rotate", "groups"], help="what to do")
+    p.add_argument("name", nargs="?", help="the user's name (add, disable, enable, rotate, groups)")
     p.add_argument("--role", choices=["viewer", "approver", "admin", "agent"], help="add: the user's role")
     p.add_argument(
         "--group",
@@ -667,10 +667,18 @@ def _users(store: Store, args: argparse.Namespace, out: _Out) -> int:
             return EXIT_OK
         elif args.action == "rotate":
             made = users.rotate_user(store, args.name)
+        elif args.action == "enable":
+            user = users.enable_user(store, args.name)
+            out.emit(
+                f"enabled {user.name!r}: their current token works again",
+                {"name": user.name, "role": user.role, "disabled": False},
+            )
+            return EXIT_OK
         else:
             user = users.disable_user(store, args.name)
             out.emit(
-                f"disabled {user.name!r}: their token no longer works and their web sessions ended",
+                f"disabled {user.name!r}: their token no longer works, their web sessions and open event streams "
+                "ended (a serve process ends the streams within a second)",
                 {"name": user.name, "role": user.role, "disabled": True},
             )
             return EXIT_OK
@@ -678,9 +686,17 @@ def _users(store: Store, args: argparse.Namespace, out: _Out) -> int:
         raise _Exit(EXIT_FAILURE, str(exc)) from None
     what = "created" if args.action == "add" else "new token for"
     groups = f", groups {','.join(made.user.groups)}" if made.user.groups else ""
+    still = f"; still DISABLED: it works after goldfive users enable {made.user.name}" if made.user.disabled else ""
     out.emit(
-        f"{what} {made.user.name!r} (role {made.user.role}{groups}); the token below is shown only once:\n{made.token}",
-        {"name": made.user.name, "role": made.user.role, "groups": list(made.user.groups), "token": made.token},
+        f"{what} {made.user.name!r} (role {made.user.role}{groups}{still}); the token below is shown only once:\n"
+        f"{made.token}",
+        {
+            "name": made.user.name,
+            "role": made.user.role,
+            "groups": list(made.user.groups),
+            "disabled": made.user.disabled,
+            "token": made.token,
+        },
     )
     return EXIT_OK
 

@@ -230,6 +230,7 @@ def _show_text(item: Mapping[str, Any]) -> str:
         f"status     {item['status']}" + (f" — {inert(why, _FULL)}" if why else ""),
         f"run        {t('run_id')}" + (f"  session {t('session_id')}" if item.get("session_id") else ""),
         f"asked      {_when(item['requested_at_ms'])}  (expires {_when(item['expires_at_ms'])})",
+        f"request    {t('request_id', 200)}" if item.get("request_id") else "",
         f"prompt     {t('prompt')}" if item.get("prompt") else "",
         f"task       {t('task_id')}" if item.get("task_id") else "",
         f"tool       {t('tool_name')}" if item.get("tool_name") else "",

@@ -33,8 +33,8 @@ _TEXT_FIELD = {
     ControlKind.INJECT_MESSAGE: ("inject_message", "text"),
     ControlKind.REWIND_TO: ("rewind", "to"),
 }
-_APPROVE_KEYS = ("target_id", "detail", "decided_by", "args_digest")
-_REJECT_KEYS = ("target_id", "detail", "decided_by", "args_digest")
+_APPROVE_KEYS = ("target_id", "detail", "decided_by", "args_digest", "request_id")
+_REJECT_KEYS = ("target_id", "detail", "decided_by", "args_digest", "request_id")
 
 
 def timestamp_from_ms(ms: int) -> Timestamp:

@@ -13,8 +13,8 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ._util import canonical_json, safe_repr, shorten
-from .approvals import ApprovalRequest, Decision, DecisionVerdict
-from .control import AckResult, ControlAck, ControlKind, ControlMessage, check_message
+from .approvals import ApprovalRequest, Decision, DecisionResult, DecisionVerdict
+from .control import ControlAck, ControlKind, ControlMessage, check_message
 from .payloads import BadPayload, decision_from_payload, text_field
 from .pb.v1 import events_pb2
 
@@ -142,14 +142,20 @@ def _decision(session: Session, msg: ControlMessage) -> ControlAck:
                 "decided_by": final.decided_by,
                 "detail": final.detail,
                 "quorum_progress": tally.progress(),
+                "request_id": _request_of(result),
             }
             if final.edited_args is not None:  # the arguments all of them approved (an earlier edit)
                 data["edited_args"] = dict(final.edited_args)
             return ControlAck.success(msg.id, detail, data=data)
-        return ControlAck(msg.id, AckResult.SUCCESS, detail)
+        # The request the decision resolved: whoever records acks (the store) writes it to that request only.
+        return ControlAck.success(msg.id, detail, data={"request_id": _request_of(result)})
     if result.verdict is DecisionVerdict.COUNTED and tally is not None:
         # A vote, not the decision: the ack says so, so whoever records acks (the store) keeps it pending.
-        counted: dict[str, Any] = {"decision": "counted", "quorum_progress": tally.progress()}
+        counted: dict[str, Any] = {
+            "decision": "counted",
+            "quorum_progress": tally.progress(),
+            "request_id": _request_of(result),
+        }
         quorum_args = result.record.quorum_args if result.record is not None else None
         if quorum_args is not None:
             # An edit restarted the count: the edited arguments are on the table, and the next approver must
@@ -160,6 +166,11 @@ def _decision(session: Session, msg: ControlMessage) -> ControlAck:
     if result.verdict in (DecisionVerdict.KEPT_EARLY, DecisionVerdict.COUNTED):
         return ControlAck.success(msg.id, result.detail)
     return ControlAck.failure(msg.id, result.detail)
+
+
+def _request_of(result: DecisionResult) -> str:
+    record = result.record
+    return record.request.request_id if record is not None and record.request is not None else ""
 
 
 _TABLE: Mapping[ControlKind, Handler] = {

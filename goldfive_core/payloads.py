@@ -50,19 +50,20 @@ def text_field(payload: Mapping[str, Any], key: str, *, required: bool = False) 
 def decision_from_payload(kind: ControlKind, payload: Mapping[str, Any]) -> tuple[str, Decision]:
     """Parse an APPROVE/REJECT payload; raises ValueError with a message fit for an ack."""
     get = payload.get
-    target_id, detail, decided_by, digest, channel = (
+    target_id, detail, decided_by, digest, channel, request_id = (
         get("target_id"),
         get("detail"),
         get("decided_by"),
         get("args_digest"),
         get("channel"),
+        get("request_id"),
     )
     if detail is None or (isinstance(detail, str) and not detail):  # an empty detail: the reason, if any
         detail = get("reason")
     # Every decision passes here while an agent waits: plain strings within the limit are taken as they are,
     # and anything else goes through text_field(), which says what is wrong (the same checks, one call each).
     plain = isinstance(target_id, str) and len(target_id) <= MAX_TEXT and target_id.strip() != ""
-    for value in (detail, decided_by, digest, channel):
+    for value in (detail, decided_by, digest, channel, request_id):
         if value is not None and (not isinstance(value, str) or len(value) > MAX_TEXT):
             plain = False
     if not plain:
@@ -72,6 +73,7 @@ def decision_from_payload(kind: ControlKind, payload: Mapping[str, Any]) -> tupl
             decided_by = text_field(payload, "decided_by")
             digest = text_field(payload, "args_digest")
             channel = text_field(payload, "channel")
+            request_id = text_field(payload, "request_id")
         except BadPayload as exc:
             raise ValueError(f"{kind.value}: {exc}") from None
     assert isinstance(target_id, str)
@@ -93,6 +95,7 @@ def decision_from_payload(kind: ControlKind, payload: Mapping[str, Any]) -> tupl
         edited_args=edited,
         args_digest=digest or "",
         channel=channel or "",
+        request_id=request_id or "",
     )
 
 

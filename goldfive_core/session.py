@@ -339,6 +339,7 @@ class Session:
                     decision="approve" if decision.approved else "reject",
                     progress=tally.progress(),
                     channel=decision.channel,
+                    request_id=_request_id(result.record),
                 )
             )
         if result.verdict in (DecisionVerdict.APPLIED, DecisionVerdict.APPLIED_LATE):
@@ -498,6 +499,7 @@ class Session:
                     "prompt": r.request.prompt if r.request else "",
                     "task_id": r.request.task_id if r.request else "",
                     "args_digest": r.request.args_digest if r.request else "",
+                    "request_id": r.request.request_id if r.request else "",
                     "quorum": r.quorum.progress() if r.quorum is not None else "",
                 }
                 for r in self.approvals.open_records()
@@ -530,6 +532,8 @@ class Session:
             metadata=dict(request.metadata),
             args_digest=request.args_digest,
             timeout_ms=request.timeout_ms,
+            request_id=request.request_id,
+            request_digest=request.digest,
         )
         record = self.approvals.get(request.target_id)
         if record is not None and record.requested_at_ms:
@@ -547,6 +551,7 @@ class Session:
                     decided_by=decision.decided_by,
                     edited_args_json=canonical_json(decision.edited_args) if decision.edited_args is not None else "",
                     channel=decision.channel,
+                    request_id=_request_id(record),
                 )
             )
         else:
@@ -556,6 +561,7 @@ class Session:
                     detail=decision.detail,
                     decided_by=decision.decided_by,
                     channel=decision.channel,
+                    request_id=_request_id(record),
                 )
             )
 
@@ -593,6 +599,10 @@ class Session:
 
 _BASE_ON_TOOL_CALL = Detector.on_tool_call
 _BASE_ON_MODEL_CALL = Detector.on_model_call
+
+
+def _request_id(record: ApprovalRecord | None) -> str:
+    return record.request.request_id if record is not None and record.request is not None else ""
 
 
 def _env_policy() -> Policy | None:

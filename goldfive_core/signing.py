@@ -4,8 +4,9 @@ Agents need write access to the store, so a row in the database proves nothing a
 The server holds an Ed25519 private key in a file outside the database (mode 0600) and signs every
 decision it writes. An agent started with the public key (``GOLDFIVE_TRUST_KEY`` or
 ``StoreChannel(trust_key=...)``) applies only decisions whose signature covers the exact target,
-run, decision, edited arguments, argument digest, decider and channel — see :func:`check_decision`,
-the one function every path that applies a decision from outside calls.
+run, request (its id and :func:`~goldfive_core.approvals.request_digest`: prompt and arguments), decision,
+edited arguments, argument digest, decider and channel — see :func:`check_decision`, the one function
+every path that applies a decision from outside calls.
 
 ``cryptography`` is imported on first use only (``pip install 'goldfive[server]'``), so
 ``import goldfive_core`` stays free of it.
@@ -77,13 +78,21 @@ class SignedDecision:
     """How the person decided: ``web``, ``api`` or ``cli``."""
     grant: str = ""
     """The standing grant an approval asks for (``run``, ``session``, ``1h``); ``""`` for none."""
+    request_id: str = ""
+    """The request decided (unique across re-asks of one target); ``""`` only for records made before it existed."""
+    request_digest: str = ""
+    """:func:`~goldfive_core.approvals.request_digest` of that request: what the person was shown and approved."""
+
+
+_OMITTED_WHEN_EMPTY = ("grant", "request_id", "request_digest")
 
 
 def decision_bytes(facts: SignedDecision, *, key_id: str, signed_at_ms: int) -> bytes:
     """The exact bytes signed: the domain tag and canonical JSON of every covered field."""
     body = dataclasses.asdict(facts)
-    if not body["grant"]:
-        del body["grant"]  # a decision without a grant signs the same bytes as before grants existed
+    for name in _OMITTED_WHEN_EMPTY:  # a decision without them signs the same bytes as before they existed
+        if not body[name]:
+            del body[name]
     body["key_id"] = key_id
     body["signed_at_ms"] = signed_at_ms
     return DOMAIN + canonical_json(body).encode()
@@ -191,12 +200,15 @@ def check_decision(
     detail: str,
     signature: Any,
     grant: str = "",
+    request_id: str = "",
+    request_digest: str = "",
 ) -> str | None:
     """None when ``signature`` is ``trust``'s signature of exactly this decision, else what is wrong.
 
     ``signature`` is the block :meth:`DecisionSigner.sign` made (a mapping, or its JSON text).
-    The decision is rebuilt from the values the agent is about to apply, so a signature for
-    another target, run, verdict, argument edit, digest, decider or reason does not verify.
+    The decision is rebuilt from the values the agent is about to apply — ``request_id`` and
+    ``request_digest`` from the agent's own request — so a signature for another target, run,
+    request, prompt, verdict, argument edit, digest, decider or reason does not verify.
     """
     if isinstance(signature, str):
         if not signature:
@@ -238,11 +250,13 @@ def check_decision(
         detail=detail,
         channel=channel,
         grant=grant,
+        request_id=request_id,
+        request_digest=request_digest,
     )
     if not trust.verify(decision_bytes(facts, key_id=key_id, signed_at_ms=at), raw_sig):
         return (
             "the decision's signature does not match what it claims "
-            "(target, run, verdict, edits, digest, decider, reason, grant)"
+            "(target, run, request, verdict, edits, digest, decider, reason, grant)"
         )
     return None
 

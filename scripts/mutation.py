@@ -55,6 +55,8 @@ CROSS = ("tests/store/test_store_cross_process.py",)
 LEDGER = ("tests/store/test_store_ledger.py",)
 HTTP_LEDGER = ("tests/http/test_http_ledger.py",)
 OUTAGES = ("tests/faults/test_faults_done_kept.py",)
+AUTHZ = ("tests/server/test_server_authz_matrix.py", "tests/server/test_server_auth.py")
+SESSIONS = ("tests/server/test_server_sessions.py",)
 
 # Where code lives now, and where the tool-call gate moves it (a mutation applies in the first file
 # that holds its snippet exactly once).
@@ -64,6 +66,8 @@ CLAUDE_ADAPTER = ("goldfive_core/adapters/claude.py", "goldfive_core/toolcall.py
 SQL = ("goldfive_core/store/_sql.py",)
 DECIDE = ("goldfive_core/store/decide.py",)
 BOOK = ("goldfive_core/approvals.py",)
+AUTH = ("goldfive_core/server/auth.py",)
+APP = ("goldfive_core/server/app.py",)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -588,6 +592,139 @@ MUTATIONS: tuple[Mutation, ...] = (
         "        lost = self.pending()",
         "closing does not wait for kept 'done' records (they die with the process)",
         OUTAGES,
+    ),
+    # -- goldfive serve: who is asking, CSRF, fetch metadata, attempt limits, sessions ---------------------------
+    M(
+        AUTH,
+        "        if not await self._secret_matches(digest, secret, user.token_hash, token_id=token_id, key=key):",
+        "        if False:",
+        "auth: a bearer token's secret is never verified (only its id)",
+        AUTHZ,
+    ),
+    M(
+        AUTH,
+        "        user = await _lookup(self.store.user, session.user_name)\n        if user is None or user.disabled:",
+        "        user = await _lookup(self.store.user, session.user_name)\n        if user is None:",
+        "auth: a disabled user's web session cookie still works",
+        AUTHZ,
+    ),
+    M(
+        AUTH,
+        "if not sent or not hmac.compare_digest(sent, user.csrf):",
+        "if not sent:",
+        "auth: CSRF: any non-empty X-CSRF-Token is accepted",
+        AUTHZ,
+    ),
+    M(
+        AUTH,
+        'if site not in ("same-origin", "none"):',
+        'if site not in ("same-origin", "same-site", "none"):',
+        "auth: fetch metadata: Sec-Fetch-Site: same-site is accepted",
+        AUTHZ,
+    ),
+    M(
+        APP,
+        'self.auth.check_csrf(request, user, write=request.method not in ("GET", "HEAD"))',
+        'if request.method not in ("GET", "HEAD"):\n'
+        "                    self.auth.check_csrf(request, user, write=True)",
+        "auth: fetch metadata: a cross-site cookie read (GET) is served",
+        AUTHZ,
+    ),
+    M(
+        APP,
+        'MutableHeaders(scope=message).setdefault("X-Content-Type-Options", "nosniff")',
+        "pass",
+        "auth: headers: responses lack X-Content-Type-Options: nosniff",
+        AUTHZ,
+    ),
+    M(
+        AUTH,
+        "    if wait:\n        raise AuthError(\n            429,",
+        "    if False:\n        raise AuthError(\n            429,",
+        "lockout: wrong secrets for a real token id are never limited (each costs a scrypt)",
+        AUTHZ,
+    ),
+    M(
+        AUTH,
+        "_refuse_if_limited(token_id, self.wrong_secrets.take(key))",
+        "self.wrong_secrets.take(key)",
+        "lockout: concurrent wrong secrets all reach scrypt (no place taken before the check)",
+        AUTHZ,
+    ),
+    M(
+        AUTH,
+        "        check = self._checks.get(digest)",
+        "        check = None",
+        "lockout: concurrent first requests with the right token each take a place (some refused)",
+        AUTHZ,
+    ),
+    M(
+        AUTH,
+        "        if key is not None and digest not in self._verified:",
+        "        if key is not None:",
+        "lockout: a limit blocks a token this process already verified (the right token locked out)",
+        AUTHZ,
+    ),
+    M(
+        AUTH,
+        '        key = f"{token_id} {addr}" if addr is not None else None',
+        "        key = token_id if addr is not None else None",
+        "lockout: the wrong-secret limit is per token id only (the right token from another address refused)",
+        AUTHZ,
+    ),
+    M(
+        AUTH,
+        "        user = await _lookup(self.store.user, name) if name else None\n",
+        "        if self.failed_logins.take(client_key(addr)):\n"
+        '            raise AuthError(429, "too many failed logins from this address")\n'
+        "        self.failed_logins.give_back(client_key(addr))\n"
+        "        user = await _lookup(self.store.user, name) if name else None\n",
+        "lockout: the failed-login limit of a noisy address is applied before the token is looked at",
+        AUTHZ,
+    ),
+    M(
+        ("goldfive_core/store/users.py",),
+        "store.update_user(name, token_id=token_id, token_hash=hash_token(secret))",
+        "store.update_user(name, token_id=token_id, token_hash=hash_token(secret), disabled=False)",
+        "disable/rotate: a rotate re-enables a disabled user",
+        SESSIONS,
+    ),
+    M(
+        APP,
+        "                row = await _run(users_mod.disable_user, self.store, name)\n"
+        "                self.sessions.end_user(name)",
+        "                row = await _run(users_mod.disable_user, self.store, name)",
+        "disable/rotate: disabling a user here leaves their open event streams running",
+        SESSIONS,
+    ),
+    M(
+        APP,
+        "                made = await _run(users_mod.rotate_user, self.store, name)\n"
+        "                self.sessions.end_user(name)",
+        "                made = await _run(users_mod.rotate_user, self.store, name)",
+        "disable/rotate: rotating a user's token here leaves streams opened with the old one running",
+        SESSIONS,
+    ),
+    M(
+        APP,
+        "        self.sessions.end_session(user.session_hash)",
+        "        pass",
+        "disable/rotate: logging out leaves the session's open event stream running",
+        SESSIONS,
+    ),
+    M(
+        ("goldfive_core/server/sessions.py",),
+        "            if not await self._still_valid(leases[0].user, leases[0].permission):",
+        "            if False:",
+        "disable/rotate: a disable or rotate by another process never closes this process's streams",
+        SESSIONS,
+    ),
+    M(
+        ("goldfive_core/server/sessions.py",),
+        "                if lease.ended.is_set():  # even when a chunk is ready too",
+        "                if False:  # even when a chunk is ready too",
+        "disable/rotate: an ended stream keeps sending",
+        SESSIONS,
     ),
     # -- the store channel: decisions recorded while a live run was cut off -----------------------------------------
     M(

@@ -21,10 +21,13 @@ from importlib import resources
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.datastructures import MutableHeaders
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .._util import shorten
 from ..approvals import Principal
@@ -60,6 +63,7 @@ from ..store.views import approval_json, approvals_json, in_doubt_json, run_json
 from .agents import AgentApi, agent_routes, audit_refusal
 from .auth import COOKIE, SESSION_TTL_MS, Authenticator, AuthError, User, derive_cookie_key
 from .notify import Notifier, NotifyConfig
+from .sessions import SessionWatch
 from .stream import Broadcaster
 
 __all__ = ["MAX_BODY_BYTES", "ApiError", "ServerConfig", "create_app"]
@@ -122,6 +126,9 @@ class ServerConfig:
     checkpoints: CheckpointWriter | None = None
     """Writes signed checkpoints of the audit chain head (to a file outside the database); None: none."""
     checkpoint_every_s: float = 60.0
+    session_recheck_s: float = 1.0
+    """How often open event streams re-check their credential: a disable, rotate or logout done by another
+    process (``goldfive users``, another ``serve``) ends them within this (one done here ends them at once)."""
 
 
 # -- helpers --------------------------------------------------------------------------------------------------------
@@ -218,6 +225,8 @@ class _Api:
             secure_cookies=config.secure_cookies,
         )
         self.events = Broadcaster(store, poll_interval_s=config.poll_interval_s)
+        self.sessions = SessionWatch(self.auth.still_valid, every_s=config.session_recheck_s)
+        """The open streams' leases: they end when their user's access does."""
         self.agents = AgentApi(store, max_body_bytes=MAX_AGENT_BODY_BYTES)
         self.policy_authority = PolicyAuthority(config.policy, roles=self._roles)
         """Who may decide when the config names no authority of its own: the policy's rules, the users' roles."""
@@ -237,13 +246,15 @@ class _Api:
         async def endpoint(request: Request) -> Response:
             try:
                 user = await self.auth.authenticate(request)
-                if request.method not in ("GET", "HEAD"):
-                    self.auth.check_csrf(request, user)
+                self.auth.check_csrf(request, user, write=request.method not in ("GET", "HEAD"))
                 if not user.can(permission):
                     if user.role == "agent":  # an agent token reaching for the inbox or a decision: on the record
                         await audit_refusal(self.store, user, request, permission)
                     raise AuthError(403, f"{user.name!r} has role {user.role!r}, which may not {permission}")
-                return await handler(request, user)
+                response = await handler(request, user)
+                if isinstance(response, StreamingResponse):  # open for long: it ends when the user's access does
+                    response.body_iterator = self.sessions.guard(user, permission, response.body_iterator)
+                return response
             except AuthError as exc:
                 headers = {"Retry-After": str(exc.retry_after_s)} if exc.retry_after_s else None
                 if exc.status == 401:
@@ -290,6 +301,7 @@ class _Api:
 
     async def logout(self, request: Request, user: User) -> Response:
         await self.auth.logout(user)
+        self.sessions.end_session(user.session_hash)
         response = JSONResponse({"result": "logged out"})
         response.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict")
         return response
@@ -588,15 +600,21 @@ class _Api:
                     status = 404 if str(exc).startswith("unknown user") else 400
                     raise ApiError(status, str(exc)) from None
                 return JSONResponse({"name": row.name, "role": row.role, "groups": list(row.groups)})
-            if action == "rotate":
+            if action == "rotate":  # the old token stops working: so do the streams opened with it
                 made = await _run(users_mod.rotate_user, self.store, name)
-                return JSONResponse({"name": made.user.name, "role": made.user.role, "token": made.token})
+                self.sessions.end_user(name)
+                shown = {"name": made.user.name, "role": made.user.role, "disabled": made.user.disabled}
+                return JSONResponse({**shown, "token": made.token})
             if action == "disable":
                 row = await _run(users_mod.disable_user, self.store, name)
-                return JSONResponse({"name": row.name, "role": row.role, "disabled": True})
+                self.sessions.end_user(name)
+                return JSONResponse({"name": row.name, "role": row.role, "disabled": row.disabled})
+            if action == "enable":  # never implied by a rotate: giving access back is a step of its own
+                row = await _run(users_mod.enable_user, self.store, name)
+                return JSONResponse({"name": row.name, "role": row.role, "disabled": row.disabled})
         except users_mod.UserError as exc:
             raise ApiError(404, str(exc)) from None
-        raise ApiError(404, f"unknown user action {shorten(action, 40)!r}: use rotate, disable or groups")
+        raise ApiError(404, f"unknown user action {shorten(action, 40)!r}: use rotate, disable, enable or groups")
 
     # -- audit and the stream ---------------------------------------------------------------------------------------
     async def audit_verify(self, request: Request, user: User) -> Response:
@@ -674,6 +692,35 @@ _PAGE_HEADERS = {
 }
 
 
+class _NoSniff:
+    """``X-Content-Type-Options: nosniff`` on every response (API, static files, streams, errors): a browser
+    never reads a JSON body or an uploaded text as script or style."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_header(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                MutableHeaders(scope=message).setdefault("X-Content-Type-Options", "nosniff")
+            await send(message)
+
+        await self.app(scope, receive, send_with_header)
+
+
+async def _server_error(request: Request, exc: Exception) -> Response:
+    """An unexpected error: a JSON 500 without the cause's text (it is in the server's log, not the client's)."""
+    return JSONResponse(
+        {"error": "internal error: the server could not answer this request"},
+        status_code=500,
+        headers={"X-Content-Type-Options": "nosniff"},
+    )
+
+
 async def _not_found(request: Request, exc: Exception) -> Response:
     return JSONResponse({"error": f"no such route: {request.method} {shorten(request.url.path, 120)}"}, status_code=404)
 
@@ -715,6 +762,7 @@ def create_app(store: Store, config: ServerConfig) -> Starlette:
                 notifier.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await notifier
+            await api.sessions.aclose()
             await api.events.aclose()
             await api.agents.hub.aclose()
             api.waits.shutdown(wait=False, cancel_futures=True)
@@ -752,7 +800,8 @@ def create_app(store: Store, config: ServerConfig) -> Starlette:
     app = Starlette(
         routes=routes,
         lifespan=lifespan,
-        exception_handlers={404: _not_found, 405: _bad_method},
+        middleware=[Middleware(_NoSniff)],
+        exception_handlers={404: _not_found, 405: _bad_method, Exception: _server_error},
     )
     app.state.api = api
     return app

@@ -1,15 +1,20 @@
-"""Who is asking: bearer tokens, the web session cookie, CSRF, and login throttling.
+"""Who is asking: bearer tokens, the web session cookie, CSRF, and limits on failed attempts.
 
 * API clients send ``Authorization: Bearer gf5_…``. The token's id finds the user; its secret is
   checked against the scrypt hash once per process and then cached (keyed by a SHA-256 of the
-  token and the stored hash, so a rotated or disabled user is refused on the next request).
+  token, holding the stored hash it matched, so a rotated or disabled user is refused on the next request).
 * The web page logs in with name + token and gets a cookie holding a random session id and an
   HMAC of it (the key is derived from the server's signing key, so every ``serve`` process sharing
   that key accepts it). The store keeps only a hash of the id, with the user and a CSRF token.
-* A write authenticated by the cookie must carry ``X-CSRF-Token`` (bound to the session) and come
-  from the same origin (``Sec-Fetch-Site`` / ``Origin``); bearer requests are not browser-driven.
-* Failed logins are counted per account (growing lockouts, stored, so every process sees them)
-  and per client address (in memory).
+* Every request authenticated by the cookie must come from the same origin (``Sec-Fetch-Site`` /
+  ``Origin``), and a write must also carry ``X-CSRF-Token`` (bound to the session); bearer requests
+  are not browser-driven.
+* A wrong secret for a real token id is limited per (token id, client address): after
+  :data:`WRONG_SECRET_BURST` of them, one more every :data:`WRONG_SECRET_REFILL_S` seconds; beyond that
+  the request is refused (429) *before* any scrypt work. A token this process has already verified is
+  never refused by a limit. Any other failed login (unknown name, a token that is not that user's) is
+  refused without scrypt and only counted per client address. No limit locks an account: the right
+  token, from another address or once verified here, always gets in.
 """
 
 from __future__ import annotations
@@ -22,18 +27,28 @@ import dataclasses
 import functools
 import hashlib
 import hmac
+import logging
 import secrets
-import time
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from starlette.requests import HTTPConnection
 
 from .._util import now_ms
-from ..store.base import Store, UserRow, WebSession
+from ..store.base import Store, StoreError, UserRow, WebSession
 from ..store.users import ROLES, parse_token, role_allows, verify_token
+from .throttle import AttemptLimiter, client_key
 
-__all__ = ["COOKIE", "CSRF_HEADER", "AuthError", "Authenticator", "User"]
+__all__ = [
+    "COOKIE",
+    "CSRF_HEADER",
+    "LOGIN_FAILURE_BURST",
+    "WRONG_SECRET_BURST",
+    "WRONG_SECRET_REFILL_S",
+    "AuthError",
+    "Authenticator",
+    "User",
+]
 
 COOKIE = "goldfive_session"
 CSRF_HEADER = "x-csrf-token"
@@ -41,10 +56,15 @@ SESSION_TTL_MS = 12 * 3600 * 1000
 
 T = TypeVar("T")
 
-_ACCOUNT_FREE_FAILURES = 5
-_ACCOUNT_MAX_LOCK_S = 15 * 60
-_ADDR_WINDOW_S = 300.0
-_ADDR_MAX_FAILURES = 30
+logger = logging.getLogger(__name__)
+
+WRONG_SECRET_BURST = 5
+"""Wrong secrets for one real token id from one client address before the limit applies."""
+WRONG_SECRET_REFILL_S = 10.0
+"""After the burst, one more wrong-secret attempt per (token id, address) this often."""
+LOGIN_FAILURE_BURST = 30
+"""Other failed logins (unknown name, someone else's token) from one address before 429s; one more every 10 s."""
+_LOGIN_FAILURE_REFILL_S = 10.0
 _CACHE_MAX = 1024
 
 
@@ -55,6 +75,15 @@ pool, and the agents' requests that carry those acks must still get through auth
 
 async def _lookup(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     return await asyncio.get_running_loop().run_in_executor(_POOL, functools.partial(fn, *args, **kwargs))
+
+
+def _refuse_if_limited(token_id: str, wait: int) -> None:
+    if wait:
+        raise AuthError(
+            429,
+            f"too many wrong secrets for token id {token_id} from this address; try again in {wait} s",
+            retry_after_s=wait,
+        )
 
 
 class AuthError(Exception):
@@ -77,6 +106,8 @@ class User:
     """``web`` (the session cookie) or ``api`` (a bearer token)."""
     csrf: str = ""
     session_hash: str = ""
+    credential: str = dataclasses.field(default="", repr=False, compare=False)
+    """The bearer token or cookie value the request came with: open streams re-check it (never shown)."""
 
     def can(self, permission: str, roles: Mapping[str, frozenset[str]] = ROLES) -> bool:
         """Whether this user's role grants ``permission``."""
@@ -91,20 +122,25 @@ class Authenticator:
         self._cookie_key = cookie_key
         self.secure_cookies = secure_cookies
         self._verified: collections.OrderedDict[str, str] = collections.OrderedDict()
-        self._addr_failures: dict[str, collections.deque[float]] = {}
+        """SHA-256 of a token → the stored hash its secret matched (LRU, at most ``_CACHE_MAX``)."""
+        self._checks: dict[str, asyncio.Future[bool]] = {}
+        """Scrypt checks under way, by the token's SHA-256: concurrent requests with one token share one."""
+        self.wrong_secrets = AttemptLimiter(burst=WRONG_SECRET_BURST, refill_s=WRONG_SECRET_REFILL_S)
+        self.failed_logins = AttemptLimiter(burst=LOGIN_FAILURE_BURST, refill_s=_LOGIN_FAILURE_REFILL_S)
 
     # -- requests ---------------------------------------------------------------------------------------------
     async def authenticate(self, conn: HTTPConnection) -> User:
-        """The user behind a request, or :class:`AuthError` 401."""
+        """The user behind a request, or :class:`AuthError` 401 (429 while its token id is limited)."""
         header = conn.headers.get("authorization", "")
         if header:
             scheme, _, token = header.partition(" ")
-            if scheme.lower() != "bearer" or not token.strip():
+            token = token.strip()
+            if scheme.lower() != "bearer" or not token:
                 raise AuthError(401, "the Authorization header must be 'Bearer <token>'")
-            user = await self._by_token(token.strip())
+            user = await self._by_token(token, addr=client_key(conn.client.host if conn.client else None))
             if user is None:
                 raise AuthError(401, "the bearer token is not valid (unknown, rotated, or its user is disabled)")
-            return User(name=user.name, role=user.role, channel="api")
+            return User(name=user.name, role=user.role, channel="api", credential=token)
         cookie = conn.cookies.get(COOKIE)
         if cookie:
             found = await self._by_cookie(cookie)
@@ -113,24 +149,66 @@ class Authenticator:
             raise AuthError(401, "your session has ended; log in again")
         raise AuthError(401, "log in first: send 'Authorization: Bearer <token>' or use the login page")
 
-    async def _by_token(self, token: str) -> UserRow | None:
+    async def still_valid(self, user: User, permission: str) -> bool:
+        """Whether the credential ``user`` came with still grants ``permission`` (an open stream's re-check).
+        An error while checking is a no: fail closed."""
+        try:
+            if user.channel == "api":
+                row = await self._by_token(user.credential, addr=None)
+                return row is not None and row.name == user.name and role_allows(row.role, permission)
+            found = await self._by_cookie(user.credential)
+            return found is not None and found.name == user.name and found.can(permission)
+        except StoreError as exc:
+            logger.warning("re-checking %r's open stream: the store is unavailable (%s); ending it", user.name, exc)
+            return False
+
+    async def _by_token(self, token: str, *, addr: str | None) -> UserRow | None:
+        """The user of a valid token. With ``addr``, a secret not verified yet is subject to the (token id,
+        address) limit: a limited one is refused with 429 before the store or scrypt is asked."""
         parsed = parse_token(token)
         if parsed is None:
             return None
         token_id, secret = parsed
+        digest = hashlib.sha256(token.encode()).hexdigest()
+        key = f"{token_id} {addr}" if addr is not None else None
+        if key is not None and digest not in self._verified:
+            _refuse_if_limited(token_id, self.wrong_secrets.wait(key))
         user = await _lookup(self.store.user_by_token_id, token_id)
         if user is None or user.disabled:
             return None
-        key = hashlib.sha256(f"{token}\n{user.token_hash}".encode()).hexdigest()
-        if key in self._verified:
-            self._verified.move_to_end(key)
-            return user
-        if not await _lookup(verify_token, secret, user.token_hash):
+        if not await self._secret_matches(digest, secret, user.token_hash, token_id=token_id, key=key):
             return None
-        self._verified[key] = user.name
-        while len(self._verified) > _CACHE_MAX:
-            self._verified.popitem(last=False)
         return user
+
+    async def _secret_matches(self, digest: str, secret: str, stored: str, *, token_id: str, key: str | None) -> bool:
+        """Whether the secret matches the ``stored`` hash: from the cache, else by one scrypt check per token at
+        a time (concurrent requests with the same token share it). A new check takes a place of ``key``'s limit
+        first (so concurrent wrong secrets cannot all slip through), given back unless the secret was wrong."""
+        matched = self._verified.get(digest)
+        if matched is not None:
+            if matched == stored:
+                self._verified.move_to_end(digest)
+                return True
+            del self._verified[digest]  # the stored hash changed under this token id: check afresh
+        check = self._checks.get(digest)
+        if check is None:
+            if key is not None:
+                _refuse_if_limited(token_id, self.wrong_secrets.take(key))
+            check = asyncio.ensure_future(_lookup(verify_token, secret, stored))
+            self._checks[digest] = check
+
+            def settle(done: asyncio.Future[bool]) -> None:
+                self._checks.pop(digest, None)
+                if done.cancelled() or done.exception() is not None or not done.result():
+                    return  # a wrong secret (or a failed check) keeps its place of the limit taken
+                self._verified[digest] = stored
+                while len(self._verified) > _CACHE_MAX:
+                    self._verified.popitem(last=False)
+                if key is not None:
+                    self.wrong_secrets.give_back(key)
+
+            check.add_done_callback(settle)
+        return await asyncio.shield(check)
 
     def _mac(self, sid: str) -> str:
         return hmac.new(self._cookie_key, sid.encode(), hashlib.sha256).hexdigest()[:32]
@@ -146,7 +224,9 @@ class Authenticator:
         user = await _lookup(self.store.user, session.user_name)
         if user is None or user.disabled:
             return None
-        return User(name=user.name, role=user.role, channel="web", csrf=session.csrf, session_hash=id_hash)
+        return User(
+            name=user.name, role=user.role, channel="web", csrf=session.csrf, session_hash=id_hash, credential=cookie
+        )
 
     # -- CSRF -----------------------------------------------------------------------------------------------------
     @staticmethod
@@ -166,61 +246,36 @@ class Authenticator:
         if origin.split("://", 1)[-1] != host:
             raise AuthError(403, f"cross-site request refused (Origin {origin[:80]!r} is not this server)")
 
-    def check_csrf(self, conn: HTTPConnection, user: User) -> None:
-        """A cookie-authenticated write needs the session's CSRF token and the same origin."""
+    def check_csrf(self, conn: HTTPConnection, user: User, *, write: bool) -> None:
+        """A cookie-authenticated request must come from the same origin; a write also needs the session's
+        CSRF token. Bearer requests are not checked (a browser cannot add the header on another site's behalf)."""
         if user.channel != "web":
             return
         self.check_same_origin(conn)
+        if not write:
+            return
         sent = conn.headers.get(CSRF_HEADER, "")
         if not sent or not hmac.compare_digest(sent, user.csrf):
             raise AuthError(403, "missing or wrong X-CSRF-Token header (reload the page)")
 
     # -- login -----------------------------------------------------------------------------------------------------
-    def _addr_check(self, addr: str) -> None:
-        window = self._addr_failures.get(addr)
-        if window is None:
-            return
-        cutoff = time.monotonic() - _ADDR_WINDOW_S
-        while window and window[0] < cutoff:
-            window.popleft()
-        if len(window) >= _ADDR_MAX_FAILURES:
-            wait = int(window[0] - cutoff) + 1
-            raise AuthError(429, f"too many failed logins from this address; try again in {wait} s", retry_after_s=wait)
-
-    def _addr_fail(self, addr: str) -> None:
-        self._addr_failures.setdefault(addr, collections.deque()).append(time.monotonic())
-        if len(self._addr_failures) > 10_000:  # bound memory under a spray of addresses
-            self._addr_failures.pop(next(iter(self._addr_failures)))
-
     async def login(self, name: str, token: str, *, addr: str) -> tuple[User, str]:
         """Check name + token; returns the user and the cookie value of a new session."""
-        self._addr_check(addr)
         user = await _lookup(self.store.user, name) if name else None
-        now = now_ms()
-        if user is not None and user.locked_until_ms > now:
-            wait = (user.locked_until_ms - now) // 1000 + 1
-            raise AuthError(429, f"too many failed logins for {name!r}; try again in {wait} s", retry_after_s=wait)
         parsed = parse_token(token)
-        ok = (
-            user is not None
-            and not user.disabled
-            and parsed is not None
-            and parsed[0] == user.token_id
-            and await _lookup(verify_token, parsed[1], user.token_hash)
-        )
-        if not ok or user is None:
-            self._addr_fail(addr)
-            if user is not None:
-                failures = user.failed_logins + 1
-                lock_s = 0
-                if failures >= _ACCOUNT_FREE_FAILURES:
-                    lock_s = min(2 ** (failures - _ACCOUNT_FREE_FAILURES), _ACCOUNT_MAX_LOCK_S)
-                await _lookup(
-                    self.store.note_login, user.name, ok=False, lock_until_ms=now + lock_s * 1000 if lock_s else 0
+        if user is None or user.disabled or parsed is None or parsed[0] != user.token_id:
+            # Not this user's current token (the right one always has their token id): refused without scrypt,
+            # counted per address only, so nobody else's failures can lock the right token out.
+            wait = self.failed_logins.take(client_key(addr))
+            if wait:
+                raise AuthError(
+                    429, f"too many failed logins from this address; try again in {wait} s", retry_after_s=wait
                 )
             raise AuthError(401, "wrong name or token (or the user is disabled)")
-        if user.failed_logins:
-            await _lookup(self.store.note_login, user.name, ok=True)
+        found = await self._by_token(token, addr=client_key(addr))
+        if found is None or found.name != user.name:
+            raise AuthError(401, "wrong name or token (or the user is disabled)")
+        now = now_ms()
         sid = secrets.token_urlsafe(32)
         csrf = secrets.token_urlsafe(24)
         id_hash = hashlib.sha256(sid.encode()).hexdigest()
@@ -228,8 +283,10 @@ class Authenticator:
             id_hash=id_hash, user_name=user.name, csrf=csrf, created_at_ms=now, expires_at_ms=now + SESSION_TTL_MS
         )
         await _lookup(self.store.add_web_session, session)
-        found = User(name=user.name, role=user.role, channel="web", csrf=csrf, session_hash=id_hash)
-        return found, f"{sid}.{self._mac(sid)}"
+        cookie = f"{sid}.{self._mac(sid)}"
+        return User(
+            name=user.name, role=user.role, channel="web", csrf=csrf, session_hash=id_hash, credential=cookie
+        ), cookie
 
     async def logout(self, user: User) -> None:
         """End the user's web session."""

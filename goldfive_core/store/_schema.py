@@ -34,7 +34,7 @@ __all__ = [
     "USER_COLS",
 ]
 
-SCHEMA_VERSION = 14
+SCHEMA_VERSION = 15
 
 # Migrations: (version, statements). Types are filled in per dialect: {id} an auto-increment
 # primary key, {blob} bytes, {big} a 64-bit integer. Never edit a released step; add one.
@@ -205,6 +205,14 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
     (
         14,
         (
+            # Each request has an identity of its own (a re-ask of the target is a new request): a decision is
+            # written only to the request it names, and a server's signature covers it. Records before have none.
+            "ALTER TABLE gf_approvals ADD COLUMN request_id TEXT NOT NULL DEFAULT ''",
+        ),
+    ),
+    (
+        15,
+        (
             # Agents own their calls: the ledger is keyed by (owner, call id), the owner being the agent user who
             # owns the claiming run over HTTP ('' for processes that write the store), so one agent can neither
             # claim nor finish another's call and two agents reusing a call id never collide. Rows keep the owner
@@ -232,7 +240,7 @@ APPROVAL_COLS = (
     "edited_args_json, decided_via"
 )
 APPROVAL_SELECT = APPROVAL_COLS + (
-    ", decided_channel, decision_sig, quorum_progress, original_args_json, original_args_digest"
+    ", decided_channel, decision_sig, quorum_progress, original_args_json, original_args_digest, request_id"
 )
 """What reads select: the record and how it was decided (columns with defaults, kept out of inserts)."""
 RUN_COLS = "run_id, session_id, adapter, pid, host, status, started_at_ms, heartbeat_at_ms, ended_at_ms"
@@ -284,6 +292,7 @@ def approval_row(row: Sequence[Any]) -> ApprovalRow:
         quorum_progress=row[23] if len(row) > 23 else "",
         original_args_json=row[24] if len(row) > 24 else "",
         original_args_digest=row[25] if len(row) > 25 else "",
+        request_id=row[26] if len(row) > 26 else "",
     )
 
 

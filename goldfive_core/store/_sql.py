@@ -88,6 +88,25 @@ def _marks(new: ApprovalStatus) -> str:
     return ", ".join("?" for _ in sources(new))
 
 
+def _request_where(run_id: str, target_id: str, request_id: str) -> tuple[str, tuple[str, ...]]:
+    """The record a decision, vote or ack of ``request_id`` may write: that request only, never a re-ask of it.
+
+    A decision that names no request (a writer from before requests had ids) writes the target's record.
+    """
+    if request_id:
+        return "run_id = ? AND target_id = ? AND request_id = ?", (run_id, target_id, request_id)
+    return "run_id = ? AND target_id = ?", (run_id, target_id)
+
+
+def _acked_request(ack: ControlAck, payload: Mapping[str, Any]) -> str:
+    """The request an applied decision resolved: the agent's word in its ack, else the decision's own."""
+    for source in (ack.data, payload):
+        value = source.get("request_id") if isinstance(source, Mapping) else None
+        if isinstance(value, str) and value:
+            return value
+    return ""
+
+
 T = TypeVar("T")
 
 
@@ -365,16 +384,17 @@ class SqlStore(Store):
                 conn,
                 # Records are numbered 1, 2, 3, ... in the order their calls were first requested (we hold the
                 # chain's lock), so audit verify can check a record's number against the chain.
-                f"INSERT INTO gf_approvals ({APPROVAL_COLS}) "
+                f"INSERT INTO gf_approvals ({APPROVAL_COLS}, request_id) "
                 "VALUES ((SELECT COALESCE(MAX(id), 0) + 1 FROM gf_approvals), "
-                "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, '', '', '', '', '') "
+                "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, '', '', '', '', '', ?) "
                 "ON CONFLICT (run_id, target_id) DO UPDATE SET kind = excluded.kind, prompt = excluded.prompt, "
                 "task_id = excluded.task_id, tool_name = excluded.tool_name, args_json = excluded.args_json, "
                 "args_digest = excluded.args_digest, metadata_json = excluded.metadata_json, status = excluded.status, "
                 "requested_at_ms = excluded.requested_at_ms, expires_at_ms = excluded.expires_at_ms, "
                 "timeout_ms = excluded.timeout_ms, decided_at_ms = 0, decided_by = '', decision = '', detail = '', "
                 "edited_args_json = '', decided_via = '', decided_channel = '', decision_sig = '', "
-                "quorum_progress = '', original_args_json = '', original_args_digest = ''",
+                "quorum_progress = '', original_args_json = '', original_args_digest = '', "
+                "request_id = excluded.request_id",
                 (
                     event.run_id,
                     event.session_id,
@@ -390,16 +410,18 @@ class SqlStore(Store):
                     at,
                     expires,
                     req.timeout_ms,
+                    req.request_id,
                 ),
             )
         elif kind in ("approval_granted", "approval_rejected"):
             granted = kind == "approval_granted"
             msg = event.approval_granted if granted else event.approval_rejected
             # Usually says again what the ack already recorded; it never overwrites a recorded decision.
+            where, params = _request_where(event.run_id, msg.target_id, msg.request_id)
             self._write_decision(
                 conn,
-                "run_id = ? AND target_id = ?",
-                (event.run_id, msg.target_id),
+                where,
+                params,
                 approved=granted,
                 detail=msg.detail,
                 decided_by=msg.decided_by,
@@ -412,9 +434,8 @@ class SqlStore(Store):
             # audit verify checks decided_at_ms against the chain.
             self._exec(
                 conn,
-                "UPDATE gf_approvals SET decided_at_ms = ? "
-                "WHERE run_id = ? AND target_id = ? AND decided_via = 'run' AND decision = ?",
-                (at, event.run_id, msg.target_id, "approve" if granted else "reject"),
+                f"UPDATE gf_approvals SET decided_at_ms = ? WHERE {where} AND decided_via = 'run' AND decision = ?",
+                (at, *params, "approve" if granted else "reject"),
             )
         elif kind == "approval_timed_out":
             out = event.approval_timed_out
@@ -428,11 +449,8 @@ class SqlStore(Store):
         elif kind == "approval_voted":
             # Also after the decision: the last vote's tally ("2 of 2: ana, bo") stays on the record.
             vote = event.approval_voted
-            self._exec(
-                conn,
-                "UPDATE gf_approvals SET quorum_progress = ? WHERE run_id = ? AND target_id = ?",
-                (vote.progress, event.run_id, vote.target_id),
-            )
+            where, params = _request_where(event.run_id, vote.target_id, vote.request_id)
+            self._exec(conn, f"UPDATE gf_approvals SET quorum_progress = ? WHERE {where}", (vote.progress, *params))
         elif kind == "grant_created":
             g = event.grant_created
             self._exec(
@@ -787,6 +805,7 @@ class SqlStore(Store):
         args_digest: str = "",
         channel: str = "",
         signature: str = "",
+        request_id: str = "",
     ) -> bool:
         """Record a decision (exactly once among concurrent deciders) and audit it as an event of its run."""
         with self._guard(f"recording a decision on approval #{approval_id}"):
@@ -795,10 +814,10 @@ class SqlStore(Store):
                 at = now_ms()
                 written = self._write_decision(
                     conn,
-                    # A decision bound to a digest applies only to the call it was given for (the request
-                    # may have been re-asked with other arguments since the decider looked).
-                    "id = ? AND (? = '' OR args_digest = '' OR args_digest = ?)",
-                    (approval_id, args_digest, args_digest),
+                    # A decision bound to a digest and a request applies only to the call it was given for (the
+                    # request may have been re-asked, with other arguments or the same, since the decider looked).
+                    "id = ? AND (? = '' OR args_digest = '' OR args_digest = ?) AND (? = '' OR request_id = ?)",
+                    (approval_id, args_digest, args_digest, request_id, request_id),
                     approved=approved,
                     detail=detail,
                     decided_by=decided_by,
@@ -811,9 +830,11 @@ class SqlStore(Store):
                 if written != 1:
                     return False
                 row = self._exec(
-                    conn, "SELECT run_id, session_id, target_id FROM gf_approvals WHERE id = ?", (approval_id,)
+                    conn,
+                    "SELECT run_id, session_id, target_id, request_id FROM gf_approvals WHERE id = ?",
+                    (approval_id,),
                 ).fetchone()
-                run_id, session_id, target_id = str(row[0]), str(row[1]), str(row[2])
+                run_id, session_id, target_id, request = str(row[0]), str(row[1]), str(row[2]), str(row[3])
                 last = self._exec(conn, "SELECT MAX(sequence) FROM gf_audit WHERE run_id = ?", (run_id,)).fetchone()
                 event = events_pb2.Event(
                     event_id=f"ev-store-{approval_id}-{at}",
@@ -829,11 +850,13 @@ class SqlStore(Store):
                     event.approval_granted.decided_by = decided_by
                     event.approval_granted.edited_args_json = edited_args_json
                     event.approval_granted.channel = channel
+                    event.approval_granted.request_id = request
                 else:
                     event.approval_rejected.target_id = target_id
                     event.approval_rejected.detail = f"{detail} ({note})" if detail else note
                     event.approval_rejected.decided_by = decided_by
                     event.approval_rejected.channel = channel
+                    event.approval_rejected.request_id = request
                 head_seq, head_hash = self._lock_chain_head(conn)
                 head_seq, head_hash = self._append_one(conn, event, head_seq, head_hash)
                 self._exec(conn, "UPDATE gf_chain_head SET seq = ?, hash = ? WHERE id = 1", (head_seq, head_hash))
@@ -886,6 +909,8 @@ class SqlStore(Store):
             decided_via=rec.decided_via,
             decided_channel=rec.decided_channel,
             signature=rec.decision_sig,
+            request_id=rec.request_id,
+            request_digest=rec.request_digest,
         )
 
     # -- execution ledger -----------------------------------------------------------------------
@@ -1291,15 +1316,18 @@ class SqlStore(Store):
         target = payload.get("target_id")
         if not run_id or not isinstance(target, str):
             return  # unaddressed: the sink records it from the run's events
+        # Written to the request the agent resolved only: if the target was asked again since (a new request),
+        # a late ack never lands on the new one (the run's event already recorded the old one's decision).
+        where, params = _request_where(run_id, target, _acked_request(ack, payload))
         if isinstance(ack.data, Mapping) and ack.data.get("decision") == "counted":
             # One vote of a quorum: the request stays pending; only the tally changes ("1 of 2: ana").
             self._exec(
                 conn,
                 "UPDATE gf_approvals SET quorum_progress = ? "
-                f"WHERE run_id = ? AND target_id = ? AND status IN ({', '.join('?' for _ in OPEN_STATUSES)})",
-                (str(ack.data.get("quorum_progress") or ""), run_id, target, *(s.value for s in OPEN_STATUSES)),
+                f"WHERE {where} AND status IN ({', '.join('?' for _ in OPEN_STATUSES)})",
+                (str(ack.data.get("quorum_progress") or ""), *params, *(s.value for s in OPEN_STATUSES)),
             )
-            self._put_quorum_args(conn, run_id, target, ack.data)
+            self._put_quorum_args(conn, where, params, ack.data)
             return
         approved = row[0] == "APPROVE"
         edited = payload.get("edited_args")
@@ -1313,13 +1341,13 @@ class SqlStore(Store):
             edited = ack.data.get("edited_args") if approved else None
             self._exec(
                 conn,
-                "UPDATE gf_approvals SET quorum_progress = ? WHERE run_id = ? AND target_id = ?",
-                (str(ack.data.get("quorum_progress") or ""), run_id, target),
+                f"UPDATE gf_approvals SET quorum_progress = ? WHERE {where}",
+                (str(ack.data.get("quorum_progress") or ""), *params),
             )
         self._write_decision(
             conn,
-            "run_id = ? AND target_id = ?",
-            (run_id, target),
+            where,
+            params,
             approved=approved,
             detail=str(detail),
             decided_by=str(decided_by or ""),
@@ -1332,11 +1360,11 @@ class SqlStore(Store):
         if isinstance(signature, dict):  # keep the server's signature even if the run's event got here first
             self._exec(
                 conn,
-                "UPDATE gf_approvals SET decision_sig = ? WHERE run_id = ? AND target_id = ? AND decision = ?",
-                (canonical_json(signature), run_id, target, "approve" if approved else "reject"),
+                f"UPDATE gf_approvals SET decision_sig = ? WHERE {where} AND decision = ?",
+                (canonical_json(signature), *params, "approve" if approved else "reject"),
             )
 
-    def _put_quorum_args(self, conn: Any, run_id: str, target: str, data: Mapping[str, Any]) -> None:
+    def _put_quorum_args(self, conn: Any, where: str, params: Sequence[Any], data: Mapping[str, Any]) -> None:
         """An edit restarted a quorum: its arguments are on the table (what the next approver reads and votes on).
 
         The call's own arguments move to ``original_args_*`` once (a second edit keeps them), so the change
@@ -1351,9 +1379,9 @@ class SqlStore(Store):
             "original_args_json = CASE WHEN original_args_digest = '' THEN args_json ELSE original_args_json END, "
             "original_args_digest = CASE WHEN original_args_digest = '' THEN args_digest "
             "ELSE original_args_digest END, args_json = ?, args_digest = ? "
-            f"WHERE run_id = ? AND target_id = ? AND args_digest <> ? "
+            f"WHERE {where} AND args_digest <> ? "
             f"AND status IN ({', '.join('?' for _ in OPEN_STATUSES)})",
-            (canonical_json(dict(args)), digest, run_id, target, digest, *(s.value for s in OPEN_STATUSES)),
+            (canonical_json(dict(args)), digest, *params, digest, *(s.value for s in OPEN_STATUSES)),
         )
 
     def _write_decision(

@@ -175,6 +175,8 @@ class _ApprovalHistory:
                 "expires_at_ms": (row.expires_at_ms, expires),
                 "timeout_ms": (row.timeout_ms, req.timeout_ms),
                 "quorum_progress": (row.quorum_progress, self.progress.get(key, "")),
+                # The request's own identity: what its decision (and a server's signature of it) is bound to.
+                "request_id": (row.request_id, req.request_id),
             }
             edited = [column for column, (stored, logged) in shown.items() if stored != logged]
             if row.original_args_digest and (
@@ -260,6 +262,7 @@ class _ApprovalHistory:
                 # The store writes the time of the decision's event (a store decision's, or the run's own).
                 ("decided_at_ms", row.decided_at_ms in times.get(granted, ())),
                 ("decision_sig", _signature_problem(row) is None),
+                ("request_id", msg.request_id in ("", row.request_id)),
             )
             if not ok
         ]
@@ -324,6 +327,9 @@ def _signature_check(row: ApprovalRow, trust: TrustKey, grants: str) -> str | No
                     detail=row.detail,
                     signature=row.decision_sig,
                     grant=grant,
+                    # The record's own request: a signature moved here from another request does not cover it.
+                    request_id=row.request_id,
+                    request_digest=row.request_digest if row.request_id else "",
                 )
                 if problem is None:
                     return None
@@ -510,7 +516,7 @@ _EXEC_COLUMNS = ("run_id", "state", "started_at_ms", "finished_at_ms", "pid", "h
 class _ExecutionHistory:
     """What the ledger's events (``execution_recorded``) say each ``gf_executions`` row holds.
 
-    Rows are keyed by (owner, call id); an event written before migration 14 (at or before
+    Rows are keyed by (owner, call id); an event written before migration 15 (at or before
     ``owned_after_seq``) names no owner and holds the row of its call id whatever the row's owner.
     """
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from .._util import now_ms
 from ..approvals import OPEN_STATUSES as _OPEN
-from ..approvals import ApprovalStatus
+from ..approvals import ApprovalStatus, request_digest
 from ..control import AckResult, ControlAck, ControlMessage
 from ..errors import GoldfiveError
 from ..limits import Limits
@@ -115,6 +115,19 @@ class ApprovalRow:
     ones on the table, which the next approver reads and votes on); "" otherwise."""
     original_args_digest: str = ""
     """The digest of :attr:`original_args_json` ("" when the arguments were not edited); votes on it are stale."""
+    request_id: str = ""
+    """The request's own identity (a re-ask of the target is a new request); "" for records made before it existed."""
+
+    @property
+    def request_digest(self) -> str:
+        """:func:`~goldfive_core.approvals.request_digest` of the request as stored (the call's own arguments)."""
+        return request_digest(
+            kind=self.kind,
+            target_id=self.target_id,
+            task_id=self.task_id,
+            prompt=self.prompt,
+            args_digest=self.original_args_digest or self.args_digest,
+        )
 
     @property
     def open(self) -> bool:
@@ -211,6 +224,10 @@ class StoredDecision:
     decided_channel: str = ""
     signature: str = ""
     """The signature block (JSON) :func:`goldfive_core.signing.check_decision` verifies; "" if unsigned."""
+    request_id: str = ""
+    """The request decided (its record's ``request_id``)."""
+    request_digest: str = ""
+    """:func:`~goldfive_core.approvals.request_digest` of that record, recomputed from its stored columns."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -486,11 +503,13 @@ class Store(abc.ABC):
         args_digest: str = "",
         channel: str = "",
         signature: str = "",
+        request_id: str = "",
     ) -> bool:
         """Record a decision for an open record whose agent is not running.
 
-        False if it was already decided (or is closed), or if ``args_digest`` is given and the
-        record's call has another digest (a stale decision is never recorded). ``channel``
+        False if it was already decided (or is closed), if ``args_digest`` is given and the record's call
+        has another digest, or if ``request_id`` is given and the record is another request of the target
+        (asked again since): a stale decision is never recorded. ``channel``
         (web / api / cli) and the server's ``signature`` block are kept with the record, so a
         replay of the call can check who decided.
         """

@@ -358,13 +358,20 @@ class StoreChannel:
             return None  # dispatch refuses a malformed payload in its own words
         session = self._session_of(msg)
         run_id = msg.payload.get("run_id")
+        request = None
         if session is not None:
             run_id = session.run_id
+            record = session.approvals.get(str(msg.payload.get("target_id")))
+            request = record.request if record is not None else None
+        # Checked against the run's own open request (its id and digest), never the payload's claims: without
+        # one there is nothing a signature could be bound to, so the check fails (the request stays as it is).
         problem = verify_decision(
             self.trust_key,
             msg.payload,
             approved=msg.kind is ControlKind.APPROVE,
             run_id=run_id if isinstance(run_id, str) else "",
+            request_id=request.request_id if request is not None else "",
+            request_digest=request.digest if request is not None else "",
             session=session,
         )
         if problem is None:

@@ -233,6 +233,8 @@ class _Attempt:
             detail=self.reason,
             channel=self.principal.channel,
             grant=self.grant,
+            request_id=self.row.request_id,
+            request_digest=self.row.request_digest if self.row.request_id else "",
         )
         return self.signer.sign(facts)
 
@@ -243,6 +245,8 @@ class _Attempt:
             "decided_by": self.principal.name,
             "channel": self.principal.channel,
         }
+        if self.row.request_id:  # the request the person saw: the run refuses it for any other (a re-ask)
+            payload["request_id"] = self.row.request_id
         signature = self.signature()
         if signature is not None:
             payload["signature"] = signature
@@ -269,7 +273,7 @@ class _Attempt:
                 f"refused: {now.target_id!r} needs {ask.quorum} distinct approvers and its run is not running "
                 f"({why}); decide it while the run is live. Nothing was recorded",
             )
-        stale = _stale(now, self.digest)
+        stale = _stale(now, self.digest) or _reasked(now, self.row)
         if stale is not None:
             return stale
         recorded = self.store.decide_in_store(
@@ -281,10 +285,11 @@ class _Attempt:
             args_digest=self.digest,
             channel=self.principal.channel,
             signature=canonical_json(sig) if (sig := self.signature()) is not None else "",
+            request_id=self.row.request_id,
         )
-        if not recorded:  # someone decided, or the call was re-asked with other arguments, since we read it
+        if not recorded:  # someone decided, or the call was re-asked, since we read it
             after = _reread(self.store, now)
-            return _stale(after, self.digest) or _closed(after)
+            return _stale(after, self.digest) or _reasked(after, self.row) or _closed(after)
         verb = "approved" if self.approve else "rejected"
         return DecideResult(
             verdict=DecideVerdict.RECORDED,
@@ -323,6 +328,17 @@ def _stale(row: ApprovalRow, digest: str) -> DecideResult | None:
             row,
             f"refused: args_digest {digest!r} does not match the call awaiting approval for {row.target_id!r} "
             f"({row.args_digest!r}); nothing was changed",
+        )
+    return None
+
+
+def _reasked(row: ApprovalRow, seen: ApprovalRow) -> DecideResult | None:
+    """A refusal when the record now holds another request of the target than the one the decider saw."""
+    if seen.request_id and row.request_id != seen.request_id:
+        return _refused(
+            row,
+            f"refused: {row.target_id!r} was asked again since you looked (request {seen.request_id!r} is now "
+            f"{row.request_id!r}); read the new request and decide it. Nothing was changed",
         )
     return None
 

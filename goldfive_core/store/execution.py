@@ -224,7 +224,17 @@ async def check_replay(
             "signature": stored.signature,
             "channel": stored.decided_channel,
         }
-        if verify_decision(trust, claimed, approved=stored.approved, run_id=stored.run_id, session=session):
+        # The request is the stored record's: its id, and a digest recomputed from its columns (never a stored
+        # digest), whose target and arguments were just checked against this call.
+        if verify_decision(
+            trust,
+            claimed,
+            approved=stored.approved,
+            run_id=stored.run_id,
+            request_id=stored.request_id,
+            request_digest=stored.request_digest,
+            session=session,
+        ):
             return Replay(kind="none")  # not signed by the trusted key: ask a person (refusal audited)
     note = f"decision recorded in the store (run {stored.run_id}, via {stored.decided_via}) applied to the replay"
     edited = stored.edited_args

@@ -28,13 +28,18 @@ def verify_decision(
     *,
     approved: bool,
     run_id: str,
+    request_id: str,
+    request_digest: str,
     session: Session | None = None,
 ) -> str | None:
     """None when the decision may be applied (no trusted key configured, or a valid signature), else why not.
 
     ``payload`` is an APPROVE/REJECT payload (``target_id``, ``detail``, ``decided_by``,
-    ``args_digest``, ``edited_args``, ``signature``). A refusal is logged and, when ``session``
-    is given, recorded as a ``DecisionRefused`` event of that run.
+    ``args_digest``, ``edited_args``, ``signature``). ``run_id``, ``request_id`` and ``request_digest``
+    are the agent's own — the run and the request the decision would be applied to, never what the
+    payload claims — so a signature made for another run or request (another prompt, other
+    arguments) does not verify. A refusal is logged and, when ``session`` is given, recorded as a
+    ``DecisionRefused`` event of that run.
     """
     if trust is None:
         return None
@@ -51,6 +56,8 @@ def verify_decision(
         detail=str(payload.get("detail") or payload.get("reason") or ""),
         signature=payload.get("signature"),
         grant=grant if isinstance(grant := payload.get("grant"), str) else "",
+        request_id=request_id,
+        request_digest=request_digest,
     )
     if problem is None:
         return None
@@ -71,6 +78,7 @@ def verify_decision(
                 decided_by=shorten(claimed, 200),
                 reason=problem,
                 channel=shorten(channel, 40) if isinstance(channel, str) else "",
+                request_id=shorten(request_id, 200),
             )
         )
     return problem

@@ -34,6 +34,7 @@ __all__ = [
     "check_group",
     "check_name",
     "disable_user",
+    "enable_user",
     "hash_token",
     "parse_token",
     "role_allows",
@@ -190,9 +191,10 @@ def add_user(store: Store, name: str, role: str, groups: Iterable[str] = ()) -> 
 
 
 def rotate_user(store: Store, name: str) -> NewToken:
-    """Give a user a new token (the old one stops working, their web sessions end) and enable them."""
+    """Give a user a new token: the old one stops working and their web sessions end. A disabled user stays
+    disabled (the new token works only after :func:`enable_user`): a rotate never gives access back."""
     token_id, secret, token = _mint()
-    if not store.update_user(name, token_id=token_id, token_hash=hash_token(secret), disabled=False):
+    if not store.update_user(name, token_id=token_id, token_hash=hash_token(secret)):
         raise UserError(f"unknown user {name!r}")
     user = store.user(name)
     if user is None:  # deleted in between
@@ -203,6 +205,16 @@ def rotate_user(store: Store, name: str) -> NewToken:
 def disable_user(store: Store, name: str) -> UserRow:
     """Disable a user: their token stops working and their web sessions end."""
     if not store.update_user(name, disabled=True):
+        raise UserError(f"unknown user {name!r}")
+    user = store.user(name)
+    if user is None:
+        raise UserError(f"unknown user {name!r}")
+    return user
+
+
+def enable_user(store: Store, name: str) -> UserRow:
+    """Enable a disabled user: their current token works again (an explicit step; a rotate never does this)."""
+    if not store.update_user(name, disabled=False):
         raise UserError(f"unknown user {name!r}")
     user = store.user(name)
     if user is None:

@@ -92,6 +92,8 @@ def approval_json(row: ApprovalRow, *, liveness: str) -> dict[str, Any]:
         "rule": row.metadata.get("policy_rule") or None,
         "policy": policy_json(row.metadata, requested_at_ms=row.requested_at_ms),
         "quorum_progress": row.quorum_progress,
+        # This request's own identity (a re-ask of the target is a new request); decisions name it.
+        "request_id": row.request_id,
     }
 
 

@@ -97,7 +97,7 @@ async def test_a_quorum_of_two_and_a_run_grant_in_a_claude_run() -> None:
     async def script() -> None:
         # Two distinct approvers; the same person twice counts once; Bash runs once, after the last approval.
         deploy = asyncio.create_task(h.cli.use_tool("toolu_deploy", "Bash", {"command": "deploy prod"}))
-        await h.sink.wait_for("approval_requested")
+        (asked,) = await h.sink.wait_for("approval_requested")
         first = await h.control(ControlKind.APPROVE, target_id="toolu_deploy", decided_by="ana")
         assert (
             first.ok
@@ -106,6 +106,7 @@ async def test_a_quorum_of_two_and_a_run_grant_in_a_claude_run() -> None:
             == {
                 "decision": "counted",
                 "quorum_progress": "1 of 2: ana",
+                "request_id": asked.approval_requested.request_id,  # the request the vote counts for
             }
         )
         again = await h.control(ControlKind.APPROVE, target_id="toolu_deploy", decided_by="ana")

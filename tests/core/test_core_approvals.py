@@ -251,6 +251,7 @@ async def test_status_lists_open_approvals(sink) -> None:
             "prompt": "pay 5",
             "task_id": "t",
             "args_digest": "",
+            "request_id": session.approvals.get("t").request.request_id,
             "quorum": "",
         }
     ]

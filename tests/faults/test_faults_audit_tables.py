@@ -65,6 +65,7 @@ TABLES: dict[str, tuple[str, tuple[str, ...]]] = {
             "quorum_progress",
             "original_args_json",
             "original_args_digest",
+            "request_id",
         ),
     ),
     # Not pid, host, heartbeat_at_ms: liveness, not history (README, trust model).
@@ -371,8 +372,14 @@ async def test_a_store_numbered_before_the_upgrade_verifies_and_is_checked_from_
     _run(store, "UPDATE gf_approvals SET decided_at_ms = decided_at_ms - 2 WHERE decided_via = 'run'")
     _run(store, "UPDATE gf_grants SET revoked_at_ms = revoked_at_ms - 1 WHERE revoked_at_ms > 0")
     assert not store.verify_audit().ok  # read as if numbered without gaps, it is not
+    # Migration 14 (after 11) adds request_id: drop it for the upgrade, then give the records back the ids their
+    # requests' events carry (events this test wrote with today's code; an old agent's events and records had none).
+    request_ids = _run(store, "SELECT id, request_id FROM gf_approvals")
+    _run(store, "ALTER TABLE gf_approvals DROP COLUMN request_id")
 
     upgraded = backend.open()  # migration 12 notes where the numbering without gaps starts
+    for ident, request_id in request_ids:
+        _run(upgraded, "UPDATE gf_approvals SET request_id = ? WHERE id = ?", (request_id, ident))
     assert upgraded.verify_audit(trust_key=trust).ok, upgraded.verify_audit(trust_key=trust).problems
     head = upgraded.audit_head()[0]
     run = "run-after-upgrade"

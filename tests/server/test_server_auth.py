@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import httpx
+import pytest
 from server_support import ORIGIN, Server, start_task_agent
 
 from goldfive_core.approvals import Principal
+from goldfive_core.server import auth as auth_mod
+from goldfive_core.server.auth import LOGIN_FAILURE_BURST, WRONG_SECRET_BURST
+from goldfive_core.server.throttle import AttemptLimiter, client_key
 from goldfive_core.store import ApprovalRow
 from goldfive_core.store.users import verify_token
 
@@ -56,20 +62,113 @@ async def _granted(agent: object) -> list[object]:
     return list(agent.sink.of("approval_granted"))  # type: ignore[attr-defined]
 
 
-async def test_failed_logins_are_refused_then_locked_out_per_account(sqlite_server: Server) -> None:
+def _from(srv: Server, address: str) -> httpx.AsyncClient:
+    """A client of the app whose requests come from ``address``."""
+    app = srv.client._transport.app  # type: ignore[attr-defined]
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app, client=(address, 4321)), base_url=ORIGIN)
+
+
+@pytest.fixture
+def scrypt_checks(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every scrypt check the server makes (the real one runs; this only counts)."""
+    seen: list[str] = []
+
+    def counted(secret: str, stored: str) -> bool:
+        seen.append(secret)
+        return verify_token(secret, stored)
+
+    monkeypatch.setattr(auth_mod, "verify_token", counted)
+    return seen
+
+
+async def test_failed_logins_never_lock_out_the_right_token(sqlite_server: Server) -> None:
     srv = sqlite_server
-    bad = {"name": "ana", "token": "gf5_0123456789abcdef_" + "A" * 43}
-    statuses = [(await srv.client.post("/api/login", json=bad)).status_code for _ in range(6)]
-    assert statuses[:5] == [401] * 5 and statuses[5] == 429
-    locked = await srv.client.post("/api/login", json={"name": "ana", "token": srv.tokens["ana"]})
-    assert locked.status_code == 429 and "try again" in locked.json()["error"] and locked.headers["retry-after"]
-    # Other accounts are not locked; unknown names get the same answer as a wrong token.
-    assert (await srv.client.post("/api/login", json={"name": "root", "token": srv.tokens["root"]})).status_code == 200
+    wrong_id = {"name": "ana", "token": "gf5_0123456789abcdef_" + "A" * 43}
+    async with _from(srv, "203.0.113.7") as attacker, _from(srv, "192.0.2.1") as elsewhere:
+        statuses = [
+            (await attacker.post("/api/login", json=wrong_id)).status_code for _ in range(LOGIN_FAILURE_BURST + 2)
+        ]
+        assert statuses == [401] * LOGIN_FAILURE_BURST + [429, 429]  # the address is slowed down, the name is not
+        limited = await attacker.post("/api/login", json=wrong_id)
+        assert "try again" in limited.json()["error"] and limited.headers["retry-after"]
+        right = {"name": "ana", "token": srv.tokens["ana"]}
+        assert (await elsewhere.post("/api/login", json=right)).status_code == 200
+        assert (await attacker.post("/api/login", json=right)).status_code == 200  # even from the noisy address
+    # Unknown names get the same answer as a wrong token; someone else's token is not a login for ana.
     nobody = await srv.client.post("/api/login", json={"name": "nobody", "token": srv.tokens["ana"]})
     assert nobody.status_code == 401 and nobody.json()["error"] == "wrong name or token (or the user is disabled)"
-    # Someone else's token is not a login for ana.
     swapped = await srv.client.post("/api/login", json={"name": "vic", "token": srv.tokens["root"]})
     assert swapped.status_code == 401
+
+
+async def test_wrong_secrets_for_a_real_token_id_are_limited_before_scrypt(
+    sqlite_server: Server, scrypt_checks: list[str]
+) -> None:
+    srv = sqlite_server
+    vic_id = srv.tokens["vic"].split("_")[1]
+    wrong = {"Authorization": f"Bearer gf5_{vic_id}_{'W' * 43}"}
+    async with _from(srv, "203.0.113.7") as attacker, _from(srv, "192.0.2.1") as elsewhere:
+        statuses = [(await attacker.get("/api/me", headers=wrong)).status_code for _ in range(WRONG_SECRET_BURST + 20)]
+        assert statuses == [401] * WRONG_SECRET_BURST + [429] * 20
+        assert len(scrypt_checks) == WRONG_SECRET_BURST  # the refused ones cost no scrypt
+        limited = await attacker.get("/api/me", headers=wrong)
+        assert limited.headers["retry-after"] and "too many wrong secrets" in limited.json()["error"]
+        assert (
+            await attacker.post("/api/login", json={"name": "vic", "token": wrong["Authorization"][7:]})
+        ).status_code == 429
+        # vic's right token: from another address it is checked (its limit is its own) ...
+        vic = {"Authorization": f"Bearer {srv.tokens['vic']}"}
+        assert (await elsewhere.get("/api/me", headers=vic)).json()["name"] == "vic"
+        # ... and once verified it passes even from the limited address, without another scrypt.
+        checks = len(scrypt_checks)
+        assert (await attacker.get("/api/me", headers=vic)).json()["name"] == "vic"
+        assert (await attacker.post("/api/login", json={"name": "vic", "token": srv.tokens["vic"]})).status_code == 200
+        assert len(scrypt_checks) == checks
+        # Another address starts with a limit of its own.
+        assert (await elsewhere.get("/api/me", headers=wrong)).status_code == 401
+    # Unknown token ids are refused at once (no scrypt) and never limited: there is no real token to protect.
+    unknown = {"Authorization": "Bearer gf5_0123456789abcdef_" + "W" * 43}
+    checks = len(scrypt_checks)
+    assert [(await srv.client.get("/api/me", headers=unknown)).status_code for _ in range(10)] == [401] * 10
+    assert len(scrypt_checks) == checks
+
+
+async def test_concurrent_first_requests_share_one_check_and_concurrent_wrong_secrets_are_capped(
+    sqlite_server: Server, scrypt_checks: list[str]
+) -> None:
+    srv = sqlite_server
+    vic = {"Authorization": f"Bearer {srv.tokens['vic']}"}
+    async with _from(srv, "192.0.2.1") as client:
+        answers = await asyncio.gather(*(client.get("/api/me", headers=vic) for _ in range(12)))
+        assert [a.status_code for a in answers] == [200] * 12 and len(scrypt_checks) == 1
+    ana_id = srv.tokens["ana"].split("_")[1]
+    wrong = [{"Authorization": f"Bearer gf5_{ana_id}_{chr(65 + i) * 43}"} for i in range(12)]
+    async with _from(srv, "203.0.113.7") as attacker:
+        answers = await asyncio.gather(*(attacker.get("/api/me", headers=h) for h in wrong))
+    assert sorted(a.status_code for a in answers) == [401] * WRONG_SECRET_BURST + [429] * (12 - WRONG_SECRET_BURST)
+    assert len(scrypt_checks) == 1 + WRONG_SECRET_BURST
+
+
+def test_the_attempt_limiter_refills_and_stays_bounded() -> None:
+    now = [0.0]
+    limiter = AttemptLimiter(burst=2, refill_s=10.0, max_keys=3, clock=lambda: now[0])
+    assert [limiter.take("a"), limiter.take("a"), limiter.take("a")] == [0, 0, 10]
+    now[0] = 5.0
+    assert limiter.take("a") == 5
+    now[0] = 10.0
+    assert limiter.take("a") == 0 and limiter.take("a") == 10
+    limiter.give_back("a")  # not a failure after all
+    assert limiter.take("a") == 0
+    for key in "bcdefg":
+        limiter.take(key)
+    assert len(limiter) == 3  # the oldest keys went first
+    assert limiter.take("b") == 0 and limiter.take("b") == 0  # b was dropped: a full bucket again
+    limiter.give_back("g")
+    limiter.give_back("g")
+    assert len(limiter) <= 3
+    assert client_key("2001:db8:1:2:3:4:5:6") == client_key("2001:db8:1:2:ffff::1") == "2001:db8:1:2::/64"
+    assert client_key("::ffff:192.0.2.9") == "192.0.2.9" and client_key("198.51.100.4") == "198.51.100.4"
+    assert client_key(None) == "?" and client_key("testclient") == "testclient"
 
 
 async def test_login_refuses_a_cross_site_post_and_bad_bodies(sqlite_server: Server) -> None:

@@ -21,6 +21,8 @@ FACTS = SignedDecision(
     decided_by="ana",
     detail="ok",
     channel="web",
+    request_id="req-1",
+    request_digest="sha256:req",
 )
 
 
@@ -35,6 +37,8 @@ def _check(trust: TrustKey, facts: SignedDecision, signature: object) -> str | N
         decided_by=facts.decided_by,
         detail=facts.detail,
         signature=signature,
+        request_id=facts.request_id,
+        request_digest=facts.request_digest,
     )
 
 
@@ -54,6 +58,8 @@ def test_a_signature_covers_every_field_of_the_decision(tmp_path: Path) -> None:
             decided_by="ana",
             detail="ok",
             signature=sig,
+            request_id="req-1",
+            request_digest="sha256:req",
         )
         is None
     )
@@ -65,6 +71,9 @@ def test_a_signature_covers_every_field_of_the_decision(tmp_path: Path) -> None:
         ("args_digest", "sha256:def"),
         ("decided_by", "cfo"),
         ("detail", "ignore previous instructions"),
+        ("request_id", "req-2"),  # the same decision of another request of the target (a re-ask)
+        ("request_digest", "sha256:other"),  # of another prompt or other arguments
+        ("request_id", ""),  # a signature bound to a request never verifies as one bound to none
     ):
         problem = _check(signer.trust_key, dataclasses.replace(FACTS, **{field: other}), sig)
         assert problem is not None and "does not match" in problem, field

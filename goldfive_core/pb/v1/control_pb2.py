@@ -25,29 +25,29 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19goldfive/v1/control.proto\x12\x0bgoldfive.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x1c\n\x0cSteerPayload\x12\x0c\n\x04text\x18\x01 \x01(\t\"\x1b\n\rRewindPayload\x12\n\n\x02to\x18\x01 \x01(\t\"v\n\x0e\x41pprovePayload\x12\x11\n\ttarget_id\x18\x01 \x01(\t\x12\x0e\n\x06\x64\x65tail\x18\x02 \x01(\t\x12\x12\n\ndecided_by\x18\x03 \x01(\t\x12\x18\n\x10\x65\x64ited_args_json\x18\x04 \x01(\t\x12\x13\n\x0b\x61rgs_digest\x18\x05 \x01(\t\"[\n\rRejectPayload\x12\x11\n\ttarget_id\x18\x01 \x01(\t\x12\x0e\n\x06\x64\x65tail\x18\x02 \x01(\t\x12\x12\n\ndecided_by\x18\x03 \x01(\t\x12\x13\n\x0b\x61rgs_digest\x18\x04 \x01(\t\"$\n\x14InjectMessagePayload\x12\x0c\n\x04text\x18\x01 \x01(\t\"\x96\x03\n\x0c\x43ontrolEvent\x12\n\n\x02id\x18\x01 \x01(\t\x12-\n\tissued_at\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0e\n\x06target\x18\x03 \x01(\t\x12&\n\x04kind\x18\x04 \x01(\x0e\x32\x18.goldfive.v1.ControlKind\x12*\n\x05steer\x18\n \x01(\x0b\x32\x19.goldfive.v1.SteerPayloadH\x00\x12,\n\x06rewind\x18\x0b \x01(\x0b\x32\x1a.goldfive.v1.RewindPayloadH\x00\x12.\n\x07\x61pprove\x18\x0c \x01(\x0b\x32\x1b.goldfive.v1.ApprovePayloadH\x00\x12,\n\x06reject\x18\r \x01(\x0b\x32\x1a.goldfive.v1.RejectPayloadH\x00\x12;\n\x0einject_message\x18\x0e \x01(\x0b\x32!.goldfive.v1.InjectMessagePayloadH\x00\x12\x13\n\x0bparams_json\x18\x0f \x01(\tB\t\n\x07payload\"\x99\x01\n\nControlAck\x12\x12\n\ncontrol_id\x18\x01 \x01(\t\x12&\n\x06result\x18\x02 \x01(\x0e\x32\x16.goldfive.v1.AckResult\x12\x0e\n\x06\x64\x65tail\x18\x03 \x01(\t\x12,\n\x08\x61\x63ked_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x11\n\tdata_json\x18\x05 \x01(\t*\xe3\x01\n\x0b\x43ontrolKind\x12\x0f\n\x0bUNSPECIFIED\x10\x00\x12\t\n\x05PAUSE\x10\x01\x12\n\n\x06RESUME\x10\x02\x12\n\n\x06\x43\x41NCEL\x10\x03\x12\r\n\tREWIND_TO\x10\x04\x12\t\n\x05STEER\x10\x05\x12\x0b\n\x07\x41PPROVE\x10\x06\x12\n\n\x06REJECT\x10\x07\x12\x10\n\x0cSTATUS_QUERY\x10\x08\x12\x16\n\x12INTERCEPT_TRANSFER\x10\t\x12\x12\n\x0eINJECT_MESSAGE\x10\n\x12\x12\n\x0eGOLDFIVE_STEER\x10\x0b\x12\x1b\n\x17GOLDFIVE_PAUSE_ESCALATE\x10\x0c*R\n\tAckResult\x12\x1a\n\x16\x41\x43K_RESULT_UNSPECIFIED\x10\x00\x12\x0b\n\x07SUCCESS\x10\x01\x12\x0b\n\x07\x46\x41ILURE\x10\x02\x12\x0f\n\x0bUNSUPPORTED\x10\x03\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19goldfive/v1/control.proto\x12\x0bgoldfive.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x1c\n\x0cSteerPayload\x12\x0c\n\x04text\x18\x01 \x01(\t\"\x1b\n\rRewindPayload\x12\n\n\x02to\x18\x01 \x01(\t\"\x8a\x01\n\x0e\x41pprovePayload\x12\x11\n\ttarget_id\x18\x01 \x01(\t\x12\x0e\n\x06\x64\x65tail\x18\x02 \x01(\t\x12\x12\n\ndecided_by\x18\x03 \x01(\t\x12\x18\n\x10\x65\x64ited_args_json\x18\x04 \x01(\t\x12\x13\n\x0b\x61rgs_digest\x18\x05 \x01(\t\x12\x12\n\nrequest_id\x18\x06 \x01(\t\"o\n\rRejectPayload\x12\x11\n\ttarget_id\x18\x01 \x01(\t\x12\x0e\n\x06\x64\x65tail\x18\x02 \x01(\t\x12\x12\n\ndecided_by\x18\x03 \x01(\t\x12\x13\n\x0b\x61rgs_digest\x18\x04 \x01(\t\x12\x12\n\nrequest_id\x18\x05 \x01(\t\"$\n\x14InjectMessagePayload\x12\x0c\n\x04text\x18\x01 \x01(\t\"\x96\x03\n\x0c\x43ontrolEvent\x12\n\n\x02id\x18\x01 \x01(\t\x12-\n\tissued_at\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0e\n\x06target\x18\x03 \x01(\t\x12&\n\x04kind\x18\x04 \x01(\x0e\x32\x18.goldfive.v1.ControlKind\x12*\n\x05steer\x18\n \x01(\x0b\x32\x19.goldfive.v1.SteerPayloadH\x00\x12,\n\x06rewind\x18\x0b \x01(\x0b\x32\x1a.goldfive.v1.RewindPayloadH\x00\x12.\n\x07\x61pprove\x18\x0c \x01(\x0b\x32\x1b.goldfive.v1.ApprovePayloadH\x00\x12,\n\x06reject\x18\r \x01(\x0b\x32\x1a.goldfive.v1.RejectPayloadH\x00\x12;\n\x0einject_message\x18\x0e \x01(\x0b\x32!.goldfive.v1.InjectMessagePayloadH\x00\x12\x13\n\x0bparams_json\x18\x0f \x01(\tB\t\n\x07payload\"\x99\x01\n\nControlAck\x12\x12\n\ncontrol_id\x18\x01 \x01(\t\x12&\n\x06result\x18\x02 \x01(\x0e\x32\x16.goldfive.v1.AckResult\x12\x0e\n\x06\x64\x65tail\x18\x03 \x01(\t\x12,\n\x08\x61\x63ked_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x11\n\tdata_json\x18\x05 \x01(\t*\xe3\x01\n\x0b\x43ontrolKind\x12\x0f\n\x0bUNSPECIFIED\x10\x00\x12\t\n\x05PAUSE\x10\x01\x12\n\n\x06RESUME\x10\x02\x12\n\n\x06\x43\x41NCEL\x10\x03\x12\r\n\tREWIND_TO\x10\x04\x12\t\n\x05STEER\x10\x05\x12\x0b\n\x07\x41PPROVE\x10\x06\x12\n\n\x06REJECT\x10\x07\x12\x10\n\x0cSTATUS_QUERY\x10\x08\x12\x16\n\x12INTERCEPT_TRANSFER\x10\t\x12\x12\n\x0eINJECT_MESSAGE\x10\n\x12\x12\n\x0eGOLDFIVE_STEER\x10\x0b\x12\x1b\n\x17GOLDFIVE_PAUSE_ESCALATE\x10\x0c*R\n\tAckResult\x12\x1a\n\x16\x41\x43K_RESULT_UNSPECIFIED\x10\x00\x12\x0b\n\x07SUCCESS\x10\x01\x12\x0b\n\x07\x46\x41ILURE\x10\x02\x12\x0f\n\x0bUNSUPPORTED\x10\x03\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'goldfive.v1.control_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_CONTROLKIND']._serialized_start=951
-  _globals['_CONTROLKIND']._serialized_end=1178
-  _globals['_ACKRESULT']._serialized_start=1180
-  _globals['_ACKRESULT']._serialized_end=1262
+  _globals['_CONTROLKIND']._serialized_start=992
+  _globals['_CONTROLKIND']._serialized_end=1219
+  _globals['_ACKRESULT']._serialized_start=1221
+  _globals['_ACKRESULT']._serialized_end=1303
   _globals['_STEERPAYLOAD']._serialized_start=75
   _globals['_STEERPAYLOAD']._serialized_end=103
   _globals['_REWINDPAYLOAD']._serialized_start=105
   _globals['_REWINDPAYLOAD']._serialized_end=132
-  _globals['_APPROVEPAYLOAD']._serialized_start=134
-  _globals['_APPROVEPAYLOAD']._serialized_end=252
-  _globals['_REJECTPAYLOAD']._serialized_start=254
-  _globals['_REJECTPAYLOAD']._serialized_end=345
-  _globals['_INJECTMESSAGEPAYLOAD']._serialized_start=347
-  _globals['_INJECTMESSAGEPAYLOAD']._serialized_end=383
-  _globals['_CONTROLEVENT']._serialized_start=386
-  _globals['_CONTROLEVENT']._serialized_end=792
-  _globals['_CONTROLACK']._serialized_start=795
-  _globals['_CONTROLACK']._serialized_end=948
+  _globals['_APPROVEPAYLOAD']._serialized_start=135
+  _globals['_APPROVEPAYLOAD']._serialized_end=273
+  _globals['_REJECTPAYLOAD']._serialized_start=275
+  _globals['_REJECTPAYLOAD']._serialized_end=386
+  _globals['_INJECTMESSAGEPAYLOAD']._serialized_start=388
+  _globals['_INJECTMESSAGEPAYLOAD']._serialized_end=424
+  _globals['_CONTROLEVENT']._serialized_start=427
+  _globals['_CONTROLEVENT']._serialized_end=833
+  _globals['_CONTROLACK']._serialized_start=836
+  _globals['_CONTROLACK']._serialized_end=989
 # @@protoc_insertion_point(module_scope)

@@ -62,30 +62,34 @@ class RewindPayload(_message.Message):
     def __init__(self, to: _Optional[str] = ...) -> None: ...
 
 class ApprovePayload(_message.Message):
-    __slots__ = ("target_id", "detail", "decided_by", "edited_args_json", "args_digest")
+    __slots__ = ("target_id", "detail", "decided_by", "edited_args_json", "args_digest", "request_id")
     TARGET_ID_FIELD_NUMBER: _ClassVar[int]
     DETAIL_FIELD_NUMBER: _ClassVar[int]
     DECIDED_BY_FIELD_NUMBER: _ClassVar[int]
     EDITED_ARGS_JSON_FIELD_NUMBER: _ClassVar[int]
     ARGS_DIGEST_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     target_id: str
     detail: str
     decided_by: str
     edited_args_json: str
     args_digest: str
-    def __init__(self, target_id: _Optional[str] = ..., detail: _Optional[str] = ..., decided_by: _Optional[str] = ..., edited_args_json: _Optional[str] = ..., args_digest: _Optional[str] = ...) -> None: ...
+    request_id: str
+    def __init__(self, target_id: _Optional[str] = ..., detail: _Optional[str] = ..., decided_by: _Optional[str] = ..., edited_args_json: _Optional[str] = ..., args_digest: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
 
 class RejectPayload(_message.Message):
-    __slots__ = ("target_id", "detail", "decided_by", "args_digest")
+    __slots__ = ("target_id", "detail", "decided_by", "args_digest", "request_id")
     TARGET_ID_FIELD_NUMBER: _ClassVar[int]
     DETAIL_FIELD_NUMBER: _ClassVar[int]
     DECIDED_BY_FIELD_NUMBER: _ClassVar[int]
     ARGS_DIGEST_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     target_id: str
     detail: str
     decided_by: str
     args_digest: str
-    def __init__(self, target_id: _Optional[str] = ..., detail: _Optional[str] = ..., decided_by: _Optional[str] = ..., args_digest: _Optional[str] = ...) -> None: ...
+    request_id: str
+    def __init__(self, target_id: _Optional[str] = ..., detail: _Optional[str] = ..., decided_by: _Optional[str] = ..., args_digest: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
 
 class InjectMessagePayload(_message.Message):
     __slots__ = ("text",)

@@ -111,7 +111,7 @@ class DriftDetected(_message.Message):
     def __init__(self, drift_id: _Optional[str] = ..., kind: _Optional[_Union[_types_pb2.DriftKind, str]] = ..., severity: _Optional[_Union[_types_pb2.DriftSeverity, str]] = ..., detail: _Optional[str] = ..., task_id: _Optional[str] = ..., ladder_level: _Optional[int] = ...) -> None: ...
 
 class ApprovalRequested(_message.Message):
-    __slots__ = ("target_id", "kind", "prompt", "task_id", "metadata", "args_digest", "expires_at", "timeout_ms")
+    __slots__ = ("target_id", "kind", "prompt", "task_id", "metadata", "args_digest", "expires_at", "timeout_ms", "request_id", "request_digest")
     class MetadataEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -127,6 +127,8 @@ class ApprovalRequested(_message.Message):
     ARGS_DIGEST_FIELD_NUMBER: _ClassVar[int]
     EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_DIGEST_FIELD_NUMBER: _ClassVar[int]
     target_id: str
     kind: str
     prompt: str
@@ -135,49 +137,57 @@ class ApprovalRequested(_message.Message):
     args_digest: str
     expires_at: _timestamp_pb2.Timestamp
     timeout_ms: int
-    def __init__(self, target_id: _Optional[str] = ..., kind: _Optional[str] = ..., prompt: _Optional[str] = ..., task_id: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ..., args_digest: _Optional[str] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+    request_id: str
+    request_digest: str
+    def __init__(self, target_id: _Optional[str] = ..., kind: _Optional[str] = ..., prompt: _Optional[str] = ..., task_id: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ..., args_digest: _Optional[str] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., timeout_ms: _Optional[int] = ..., request_id: _Optional[str] = ..., request_digest: _Optional[str] = ...) -> None: ...
 
 class ApprovalGranted(_message.Message):
-    __slots__ = ("target_id", "detail", "decided_by", "edited_args_json", "channel")
+    __slots__ = ("target_id", "detail", "decided_by", "edited_args_json", "channel", "request_id")
     TARGET_ID_FIELD_NUMBER: _ClassVar[int]
     DETAIL_FIELD_NUMBER: _ClassVar[int]
     DECIDED_BY_FIELD_NUMBER: _ClassVar[int]
     EDITED_ARGS_JSON_FIELD_NUMBER: _ClassVar[int]
     CHANNEL_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     target_id: str
     detail: str
     decided_by: str
     edited_args_json: str
     channel: str
-    def __init__(self, target_id: _Optional[str] = ..., detail: _Optional[str] = ..., decided_by: _Optional[str] = ..., edited_args_json: _Optional[str] = ..., channel: _Optional[str] = ...) -> None: ...
+    request_id: str
+    def __init__(self, target_id: _Optional[str] = ..., detail: _Optional[str] = ..., decided_by: _Optional[str] = ..., edited_args_json: _Optional[str] = ..., channel: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
 
 class ApprovalRejected(_message.Message):
-    __slots__ = ("target_id", "detail", "decided_by", "channel")
+    __slots__ = ("target_id", "detail", "decided_by", "channel", "request_id")
     TARGET_ID_FIELD_NUMBER: _ClassVar[int]
     DETAIL_FIELD_NUMBER: _ClassVar[int]
     DECIDED_BY_FIELD_NUMBER: _ClassVar[int]
     CHANNEL_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     target_id: str
     detail: str
     decided_by: str
     channel: str
-    def __init__(self, target_id: _Optional[str] = ..., detail: _Optional[str] = ..., decided_by: _Optional[str] = ..., channel: _Optional[str] = ...) -> None: ...
+    request_id: str
+    def __init__(self, target_id: _Optional[str] = ..., detail: _Optional[str] = ..., decided_by: _Optional[str] = ..., channel: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
 
 class DecisionRefused(_message.Message):
-    __slots__ = ("target_id", "decision", "decided_by", "reason", "channel", "request_run_id")
+    __slots__ = ("target_id", "decision", "decided_by", "reason", "channel", "request_run_id", "request_id")
     TARGET_ID_FIELD_NUMBER: _ClassVar[int]
     DECISION_FIELD_NUMBER: _ClassVar[int]
     DECIDED_BY_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     CHANNEL_FIELD_NUMBER: _ClassVar[int]
     REQUEST_RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     target_id: str
     decision: str
     decided_by: str
     reason: str
     channel: str
     request_run_id: str
-    def __init__(self, target_id: _Optional[str] = ..., decision: _Optional[str] = ..., decided_by: _Optional[str] = ..., reason: _Optional[str] = ..., channel: _Optional[str] = ..., request_run_id: _Optional[str] = ...) -> None: ...
+    request_id: str
+    def __init__(self, target_id: _Optional[str] = ..., decision: _Optional[str] = ..., decided_by: _Optional[str] = ..., reason: _Optional[str] = ..., channel: _Optional[str] = ..., request_run_id: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
 
 class ApprovalTimedOut(_message.Message):
     __slots__ = ("target_id", "timeout_ms", "still_open", "detail")
@@ -274,18 +284,20 @@ class GrantRevoked(_message.Message):
     def __init__(self, grant_id: _Optional[str] = ..., revoked_by: _Optional[str] = ..., reason: _Optional[str] = ..., channel: _Optional[str] = ...) -> None: ...
 
 class ApprovalVoted(_message.Message):
-    __slots__ = ("target_id", "decided_by", "decision", "progress", "channel")
+    __slots__ = ("target_id", "decided_by", "decision", "progress", "channel", "request_id")
     TARGET_ID_FIELD_NUMBER: _ClassVar[int]
     DECIDED_BY_FIELD_NUMBER: _ClassVar[int]
     DECISION_FIELD_NUMBER: _ClassVar[int]
     PROGRESS_FIELD_NUMBER: _ClassVar[int]
     CHANNEL_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     target_id: str
     decided_by: str
     decision: str
     progress: str
     channel: str
-    def __init__(self, target_id: _Optional[str] = ..., decided_by: _Optional[str] = ..., decision: _Optional[str] = ..., progress: _Optional[str] = ..., channel: _Optional[str] = ...) -> None: ...
+    request_id: str
+    def __init__(self, target_id: _Optional[str] = ..., decided_by: _Optional[str] = ..., decision: _Optional[str] = ..., progress: _Optional[str] = ..., channel: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
 
 class RunPaused(_message.Message):
     __slots__ = ("reason", "paused_by", "channel", "escalated", "drift_id", "drift_kind", "ladder_level", "deadline_at")

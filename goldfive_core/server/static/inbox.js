@@ -1,12 +1,13 @@
 // goldfive inbox: one queue of everything waiting, live over Server-Sent Events.
 // Plain JavaScript, no build step, no third-party code. Every piece of text that comes from the server
-// (and so possibly from an agent) is put on the page with textContent, never parsed as HTML.
+// (and so possibly from an agent) is put on the page as text nodes, never parsed as HTML, with the characters a
+// person cannot see shown as marked tokens (text.js).
 "use strict";
 
 (function () {
-  const MAX_PROMPT = 5000; // characters of agent text shown on a card
-  const MAX_ARGS = 20000; // characters of formatted arguments shown
+  const MAX_PROMPT = 5000; // characters of agent text shown on a card before its "Show all"
   const PAGE = 200; // approvals fetched per page
+  const T = window.goldfiveText;
 
   const $ = (sel, root) => (root || document).querySelector(sel);
   const state = {
@@ -28,17 +29,22 @@
     const node = document.createElement(tag);
     for (const [k, v] of Object.entries(props || {})) {
       if (k === "class") node.className = v;
-      else if (k === "text") node.textContent = v;
-      else if (k.startsWith("data-") || k === "href" || k === "title" || k === "role" || k.startsWith("aria-"))
-        node.setAttribute(k, v);
+      else if (k === "text") node.append(T.visible(v));
+      else if (k === "title" || k.startsWith("aria-")) node.setAttribute(k, T.plain(v));
+      else if (k.startsWith("data-") || k === "href" || k === "role") node.setAttribute(k, v);
       else node[k] = v;
     }
-    for (const c of children) if (c != null) node.append(typeof c === "string" ? document.createTextNode(c) : c);
+    for (const c of children) if (c != null) node.append(typeof c === "string" ? T.visible(c) : c);
     return node;
+  }
+  // Replace what `node` shows with `text` (hidden characters as tokens; `lines`: keep line breaks and tabs).
+  function show(node, text, lines) {
+    node.textContent = "";
+    node.append(T.visible(text, lines));
   }
   function clip(text, n) {
     text = String(text == null ? "" : text);
-    return text.length > n ? text.slice(0, n) + ` … (${text.length - n} more characters not shown)` : text;
+    return text.length > n ? T.cut(text, n) + ` … (${text.length - n} more characters not shown)` : text;
   }
   function snake(name) {
     return name.replace(/[A-Z]/g, (c) => "_" + c.toLowerCase());
@@ -81,25 +87,35 @@
     $("#toasts").append(node);
     setTimeout(() => node.remove(), bad ? 9000 : 6000);
   }
-  function parseArgs(item) {
-    const raw = pick(item, "args");
-    if (raw && typeof raw === "object") return raw;
+  // The call's arguments from the record's own JSON text (args_json, every number exact) and whether this page
+  // holds them whole; `why` says, in words for the card, why not.
+  function readArgs(item) {
     const text = pick(item, "args_json");
-    if (!text) return null;
-    try {
-      return JSON.parse(text);
-    } catch (_) {
-      return text; // shown as it came
+    if (typeof text === "string" && text !== "") {
+      const { value, problem, inexact } = T.parseExact(text);
+      if (problem)
+        return { value: text, whole: false, why: `this page cannot read the arguments as JSON (${clip(problem, 200)})` };
+      if (inexact)
+        return { value, whole: false, why: `this browser cannot show the number ${clip(inexact, 60)} exactly` };
+      return { value, whole: true, why: "" };
     }
+    const args = pick(item, "args");
+    if (args == null && !pick(item, "args_digest")) return { value: null, whole: true, why: "" }; // nothing to run
+    return { value: args, whole: false, why: "the server sent this request without the arguments as recorded" };
+  }
+  function parsedOrText(text) {
+    if (!text) return null;
+    const { value, problem } = T.parseExact(text);
+    return problem ? text : value;
   }
   function short(id) {
     id = String(id || "");
     return id.length > 16 ? id.slice(0, 14) + "…" : id;
   }
-  function pretty(value) {
+  function editable(value) {
     if (value == null) return "";
     if (typeof value === "string") return value;
-    return JSON.stringify(value, null, 2);
+    return T.editableJson(value);
   }
   function canDecide() {
     return state.me && state.me.role !== "viewer";
@@ -160,7 +176,7 @@
     for (const v of document.querySelectorAll(".view")) v.hidden = v.id !== "view-login";
     $(".views").hidden = true;
     $(".who").hidden = true;
-    $("#login-error").textContent = message || "";
+    show($("#login-error"), message || "");
     $("#login-name").focus();
   }
   async function login(event) {
@@ -171,8 +187,7 @@
     try {
       rememberSession(await api("POST", "/api/login", { name, token }));
     } catch (err) {
-      $("#login-error").textContent =
-        err.status === 429 ? "Too many failed attempts; wait a minute and try again." : err.message;
+      show($("#login-error"), err.status === 429 ? "Too many failed attempts; wait a minute and try again." : err.message);
       return;
     }
     $("#login-token").value = "";
@@ -290,7 +305,7 @@
         api("GET", `/api/approvals?status=orphaned&limit=50`),
       ]);
     } catch (err) {
-      if (err.status !== 401) $("#inbox-sub").textContent = err.message;
+      if (err.status !== 401) show($("#inbox-sub"), err.message);
       return;
     }
     if (gen !== state.refreshGen) return; // a newer refresh is on its way
@@ -313,7 +328,8 @@
         if (
           entry &&
           (pick(entry.item, "state") !== pick(item, "state") ||
-            pick(entry.item, "args_digest") !== pick(item, "args_digest"))
+            pick(entry.item, "args_digest") !== pick(item, "args_digest") ||
+            pick(entry.item, "args_json") !== pick(item, "args_json"))
         ) {
           // Its agent stopped or came back, or an approver of a quorum edited the arguments: rebuild the card,
           // so what it shows is what an approval here approves (the digest sent is the one shown).
@@ -404,6 +420,7 @@
     q(".rejecter").hidden = mode !== "reject";
     q(".args-block").hidden = mode === "edit";
     for (const b of [".act-approve", ".act-edit", ".act-reject"]) q(b).hidden = mode !== "view";
+    if (card.dataset.noArgs) q(".act-edit").hidden = true;
     q(".act-approve-edited").hidden = mode !== "edit";
     q(".act-reset").hidden = mode !== "edit";
     q(".act-reject-confirm").hidden = mode !== "reject";
@@ -417,38 +434,47 @@
   function buildCard(item) {
     const card = $("#card-template").content.firstElementChild.cloneNode(true);
     const q = (s) => $(s, card);
-    const args = parseArgs(item);
+    const { value: args, whole, why: partWhy } = readArgs(item);
     const kind = pick(item, "kind") || "tool";
     const targetId = pick(item, "target_id") || "";
     const runId = pick(item, "run_id") || "";
     const meta = pick(item, "metadata") || {};
     card.dataset.targetId = targetId;
     card.dataset.runId = runId;
-    card.setAttribute("aria-label", `${pick(item, "tool_name") || "task approval"} waiting`);
-    q(".tool").textContent = clip(pick(item, "tool_name") || (kind === "task" ? "Task approval" : "Approval"), 200);
-    q(".agent").textContent = clip(pick(item, "agent") || meta.agent || meta.agent_name || "—", 200);
+    card.setAttribute("aria-label", T.plain(`${clip(pick(item, "tool_name") || "task approval", 200)} waiting`));
+    show(q(".tool"), clip(pick(item, "tool_name") || (kind === "task" ? "Task approval" : "Approval"), 200));
+    show(q(".agent"), clip(pick(item, "agent") || meta.agent || meta.agent_name || "—", 200));
     const link = q(".run-link");
-    link.textContent = clip(runId, 80);
+    show(link, clip(runId, 80));
     link.href = `#/runs/${encodeURIComponent(runId)}`;
-    q(".session").textContent = clip(pick(item, "session_id") || "—", 80);
+    show(q(".session"), clip(pick(item, "session_id") || "—", 80));
     const asked = ms(pick(item, "requested_at_ms"));
     q(".asked").textContent = `${clock(asked)} (${ago(asked)})`;
     q(".asked").dataset.at = String(asked);
-    q(".target").textContent = clip(targetId, 80);
+    show(q(".target"), clip(targetId, 80));
     const prompt = pick(item, "prompt") || "";
-    if (prompt) q(".prompt").textContent = clip(prompt, MAX_PROMPT);
+    if (prompt) q(".prompt").append(T.longText(prompt, MAX_PROMPT, { lines: true }));
     else q(".agent-words").hidden = true;
     if (args == null || (typeof args === "object" && !Object.keys(args).length && kind === "task")) {
       q(".args-block").hidden = true;
       q(".act-edit").hidden = true;
       card.dataset.noArgs = "1";
     } else {
-      q(".args").textContent = clip(pretty(args), MAX_ARGS);
+      T.showJson(q(".args"), args);
     }
-    const original = pick(item, "original_args");
+    const original = parsedOrText(pick(item, "original_args_json")) ?? pick(item, "original_args");
     if (original != null && pick(item, "original_args_digest")) {
       q(".original").hidden = false;
-      q(".original-args").textContent = clip(pretty(original), MAX_ARGS);
+      T.showJson(q(".original-args"), original);
+    }
+    markHidden(card, item, args, original);
+    if (!whole) {
+      // Approve only what the page holds whole: an approval here would say yes to arguments nobody saw.
+      card.dataset.partial = "1";
+      const note = q(".partial-note");
+      note.hidden = false;
+      show(note, `Approve is off on this card: ${partWhy}, so it cannot show you everything that would run. ` +
+        `Reject it, or check the call with: goldfive show ${clip(targetId, 80)}`);
     }
     if (pick(item, "state") === "orphaned") {
       card.classList.add("orphaned");
@@ -469,14 +495,15 @@
       const { value, problem } = readEdited(editor.value);
       editor.classList.toggle("invalid", !!problem);
       editor.removeAttribute("aria-invalid");
-      q(".act-approve-edited").disabled = !!problem;
+      q(".act-approve-edited").disabled = !!problem || !canDecide();
+      warnEditor(card, editor, problem ? null : value);
       const diff = q(".diff");
       diff.textContent = "";
       if (problem) {
         diff.append(el("span", { class: "del", text: problem }));
         return;
       }
-      for (const line of diffLines(args, value)) diff.append(el("span", { class: line.cls, text: line.text }));
+      showDiffLines(diff, diffLines(args, value));
     };
     editor.addEventListener("input", showDiff);
     const reason = q(".reason");
@@ -485,13 +512,18 @@
 
     q(".act-approve").addEventListener("click", () => decide(card, "approve", {}));
     q(".act-edit").addEventListener("click", () => {
-      if (!editor.dataset.touched) editor.value = pretty(args);
+      if (!editor.dataset.touched) editor.value = editable(args);
       editor.dataset.touched = "1";
       setMode(card, "edit");
       showDiff();
     });
     q(".act-reset").addEventListener("click", () => {
-      editor.value = pretty(args);
+      editor.value = editable(args);
+      showDiff();
+      editor.focus();
+    });
+    q(".act-escape").addEventListener("click", () => {
+      editor.value = T.escapeRaw(editor.value);
       showDiff();
       editor.focus();
     });
@@ -523,10 +555,65 @@
         else if (!q(".rejecter").hidden) q(".act-reject-confirm").click();
       }
     });
-    if (!canDecide()) for (const b of card.querySelectorAll(".actions button")) b.disabled = true;
+    enableActions(card);
     setMode(card, "view");
     if (!canDecide()) q(".error").textContent = "You are signed in as a viewer: you can see requests but not answer them.";
     return card;
+  }
+
+  // Buttons a person may use now: none for a viewer; never Approve on a card that does not hold its whole arguments.
+  function enableActions(card) {
+    for (const b of card.querySelectorAll(".actions button")) b.disabled = !canDecide();
+    if (!card.dataset.partial) return;
+    for (const s of [".act-approve", ".act-edit", ".act-approve-edited"]) $(s, card).disabled = true;
+    $(".grant", card).disabled = true;
+  }
+
+  function textsOf(value, prefix) {
+    const fields = [];
+    T.eachText(value, "", (where, text) => fields.push([prefix + where, text]));
+    return fields;
+  }
+
+  // The card says which hidden characters the request holds and where (each is also a token where it stands).
+  function markHidden(card, item, args, original) {
+    const fields = [
+      ["the tool name", pick(item, "tool_name") || ""],
+      ["the agent's name", pick(item, "agent") || ""],
+      ["the run id", pick(item, "run_id") || ""],
+      ["the session id", pick(item, "session_id") || ""],
+      ["the request id", pick(item, "target_id") || ""],
+      ["the prompt", pick(item, "prompt") || "", true],
+      ...textsOf(args, "argument "),
+      ...(original == null ? [] : textsOf(original, "originally requested ")),
+    ];
+    const summary = T.hiddenSummary(fields);
+    const mixed = T.mixedScripts(fields);
+    const note = $(".hidden-note", card);
+    note.hidden = !summary && !mixed;
+    const says = [];
+    if (summary)
+      says.push("Hidden characters: this request holds characters you could not see, or that change the order " +
+        `text is shown in. Each is shown as ⟨U+…⟩ where it stands: ${summary}.`);
+    if (mixed) says.push(`Look-alike letters: ${mixed}.`);
+    show(note, says.join(" "));
+  }
+
+  // The editor is plain text: say what hidden characters the edit holds (written as \u escapes) and any typed or
+  // pasted raw, where they are, with a button that writes those as escapes too.
+  function warnEditor(card, editor, value) {
+    const raw = T.hiddenPositions(editor.value);
+    const held = value == null ? "" : T.hiddenSummary(textsOf(value, "argument "));
+    const parts = [];
+    if (raw) parts.push(`Your text holds characters you cannot see: ${raw}.`);
+    if (held) parts.push(`The edited arguments hold hidden characters (written as \\u escapes): ${held}.`);
+    $(".edit-hidden", card).hidden = !parts.length;
+    show($(".edit-hidden-text", card), parts.join(" "));
+    $(".act-escape", card).hidden = !raw;
+  }
+
+  function showDiffLines(box, lines) {
+    for (const line of lines) box.append(el("span", { class: line.cls }, T.longText(line.text, T.VALUE_LIMIT + 200)));
   }
 
   // -- policies: the rule that asked, quorum progress, grants ------------------------------------------
@@ -536,19 +623,17 @@
     box.hidden = !policy;
     if (!policy) return;
     const who = (policy.approvers || []).join(", ");
-    $(".rule", box).textContent = clip(`rule ${policy.rule}` + (who ? ` · approvers ${who}` : ""), 400);
+    show($(".rule", box), clip(`rule ${policy.rule}` + (who ? ` · approvers ${who}` : ""), 400));
     const escalated = $(".escalated", box);
     escalated.hidden = !policy.escalated;
     // Nobody answered in time: the rule's escalation group may answer now too.
-    escalated.textContent = policy.escalated ? clip(`escalated: ${policy.escalate_to} may answer now too`, 300) : "";
+    show(escalated, policy.escalated ? clip(`escalated: ${policy.escalate_to} may answer now too`, 300) : "");
     const quorum = Number(policy.quorum || 1);
     const progress = String(pick(item, "quorum_progress") || "");
     const quorumNode = $(".quorum", box);
     quorumNode.hidden = quorum <= 1;
     // "1 of 2: ana" on the record reads "1 of 2 approvals: ana" here.
-    quorumNode.textContent = progress
-      ? clip(progress.replace(/^(\d+ of \d+)/, "$1 approvals"), 300)
-      : `0 of ${quorum} approvals`;
+    show(quorumNode, progress ? clip(progress.replace(/^(\d+ of \d+)/, "$1 approvals"), 300) : `0 of ${quorum} approvals`);
   }
 
   function offerGrants(card, item) {
@@ -558,16 +643,16 @@
     box.hidden = !offered.length || !canDecide();
     if (!box.hidden) card.dataset.grants = "1";
     const select = $(".grant", box);
-    for (const g of offered) select.append(el("option", { value: g.scope, text: g.label }));
+    for (const g of offered) select.append(el("option", { value: g.scope, text: T.plain(g.label) }));
     const approve = $(".act-approve", card);
     const say = () => {
       const chosen = offered.find((g) => g.scope === select.value);
       // The scope is shown before the approver confirms: what later calls this approval lets through.
-      $(".grant-scope", box).textContent = chosen
+      show($(".grant-scope", box), chosen
         ? `Approving also lets later ${clip(pick(item, "tool_name") || "", 80)} calls that rule ` +
           `"${clip(policy.rule, 80)}" would ask about run without asking, ${chosen.label}, until revoked.`
-        : "";
-      approve.textContent = chosen ? `Approve and allow ${chosen.label}` : "Approve";
+        : "");
+      show(approve, chosen ? `Approve and allow ${clip(chosen.label, 80)}` : "Approve");
     };
     select.addEventListener("change", say);
     say();
@@ -613,19 +698,15 @@
   }
 
   function readEdited(text) {
-    let value;
-    try {
-      value = JSON.parse(text);
-    } catch (err) {
-      return { value: null, problem: "Not valid JSON: " + err.message };
-    }
+    const { value, problem } = T.parseExact(text);
+    if (problem) return { value: null, problem: "Not valid JSON: " + problem };
     if (!value || typeof value !== "object" || Array.isArray(value))
       return { value: null, problem: "The arguments must be a JSON object ({ … })." };
     return { value, problem: "" };
   }
 
   function flatten(value, path, out) {
-    if (value && typeof value === "object") {
+    if (value && typeof value === "object" && !T.isRaw(value)) {
       const keys = Array.isArray(value) ? value.map((_, i) => i) : Object.keys(value);
       if (!keys.length) out.set(path || "(arguments)", Array.isArray(value) ? "[]" : "{}");
       for (const k of keys) {
@@ -672,6 +753,7 @@
     const body = { ...extra };
     const digest = pick(item, "args_digest");
     if (digest) body.args_digest = digest;
+    if (verb === "approve" && card.dataset.partial) return; // never: the page does not hold the whole arguments
     const grant = $(".grant", card).value;
     if (verb === "approve" && !extra.edited_args && grant) body.grant = grant; // never with an edit
     const targetId = card.dataset.targetId;
@@ -679,7 +761,7 @@
     const path =
       `/api/approvals/${encodeURIComponent(targetId)}/${verb}` + (runId ? `?run=${encodeURIComponent(runId)}` : "");
     buttons.forEach((b) => (b.disabled = true));
-    errorBox.textContent = "";
+    show(errorBox, "");
     let ack;
     try {
       ack = await api("POST", path, body);
@@ -691,7 +773,7 @@
       // One vote of several: the request still waits for the others; the card stays and shows the count.
       toast(`Your approval of ${pick(item, "tool_name") || "the request"} was counted: ` +
         clip(String(ack.quorum_progress || "").replace(/^(\d+ of \d+)/, "$1 approvals"), 300));
-      buttons.forEach((b) => (b.disabled = !canDecide()));
+      enableActions(card);
       refreshSoon();
       return;
     }
@@ -709,11 +791,11 @@
     if (ack.status === 422 && !$(".editor", card).hidden) {
       // The edit does not fit the tool's parameters: say which field, next to the editor, and stay in it.
       const field = ack.body && typeof ack.body.field === "string" ? ack.body.field : "";
-      errorBox.textContent = (field ? `Field “${clip(field, 120)}”: ` : "") + clip(ack.detail || "", 1000);
+      show(errorBox, (field ? `Field “${clip(field, 120)}”: ` : "") + clip(ack.detail || "", 1000), true);
       const editor = $(".args-edit", card);
       editor.classList.add("invalid");
       editor.setAttribute("aria-invalid", "true");
-      buttons.forEach((b) => (b.disabled = !canDecide()));
+      enableActions(card);
       editor.focus();
       return;
     }
@@ -726,8 +808,8 @@
       refreshSoon();
       return;
     }
-    errorBox.textContent = ack.detail || "The server refused this.";
-    buttons.forEach((b) => (b.disabled = !canDecide()));
+    show(errorBox, clip(ack.detail || "The server refused this.", 2000), true);
+    enableActions(card);
     if (!$(".editor", card).hidden) {
       const { problem } = readEdited($(".args-edit", card).value);
       $(".act-approve-edited", card).disabled = !!problem;
@@ -915,25 +997,25 @@
         after = data.next_after;
       }
     } catch (err) {
-      $("#run-sub").textContent = err.message;
+      show($("#run-sub"), err.message);
       return;
     }
     if (gen !== state.runGen || runId !== state.runId) return;
     const st = runStateOf(run, list);
-    $("#run-id").textContent = clip(runId, 80);
+    show($("#run-id"), clip(runId, 80));
     const badge = $("#run-badge");
-    badge.textContent = st.label;
+    show(badge, st.label);
     badge.className = "badge " + st.cls;
     const started = ms(pick(run, "started_at_ms")) || (list[0] ? ms(pick(list[0], "emitted_at")) : 0);
-    $("#run-sub").textContent =
+    show($("#run-sub"), clip(
       `${pick(run, "agent") || pick(run, "adapter") || "agent"} · session ${pick(run, "session_id") || "—"} · ` +
-      `started ${clock(started)} · process ${pick(run, "pid") || "?"} on ${pick(run, "host") || "?"}`;
+      `started ${clock(started)} · process ${pick(run, "pid") || "?"} on ${pick(run, "host") || "?"}`, 600));
     const drift = $("#run-drift");
     drift.textContent = "";
     if (st.drift) {
       drift.append(
         el("strong", { text: `Escalated to you: ${st.drift.name.toLowerCase()}` }),
-        el("div", { text: clip(st.drift.detail, 2000) }),
+        el("div", {}, T.longText(st.drift.detail, 2000, { lines: true })),
         el("div", {
           class: "sub",
           text:
@@ -942,7 +1024,7 @@
         }),
       );
     } else if (st.why) {
-      drift.append(el("strong", { text: st.label + ": " }), clip(st.why, 2000));
+      drift.append(el("strong", { text: st.label + ": " }), T.visible(clip(st.why, 2000), true));
     }
     drift.hidden = !st.drift && !st.why;
     const over = st.cls === "finished" || st.cls === "cancelled" || st.cls === "gone";
@@ -1135,7 +1217,7 @@
       ack = { result: "FAILURE", detail: err.message };
     }
     const ok = ack.result === "SUCCESS";
-    result.textContent = `${verb}: ${ok ? "done" : "refused"} — ${ack.detail || ""}`;
+    show(result, `${verb}: ${ok ? "done" : "refused"} — ${clip(ack.detail || "", 2000)}`);
     if (ok) {
       state.runLocal.set(runId, { state: verb, afterMs: Date.now() });
       if (verb === "steer") $("#steer-text").value = "";
@@ -1158,15 +1240,8 @@
     for (const item of items) {
       const decision = pick(item, "decision") || pick(item, "status") || "";
       const verdict = decision === "approve" ? "approved" : decision === "reject" ? "rejected" : decision;
-      const args = parseArgs(item);
-      let edited = pick(item, "edited_args");
-      if (!edited && pick(item, "edited_args_json")) {
-        try {
-          edited = JSON.parse(pick(item, "edited_args_json"));
-        } catch (_) {
-          edited = pick(item, "edited_args_json");
-        }
-      }
+      const args = readArgs(item).value;
+      const edited = parsedOrText(pick(item, "edited_args_json")) ?? pick(item, "edited_args");
       const li = el(
         "li",
         { "data-target-id": pick(item, "target_id") || "" },
@@ -1180,13 +1255,16 @@
           el("a", { class: "mono", href: `#/runs/${encodeURIComponent(pick(item, "run_id") || "")}`, text: clip(pick(item, "run_id"), 60) }),
         ),
       );
-      if (pick(item, "detail")) li.append(el("p", { class: "reason", text: "Reason: " + clip(pick(item, "detail"), 2000) }));
+      if (pick(item, "detail"))
+        li.append(el("p", { class: "reason" }, "Reason: ", T.longText(pick(item, "detail"), 2000, { lines: true })));
       if (edited && typeof edited === "object") {
         const diff = el("pre", { class: "diff mono" });
-        for (const line of diffLines(args, edited)) diff.append(el("span", { class: line.cls, text: line.text }));
+        showDiffLines(diff, diffLines(args, edited));
         li.append(el("div", { class: "label", text: "Edited arguments" }), diff);
       } else if (args != null) {
-        li.append(el("pre", { class: "args mono", text: clip(pretty(args), 4000) }));
+        const pre = el("pre", { class: "args mono" });
+        T.showJson(pre, args);
+        li.append(pre);
       }
       box.append(li);
     }
@@ -1250,16 +1328,16 @@
     box.hidden = failures.length === 0;
     if (!failures.length) return;
     const first = failures[0];
-    box.textContent =
+    show(box,
       `${failures.length} notification${failures.length === 1 ? "" : "s"} could not be sent — ` +
       `${clip(first.channel, 60)}: ${clip(first.error, 200)}. People may not know these requests wait; ` +
-      "see goldfive notify status.";
+      "see goldfive notify status.");
   }
 
   async function start() {
     $(".views").hidden = false;
     $(".who").hidden = false;
-    $("#user-name").textContent = `${state.me.name} (${state.me.role})`;
+    show($("#user-name"), clip(`${state.me.name} (${state.me.role})`, 120));
     for (const entry of state.cards.values()) entry.node.remove();
     state.cards.clear();
     startEvents();

@@ -1,0 +1,137 @@
+"""Open event streams end when their access ends.
+
+A stream (``/api/events``, ``/api/agent/stream``) is authenticated once, when it opens, and may then stay
+open for hours. Each open stream holds a *lease* here: its user, the credential it was opened with and the
+permission its route needs. A lease ends — and its stream with it, before another chunk is sent — when
+
+* this process disables or rotates the user, or logs the session out (:meth:`SessionWatch.end_user`,
+  :meth:`SessionWatch.end_session`: at once), or
+* the periodic re-check finds the credential no longer valid: a disable, rotate or logout done by another
+  process (the ``goldfive users`` command, another ``serve`` over the same store), seen within
+  ``every_s`` seconds. One check per distinct credential, not per stream. A check that errs (the store is
+  unreadable) ends the lease: fail closed; the client reconnects and is authenticated afresh.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import dataclasses
+import logging
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
+from typing import Any
+
+from .auth import User
+
+__all__ = ["SessionWatch"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(eq=False)
+class _Lease:
+    user: User
+    permission: str
+    ended: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
+
+    @property
+    def credential(self) -> tuple[str, str, str]:
+        return (self.user.channel, self.user.credential, self.permission)
+
+
+class SessionWatch:
+    """The leases of this process's open streams, re-checked every ``every_s`` seconds while any is open."""
+
+    def __init__(self, still_valid: Callable[[User, str], Awaitable[bool]], *, every_s: float = 1.0) -> None:
+        self._still_valid = still_valid
+        self.every_s = every_s
+        self._leases: set[_Lease] = set()
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def open_streams(self) -> int:
+        """How many streams hold a lease."""
+        return len(self._leases)
+
+    def end_user(self, name: str) -> int:
+        """End every stream of user ``name`` (disabled or rotated here); how many ended."""
+        return self._end(lease for lease in self._leases if lease.user.name == name)
+
+    def end_session(self, session_hash: str) -> int:
+        """End the streams of one web session (logged out here); how many ended."""
+        return self._end(lease for lease in self._leases if session_hash and lease.user.session_hash == session_hash)
+
+    def _end(self, leases: Iterable[_Lease]) -> int:
+        ended = 0
+        for lease in list(leases):
+            if not lease.ended.is_set():
+                lease.ended.set()
+                ended += 1
+        return ended
+
+    async def recheck(self) -> int:
+        """Check each distinct credential of the open streams once; end the leases that lost access."""
+        groups: dict[tuple[str, str, str], list[_Lease]] = collections.defaultdict(list)
+        for lease in self._leases:
+            if not lease.ended.is_set():
+                groups[lease.credential].append(lease)
+        ended = 0
+        for leases in groups.values():
+            if not await self._still_valid(leases[0].user, leases[0].permission):
+                ended += self._end(leases)
+        return ended
+
+    async def _watch(self) -> None:
+        while self._leases:
+            await asyncio.sleep(self.every_s)
+            try:
+                await self.recheck()
+            except Exception:  # a watcher that stopped would leave streams open: end them all (fail closed)
+                logger.exception("open streams: re-checking their access failed; ending them")
+                self._end(self._leases)
+
+    def _start(self) -> None:
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._watch(), name="goldfive-serve-sessions")
+
+    async def aclose(self) -> None:
+        """End every lease and stop re-checking."""
+        self._end(self._leases)
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    async def guard(self, user: User, permission: str, body: AsyncIterable[Any]) -> AsyncIterator[Any]:
+        """``body``'s chunks while the lease holds; the stream ends (without another chunk) when it ends."""
+        lease = _Lease(user, permission)
+        self._leases.add(lease)
+        self._start()
+        chunks = aiter(body)
+
+        async def next_chunk() -> Any:
+            return await anext(chunks)
+
+        ended = asyncio.ensure_future(lease.ended.wait())
+        pending: asyncio.Future[Any] | None = None
+        try:
+            while True:
+                pending = asyncio.ensure_future(next_chunk())
+                await asyncio.wait((pending, ended), return_when=asyncio.FIRST_COMPLETED)
+                if lease.ended.is_set():  # even when a chunk is ready too: nothing more after access ended
+                    return
+                try:
+                    chunk = pending.result()
+                except StopAsyncIteration:
+                    return
+                pending = None
+                yield chunk
+        finally:
+            self._leases.discard(lease)
+            for future in (ended, pending):
+                if future is not None and not future.done():
+                    future.cancel()
+                    await asyncio.gather(future, return_exceptions=True)
+            aclose = getattr(chunks, "aclose", None)
+            if aclose is not None:
+                await aclose()
