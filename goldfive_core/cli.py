@@ -206,6 +206,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("action", choices=["status"], help="status: per channel counts and the latest failures")
     p = cmd("resolve", "settle a tool call reported IN DOUBT (its process died while it ran)")
     p.add_argument("id", help="the call's target id")
+    p.add_argument("--run", help="the run that claimed it (when the call id is in doubt in several runs)")
     how = p.add_mutually_exclusive_group(required=True)
     how.add_argument("--ran", action="store_true", help="it did run: a replay returns without running it")
     how.add_argument("--did-not-run", action="store_true", help="it did not run: a replay may run it (once)")
@@ -348,7 +349,7 @@ def _show(store: Store, args: argparse.Namespace, out: _Out) -> int:
     row = _resolve(store, args.id, args.run)
     run = store.run(row.run_id)
     data = cli_approval(approval_json(row, liveness=store.liveness(run)))
-    ex = store.execution(row.target_id)
+    ex = store.execution(row.target_id, run_id=row.run_id)
     data["execution"] = ex.state.value if ex is not None else "none"
     data["execution_started_at_ms"] = ex.started_at_ms if ex is not None else 0
     data["run"] = run_json(store, run) if run is not None else None
@@ -527,14 +528,23 @@ def _notify_status(store: Store, args: argparse.Namespace, out: _Out) -> int:
 
 
 def _resolve_doubt(store: Store, args: argparse.Namespace, out: _Out) -> int:
-    ex = store.execution(args.id)
-    if ex is None or ex.state is not ExecutionState.EXECUTING:
-        state = "unknown" if ex is None else ex.state.value
+    doubts = [
+        ex
+        for ex in store.executions(state=ExecutionState.EXECUTING)
+        if ex.target_id == args.id and args.run in (None, ex.run_id)
+    ]
+    if not doubts:  # a call the ledger saw finish (done) is never settled again: a replay returns its result
+        found = store.execution(args.id)
+        state = "unknown" if found is None else found.state.value
         raise _Exit(EXIT_FAILURE, f"{_t(args.id, 80)!r} is not in doubt (execution: {state}); nothing was changed")
+    if len(doubts) > 1:
+        runs = ", ".join(sorted(_t(ex.run_id, 80) for ex in doubts))
+        raise _Exit(EXIT_USAGE, f"{_t(args.id, 80)!r} is in doubt in several runs ({runs}); name one with --run")
+    ex = doubts[0]
     live = store.liveness(store.run(ex.run_id))
     if live == "live":
         raise _Exit(EXIT_FAILURE, f"{args.id!r} is running right now in run {ex.run_id}; it is not in doubt")
-    if not store.resolve_execution(args.id, ran=bool(args.ran), by=_decider(args)):
+    if not store.resolve_execution(args.id, ran=bool(args.ran), by=_decider(args), run_id=ex.run_id):
         raise _Exit(EXIT_FAILURE, f"{args.id!r} was settled by someone else just now")
     text = (
         "it ran: a replay returns without running it again"

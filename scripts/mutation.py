@@ -52,6 +52,9 @@ CLAUDE = (
 )
 CHANNEL = ("tests/store/test_store_channel.py",)
 CROSS = ("tests/store/test_store_cross_process.py",)
+LEDGER = ("tests/store/test_store_ledger.py",)
+HTTP_LEDGER = ("tests/http/test_http_ledger.py",)
+OUTAGES = ("tests/faults/test_faults_done_kept.py",)
 AUTHZ = ("tests/server/test_server_authz_matrix.py", "tests/server/test_server_auth.py")
 SESSIONS = ("tests/server/test_server_sessions.py",)
 POLICY_GATE = ("tests/policy/test_policy_fail_closed.py",)
@@ -305,6 +308,10 @@ MUTATIONS: tuple[Mutation, ...] = (
         BACKEND + REPLAY,
         alt=(
             (
+                "                if cur.rowcount == 1:\n                    self._record_execution(",
+                "                if True:\n                    self._record_execution(",
+            ),
+            (
                 "                    (target_id, run_id, now_ms(), pid, host, args_digest),\n"
                 "                )\n"
                 "                return bool(cur.rowcount == 1)",
@@ -320,6 +327,12 @@ MUTATIONS: tuple[Mutation, ...] = (
         "\"UPDATE gf_executions SET state = 'executing', finished_at_ms = ?, result_json = ? WHERE target_id = ?\"",
         "a finished body is never recorded done",
         REPLAY,
+        alt=(
+            (
+                "f\"UPDATE gf_executions SET state = 'done', finished_at_ms = ?, result_json = ? WHERE {where} \"",
+                "f\"UPDATE gf_executions SET state = 'executing', finished_at_ms = ?, result_json = ? WHERE {where} \"",
+            ),
+        ),
     ),
     M(
         SQL,
@@ -327,6 +340,12 @@ MUTATIONS: tuple[Mutation, ...] = (
         '"DELETE FROM gf_executions WHERE target_id = ?"',
         "'resolve --did-not-run' forgets a body that finished (it may run again)",
         REPLAY,
+        alt=(
+            (
+                "f\"DELETE FROM gf_executions WHERE {where} AND state = 'executing' RETURNING run_id, owner\"",
+                'f"DELETE FROM gf_executions WHERE {where} RETURNING run_id, owner"',
+            ),
+        ),
     ),
     M(
         SQL,
@@ -508,6 +527,78 @@ MUTATIONS: tuple[Mutation, ...] = (
         "Claude stops the run instead of telling the model the rejection reason",
         CLAUDE,
         alt=(('    if reason == "user_rejected":\n        by = ', '    if reason == "rejected":\n        by = '),),
+    ),
+    # -- agents own their calls; a finished body's end is kept through an outage ---------------------------------
+    M(
+        EXECUTION,
+        "    return settled if settled is not None else "
+        'Replay(kind="in_doubt", detail=f"{call_id!r} could not be claimed")',
+        "    return settled",
+        "a lost ledger claim goes ahead (the claim answered False and nothing is on record: the body runs)",
+        LEDGER,
+    ),
+    M(
+        EXECUTION,
+        '            return _unavailable(self.store, call.tool_name, "could not record that it starts", exc)',
+        "            return None",
+        "a claim the store could not record goes ahead",
+        LEDGER,
+    ),
+    M(
+        SQL,
+        "\"WHERE gf_executions.state = 'done' AND gf_executions.args_digest <> '' \"",
+        "\"WHERE gf_executions.args_digest <> '' \"",
+        "a reused call id with other arguments takes over an in-doubt row",
+        LEDGER,
+    ),
+    M(
+        SQL,
+        "                owner = self._owner_of(conn, run_id)\n                cur = self._exec(",
+        '                owner = ""\n                cur = self._exec(',
+        "a claim lands in one ledger for all agents (one agent's claim skips another's call)",
+        LEDGER + HTTP_LEDGER,
+    ),
+    M(
+        SQL,
+        "owned = f\"AND {_RUN_OWNER.format(run='a.run_id')} = ? \"",
+        'owned = "AND ? IS NOT NULL "',
+        "a decision recorded for another owner's request is applied to a run reusing its call id",
+        LEDGER,
+    ),
+    M(
+        SQL,
+        '"owner = ? AND target_id = ? AND run_id = ?", [self._owner_of(conn, run_id), target_id, run_id]',
+        '"owner = ? AND target_id = ?", [self._owner_of(conn, run_id), target_id]',
+        "a run finishes (or a person settles) a call another run claimed",
+        LEDGER + HTTP_LEDGER,
+    ),
+    M(
+        ("goldfive_core/server/agents.py",),
+        'a string of 1-200 characters")\n        await self._own(user, run_id)',
+        'a string of 1-200 characters")',
+        "an agent token reaches the ledger of a run it does not own",
+        HTTP_LEDGER,
+    ),
+    M(
+        EXECUTION,
+        '            keeper_for(self.store).keep(f"\'done\' of {shorten(call_id, 80)!r}", run_id or "", write)',
+        "            pass",
+        "a finished body's 'done' that met an outage is dropped (the call reads in doubt; a replay may run it again)",
+        OUTAGES,
+    ),
+    M(
+        ("goldfive_core/store/sink.py",),
+        "        self._after_kept_writes(batch)  # before _track",
+        "        pass  # before _track",
+        "a run's closing event is written while its 'done' is still kept (the finished call reads in doubt)",
+        OUTAGES,
+    ),
+    M(
+        ("goldfive_core/store/keeper.py",),
+        "        self._wait(lambda: not self._pending, timeout)\n        lost = self.pending()",
+        "        lost = self.pending()",
+        "closing does not wait for kept 'done' records (they die with the process)",
+        OUTAGES,
     ),
     # -- goldfive serve: who is asking, CSRF, fetch metadata, attempt limits, sessions ---------------------------
     M(

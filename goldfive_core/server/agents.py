@@ -310,6 +310,7 @@ def _execution_json(row: ExecutionRow) -> dict[str, Any]:
         "pid": row.pid,
         "host": row.host,
         "args_digest": row.args_digest,
+        "owner": row.owner,
     }
 
 
@@ -353,14 +354,6 @@ class AgentApi:
         refusal = await _io(owners.claim_run, self.store, run_id, user.name)
         if refusal is not None:
             raise AgentError(403, refusal)
-
-    async def _owns_call(self, user: User, call_id: str) -> ExecutionRow | None:
-        row: ExecutionRow | None = await _io(self.store.execution, call_id)
-        if row is not None:
-            owner = await _io(owners.run_owner, self.store, row.run_id)
-            if owner != user.name:
-                raise AgentError(403, f"call {shorten(call_id, 80)!r} belongs to a run of another agent")
-        return row
 
     # -- events, heartbeats ----------------------------------------------------------------------------------
     async def events(self, request: Request, user: User) -> dict[str, Any]:
@@ -561,58 +554,66 @@ class AgentApi:
         return {"grants": [r.as_dict(now) for r in rows]}
 
     # -- the execution ledger ------------------------------------------------------------------------------------
+    # Each agent user has a ledger of its own: a call is claimed, finished and looked up in the ledger of the
+    # agent that owns the named run (another agent's run: 403), so an agent never reaches another's calls and
+    # two agents reusing a call id never collide.
+    async def _ledger_run(self, user: User, run_id: Any) -> str:
+        if not isinstance(run_id, str) or not 0 < len(run_id) <= 200:
+            raise AgentError(400, "'run_id' (or ?run=) must name the asking run: a string of 1-200 characters")
+        await self._own(user, run_id)
+        return run_id
+
     async def ledger(self, request: Request, user: User) -> dict[str, Any]:
-        """``GET /api/agent/ledger/{call_id}``: the ledger entry and any decision recorded while the agent was down."""
+        """``GET /api/agent/ledger/{call_id}?run=R``: run R's agent's entry for the call and any decision recorded
+        for it (in that agent's runs) while the agent was down."""
         call_id = request.path_params["call_id"]
-        row = await self._owns_call(user, call_id)
-        stored = await _io(self.store.find_decision, call_id)
+        run_id = await self._ledger_run(user, request.query_params.get("run"))
+        row = await _io(self.store.execution, call_id, run_id=run_id)
+        stored = await _io(self.store.find_decision, call_id, run_id=run_id)
         decision: dict[str, Any] | None = None
         if stored is not None:
-            owner = await _io(owners.run_owner, self.store, stored.run_id)
-            if owner == user.name:
-                decision = {
-                    "approval_id": stored.approval_id,
-                    "run_id": stored.run_id,
-                    "target_id": stored.target_id,
-                    "approved": stored.approved,
-                    "detail": stored.detail,
-                    "decided_by": stored.decided_by,
-                    "args_digest": stored.args_digest,
-                    "edited_args": dict(stored.edited_args) if stored.edited_args is not None else None,
-                    "decided_at_ms": stored.decided_at_ms,
-                    "decided_via": stored.decided_via,
-                    "decided_channel": stored.decided_channel,
-                    "signature": stored.signature,
-                }
+            decision = {
+                "approval_id": stored.approval_id,
+                "run_id": stored.run_id,
+                "target_id": stored.target_id,
+                "approved": stored.approved,
+                "detail": stored.detail,
+                "decided_by": stored.decided_by,
+                "args_digest": stored.args_digest,
+                "edited_args": dict(stored.edited_args) if stored.edited_args is not None else None,
+                "decided_at_ms": stored.decided_at_ms,
+                "decided_via": stored.decided_via,
+                "decided_channel": stored.decided_channel,
+                "signature": stored.signature,
+            }
         return {"execution": _execution_json(row) if row is not None else None, "decision": decision}
 
     async def executing(self, request: Request, user: User) -> dict[str, Any]:
         """``POST /api/agent/ledger/{call_id}/executing``: claim the right to run the body (at most once)."""
         call_id = request.path_params["call_id"]
         body = await self._body(request)
-        run_id, digest = body.get("run_id"), body.get("args_digest", "")
-        pid, host = body.get("pid", 0), body.get("host", "")
-        if not isinstance(run_id, str) or not isinstance(digest, str) or not _is_pid(pid):
-            raise AgentError(400, "'run_id' and 'args_digest' must be strings, 'pid' an integer (0-2^31)")
+        digest, pid, host = body.get("args_digest", ""), body.get("pid", 0), body.get("host", "")
+        if not isinstance(digest, str) or not _is_pid(pid):
+            raise AgentError(400, "'args_digest' must be a string, 'pid' an integer (0-2^31)")
         if not isinstance(host, str):
             raise AgentError(400, "'host' must be a string")
-        await self._own(user, run_id)
-        await self._owns_call(user, call_id)
+        run_id = await self._ledger_run(user, body.get("run_id"))
         claimed = await _io(
             self.store.mark_executing, call_id, run_id=run_id, pid=pid, host=host[:255], args_digest=digest
         )
         return {"claimed": bool(claimed)}
 
     async def done(self, request: Request, user: User) -> dict[str, Any]:
-        """``POST /api/agent/ledger/{call_id}/done``: ``{"result_json": "..."}`` — the body finished."""
+        """``POST /api/agent/ledger/{call_id}/done``: ``{"run_id": R, "result_json": "..."}`` — the body R claimed
+        finished."""
         call_id = request.path_params["call_id"]
         body = await self._body(request)
         result_json = body.get("result_json")
         if not isinstance(result_json, str):
             raise AgentError(400, "'result_json' must be a string (canonical JSON of the result)")
-        if await self._owns_call(user, call_id) is None:
-            raise AgentError(404, f"no execution of {shorten(call_id, 80)!r} was started")
-        await _io(self.store.mark_done, call_id, result_json=result_json)
+        run_id = await self._ledger_run(user, body.get("run_id"))
+        if not await _io(self.store.mark_done, call_id, result_json=result_json, run_id=run_id):
+            raise AgentError(404, f"run {shorten(run_id, 80)!r} started no execution of {shorten(call_id, 80)!r}")
         return {"done": True}
 
 

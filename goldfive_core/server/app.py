@@ -331,7 +331,7 @@ class _Api:
             {"seq": r.seq, "kind": r.kind, "event": event_to_dict(r.event())}
             for r in rows[-self.config.recent_events :]
         ]
-        ex = await _run(self.store.execution, row.target_id)
+        ex = await _run(self.store.execution, row.target_id, run_id=row.run_id)
         data["execution"] = ex.state.value if ex is not None else "none"
         data["execution_started_at_ms"] = ex.started_at_ms if ex is not None else 0
         data["run"] = await _run(run_json, self.store, run) if run is not None else None

@@ -34,7 +34,7 @@ __all__ = [
     "USER_COLS",
 ]
 
-SCHEMA_VERSION = 14
+SCHEMA_VERSION = 15
 
 # Migrations: (version, statements). Types are filled in per dialect: {id} an auto-increment
 # primary key, {blob} bytes, {big} a 64-bit integer. Never edit a released step; add one.
@@ -210,6 +210,28 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
             "ALTER TABLE gf_approvals ADD COLUMN request_id TEXT NOT NULL DEFAULT ''",
         ),
     ),
+    (
+        15,
+        (
+            # Agents own their calls: the ledger is keyed by (owner, call id), the owner being the agent user who
+            # owns the claiming run over HTTP ('' for processes that write the store), so one agent can neither
+            # claim nor finish another's call and two agents reusing a call id never collide. Rows keep the owner
+            # of their run; ledger events written before carry no owner (audit verify matches them by call id).
+            """CREATE TABLE gf_executions_owned (
+                owner TEXT NOT NULL, target_id TEXT NOT NULL, run_id TEXT NOT NULL, state TEXT NOT NULL,
+                started_at_ms {big} NOT NULL, finished_at_ms {big} NOT NULL, result_json TEXT NOT NULL,
+                pid {big} NOT NULL, host TEXT NOT NULL, args_digest TEXT NOT NULL, PRIMARY KEY (owner, target_id))""",
+            "INSERT INTO gf_executions_owned (owner, target_id, run_id, state, started_at_ms, finished_at_ms, "
+            "result_json, pid, host, args_digest) SELECT COALESCE((SELECT o.agent FROM gf_run_owners o "
+            "WHERE o.run_id = e.run_id), ''), e.target_id, e.run_id, e.state, e.started_at_ms, e.finished_at_ms, "
+            "e.result_json, e.pid, e.host, e.args_digest FROM gf_executions e",
+            "DROP TABLE gf_executions",
+            "ALTER TABLE gf_executions_owned RENAME TO gf_executions",
+            "CREATE INDEX gf_executions_target ON gf_executions (target_id)",
+            "INSERT INTO gf_meta (key, value) SELECT 'executions_owned_after_seq', CAST(seq AS TEXT) "
+            "FROM gf_chain_head WHERE id = 1 ON CONFLICT (key) DO NOTHING",
+        ),
+    ),
 )
 
 APPROVAL_COLS = (
@@ -228,7 +250,7 @@ USER_COLS = (
     "name, role, token_id, token_hash, disabled, created_at_ms, updated_at_ms, failed_logins, locked_until_ms, "
     "policy_groups"
 )
-EXEC_COLS = "target_id, run_id, state, started_at_ms, finished_at_ms, result_json, pid, host, args_digest"
+EXEC_COLS = "target_id, run_id, state, started_at_ms, finished_at_ms, result_json, pid, host, args_digest, owner"
 DETACHED_COLS = (
     "target_id, run_id, app_name, user_id, session_id, invocation_id, status, detached_at_ms, claimed_by, "
     "lease_until_ms, resumed_at_ms, detail"
@@ -344,6 +366,7 @@ def execution_row(row: Sequence[Any]) -> ExecutionRow:
         pid=row[6],
         host=row[7],
         args_digest=row[8],
+        owner=row[9],
     )
 
 

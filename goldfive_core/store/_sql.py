@@ -112,6 +112,10 @@ def _acked_request(ack: ControlAck, payload: Mapping[str, Any]) -> str:
 T = TypeVar("T")
 
 
+_RUN_OWNER = "COALESCE((SELECT agent FROM gf_run_owners WHERE run_id = {run}), '')"
+"""The ledger owner of a run: the agent user who owns it over HTTP, '' for a process writing the store directly."""
+
+
 class SqlStore(Store):
     """Every Store method over a DB-API connection; dialects supply connections and wake-ups."""
 
@@ -620,7 +624,8 @@ class SqlStore(Store):
             self._exec(
                 conn,
                 "SELECT key, value FROM gf_meta WHERE key IN "
-                "('audit_numbered_after', 'approvals_numbered_after', 'executions_audited_after_ms')",
+                "('audit_numbered_after', 'approvals_numbered_after', 'executions_audited_after_ms', "
+                "'executions_owned_after_seq')",
             ).fetchall()
         )
 
@@ -694,6 +699,7 @@ class SqlStore(Store):
             grants=grants,
             executions=executions,
             executions_after_ms=after("executions_audited_after_ms"),
+            executions_owned_after=after("executions_owned_after_seq"),
             trust=trust_key,
             numbered_after=(after("audit_numbered_after"), after("approvals_numbered_after")),
         )
@@ -870,21 +876,31 @@ class SqlStore(Store):
                 self._notify(conn, "inbox", "")
                 return True
 
-    def find_decision(self, target_id: str) -> StoredDecision | None:
-        """The newest decision for ``target_id`` that no execution has claimed (retried through an outage)."""
-        return self._retrying(f"looking up a decision for {target_id!r}", self._find_decision, target_id)
+    def find_decision(self, target_id: str, *, run_id: str | None = None) -> StoredDecision | None:
+        """The newest decision for ``target_id`` that no execution has claimed (retried through an outage).
 
-    def _find_decision(self, target_id: str) -> StoredDecision | None:
+        With ``run_id``, only among the requests of runs of the same owner (see :meth:`mark_executing`).
+        """
+        return self._retrying(f"looking up a decision for {target_id!r}", self._find_decision, target_id, run_id)
+
+    def _find_decision(self, target_id: str, run_id: str | None) -> StoredDecision | None:
         with self._guard(f"looking up a decision for {target_id!r}"):
+            conn = self._conn()
+            owned, params = "", []
+            if run_id is not None:
+                owner = self._owner_of(conn, run_id)
+                owned = f"AND {_RUN_OWNER.format(run='a.run_id')} = ? "
+                params = [owner]
+            claimed = "e.owner = ? AND " if run_id is not None else ""
             row = self._exec(
-                self._conn(),
+                conn,
                 f"SELECT {APPROVAL_SELECT} FROM gf_approvals a "
-                "WHERE target_id = ? AND status IN (?, ?) "
-                "AND NOT EXISTS (SELECT 1 FROM gf_executions e WHERE e.target_id = a.target_id "
+                f"WHERE target_id = ? AND status IN (?, ?) {owned}"
+                f"AND NOT EXISTS (SELECT 1 FROM gf_executions e WHERE {claimed}e.target_id = a.target_id "
                 "AND (e.args_digest = '' OR a.args_digest = '' OR e.args_digest = a.args_digest "
                 "OR e.args_digest = a.original_args_digest)) "
                 "ORDER BY id DESC LIMIT 1",
-                (target_id, *sorted(s.value for s in DECIDED_STATUSES)),
+                (target_id, *sorted(s.value for s in DECIDED_STATUSES), *params, *params),
             ).fetchone()
         if row is None:
             return None
@@ -908,11 +924,18 @@ class SqlStore(Store):
             request_digest=rec.request_digest,
         )
 
-    # -- execution ledger ---------------------------------------------------------------------
+    # -- execution ledger -----------------------------------------------------------------------
+    # A call belongs to the owner of the run that claims it: the agent user owning the run over HTTP
+    # (gf_run_owners), '' for the processes writing the store directly. Rows are keyed by (owner, call id).
+    def _owner_of(self, conn: Any, run_id: str) -> str:
+        row = self._exec(conn, f"SELECT {_RUN_OWNER.format(run='?')}", (run_id,)).fetchone()
+        return str(row[0]) if row is not None else ""
+
     def mark_executing(
         self, target_id: str, *, run_id: str, pid: int = 0, host: str = HOST, args_digest: str = ""
     ) -> bool:
-        """Claim the tool body for ``target_id`` (and ``args_digest``); True exactly once (retried through an outage).
+        """Claim the tool body for ``target_id`` (and ``args_digest``) in ``run_id``'s owner's ledger; True exactly
+        once (retried through an outage).
 
         Idempotent for the claimer: when an earlier attempt committed but its answer was lost (the
         connection dropped), the retry finds this run's own "executing" entry and says True again.
@@ -925,72 +948,88 @@ class SqlStore(Store):
         with self._guard(f"marking {target_id!r} executing"):
             conn = self._conn()
             with self._transaction(conn):
+                owner = self._owner_of(conn, run_id)
                 cur = self._exec(
                     conn,
-                    f"INSERT INTO gf_executions ({EXEC_COLS}) VALUES (?, ?, 'executing', ?, 0, '', ?, ?, ?) "
+                    f"INSERT INTO gf_executions ({EXEC_COLS}) VALUES (?, ?, 'executing', ?, 0, '', ?, ?, ?, ?) "
                     # A finished call whose id is reused with other arguments is another call: it takes the row.
-                    "ON CONFLICT (target_id) DO UPDATE SET run_id = excluded.run_id, state = excluded.state, "
+                    "ON CONFLICT (owner, target_id) DO UPDATE SET run_id = excluded.run_id, state = excluded.state, "
                     "started_at_ms = excluded.started_at_ms, finished_at_ms = 0, result_json = '', "
                     "pid = excluded.pid, host = excluded.host, args_digest = excluded.args_digest "
                     "WHERE gf_executions.state = 'done' AND gf_executions.args_digest <> '' "
                     "AND excluded.args_digest <> '' AND gf_executions.args_digest <> excluded.args_digest",
-                    (target_id, run_id, at := now_ms(), pid, host, args_digest),
+                    (target_id, run_id, at := now_ms(), pid, host, args_digest, owner),
                 )
                 if cur.rowcount == 1:
                     self._record_execution(
-                        conn, target_id, run_id, "executing", at, args_digest=args_digest, pid=pid, host=host
+                        conn, target_id, run_id, "executing", at, owner, args_digest=args_digest, pid=pid, host=host
                     )
                     return True
                 row = self._exec(
                     conn,
-                    "SELECT run_id, state, pid, host, args_digest FROM gf_executions WHERE target_id = ?",
-                    (target_id,),
+                    "SELECT run_id, state, pid, host, args_digest FROM gf_executions WHERE owner = ? AND target_id = ?",
+                    (owner, target_id),
                 ).fetchone()
                 mine = (storable(run_id), "executing", pid, storable(host), storable(args_digest))
                 return row is not None and tuple(row) == mine
 
-    def mark_done(self, target_id: str, *, result_json: str) -> None:
-        """Record the finished tool body and its result (retried through an outage)."""
-        self._retrying(f"marking {target_id!r} done", self._mark_done, target_id, result_json)
+    def mark_done(self, target_id: str, *, result_json: str, run_id: str | None = None) -> bool:
+        """Record the finished tool body and its result (retried through an outage); False: no such claim.
 
-    def _mark_done(self, target_id: str, result_json: str) -> None:
+        With ``run_id``, only the claim that run made (in its owner's ledger); None: the call's entry of any owner.
+        """
+        return self._retrying(f"marking {target_id!r} done", self._mark_done, target_id, result_json, run_id)
+
+    def _mark_done(self, target_id: str, result_json: str, run_id: str | None) -> bool:
         with self._guard(f"marking {target_id!r} done"):
             conn = self._conn()
             with self._transaction(conn):
+                where, params = self._claim_filter(conn, target_id, run_id)
                 row = self._exec(
                     conn,
-                    "UPDATE gf_executions SET state = 'done', finished_at_ms = ?, result_json = ? WHERE target_id = ? "
-                    "RETURNING run_id",
-                    (at := now_ms(), result_json, target_id),
+                    f"UPDATE gf_executions SET state = 'done', finished_at_ms = ?, result_json = ? WHERE {where} "
+                    "RETURNING run_id, owner",
+                    (at := now_ms(), result_json, *params),
                 ).fetchone()
-                if row is not None:
-                    self._record_execution(conn, target_id, str(row[0]), "done", at, result_json=result_json)
+                if row is None:
+                    return False
+                self._record_execution(conn, target_id, str(row[0]), "done", at, str(row[1]), result_json=result_json)
+                return True
 
-    def resolve_execution(self, target_id: str, *, ran: bool, by: str) -> bool:
-        """Settle an in-doubt call on a person's word."""
+    def _claim_filter(self, conn: Any, target_id: str, run_id: str | None) -> tuple[str, list[Any]]:
+        """The WHERE of the ledger row ``run_id`` claimed for ``target_id`` (None: the call's row of any owner)."""
+        if run_id is None:
+            return "target_id = ?", [target_id]
+        return "owner = ? AND target_id = ? AND run_id = ?", [self._owner_of(conn, run_id), target_id, run_id]
+
+    def resolve_execution(self, target_id: str, *, ran: bool, by: str, run_id: str | None = None) -> bool:
+        """Settle an in-doubt call on a person's word (with ``run_id``: the one that run claimed)."""
         with self._guard(f"resolving execution {target_id!r}"):
             conn = self._conn()
             with self._transaction(conn):
                 at = now_ms()
+                where, params = self._claim_filter(conn, target_id, run_id)
                 if ran:
                     result = canonical_json({"resolved_by": by, "detail": "a person confirmed it ran"})
                     row = self._exec(
                         conn,
                         "UPDATE gf_executions SET state = 'done', finished_at_ms = ?, result_json = ? "
-                        "WHERE target_id = ? AND state = 'executing' RETURNING run_id",
-                        (at, result, target_id),
+                        f"WHERE {where} AND state = 'executing' RETURNING run_id, owner",
+                        (at, result, *params),
                     ).fetchone()
                 else:
                     result = ""
                     row = self._exec(
                         conn,
-                        "DELETE FROM gf_executions WHERE target_id = ? AND state = 'executing' RETURNING run_id",
-                        (target_id,),
+                        f"DELETE FROM gf_executions WHERE {where} AND state = 'executing' RETURNING run_id, owner",
+                        params,
                     ).fetchone()
                 if row is None:
                     return False
                 state = "resolved_ran" if ran else "resolved_not_run"
-                self._record_execution(conn, target_id, str(row[0]), state, at, result_json=result, resolved_by=by)
+                self._record_execution(
+                    conn, target_id, str(row[0]), state, at, str(row[1]), result_json=result, resolved_by=by
+                )
                 return True
 
     def _record_execution(
@@ -1000,6 +1039,7 @@ class SqlStore(Store):
         run_id: str,
         state: str,
         at: int,
+        owner: str,
         *,
         args_digest: str = "",
         pid: int = 0,
@@ -1021,6 +1061,7 @@ class SqlStore(Store):
                 host=host,
                 result_digest=result_digest(result_json),
                 resolved_by=resolved_by,
+                owner=owner,
             ),
         )
         event.emitted_at.FromMilliseconds(at)
@@ -1028,15 +1069,28 @@ class SqlStore(Store):
         head_seq, head_hash = self._append_one(conn, event, head_seq, head_hash)
         self._exec(conn, "UPDATE gf_chain_head SET seq = ?, hash = ? WHERE id = 1", (head_seq, head_hash))
 
-    def execution(self, target_id: str) -> ExecutionRow | None:
-        """The ledger entry for ``target_id`` (retried through an outage)."""
-        return self._retrying(f"reading execution {target_id!r}", self._execution, target_id)
+    def execution(self, target_id: str, *, run_id: str | None = None) -> ExecutionRow | None:
+        """The ledger entry for ``target_id`` in ``run_id``'s owner's ledger (retried through an outage).
 
-    def _execution(self, target_id: str) -> ExecutionRow | None:
+        None for ``run_id``: the newest entry for the call id of any owner (the command line, a person's look).
+        """
+        return self._retrying(f"reading execution {target_id!r}", self._execution, target_id, run_id)
+
+    def _execution(self, target_id: str, run_id: str | None) -> ExecutionRow | None:
         with self._guard(f"reading execution {target_id!r}"):
-            row = self._exec(
-                self._conn(), f"SELECT {EXEC_COLS} FROM gf_executions WHERE target_id = ?", (target_id,)
-            ).fetchone()
+            conn = self._conn()
+            if run_id is None:
+                row = self._exec(
+                    conn,
+                    f"SELECT {EXEC_COLS} FROM gf_executions WHERE target_id = ? ORDER BY started_at_ms DESC LIMIT 1",
+                    (target_id,),
+                ).fetchone()
+            else:
+                row = self._exec(
+                    conn,
+                    f"SELECT {EXEC_COLS} FROM gf_executions WHERE owner = ? AND target_id = ?",
+                    (self._owner_of(conn, run_id), target_id),
+                ).fetchone()
             return execution_row(row) if row is not None else None
 
     def executions(self, *, state: ExecutionState | None = None) -> list[ExecutionRow]:

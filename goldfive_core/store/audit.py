@@ -519,21 +519,27 @@ _EXEC_COLUMNS = ("run_id", "state", "started_at_ms", "finished_at_ms", "pid", "h
 
 
 class _ExecutionHistory:
-    """What the ledger's events (``execution_recorded``) say each ``gf_executions`` row holds."""
+    """What the ledger's events (``execution_recorded``) say each ``gf_executions`` row holds.
 
-    def __init__(self, audited_after_ms: int) -> None:
+    Rows are keyed by (owner, call id); an event written before migration 15 (at or before
+    ``owned_after_seq``) names no owner and holds the row of its call id whatever the row's owner.
+    """
+
+    def __init__(self, audited_after_ms: int, owned_after_seq: int = 0) -> None:
         self.audited_after_ms = audited_after_ms
         """Rows started at or before this (written before migration 13) have no events: not checked."""
-        self.rows: dict[str, dict[str, Any] | None] = {}
-        """Per call id: the row as the events leave it, or None when a person settled it as not run (deleted)."""
+        self.owned_after_seq = owned_after_seq
+        self.rows: dict[tuple[str | None, str], dict[str, Any] | None] = {}
+        """Per (owner, call id): the row as the events leave it, or None when a person settled it as not run."""
 
     def see(self, event: events_pb2.Event, seq: int) -> None:
         if payload_name(event) != "execution_recorded":
             return
         rec = event.execution_recorded
         at = _ms(event.emitted_at)
+        key = (rec.owner if rec.owner or seq > self.owned_after_seq else None, rec.target_id)
         if rec.state == "executing":
-            self.rows[rec.target_id] = {
+            self.rows[key] = {
                 "run_id": event.run_id,
                 "state": "executing",
                 "started_at_ms": at,
@@ -544,29 +550,36 @@ class _ExecutionHistory:
                 "args_digest": rec.args_digest,
             }
             return
-        row = self.rows.get(rec.target_id)
+        row = self.rows.get(key)
         if rec.state == "resolved_not_run":
-            self.rows[rec.target_id] = None
+            self.rows[key] = None
         elif row is not None and rec.state in ("done", "resolved_ran"):  # (a "done" of a claim made before
             row.update(state="done", finished_at_ms=at, result=rec.result_digest)  # migration 13 holds nothing)
 
+    def _key(self, owner: Any, target: str) -> tuple[str | None, str] | None:
+        """The history entry of a row: its own (owner, call id), else a pre-migration-14 event of its call id."""
+        if not isinstance(owner, str):
+            return None
+        return next((k for k in ((owner, target), (None, target)) if k in self.rows), None)
+
     def check(self, records: Iterable[Record | str]) -> list[str]:
         problems: list[str] = []
-        seen: set[str] = set()
+        seen: set[tuple[str | None, str]] = set()
         for row in records:
             if isinstance(row, str):
                 problems.append(row)
                 continue
-            target = row["target_id"]
-            name = f"execution {target!r}"
-            if not isinstance(target, str) or target not in self.rows:
+            target, owner = row["target_id"], row.get("owner", "")
+            name = f"execution {target!r}" + (f" of {owner!r}" if owner else "")
+            key = self._key(owner, target) if isinstance(target, str) else None
+            if key is None:
                 started = row["started_at_ms"]
                 if isinstance(started, int) and not isinstance(started, bool) and started <= self.audited_after_ms:
                     continue  # claimed before the ledger was audited (migration 13): no event to hold it to
                 problems.append(f"{name} has no execution_recorded on the audit log (inserted or edited)")
                 continue
-            seen.add(target)
-            want = self.rows[target]
+            seen.add(key)
+            want = self.rows[key]
             if want is None:
                 problems.append(f"{name} was settled as not run on the audit log but is in the ledger (edited)")
                 continue
@@ -576,9 +589,10 @@ class _ExecutionHistory:
                 differs.append("result_json")
             if differs:
                 problems.append(f"{name}: {', '.join(differs)} differs from the ledger's events (edited)")
-        for target, want in self.rows.items():
-            if want is not None and target not in seen:
-                problems.append(f"execution {target!r} is on the audit log but its ledger row is gone (deleted)")
+        for (owner, target), want in self.rows.items():
+            if want is not None and (owner, target) not in seen:
+                whose = f" of {owner!r}" if owner else ""
+                problems.append(f"execution {target!r}{whose} is on the audit log but its ledger row is gone (deleted)")
         return problems
 
 
@@ -592,6 +606,7 @@ def verify_chain(
     grants: Callable[[], Iterable[Record | str]] | None = None,
     executions: Callable[[], Iterable[Record | str]] | None = None,
     executions_after_ms: int = 0,
+    executions_owned_after: int = 0,
     trust: TrustKey | None = None,
     numbered_after: tuple[int, int] = (0, 0),
 ) -> AuditReport:
@@ -618,7 +633,7 @@ def verify_chain(
     history = _ApprovalHistory(trust, audit_after, approvals_after)
     run_history = _RunHistory()
     grant_history = _GrantHistory(audit_after)
-    execution_history = _ExecutionHistory(executions_after_ms)
+    execution_history = _ExecutionHistory(executions_after_ms, executions_owned_after)
 
     def problem(seq: int, text: str) -> None:
         nonlocal first_bad

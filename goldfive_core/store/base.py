@@ -288,6 +288,8 @@ class ExecutionRow:
     host: str
     args_digest: str = ""
     """The digest of the arguments the body ran with ("" in rows written before schema 3)."""
+    owner: str = ""
+    """Whose call it is: the agent user owning the claiming run over HTTP, "" for a process writing the store."""
 
 
 class DetachedStatus(StrEnum):
@@ -513,32 +515,39 @@ class Store(abc.ABC):
         """
 
     @abc.abstractmethod
-    def find_decision(self, target_id: str) -> StoredDecision | None:
-        """The newest decision for ``target_id`` that no execution has used yet."""
+    def find_decision(self, target_id: str, *, run_id: str | None = None) -> StoredDecision | None:
+        """The newest decision for ``target_id`` that no execution has used yet (with ``run_id``: among the
+        requests of the runs of that run's owner)."""
 
     # -- the execution ledger (at most once per approval) ---------------------------
     @abc.abstractmethod
     def mark_executing(self, target_id: str, *, run_id: str, pid: int, host: str, args_digest: str = "") -> bool:
         """Claim the right to run the tool body; False when it was claimed before (done or in doubt).
 
-        A finished entry for the same call id with another ``args_digest`` is a different call: it is
-        replaced and the claim succeeds.
+        The entry belongs to the owner of ``run_id`` (the agent user owning it over HTTP, "" for a process
+        writing the store): each owner has its own ledger, so owners reusing a call id never collide. A
+        finished entry for the same call id with another ``args_digest`` is a different call: it is replaced
+        and the claim succeeds.
         """
 
     @abc.abstractmethod
-    def mark_done(self, target_id: str, *, result_json: str) -> None:
-        """Record that the tool body finished, with its result."""
+    def mark_done(self, target_id: str, *, result_json: str, run_id: str | None = None) -> bool:
+        """Record that the tool body finished, with its result; False when there is no such claim.
+
+        With ``run_id``, only the entry that run claimed; None: the call id's entry of any owner.
+        """
 
     @abc.abstractmethod
-    def resolve_execution(self, target_id: str, *, ran: bool, by: str) -> bool:
+    def resolve_execution(self, target_id: str, *, ran: bool, by: str, run_id: str | None = None) -> bool:
         """A person settles an in-doubt call: it ran (mark done) or it did not (forget it, so a replay may run it).
 
-        False when ``target_id`` is not in doubt (no entry, or already done).
+        False when ``target_id`` is not in doubt (no entry, or already done). With ``run_id``, only the entry
+        that run claimed.
         """
 
     @abc.abstractmethod
-    def execution(self, target_id: str) -> ExecutionRow | None:
-        """The ledger entry for ``target_id``."""
+    def execution(self, target_id: str, *, run_id: str | None = None) -> ExecutionRow | None:
+        """The ledger entry for ``target_id`` in the ledger of ``run_id``'s owner (None: the newest of any owner)."""
 
     @abc.abstractmethod
     def executions(self, *, state: ExecutionState | None = None) -> list[ExecutionRow]:

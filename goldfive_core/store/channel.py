@@ -38,6 +38,7 @@ from ..signing import TrustKey, trust_key_from_env
 from ..toolcall import ExecutionLedger
 from .base import HOST, InboxRow, InboxWaiter, Store, StoreError, StoreUnavailableError
 from .execution import StoreLedger
+from .keeper import drain_seconds, keeper_for
 from .sink import StoreSink
 from .trust import verify_decision
 
@@ -302,7 +303,9 @@ class StoreChannel:
             await asyncio.gather(task, return_exceptions=True)
         if self._sink is not None:
             sink = self._sink
-            await asyncio.to_thread(sink.close)
+            await asyncio.to_thread(sink.close)  # its events, then the store's kept "done" records
+        else:
+            await asyncio.to_thread(keeper_for(self.store).drain, drain_seconds())
 
     # -- internals ----------------------------------------------------------------------------------
     def _warn_without_sink(self, owner: object | None) -> None:

@@ -14,8 +14,10 @@ restarted run replays the call (ADK: ``function_call_id``):
 4. otherwise the person is asked (ApprovalRequested, a bounded wait).
 
 An approval is used once: ``mark_executing`` is recorded before the body runs
-and ``mark_done`` with its result after. The ledger keys on the call id and the
-args digest: a call id reused with other arguments is a new call.
+and ``mark_done`` with its result after. The ledger keys on the call's owner (the
+agent user owning the run over HTTP, "" for processes writing the store), the
+call id and the args digest: a call id reused with other arguments is a new call,
+and owners reusing a call id never see each other's entries.
 :class:`StoreLedger` hands these records to the tool-call gate of every adapter.
 """
 
@@ -26,8 +28,6 @@ import dataclasses
 import json
 import logging
 import os
-import threading
-import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Literal
 
@@ -40,7 +40,8 @@ from ..pb.v1 import events_pb2
 from ..session import Session
 from ..signing import TrustKey
 from ..toolcall import ExecutionLedger, Replay, Skip, ToolCall, gate_tool_call
-from .base import HOST, ExecutionRow, ExecutionState, Store, StoreError
+from .base import HOST, ExecutionRow, ExecutionState, Store, StoreError, StoreUnavailableError
+from .keeper import keeper_for
 from .trust import verify_decision
 
 __all__ = [
@@ -115,6 +116,8 @@ class StoreLedger:
         self.store = store
         self.trust = trust
         """The key a decision recorded in the store must be signed with (None: any is used)."""
+        self._claims: dict[tuple[str, str], str] = {}
+        """(call id, digest) → the run that claimed it here, for its "done" (an owner claims a call id once)."""
 
     async def lookup(self, session: Session, call: ToolCall, digest: str) -> Replay:
         """What the store knows about the call (see :func:`check_replay`); ``unavailable`` through an outage
@@ -139,48 +142,38 @@ class StoreLedger:
 
     async def _begin(self, session: Session, call: ToolCall, digest: str) -> Replay | None:
         """:meth:`begin` that raises StoreError (a subclass may retry it its own way)."""
-        return await begin_execution(session, self.store, call_id=call.call_id, tool_name=call.tool_name, digest=digest)
+        refused = await begin_execution(
+            session, self.store, call_id=call.call_id, tool_name=call.tool_name, digest=digest
+        )
+        if refused is None:
+            self._claims[(call.call_id, digest)] = session.run_id
+        return refused
 
     async def finish(
         self, call_id: str, digest: str, *, result: Any = None, error: BaseException | None = None
     ) -> None:
-        """Record "done" (see :func:`finish_execution`); never raises: through an outage it keeps trying in
-        the background, so a body that ran is not left in doubt while its process lives."""
+        """Record "done" (see :func:`finish_execution`); never raises: through an outage the store's
+        :class:`~goldfive_core.store.keeper.WriteKeeper` keeps it until the store answers, so a body that ran
+        is not left in doubt while its process lives."""
+        run_id = self._claims.pop((call_id, digest), None)
         result_json = _result_json(result, error)
+
+        def write() -> None:
+            if not self.store.mark_done(call_id, result_json=result_json, run_id=run_id):
+                raise StoreError(f"no claim of {call_id!r} by run {run_id} is in the ledger")
+
         try:
-            await asyncio.to_thread(self.store.mark_done, call_id, result_json=result_json)
-        except StoreError as exc:
+            await asyncio.to_thread(write)
+        except StoreUnavailableError as exc:
             logger.warning(
-                "store %s: %r ran but 'done' could not be recorded yet; retrying in the background: %s",
+                "store %s: %r ran but 'done' could not be recorded yet; kept and retried until the store answers: %s",
                 self.store.url,
                 call_id,
                 exc,
             )
-            threading.Thread(
-                target=_mark_done_eventually,
-                args=(self.store, call_id, result_json),
-                name="goldfive-mark-done",
-                daemon=True,
-            ).start()
-
-
-DONE_RETRY_S = 600.0
-"""How long a "done" that could not be written is retried in the background."""
-
-
-def _mark_done_eventually(store: Store, call_id: str, result_json: str) -> None:
-    deadline = time.monotonic() + DONE_RETRY_S
-    while True:
-        try:
-            store.mark_done(call_id, result_json=result_json)
+            keeper_for(self.store).keep(f"'done' of {shorten(call_id, 80)!r}", run_id or "", write)
         except StoreError as exc:
-            if time.monotonic() > deadline:
-                logger.error("store %s: gave up recording %r done: %s", store.url, call_id, exc)
-                return
-            time.sleep(1.0)
-        else:
-            logger.info("store %s: recorded %r done after an outage", store.url, call_id)
-            return
+            logger.error("store %s: %r ran but its 'done' was refused: %s", self.store.url, call_id, exc)
 
 
 def _unavailable(store: Store, tool_name: str, doing: str, exc: StoreError) -> Replay:
@@ -215,7 +208,7 @@ async def check_replay(
     settled = await _settled(session, store, call_id, tool_name, digest)
     if settled is not None:
         return settled
-    stored = await asyncio.to_thread(store.find_decision, call_id)
+    stored = await asyncio.to_thread(store.find_decision, call_id, run_id=session.run_id)
     if stored is None:
         return Replay(kind="none")
     if stored.args_digest and digest and stored.args_digest != digest:
@@ -282,10 +275,10 @@ async def begin_execution(
 
 
 async def finish_execution(
-    store: Store, *, call_id: str, result: Any = None, error: BaseException | None = None
+    store: Store, *, call_id: str, result: Any = None, error: BaseException | None = None, run_id: str | None = None
 ) -> None:
-    """Record that the body finished, with its result (or the error it raised)."""
-    await asyncio.to_thread(store.mark_done, call_id, result_json=_result_json(result, error))
+    """Record that the body finished, with its result (or the error it raised); ``run_id``: the claiming run."""
+    await asyncio.to_thread(store.mark_done, call_id, result_json=_result_json(result, error), run_id=run_id)
 
 
 _STATUS_OF: dict[str, GuardedStatus] = {
@@ -361,7 +354,7 @@ async def run_approved(
 
 
 async def _settled(session: Session, store: Store, call_id: str, tool_name: str, digest: str) -> Replay | None:
-    row: ExecutionRow | None = await asyncio.to_thread(store.execution, call_id)
+    row: ExecutionRow | None = await asyncio.to_thread(store.execution, call_id, run_id=session.run_id)
     if row is None:
         return None
     if digest and row.args_digest and row.args_digest != digest:

@@ -2,9 +2,13 @@
 
 ``emit`` only puts the event on a queue: a slow or unavailable store never
 blocks the agent or a decision. One writer thread per sink appends batches in
-one transaction each, retries while the store is unavailable (bounded), and
-refreshes the heartbeat of the runs it has seen start, so the command line can
-tell a live run from one whose process was killed.
+one transaction each, retries while the store is unavailable (for as long as the
+process lives: nothing is dropped because an outage is long), and refreshes the
+heartbeat of the runs it has seen start, so the command line can tell a live run
+from one whose process was killed. A run's closing event is written only after
+the run's kept "done" records (:mod:`goldfive_core.store.keeper`), so a finished
+call is never shown in doubt because of an outage. Closing the sink (and the
+process's exit) waits for what is queued, at most ``GOLDFIVE_STORE_DRAIN_S``.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from ..pb.v1 import events_pb2
 from ..policy import Grant
 from .base import HEARTBEAT_INTERVAL_S, HOST, Store, StoreError, StoreUnavailableError
 from .grants import grant_rows
+from .keeper import drain_seconds, keeper_for
 
 __all__ = ["SinkStatistics", "StoreSink"]
 
@@ -32,8 +37,7 @@ logger = logging.getLogger(__name__)
 _REAP_EVERY_BEATS = 2
 """Every this many heartbeats (10 s), a sink also closes runs whose process stopped heartbeating."""
 
-_RETRY_FOR_S = 30.0
-"""How long a batch is retried while the store is unavailable before it is dropped (and logged)."""
+_CLOSING = frozenset({"run_completed", "run_aborted"})
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -81,6 +85,8 @@ class StoreSink:
         self._dropped = 0
         self._failed = 0
         self._closed = False
+        self._give_up_at: float | None = None
+        """Set by :meth:`close`: past this, a batch the store cannot take is dropped (and logged)."""
         self._thread = threading.Thread(target=self._run, name="goldfive-store-sink", daemon=True)
         self._thread.start()
         ref = weakref.ref(self)
@@ -110,13 +116,37 @@ class StoreSink:
         self._queue.put(marker)
         return marker.done.wait(timeout)
 
-    def close(self, timeout: float = 5.0) -> None:
-        """Write what is queued, then stop the writer thread."""
+    def close(self, timeout: float | None = None) -> None:
+        """Write what is queued (and the store's kept "done" records), then stop the writer thread.
+
+        Waits at most ``timeout`` seconds (None: ``GOLDFIVE_STORE_DRAIN_S``, default 60) through an outage;
+        what is still unwritten then is logged at ERROR.
+        """
         if self._closed:
             return
         self._closed = True
+        wait = drain_seconds() if timeout is None else max(timeout, 0.0)
+        deadline = time.monotonic() + wait
+        self._give_up_at = deadline
+        kept = keeper_for(self.store).pending()
+        if kept:
+            logger.warning(
+                "store %s: closing waits up to %g s (GOLDFIVE_STORE_DRAIN_S) for %d record(s) not written yet: %s",
+                self.store.url,
+                wait,
+                len(kept),
+                "; ".join(kept),
+            )
         self._queue.put(_STOP)
-        self._thread.join(timeout)
+        self._thread.join(wait + 1.0)
+        if self._thread.is_alive():
+            logger.error(
+                "store %s: gave up after waiting %g s (GOLDFIVE_STORE_DRAIN_S); about %d events NOT written",
+                self.store.url,
+                wait,
+                self._queue.qsize(),
+            )
+        keeper_for(self.store).drain(max(deadline - time.monotonic(), 0.0))
 
     async def standing_grants(self, *, rule: str, tool: str) -> list[Grant] | None:
         """The store's grants of ``rule`` for ``tool`` (revoked ones too); None when the store cannot be read.
@@ -194,8 +224,8 @@ class StoreSink:
                 self._live.discard(event.run_id)
 
     def _write(self, batch: list[events_pb2.Event], pid: int) -> None:
+        self._after_kept_writes(batch)  # before _track: the closing run heartbeats while it waits
         self._track(batch)
-        deadline = time.monotonic() + _RETRY_FOR_S
         delay = 0.02
         while True:
             try:
@@ -204,13 +234,15 @@ class StoreSink:
                 return
             except StoreUnavailableError as exc:
                 self._failed += 1
-                if time.monotonic() >= deadline:
+                give_up = self._give_up_at
+                if give_up is not None and time.monotonic() >= give_up:
                     self._dropped += len(batch)
                     logger.error(
-                        "store %s unavailable for %.0f s; dropped %d events: %s",
+                        "store %s unavailable when the sink closed; gave up (GOLDFIVE_STORE_DRAIN_S) and dropped %d "
+                        "events (%s): %s",
                         self.store.url,
-                        _RETRY_FOR_S,
                         len(batch),
+                        ", ".join(sorted({f"{payload_name(e)} of run {e.run_id}" for e in batch})[:10]),
                         exc,
                     )
                     return
@@ -218,7 +250,7 @@ class StoreSink:
                     "store %s unavailable; retrying %d events in %.2f s: %s", self.store.url, len(batch), delay, exc
                 )
                 time.sleep(delay)
-                delay = min(delay * 2, 1.0)
+                delay = min(delay * 2, 2.0)
             except StoreError:
                 self._failed += 1
                 if len(batch) == 1:
@@ -230,6 +262,22 @@ class StoreSink:
                 for event in batch:  # isolate the event the store refuses
                     self._write([event], pid)
                 return
+
+    def _after_kept_writes(self, batch: list[events_pb2.Event]) -> None:
+        """A run's closing event waits for its kept "done" records: a finished call never reads as in doubt."""
+        closing = sorted({e.run_id for e in batch if payload_name(e) in _CLOSING})
+        keeper = keeper_for(self.store)
+        next_beat = time.monotonic() + self._heartbeat_interval_s
+        for run_id in closing:
+            while keeper.pending(run_id):
+                give_up = self._give_up_at
+                left = 1.0 if give_up is None else give_up - time.monotonic()
+                if left <= 0:
+                    return
+                keeper.wait_run(run_id, min(left, 1.0))
+                if time.monotonic() >= next_beat:  # the run is alive while it waits: not shown in doubt meanwhile
+                    self._beat()
+                    next_beat = time.monotonic() + self._heartbeat_interval_s
 
     def _beat(self) -> None:
         if not self._live:
@@ -247,4 +295,4 @@ class StoreSink:
 def _close_at_exit(ref: weakref.ref[StoreSink]) -> None:
     sink = ref()
     if sink is not None:
-        sink.close(timeout=2.0)
+        sink.close()

@@ -338,9 +338,10 @@ def test_the_execution_ledger_is_held_to_its_events(backend: Backend) -> None:
         _sql(fresh, "DELETE FROM gf_executions WHERE target_id = ?", (before.target_id,))
         _sql(
             fresh,
-            "INSERT INTO gf_executions (target_id, run_id, state, started_at_ms, finished_at_ms, result_json, pid, "
-            "host, args_digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO gf_executions (owner, target_id, run_id, state, started_at_ms, finished_at_ms, result_json, "
+            "pid, host, args_digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
+                before.owner,
                 before.target_id,
                 before.run_id,
                 before.state.value,
@@ -356,8 +357,8 @@ def test_the_execution_ledger_is_held_to_its_events(backend: Backend) -> None:
     # A row nobody claimed through the store (inserted), and one settled as not run put back: both reported.
     _sql(
         store,
-        "INSERT INTO gf_executions (target_id, run_id, state, started_at_ms, finished_at_ms, result_json, pid, host, "
-        "args_digest) VALUES ('c-2', 'run-a', 'done', 5, 6, '{}', 7, 'h', '')",
+        "INSERT INTO gf_executions (owner, target_id, run_id, state, started_at_ms, finished_at_ms, result_json, pid, "
+        "host, args_digest) VALUES ('', 'c-2', 'run-a', 'done', 5, 6, '{}', 7, 'h', '')",
     )
     problems = store.verify_audit().problems
     assert any("c-2" in p and "settled as not run" in p for p in problems), problems

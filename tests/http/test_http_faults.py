@@ -105,7 +105,10 @@ async def test_two_servers_on_one_postgresql_the_agent_switches_between_them(
         assert store.verify_audit().ok
 
 
-async def test_no_server_fails_closed_with_a_result_the_model_reads(sqlite_backend: Backend) -> None:
+async def test_no_server_fails_closed_with_a_result_the_model_reads(
+    sqlite_backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GOLDFIVE_STORE_DRAIN_S", "1")  # closing waits this long for events no server will take
     url = f"http://127.0.0.1:{free_port()}"  # nothing listens here
     channel = HttpChannel(url, token="gf5_0123456789abcdef_" + "x" * 43, unreachable_after_s=1.0)
     ran: list[Any] = []
@@ -177,7 +180,8 @@ async def test_an_agent_killed_mid_wait_gets_the_decision_recorded_meanwhile_on_
     assert marker.read_text().splitlines() == ['{"amount": 10, "to": "bob"}']
 
 
-async def test_adk_without_a_server_skips_the_tool_and_the_model_reads_why() -> None:
+async def test_adk_without_a_server_skips_the_tool_and_the_model_reads_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GOLDFIVE_STORE_DRAIN_S", "1")  # closing waits this long for events no server will take
     pytest.importorskip("google.adk")
     from google.adk.agents.llm_agent import LlmAgent
     from google.adk.apps import App

@@ -7,7 +7,7 @@ prints one JSON line with the outcome. Modes:
 - ``flow-a``: ``report_awaiting_approval`` on task ``--call-id``;
 - ``tool``: a guarded tool call (``run_approved``) with id ``--call-id`` whose
   body appends a line to ``--marker``; ``--die-in-body`` kills the process
-  inside the body, before its result is recorded.
+  inside the body, before its result is recorded; ``--hold-in-body FILE`` holds the body until FILE exists.
 """
 
 from __future__ import annotations
@@ -41,6 +41,12 @@ def _wait_acks_written(store: Any) -> None:
         time.sleep(0.005)
 
 
+def _wait_for_file(path: Path) -> None:
+    deadline = time.monotonic() + 60
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("mode", choices=["flow-a", "tool", "steps"])
@@ -48,6 +54,7 @@ async def main() -> None:
     parser.add_argument("--marker", default="")
     parser.add_argument("--timeout-ms", type=int, default=20_000)
     parser.add_argument("--die-in-body", action="store_true")
+    parser.add_argument("--hold-in-body", default="", help="the body returns once this file exists")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     store = open_store()
@@ -60,6 +67,8 @@ async def main() -> None:
             # and "done", not about a lost ack), then die after the side effect, before the result is recorded.
             await asyncio.to_thread(_wait_acks_written, store)
             os._exit(9)
+        if args.hold_in_body:
+            await asyncio.to_thread(_wait_for_file, Path(args.hold_in_body))
         return {"sent": call_args["amount"]}
 
     async def agent(task: Task, tools: AgentTools) -> Any:

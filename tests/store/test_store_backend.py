@@ -49,7 +49,7 @@ def test_fresh_store_has_current_schema(backend: Backend) -> None:
 def test_v1_database_is_migrated_and_keeps_its_rows(tmp_path: object, backend: Backend) -> None:
     store = backend.open()
     store.append_events([_started("run-a"), _request("run-a", 1, "call-1")], pid=1, host="h")
-    # Rebuild the database as version 1 wrote it: drop what versions 2 to 14 added, set the version back.
+    # Rebuild the database as version 1 wrote it: drop what versions 2 to 15 added, set the version back.
     conn = store._conn()  # type: ignore[attr-defined]
     conn.execute("DROP TABLE gf_executions")
     for statement in (
@@ -82,6 +82,7 @@ def test_v1_database_is_migrated_and_keeps_its_rows(tmp_path: object, backend: B
     assert upgraded.detached_runs() == []  # v8 table
     assert (upgraded.approvals()[0].original_args_json, upgraded.approvals()[0].original_args_digest) == ("", "")  # v11
     assert upgraded.approvals()[0].request_id == ""  # v14: a record from before requests had ids has none
+    assert upgraded.execution("call-1", run_id="run-a").owner == ""  # type: ignore[union-attr]  # v15: by owner
     assert upgraded.verify_audit().ok
 
 

@@ -1,4 +1,4 @@
-"""The store's execution ledger keys on the call id and the args digest."""
+"""The store's execution ledger keys on the call's owner, the call id and the args digest."""
 
 from __future__ import annotations
 
@@ -6,10 +6,14 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any
 
-from store_support import Backend
+from store_support import Backend, make_event
 
 from goldfive_core import ControlKind, ControlMessage, InMemorySink, Session, SteeringConfig
-from goldfive_core.store import run_approved
+from goldfive_core._util import args_digest
+from goldfive_core.approvals import Principal
+from goldfive_core.pb.v1 import events_pb2
+from goldfive_core.store import DecideVerdict, ExecutionState, StoreUnavailableError, decide, run_approved
+from goldfive_core.store import agents as owners
 
 
 async def _approved_run(
@@ -42,3 +46,86 @@ async def test_a_reused_call_id_with_other_arguments_is_a_new_call(backend: Back
     assert len(sink.of("approval_requested")) == 2
     row = store.execution("pay-1")
     assert row is not None and row.state.value == "done" and row.args_digest != ""
+
+
+# -- agents own their calls --------------------------------------------------------------------------------------
+def test_each_owner_has_its_own_ledger_and_reaches_no_other(backend: Backend) -> None:
+    """A run of agent 'bot' (over HTTP) and a run of a process writing the store reuse a call id: no collision."""
+    store = backend.open()
+    assert owners.claim_run(store, "run-bot", "bot") is None
+    assert owners.claim_run(store, "run-bot-2", "bot") is None
+    assert store.mark_executing("c-1", run_id="run-direct", pid=1, host="h", args_digest="sha256:a")
+    assert store.mark_executing("c-1", run_id="run-bot", pid=2, host="h", args_digest="sha256:a")  # its own call
+    assert not store.mark_executing("c-1", run_id="run-bot-2", pid=3, host="h", args_digest="sha256:a")  # bot's, once
+    assert not store.mark_done("c-1", result_json="{}", run_id="run-bot-2")  # only the claiming run finishes it
+    assert store.mark_done("c-1", result_json='{"by":"bot"}', run_id="run-bot")
+    direct, bot = store.execution("c-1", run_id="run-direct"), store.execution("c-1", run_id="run-bot-2")
+    assert direct is not None and (direct.owner, direct.state) == ("", ExecutionState.EXECUTING)
+    assert bot is not None and (bot.owner, bot.state, bot.result_json) == ("bot", ExecutionState.DONE, '{"by":"bot"}')
+    assert not store.resolve_execution("c-1", ran=False, by="ann", run_id="run-bot")  # finished: never "did not run"
+    assert store.verify_audit().ok, store.verify_audit().problems
+    # Moving a row to another owner (a database writer) is caught: no ledger event holds it there.
+    store._exec(store._conn(), "UPDATE gf_executions SET owner = 'eve' WHERE owner = 'bot'")  # type: ignore[attr-defined]
+    store._conn().commit()  # type: ignore[attr-defined]
+    problems = store.verify_audit().problems
+    assert any("'c-1' of 'eve' has no execution_recorded" in p for p in problems), problems
+    assert any("'c-1' of 'bot' is on the audit log but its ledger row is gone" in p for p in problems), problems
+
+
+class _LostClaims:
+    """The store, but the claim is lost: ``mark_executing`` answers False having written nothing, or raises."""
+
+    def __init__(self, store: Any, *, raises: bool) -> None:
+        self._store, self._raises = store, raises
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def mark_executing(self, target_id: str, **kw: Any) -> bool:
+        if self._raises:
+            raise StoreUnavailableError("store gone while claiming")
+        return False
+
+
+async def test_a_lost_claim_never_runs_the_body(backend: Backend) -> None:
+    for raises, status in ((False, "in_doubt"), (True, "unavailable")):
+        store: Any = _LostClaims(backend.open(), raises=raises)
+        store.retry_budget_s = 0.0
+        sink = InMemorySink()
+        session = Session(sinks=[sink], config=SteeringConfig(), has_channel=True)
+        ran: list[Any] = []
+        out = await _approved_run(session, sink, store, {"amount": 10}, ran, asks=1)
+        assert (out.status, ran) == (status, []), out.detail  # approved, but not claimed: not run
+        assert backend.open().execution("pay-1") is None
+
+
+async def test_a_reused_call_id_with_other_arguments_does_not_take_over_an_in_doubt_row(backend: Backend) -> None:
+    store = backend.open()
+    in_doubt = args_digest("pay", {"amount": 10})
+    assert store.mark_executing("pay-1", run_id="run-dead", pid=1, host="gone", args_digest=in_doubt)
+    sink = InMemorySink()
+    session = Session(sinks=[sink], config=SteeringConfig(), has_channel=True)
+    ran: list[Any] = []
+    out = await _approved_run(session, sink, store, {"amount": 99}, ran, asks=1)  # asked (other args) and approved
+    assert (out.status, ran) == ("in_doubt", []), out.detail  # the row is held: the other call is not run over it
+    row = store.execution("pay-1")
+    assert row is not None and (row.run_id, row.state, row.args_digest) == (
+        "run-dead",
+        ExecutionState.EXECUTING,
+        in_doubt,
+    )
+
+
+def test_a_decision_recorded_for_one_owners_request_is_found_only_in_that_owners_runs(backend: Backend) -> None:
+    store = backend.open()
+    assert owners.claim_run(store, "run-bot", "bot") is None
+    assert owners.claim_run(store, "run-bot-next", "bot") is None  # bot restarted: its next run replays the call
+    request = events_pb2.ApprovalRequested(target_id="c-9", kind="tool", prompt="pay?", timeout_ms=60_000)
+    store.append_events([make_event("run-bot", 1, request)], pid=0, host="elsewhere")
+    recorded = decide(store, "c-9", approve=True, principal=Principal(name="ann", channel="cli"), reason="ok")
+    assert recorded.verdict is DecideVerdict.RECORDED, recorded.detail
+    found = store.find_decision("c-9", run_id="run-bot-next")
+    assert found is not None and found.run_id == "run-bot" and found.approved
+    assert store.find_decision("c-9", run_id="run-direct") is None  # another owner's call id: its own, undecided
+    assert store.mark_executing("c-9", run_id="run-direct", pid=1, host="h")  # ... and claiming it uses nothing
+    assert store.find_decision("c-9", run_id="run-bot-next") is not None  # bot's decision is still bot's to use

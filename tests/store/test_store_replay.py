@@ -260,8 +260,8 @@ class _RaceAfterTheLook:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
 
-    def find_decision(self, target_id: str) -> Any:
-        found = self._store.find_decision(target_id)
+    def find_decision(self, target_id: str, **kw: Any) -> Any:
+        found = self._store.find_decision(target_id, **kw)
         if target_id == self._target and not self._looked:
             self._looked = True
             assert found is not None

@@ -330,7 +330,7 @@ class RunResumed(_message.Message):
     def __init__(self, how: _Optional[str] = ..., resumed_by: _Optional[str] = ..., channel: _Optional[str] = ...) -> None: ...
 
 class ExecutionRecorded(_message.Message):
-    __slots__ = ("target_id", "state", "args_digest", "pid", "host", "result_digest", "resolved_by")
+    __slots__ = ("target_id", "state", "args_digest", "pid", "host", "result_digest", "resolved_by", "owner")
     TARGET_ID_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     ARGS_DIGEST_FIELD_NUMBER: _ClassVar[int]
@@ -338,6 +338,7 @@ class ExecutionRecorded(_message.Message):
     HOST_FIELD_NUMBER: _ClassVar[int]
     RESULT_DIGEST_FIELD_NUMBER: _ClassVar[int]
     RESOLVED_BY_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
     target_id: str
     state: str
     args_digest: str
@@ -345,7 +346,8 @@ class ExecutionRecorded(_message.Message):
     host: str
     result_digest: str
     resolved_by: str
-    def __init__(self, target_id: _Optional[str] = ..., state: _Optional[str] = ..., args_digest: _Optional[str] = ..., pid: _Optional[int] = ..., host: _Optional[str] = ..., result_digest: _Optional[str] = ..., resolved_by: _Optional[str] = ...) -> None: ...
+    owner: str
+    def __init__(self, target_id: _Optional[str] = ..., state: _Optional[str] = ..., args_digest: _Optional[str] = ..., pid: _Optional[int] = ..., host: _Optional[str] = ..., result_digest: _Optional[str] = ..., resolved_by: _Optional[str] = ..., owner: _Optional[str] = ...) -> None: ...
 
 class Event(_message.Message):
     __slots__ = ("event_id", "run_id", "sequence", "emitted_at", "session_id", "run_started", "task_started", "task_progress", "task_completed", "task_failed", "task_blocked", "task_cancelled", "drift_detected", "run_completed", "run_aborted", "approval_requested", "approval_granted", "approval_rejected", "approval_timed_out", "approval_cancelled", "decision_refused", "policy_applied", "approval_escalated", "grant_created", "grant_revoked", "approval_voted", "run_paused", "run_resumed", "execution_recorded")

@@ -204,13 +204,15 @@ class RemoteStore:
         return rows[:limit]
 
     # -- the execution ledger (what StoreLedger calls) -------------------------------------------------------------
-    def _ledger(self, call_id: str) -> dict[str, Any]:
-        found = self.request("GET", f"/api/agent/ledger/{_path(call_id)}")
+    def _ledger(self, call_id: str, run_id: str | None) -> dict[str, Any]:
+        if not run_id:
+            raise StoreError("an agent's ledger look-up must name its run")
+        found = self.request("GET", f"/api/agent/ledger/{_path(call_id)}?{urllib.parse.urlencode({'run': run_id})}")
         return found if isinstance(found, dict) else {}
 
-    def execution(self, target_id: str) -> ExecutionRow | None:
-        """The ledger entry for ``target_id``."""
-        item = self._ledger(target_id).get("execution")
+    def execution(self, target_id: str, *, run_id: str | None = None) -> ExecutionRow | None:
+        """This agent's ledger entry for ``target_id`` (``run_id``: the asking run, one of this agent's)."""
+        item = self._ledger(target_id, run_id).get("execution")
         if not isinstance(item, dict):
             return None
         return ExecutionRow(
@@ -223,11 +225,12 @@ class RemoteStore:
             pid=int(item["pid"]),
             host=str(item["host"]),
             args_digest=str(item.get("args_digest", "")),
+            owner=str(item.get("owner", "")),
         )
 
-    def find_decision(self, target_id: str) -> StoredDecision | None:
-        """A decision recorded for ``target_id`` while the agent was down (one of this agent's runs)."""
-        item = self._ledger(target_id).get("decision")
+    def find_decision(self, target_id: str, *, run_id: str | None = None) -> StoredDecision | None:
+        """A decision recorded for ``target_id`` while the agent was down (in one of this agent's runs)."""
+        item = self._ledger(target_id, run_id).get("decision")
         if not isinstance(item, dict):
             return None
         edited = item.get("edited_args")
@@ -251,9 +254,12 @@ class RemoteStore:
         body = {"run_id": run_id, "pid": pid, "host": host, "args_digest": args_digest}
         return bool(self.request("POST", f"/api/agent/ledger/{_path(target_id)}/executing", body).get("claimed"))
 
-    def mark_done(self, target_id: str, *, result_json: str) -> None:
-        """The body finished."""
-        self.request("POST", f"/api/agent/ledger/{_path(target_id)}/done", {"result_json": result_json})
+    def mark_done(self, target_id: str, *, result_json: str, run_id: str | None = None) -> bool:
+        """The body ``run_id`` claimed finished (a claim the server does not hold is refused: AgentRefused)."""
+        if not run_id:
+            raise StoreError(f"an agent's 'done' of {target_id!r} must name the run that claimed it")
+        body = {"run_id": run_id, "result_json": result_json}
+        return bool(self.request("POST", f"/api/agent/ledger/{_path(target_id)}/done", body).get("done"))
 
     # -- what an agent may not do ---------------------------------------------------------------------------------
     def post_control(self, msg: ControlMessage, *, run_id: str = "") -> int:
