@@ -156,6 +156,7 @@ async def test_an_honest_local_cli_decision_is_checkpointed_and_verifies(served:
     agent: Agent = start_task_agent(backend, "tea")
     try:
         await await_until(lambda: any(r.target_id == "tea" and r.open for r in srv.store.approvals()), what="tea")
+        assert srv.writer.write()  # signed mid-run: the run's next events continue its sequence after it
         result = await asyncio.to_thread(
             decide, srv.store, "tea", approve=True, principal=Principal(name="bo", channel="cli")
         )
