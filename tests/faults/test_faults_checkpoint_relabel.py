@@ -196,6 +196,8 @@ async def test_a_server_decision_stripped_of_its_signature_is_caught_with_the_pu
     alone = goldfive(backend, "audit", "verify", "--public-key", srv.public)
     assert alone.returncode == 1, alone.stdout + alone.stderr
     assert "decided through goldfive serve (channel 'api') but not signed" in alone.stdout
+    report = await srv.verify()  # the server checks every signature with its key too
+    assert report["ok"] is False and "(channel 'api') but not signed" in str(report["problems"]), report
     assert not srv.writer.write() and "not signed" in srv.writer.refused  # nor does the server sign it
 
 
@@ -294,3 +296,22 @@ async def test_a_rewrite_of_what_was_signed_is_an_alarm_at_once(served: _Served,
     srv.writer.settle_s = 3600.0
     _to_cfo_on_the_cli(srv.store, "coffee")
     assert not srv.writer.write() and "the chain up to it was rewritten" in srv.writer.refused
+
+
+async def test_the_server_still_says_so_when_its_alarm_is_deleted_from_the_audit_log(
+    served: _Served, backend: Backend
+) -> None:
+    srv = served
+    await _asked_and_approved(srv, backend, "coffee")
+    assert srv.writer.write()
+    await _asked_and_approved(srv, backend, "wire")
+    _to_cfo_on_the_cli(srv.store, "wire")
+    assert not srv.writer.write()
+    # The writer also cuts the alarm (the last row) and puts the head back: the database is consistent again.
+    alarm = next(r for r in srv.store.audit_rows(limit=100_000) if r.kind == "checkpoint_refused")
+    _sql(srv.store, "DELETE FROM gf_audit WHERE seq = ?", (alarm.seq,))
+    _sql(srv.store, "UPDATE gf_chain_head SET seq = ?, hash = ? WHERE id = 1", (alarm.seq - 1, alarm.prev_hash))
+    assert srv.store.verify_audit(trust_key=srv.signer.trust_key).ok
+    assert not srv.writer.write()  # still refused
+    report = await srv.verify()
+    assert report["ok"] is False and "relabelled" in str(report["problems"]), report
