@@ -64,6 +64,8 @@ OTEL = ("tests/adk/test_adk_otel.py::test_no_span_carries_a_tool_calls_arguments
 NUL_STORE = ("tests/store/test_store_nul.py",)
 NUL_SERVER = ("tests/server/test_server_nul.py",)
 NUL_HTTP = ("tests/http/test_http_nul.py",)
+CHECKPOINTS = ("tests/faults/test_faults_checkpoint_relabel.py", "tests/faults/test_faults_checkpoints.py")
+AUDIT = ("tests/faults/test_faults_audit.py", "tests/faults/test_faults_audit_tables.py")
 
 # Where code lives now, and where the tool-call gate moves it (a mutation applies in the first file
 # that holds its snippet exactly once).
@@ -72,6 +74,9 @@ ADK = ("goldfive_adk/plugin.py", "goldfive_core/toolcall.py")
 CLAUDE_ADAPTER = ("goldfive_core/adapters/claude.py", "goldfive_core/toolcall.py")
 SQL = ("goldfive_core/store/_sql.py",)
 DECIDE = ("goldfive_core/store/decide.py",)
+CHECKPOINT = ("goldfive_core/store/checkpoint.py",)
+AUDIT_LOG = ("goldfive_core/store/audit.py",)
+SERVER_APP = ("goldfive_core/server/app.py",)
 BOOK = ("goldfive_core/approvals.py",)
 AUTH = ("goldfive_core/server/auth.py",)
 APP = ("goldfive_core/server/app.py",)
@@ -973,6 +978,112 @@ MUTATIONS: tuple[Mutation, ...] = (
         "                if True:",
         "the escalation span carries the tool call's arguments by default",
         OTEL,
+    ),
+    # -- checkpoints: verified before they are signed, never laundering a rewrite -----------------------------------
+    M(
+        CHECKPOINT,
+        "        if problems:\n            return self._refuse(head, problems, certain=certain)",
+        "        if False:\n            return self._refuse(head, problems, certain=certain)",
+        "the checkpoint writer signs a chain that does not verify (launders a rewrite)",
+        CHECKPOINTS,
+    ),
+    M(
+        CHECKPOINT,
+        "        cut = self._extends_last(head)\n        if cut:",
+        "        cut = self._extends_last(head)\n        if False:",
+        "the checkpoint writer does not check that the chain still holds the head it signed last",
+        CHECKPOINTS,
+    ),
+    M(
+        CHECKPOINT,
+        "lasting = [p for p in problems if certain or now - self._doubts[p] >= self.settle_s]",
+        "lasting: list[str] = []",
+        "a chain that does not verify is left unsigned but never alarmed (no log, audit event or API word)",
+        CHECKPOINTS,
+    ),
+    M(
+        CHECKPOINT,
+        "lasting = [p for p in problems if certain or now - self._doubts[p] >= self.settle_s]",
+        "lasting = [p for p in problems if now - self._doubts[p] >= self.settle_s]",
+        "a rewrite of what a checkpoint already vouches for waits out the settling time before its alarm",
+        CHECKPOINTS,
+    ),
+    M(
+        CHECKPOINT,
+        "        if problem != self._alarmed:\n            self._alarm(head, problem)",
+        "        if False:\n            self._alarm(head, problem)",
+        "a refused checkpoint is not put on the audit log (checkpoint_refused)",
+        CHECKPOINTS,
+    ),
+    M(
+        CHECKPOINT,
+        "        head_seq = _head_or_none(store)",
+        "        head_seq = store.audit_head()[0]",
+        "audit verify --checkpoint fails as a store error (exit 3) on a deleted head row",
+        CHECKPOINTS,
+    ),
+    M(
+        AUDIT_LOG,
+        "    if not row.decision_sig or row.decided_channel not in SERVER_CHANNELS:",
+        "    if False:",
+        "a decision the server signed, relabelled as an unsigned cli one, passes the check before signing",
+        CHECKPOINTS,
+    ),
+    M(
+        AUDIT_LOG,
+        "problems.extend(_recent_record_problems(history, (run_id, target_id), row))",
+        "pass",
+        "the records requested or decided since the last checkpoint are not checked against their events",
+        CHECKPOINTS,
+    ),
+    M(
+        AUDIT_LOG,
+        "        if row.decided_channel not in SERVER_CHANNELS:\n            return []",
+        "        if True:\n            return []",
+        "a server-channel decision stripped of its signature passes audit verify --public-key",
+        CHECKPOINTS,
+    ),
+    M(
+        AUDIT_LOG,
+        'if alarms and event.WhichOneof("payload") == "checkpoint_refused":',
+        "if False:",
+        "audit verify does not report the server's refused checkpoints",
+        CHECKPOINTS,
+    ),
+    M(
+        AUDIT_LOG,
+        "want = next_sequence.get(event.run_id, 0 if start is None else event.sequence)",
+        "want = next_sequence.get(event.run_id, 0)",
+        "the check since a checkpoint sees a gap in every run that began before it (false alarms)",
+        CHECKPOINTS,
+    ),
+    M(
+        AUDIT_LOG,
+        'said = "" if row.detail == f"approved by {row.decided_by}" else row.detail',
+        "said = row.detail",
+        "a quorum's signed last vote without a reason does not verify (a false alarm on every such decision)",
+        ("tests/server/test_server_policy.py",),
+    ),
+    M(
+        SERVER_APP,
+        "                await _run(self.config.checkpoints.vouch, result.run_id, result.target_id)",
+        "                pass",
+        "goldfive serve does not note the decisions it signed, so a relabel to cli is checkpointed",
+        CHECKPOINTS,
+    ),
+    M(
+        SERVER_APP,
+        '"ok": report.ok and not refused,',
+        '"ok": report.ok,',
+        "/api/audit/verify says ok while the server refuses to sign the chain",
+        CHECKPOINTS,
+    ),
+    M(
+        SERVER_APP,
+        "report = await _run(self.store.verify_audit, trust_key=self.config.signer.trust_key)",
+        "report = await _run(self.store.verify_audit)",
+        "/api/audit/verify does not check decision signatures with the server's key",
+        CHECKPOINTS,
     ),
 )
 

@@ -386,6 +386,9 @@ class _Api:
                 if isinstance(vote.get("args_digest"), str):  # an edit restarted the count: vote on these now
                     data["args_digest"] = vote["args_digest"]
         if result.ok:
+            if self.config.checkpoints is not None and not data.get("counted"):
+                # Signed here: no checkpoint is signed while its record lacks the signature (a relabel).
+                await _run(self.config.checkpoints.vouch, result.run_id, result.target_id)
             return JSONResponse(data)
         if result.verdict is DecideVerdict.NO_ANSWER:
             return JSONResponse({**data, "error": result.detail}, status_code=504)
@@ -578,13 +581,19 @@ class _Api:
 
     # -- audit and the stream ---------------------------------------------------------------------------------------
     async def audit_verify(self, request: Request, user: User) -> Response:
-        report = await _run(self.store.verify_audit)
+        """The whole chain, every decision signature checked with this server's key, and the checkpoint writer's
+        word: a chain it refused to sign is not ok, whatever the database says now."""
+        report = await _run(self.store.verify_audit, trust_key=self.config.signer.trust_key)
+        problems = list(report.problems)
+        refused = self.config.checkpoints.refused if self.config.checkpoints is not None else ""
+        if refused:
+            problems.insert(0, f"goldfive serve refused to sign a checkpoint of this chain: {refused}")
         return JSONResponse(
             {
-                "ok": report.ok,
+                "ok": report.ok and not refused,
                 "rows": report.rows,
                 "head_hash": report.head_hash,
-                "problems": list(report.problems),
+                "problems": problems,
                 "first_bad_seq": report.first_bad_seq,
             }
         )

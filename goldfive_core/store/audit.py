@@ -13,7 +13,7 @@ import binascii
 import hashlib
 import itertools
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from google.protobuf.message import DecodeError
@@ -30,7 +30,17 @@ if TYPE_CHECKING:
     from ..signing import TrustKey
     from .base import ApprovalRow
 
-__all__ = ["GENESIS_HASH", "canonical_event_bytes", "chain_hash", "result_digest", "verify_chain"]
+__all__ = [
+    "GENESIS_HASH",
+    "SERVER_CHANNELS",
+    "Vouched",
+    "canonical_event_bytes",
+    "chain_hash",
+    "result_digest",
+    "signature_problems",
+    "verify_chain",
+    "verify_since",
+]
 
 GENESIS_HASH = "0" * 64
 """The ``prev_hash`` of the first row."""
@@ -155,38 +165,7 @@ class _ApprovalHistory:
                     "renumbered or swapped (edited)"
                 )
             event, req = found
-            meta = dict(req.metadata)
-            expires = _ms(req.expires_at) if req.HasField("expires_at") else 0
-            shown = {
-                "session_id": (row.session_id, event.session_id),
-                "kind": (row.kind, req.kind),
-                "prompt": (row.prompt, req.prompt),
-                "task_id": (row.task_id, req.task_id),
-                "tool_name": (row.tool_name, meta.get("tool_name", "")),
-                # An edit in a quorum put other arguments on the table; the call's own are kept as the original.
-                "args_json": (
-                    row.original_args_json if row.original_args_digest else row.args_json,
-                    meta.get("args_json", ""),
-                ),
-                "args_digest": (row.original_args_digest or row.args_digest, req.args_digest),
-                # Set together, only by an edit in a quorum (then args_* hold the edited arguments).
-                "original_args_json": (bool(row.original_args_json), bool(row.original_args_digest)),
-                "metadata": (dict(row.metadata), meta),
-                "requested_at_ms": (row.requested_at_ms, _ms(event.emitted_at)),
-                "expires_at_ms": (row.expires_at_ms, expires),
-                "timeout_ms": (row.timeout_ms, req.timeout_ms),
-                "quorum_progress": (row.quorum_progress, self.progress.get(key, "")),
-                # The request's own identity: what its decision (and a server's signature of it) is bound to.
-                "request_id": (row.request_id, req.request_id),
-            }
-            edited = [column for column, (stored, logged) in shown.items() if stored != logged]
-            if row.original_args_digest and (
-                # An edit in a quorum: no event carries the arguments on the table; they must at least be the
-                # ones their digest names, and, once approved, the ones the decision ran with.
-                not _digest_of(row.tool_name, row.args_json, row.args_digest)
-                or (row.decision == "approve" and not _same_json(row.args_json, row.edited_args_json))
-            ):
-                edited.append("args_json (edited in the quorum)")
+            edited = _request_edits(row, event, req, self.progress.get(key, ""))
             if edited:
                 problems.append(f"{name}: {', '.join(edited)} differs from its request on the audit log (edited)")
             times = self.decided_at.get(key, {})
@@ -196,13 +175,8 @@ class _ApprovalHistory:
                 if row.requested_at_ms <= row.decided_at_ms <= max(logged_at):
                     times = {**times, row.decision == "approve": {*logged_at, row.decided_at_ms}}
             problems.extend(self._check_decision(name, row, self.decisions.get(key), self.closed.get(key), times))
-            if row.decision_sig and self.trust is not None and row.status.value in ("granted", "rejected"):
-                try:
-                    wrong = _signature_check(row, self.trust, meta.get("policy_grants", ""))
-                except (ValueError, TypeError, AttributeError, RecursionError):  # cells that are not text
-                    wrong = "its facts or block are garbled"
-                if wrong:
-                    problems.append(f"{name}: decision_sig does not verify with the given key: {wrong} (edited)")
+            if self.trust is not None:
+                problems.extend(signature_problems(name, row, self.trust, req.metadata.get("policy_grants", "")))
         legacy.sort()
         for (_, before, _), (_, ident, name) in itertools.pairwise(legacy):
             if ident <= before:
@@ -272,6 +246,45 @@ class _ApprovalHistory:
         return []
 
 
+def _request_edits(
+    row: ApprovalRow, event: events_pb2.Event, req: events_pb2.ApprovalRequested, progress: str
+) -> list[str]:
+    """The shown columns of an approval record that differ from its request event (and the latest vote's tally)."""
+    meta = dict(req.metadata)
+    expires = _ms(req.expires_at) if req.HasField("expires_at") else 0
+    shown = {
+        "session_id": (row.session_id, event.session_id),
+        "kind": (row.kind, req.kind),
+        "prompt": (row.prompt, req.prompt),
+        "task_id": (row.task_id, req.task_id),
+        "tool_name": (row.tool_name, meta.get("tool_name", "")),
+        # An edit in a quorum put other arguments on the table; the call's own are kept as the original.
+        "args_json": (
+            row.original_args_json if row.original_args_digest else row.args_json,
+            meta.get("args_json", ""),
+        ),
+        "args_digest": (row.original_args_digest or row.args_digest, req.args_digest),
+        # Set together, only by an edit in a quorum (then args_* hold the edited arguments).
+        "original_args_json": (bool(row.original_args_json), bool(row.original_args_digest)),
+        "metadata": (dict(row.metadata), meta),
+        "requested_at_ms": (row.requested_at_ms, _ms(event.emitted_at)),
+        "expires_at_ms": (row.expires_at_ms, expires),
+        "timeout_ms": (row.timeout_ms, req.timeout_ms),
+        "quorum_progress": (row.quorum_progress, progress),
+        # The request's own identity: what its decision (and a server's signature of it) is bound to.
+        "request_id": (row.request_id, req.request_id),
+    }
+    edited = [column for column, (stored, logged) in shown.items() if stored != logged]
+    if row.original_args_digest and (
+        # An edit in a quorum: no event carries the arguments on the table; they must at least be the
+        # ones their digest names, and, once approved, the ones the decision ran with.
+        not _digest_of(row.tool_name, row.args_json, row.args_digest)
+        or (row.decision == "approve" and not _same_json(row.args_json, row.edited_args_json))
+    ):
+        edited.append("args_json (edited in the quorum)")
+    return edited
+
+
 def _signature_problem(row: ApprovalRow) -> str | None:
     """None when ``decision_sig`` is empty or a well-formed signature block of this decision's channel.
 
@@ -304,6 +317,35 @@ def _signature_problem(row: ApprovalRow) -> str | None:
     return None
 
 
+SERVER_CHANNELS = frozenset({"web", "api"})
+"""The channels of decisions made through ``goldfive serve``, which signs every decision it makes."""
+
+
+def signature_problems(name: str, row: ApprovalRow, trust: TrustKey, grants: str) -> list[str]:
+    """What is wrong with a decided record's signature, given the key ``goldfive serve`` signs with ([]: nothing).
+
+    A decision on a server channel (``web``, ``api``) without a signature lost it: the server signs them all.
+    An unsigned ``cli`` decision is what the local command line records without a key (see
+    :class:`~goldfive_core.store.checkpoint.CheckpointWriter` for how a relabel to one is caught).
+    """
+    if row.status.value not in ("granted", "rejected"):
+        return []
+    if not row.decision_sig:
+        if row.decided_channel not in SERVER_CHANNELS:
+            return []
+        return [
+            f"{name}: decided through goldfive serve (channel {row.decided_channel!r}) but not signed: "
+            "its signature was removed (edited)"
+        ]
+    try:
+        wrong = _signature_check(row, trust, grants)
+    except (ValueError, TypeError, AttributeError, RecursionError):  # cells that are not text
+        wrong = "its facts or block are garbled"
+    if wrong:
+        return [f"{name}: decision_sig does not verify with the given key: {wrong} (edited)"]
+    return []
+
+
 def _signature_check(row: ApprovalRow, trust: TrustKey, grants: str) -> str | None:
     """None when ``decision_sig`` is ``trust``'s signature of this record's decision, else why not.
 
@@ -314,27 +356,53 @@ def _signature_check(row: ApprovalRow, trust: TrustKey, grants: str) -> str | No
     from ..signing import check_decision
 
     problem: str | None = "no matching decision"
-    for grant in ("", *(g for g in grants.split(",") if g)):
-        for digest in {row.args_digest, row.original_args_digest} - {""} or {""}:
-            for decided_by in {row.decided_by, row.decided_by.rsplit(", ", 1)[-1]}:
-                problem = check_decision(
-                    trust,
-                    target_id=row.target_id,
-                    run_id=row.run_id,
-                    approved=row.decision == "approve",
-                    edited_args=row.edited_args_json,
-                    args_digest=digest,
-                    decided_by=decided_by,
-                    detail=row.detail,
-                    signature=row.decision_sig,
-                    grant=grant,
-                    # The record's own request: a signature moved here from another request does not cover it.
-                    request_id=row.request_id,
-                    request_digest=row.request_digest if row.request_id else "",
-                )
-                if problem is None:
-                    return None
+    tries = itertools.product(
+        ("", *(g for g in grants.split(",") if g)),
+        {row.args_digest, row.original_args_digest} - {""} or {""},
+        _signers(row),
+        _signed_quorums(row),
+    )
+    for grant, digest, (decided_by, detail, edited), quorum in tries:
+        problem = check_decision(
+            trust,
+            target_id=row.target_id,
+            run_id=row.run_id,
+            approved=row.decision == "approve",
+            edited_args=edited,
+            args_digest=digest,
+            decided_by=decided_by,
+            detail=detail,
+            signature=row.decision_sig,
+            grant=grant,
+            # The record's own request: a signature moved here from another request does not cover it.
+            request_id=row.request_id,
+            request_digest=row.request_digest if row.request_id else "",
+            quorum=quorum,
+        )
+        if problem is None:
+            return None
     return problem
+
+
+def _signed_quorums(row: ApprovalRow) -> tuple[int, ...]:
+    """The quorum a vote's signature may state: none, or the count its record's tally names ("2 of 2: ana, bo")."""
+    _, of, rest = row.quorum_progress.partition(" of ")
+    count = rest.split(":", 1)[0].strip()
+    return (0, int(count)) if of and count.isdigit() and len(count) < 6 else (0,)
+
+
+def _signers(row: ApprovalRow) -> set[tuple[str, str, str]]:
+    """Who signed a record's decision, with the reason and edit they signed: its decider, or a quorum's last voter.
+
+    A quorum's record says all approvers and the quorum's words when the last vote gave no reason ("approved by
+    ana, bo"), and the arguments on the table; the last voter signed their own name, reason and edit (maybe none).
+    """
+    signers = {(row.decided_by, row.detail, row.edited_args_json)}
+    last = row.decided_by.rsplit(", ", 1)[-1]
+    if last != row.decided_by:
+        said = "" if row.detail == f"approved by {row.decided_by}" else row.detail
+        signers |= {(last, said, row.edited_args_json), (last, said, "")}
+    return signers
 
 
 def _digest_of(tool_name: str, args_json: str, digest: str) -> bool:
@@ -609,6 +677,8 @@ def verify_chain(
     executions_owned_after: int = 0,
     trust: TrustKey | None = None,
     numbered_after: tuple[int, int] = (0, 0),
+    start: tuple[int, str] | None = None,
+    alarms: bool = True,
 ) -> AuditReport:
     """Check every row's link and hash, that its columns match its hashed event, per-run sequences, and the head.
 
@@ -622,12 +692,16 @@ def verify_chain(
     lifecycle and grant events the same way. With ``trust`` (the key ``goldfive serve`` signs decisions with),
     every decision signature on a record is verified too. ``numbered_after``: the last audit row and approval
     record a store numbered before migration 12 (checked for order only; every later one by its number).
+
+    ``start`` (seq, hash): ``rows`` are the rows after that one (a walk from a signed checkpoint): they must link
+    to it, and a run's sequence is checked from its first event among them on. ``alarms``: report every
+    ``checkpoint_refused`` the server wrote (off for the server's own check before it signs).
     """
     problems: list[str] = []
     first_bad: int | None = None
-    prev = GENESIS_HASH
+    last_seq, prev = start or (0, GENESIS_HASH)
+    start_seq = last_seq
     count = 0
-    last_seq = 0
     next_sequence: dict[str, int] = {}
     audit_after, approvals_after = numbered_after
     history = _ApprovalHistory(trust, audit_after, approvals_after)
@@ -674,7 +748,10 @@ def verify_chain(
         execution_history.see(event, row.seq)
         if event.WhichOneof("payload") == "execution_recorded":  # the store's ledger events: outside the numbering
             continue
-        want = next_sequence.get(event.run_id, 0)
+        if alarms and event.WhichOneof("payload") == "checkpoint_refused":
+            reason = event.checkpoint_refused.reason[:300]
+            problem(row.seq, f"row {row.seq}: goldfive serve refused to sign a checkpoint of this chain: {reason}")
+        want = next_sequence.get(event.run_id, 0 if start is None else event.sequence)
         if event.sequence > want:
             missing = f"#{want}" if event.sequence == want + 1 else f"#{want}-#{event.sequence - 1}"
             problem(row.seq, f"run {event.run_id}: events {missing} are missing before row {row.seq} (a gap)")
@@ -686,8 +763,9 @@ def verify_chain(
         problem(last_seq, "the chain head row is missing (deleted): tampering; a truncated tail cannot be ruled out")
     elif count and (last_seq != head_seq or prev != head_hash):
         problem(last_seq, f"the chain ends at row {last_seq} but the recorded head is row {head_seq}: rows are missing")
-    elif not count and head_seq:
-        problem(0, f"the audit log is empty but the recorded head is row {head_seq}: rows are missing")
+    elif not count and head_seq != start_seq:
+        empty = "the audit log is empty" if start is None else f"the audit log has no row after {start_seq}"
+        problem(0, f"{empty} but the recorded head is row {head_seq}: rows are missing")
     tables: list[list[str]] = []
     if approvals is not None:
         tables.append(history.check(approvals()))
@@ -702,3 +780,95 @@ def verify_chain(
             if len(problems) < _MAX_PROBLEMS:
                 problems.append(text)
     return AuditReport(ok=not problems, rows=count, head_hash=prev, problems=tuple(problems), first_bad_seq=first_bad)
+
+
+Vouched = tuple[str, str, int]
+"""A decision ``goldfive serve`` signed: (run id, target id, its record's ``requested_at_ms``; -1 = the newest)."""
+
+
+def verify_since(
+    rows: Iterable[AuditRow],
+    *,
+    start: tuple[int, str],
+    head: tuple[int, str],
+    record: Callable[[str, str], ApprovalRow | None],
+    trust: TrustKey,
+    vouched: Iterable[Vouched] = (),
+) -> list[str]:
+    """What is wrong with the chain since a signed checkpoint (``start``) up to ``head`` ([]: nothing).
+
+    The server's check before it signs the next checkpoint, as cheap as the rows since the last one: each row's
+    link, hash, number and shown columns (:func:`verify_chain` from ``start``); each approval record requested
+    or decided in them (``record(run_id, target_id)``) against those events, and its signature with ``trust``;
+    and each decision the server signed since (``vouched``) still on its record, signed on a server channel
+    — so a signed decision relabelled as an unsigned ``cli`` one is never signed into a checkpoint.
+    """
+    history = _ApprovalHistory(trust)
+
+    def walked() -> Iterator[AuditRow]:
+        for row in rows:
+            event = events_pb2.Event()
+            try:
+                event.ParseFromString(row.body)
+            except DecodeError:
+                pass  # reported by the walk
+            else:
+                history.see(event, row.seq)
+            yield row
+
+    report = verify_chain(walked(), head_seq=head[0], head_hash=head[1], start=start, alarms=False)
+    problems = list(report.problems)
+    for run_id, target_id in sorted(history.requests.keys() | history.decisions.keys()):
+        row = record(run_id, target_id)
+        problems.extend(_recent_record_problems(history, (run_id, target_id), row))
+    for run_id, target_id, requested_at in sorted(set(vouched)):
+        problems.extend(_vouched_problems(record(run_id, target_id), run_id, target_id, requested_at, trust))
+    return problems[:_MAX_PROBLEMS]
+
+
+def _recent_record_problems(history: _ApprovalHistory, key: _Key, row: ApprovalRow | None) -> list[str]:
+    """A record whose request or decision is among the rows since the last checkpoint, against those events."""
+    run_id, target_id = key
+    found = history.requests.get(key)
+    if row is None:
+        if found is None:
+            return []  # a decision of no request: no record to hold it to (as in the whole walk)
+        return [f"the request {target_id!r} of run {run_id} is on the audit log but its record is gone"]
+    name = f"approval #{row.id} ({row.target_id!r} of run {row.run_id})"
+    problems: list[str] = []
+    times = history.decided_at.get(key, {})
+    if found is not None:
+        event, req = found
+        edited = _request_edits(row, event, req, history.progress.get(key, ""))
+        if edited:
+            problems.append(f"{name}: {', '.join(edited)} differs from its request on the audit log (edited)")
+        closed = history.closed.get(key)
+    else:  # asked before the last checkpoint: only what the rows since say of it
+        closed = None
+        seen_at = {at for ats in times.values() for at in ats}
+        if row.status.value in ("granted", "rejected") and row.decided_at_ms not in seen_at:
+            return []  # decided by an earlier event (already checked); a later one (the run's own) says it again
+    problems.extend(_ApprovalHistory._check_decision(name, row, history.decisions.get(key), closed, times))
+    if history.trust is not None:
+        problems.extend(signature_problems(name, row, history.trust, row.metadata.get("policy_grants", "")))
+    return problems
+
+
+def _vouched_problems(row: ApprovalRow | None, run_id: str, target_id: str, at: int, trust: TrustKey) -> list[str]:
+    """A decision this server signed must still be on its record, signed, on a server channel."""
+    name = f"the decision of {target_id!r} in run {run_id}, signed by this server,"
+    if row is None:
+        return [f"{name} has no record any more (deleted)"]
+    if at >= 0 and row.requested_at_ms != at:
+        return []  # asked again since: a new record (the old decision's event is checked with the chain)
+    if row.status.value not in ("granted", "rejected"):
+        return [f"{name} is {row.status.value} on its record (edited)"]
+    if not row.decision_sig or row.decided_channel not in SERVER_CHANNELS:
+        channel = row.decided_channel or "none"
+        return [
+            f"{name} now reads {row.decision} by {row.decided_by!r} on channel {channel!r}, "
+            f"{'unsigned' if not row.decision_sig else 'signed'}: relabelled (edited)"
+        ]
+    return signature_problems(
+        f"approval #{row.id} ({target_id!r} of run {run_id})", row, trust, row.metadata.get("policy_grants", "")
+    )

@@ -22,6 +22,9 @@ covers the three body lines. Needs the ``cryptography`` package (``pip install '
 ``goldfive serve`` signs them with its decision-signing key (:class:`CheckpointWriter`, every
 ``--checkpoint-every`` seconds while the head moves, into ``--checkpoint FILE``); the public half is
 the ``GOLDFIVE_TRUST_KEY`` value it prints, which ``goldfive audit verify --public-key`` accepts.
+A checkpoint never launders: the writer verifies what was written since its previous one, including that
+every decision the server signed since is still signed on its record, and refuses (with an alarm on the
+audit log, ``checkpoint_refused``) to sign a chain that does not verify.
 """
 
 from __future__ import annotations
@@ -35,12 +38,18 @@ import hashlib
 import logging
 import os
 import tempfile
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ..errors import GoldfiveError, MissingExtraError
+from ..pb.v1 import events_pb2
 from ..signing import DecisionSigner, TrustKey
-from .base import AuditReport, Store, StoreError
+from .agents import append_server_event
+from .audit import GENESIS_HASH, Vouched, verify_since
+from .base import ApprovalRow, AuditReport, AuditRow, Store, StoreError, StoreUnavailableError
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
@@ -183,10 +192,20 @@ def verify_chain(store: Store, checkpoint: str, *, public_key: Ed25519PublicKey,
                 f"row {point.seq} hashes to {rows[0].hash[:16]}… but the signed checkpoint says "
                 f"{point.head_hash[:16]}…: the chain up to it was rewritten"
             )
-        head_seq, _ = store.audit_head()
-        if head_seq < point.seq:
+        head_seq = _head_or_none(store)
+        if head_seq is not None and head_seq < point.seq:
             problems.append(f"the chain head (row {head_seq}) is behind the signed checkpoint (row {point.seq})")
     return dataclasses.replace(report, ok=not problems, problems=tuple(problems))
+
+
+def _head_or_none(store: Store) -> int | None:
+    """The chain head's seq; None when its row was deleted (``verify_audit`` reports that as tampering)."""
+    try:
+        return store.audit_head()[0]
+    except StoreUnavailableError:
+        raise
+    except StoreError:
+        return None
 
 
 def trust_key_of(public_key: Ed25519PublicKey) -> TrustKey:
@@ -226,11 +245,21 @@ class CheckpointWriter:
     """Keeps a signed checkpoint of ``store``'s chain head in ``path``, a file outside the database.
 
     :meth:`write` signs the current head when it moved since the last write and replaces the file
-    atomically (the newest checkpoint covers every row the older ones did) — but only while the chain
-    still holds the head it signed last: a rewrite below it is refused, never signed. :meth:`run` does that
-    every ``every_s`` seconds until cancelled, and once more on the way out. A store that cannot be
-    reached is logged and tried again next time; it never stops the server.
+    atomically (the newest checkpoint covers every row the older ones did) — but only after verifying
+    everything since the last one (:func:`~goldfive_core.store.audit.verify_since`: the chain still holds the
+    head it signed last, every row since links, hashes and shows what it hashes, every approval record
+    requested or decided since matches those events and its signature, and every decision this server signed
+    since (:meth:`vouch`) is still on its record, signed). A chain that does not verify is never signed: the
+    last honest checkpoint stays, :attr:`refused` says why, and the alarm goes to the server's log and the
+    audit log (a ``checkpoint_refused`` event, which ``goldfive audit verify`` reports). :meth:`run` does that
+    every ``every_s`` seconds until cancelled, and once more on the way out. A store that cannot be reached is
+    logged and tried again next time; it never stops the server.
     """
+
+    settle_s: float = 2.0
+    """How long a problem found among the newest rows must last before it is an alarm. An agent writes a
+    decision's event and its ack (which puts the signature on the record) in two transactions, so a look
+    between them sees a signed decision still unsigned; nothing is signed meanwhile."""
 
     def __init__(self, store: Store, key: SigningKey, path: str | Path, *, origin: str = "goldfive") -> None:
         _check_origin(origin)
@@ -241,8 +270,13 @@ class CheckpointWriter:
         self.written = 0
         """How many checkpoints this writer wrote."""
         self.refused = ""
-        """Why the last :meth:`write` refused to sign ("" = it did not): the chain no longer extends the
-        last checkpoint, i.e. someone rewrote or cut history the key already vouched for."""
+        """Why the last :meth:`write` refused to sign ("" = it did not): the chain no longer extends the last
+        checkpoint, or what was written since does not verify — someone rewrote history."""
+        self._trust = trust_key_of(self._public())
+        self._vouched: set[Vouched] = set()
+        self._lock = threading.Lock()
+        self._doubts: dict[str, float] = {}
+        self._alarmed = ""
         self._last: tuple[int, str] | None = self._previous()
 
     def _public(self) -> Ed25519PublicKey:
@@ -263,6 +297,19 @@ class CheckpointWriter:
             return None
         return point.seq, point.head_hash
 
+    def vouch(self, run_id: str, target_id: str) -> None:
+        """Note a decision this server signed and recorded: no checkpoint is signed while its record lacks it.
+
+        Called by ``goldfive serve`` once a decision took effect (applied or recorded). Kept in memory until a
+        checkpoint covers it (a server killed before its next checkpoint forgets the ones since).
+        """
+        try:
+            row = self._record(run_id, target_id)
+        except StoreError:
+            row = None  # then its newest record is held to it
+        with self._lock:
+            self._vouched.add((run_id, target_id, -1 if row is None else row.requested_at_ms))
+
     def _extends_last(self, head: tuple[int, str]) -> str:
         """ "" when the chain still holds the last signed head (it only grew); else what is wrong."""
         if self._last is None or self._last[0] == 0:
@@ -277,23 +324,100 @@ class CheckpointWriter:
             return f"row {seq} no longer hashes as the last signed checkpoint says: the chain up to it was rewritten"
         return ""
 
-    def write(self) -> bool:
-        """Sign and save the head if it moved and still extends the last checkpoint; True when written.
+    def _rows(self, after: int, until: int) -> Iterator[AuditRow]:
+        while after < until:
+            page = self.store.audit_rows(after_seq=after, limit=2000)
+            if not page:
+                return
+            for row in page:
+                if row.seq > until:
+                    return
+                yield row
+            after = page[-1].seq
 
-        A chain that no longer holds the last signed head is never signed (that would launder a
-        rewrite): the old checkpoint stays in place, ``refused`` says why, and it is logged as an error.
+    def _record(self, run_id: str, target_id: str) -> ApprovalRow | None:
+        try:
+            rows = self.store.approvals_for(target_id)
+        except (ValueError, TypeError, RecursionError) as exc:  # a record edited into what cannot be read
+            raise StoreError(f"the approval record {target_id!r} cannot be read (edited?): {exc}") from None
+        return next((r for r in rows if r.run_id == run_id), None)
+
+    def _check(self) -> tuple[tuple[int, str], set[Vouched], list[str], bool]:
+        """The head, the decisions vouched for so far, what is wrong since the last checkpoint ([]: nothing),
+        and whether that is certain (the signed prefix itself changed) rather than maybe a write half-done."""
+        try:
+            head = self.store.audit_head()
+        except StoreUnavailableError:
+            raise
+        except StoreError:
+            return (-1, ""), set(), ["the chain head row is missing (deleted): history may have been cut"], True
+        with self._lock:
+            vouched = set(self._vouched)
+        if head == self._last and not vouched:
+            return head, vouched, [], False
+        cut = self._extends_last(head)
+        if cut:
+            return head, vouched, [cut], True
+        start = self._last or (0, GENESIS_HASH)
+        rows = self._rows(start[0], head[0])
+        since = verify_since(rows, start=start, head=head, record=self._record, trust=self._trust, vouched=vouched)
+        return head, vouched, since, False
+
+    def write(self) -> bool:
+        """Sign and save the head if it moved and everything since the last checkpoint verifies; True when written.
+
+        A chain that does not verify is never signed (that would launder a rewrite): the old checkpoint stays
+        in place, ``refused`` says why, and it is logged as an error and put on the audit log. A problem among
+        the newest rows is first given :attr:`settle_s` to clear (a decision half-written), unsigned meanwhile.
         """
-        head = self.store.audit_head()
-        if head == self._last:
-            return False
-        problem = self._extends_last(head)
-        if problem:
-            if problem != self.refused:
-                logger.error("audit checkpoint NOT signed: %s (see goldfive audit verify --checkpoint)", problem)
-            self.refused = problem
-            return False
+        head, vouched, problems, certain = self._check()
+        if problems:
+            return self._refuse(head, problems, certain=certain)
+        self._doubts = {}
         self.refused = ""
-        note = make_checkpoint(self.origin, head[0], head[1], self.key)
+        if head == self._last:
+            self._forget(vouched)
+            return False
+        self._save(make_checkpoint(self.origin, head[0], head[1], self.key))
+        self._last = head
+        self._forget(vouched)
+        self.written += 1
+        return True
+
+    def _forget(self, vouched: set[Vouched]) -> None:
+        with self._lock:
+            self._vouched -= vouched
+
+    def _refuse(self, head: tuple[int, str], problems: list[str], *, certain: bool) -> bool:
+        now = time.monotonic()
+        self._doubts = {p: self._doubts.get(p, now) for p in problems}  # when each was first seen
+        lasting = [p for p in problems if certain or now - self._doubts[p] >= self.settle_s]
+        if not lasting:
+            return False  # maybe decisions half-written: look again next time, unsigned meanwhile
+        problem = "; ".join(lasting)
+        if problem != self.refused:
+            logger.error("audit checkpoint NOT signed: %s (see goldfive audit verify --checkpoint)", problem)
+        self.refused = problem
+        if problem != self._alarmed:
+            self._alarm(head, problem)
+        return False
+
+    def _alarm(self, head: tuple[int, str], problem: str) -> None:
+        """Put the refusal on the audit log (``checkpoint_refused``), where ``audit verify`` reports it."""
+        event = events_pb2.Event(event_id=f"ev-checkpoint-refused-{os.urandom(8).hex()}")
+        refused = event.checkpoint_refused
+        refused.reason = problem[:2000]
+        refused.signed_seq = self._last[0] if self._last else 0
+        refused.head_seq = head[0]
+        refused.key_id = self._trust.key_id
+        try:
+            append_server_event(self.store, event)
+        except StoreError as exc:
+            logger.error("could not put the refused checkpoint on the audit log (tried again later): %s", exc)
+            return
+        self._alarmed = problem
+
+    def _save(self, note: str) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.")
         try:
@@ -306,9 +430,6 @@ class CheckpointWriter:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
             raise
-        self._last = head
-        self.written += 1
-        return True
 
     def _write_logged(self) -> None:
         try:

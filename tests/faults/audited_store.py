@@ -50,7 +50,7 @@ grants = ["1h"]
     source="audit-policy.toml",
 )
 ANA = Principal(name="ana", channel="cli")
-BO = Principal(name="bo", channel="api")
+BO = Principal(name="bo", channel="api")  # through goldfive serve: its decisions are always signed
 
 CALLS: tuple[Mapping[str, Any], ...] = (
     {"amount": 5, "to": "x"},  # call-0: approved with an edit, signed
@@ -99,12 +99,12 @@ async def populate(backend: Backend, tmp_path: Path) -> tuple[Store, TrustKey]:
     run = asyncio.create_task(wrap(agent, control=channel, sinks=[channel.sink], policy=POLICY).run("pay"))
     try:
         await _decide(store, "call-0", approve=True, principal=ANA, edited_args={"amount": 3, "to": "x"}, signer=signer)
-        await _decide(store, "call-1", approve=False, principal=BO, reason="not today")
+        await _decide(store, "call-1", approve=False, principal=BO, signer=signer, reason="not today")
         await _decide(store, "call-2", approve=True, principal=ANA, signer=signer, reason="fine by me")
         await await_until(lambda: store.approvals_for("call-2")[0].quorum_progress, what="the first vote")
         await _decide(store, "call-2", approve=True, principal=BO, signer=signer, reason="ok")
         await _decide(store, "call-3", approve=True, principal=ANA, grant="run")
-        await _decide(store, "call-6", approve=True, principal=BO, grant="1h")
+        await _decide(store, "call-6", approve=True, principal=BO, signer=signer, grant="1h")
         await asyncio.wait_for(run, 60)
     finally:
         if not run.done():
@@ -139,7 +139,7 @@ async def populate(backend: Backend, tmp_path: Path) -> tuple[Store, TrustKey]:
     judge = backend.open()
     judge.stale_after_ms = 300  # type: ignore[attr-defined]  # deems the run gone after 0.3 s without a heartbeat
     await await_until(lambda: judge.liveness(judge.run(orphan_run(store))) != "live", what="the run to look gone")
-    await _decide(judge, "orphan-1", approve=True, principal=BO, reason="fine")
+    await _decide(judge, "orphan-1", approve=True, principal=BO, signer=signer, reason="fine")
     judge.reap_crashed()  # and the store closes the crashed run
 
     run_grant = next(g for g in grant_rows(store) if g.scope == "run")

@@ -349,8 +349,20 @@ class ExecutionRecorded(_message.Message):
     owner: str
     def __init__(self, target_id: _Optional[str] = ..., state: _Optional[str] = ..., args_digest: _Optional[str] = ..., pid: _Optional[int] = ..., host: _Optional[str] = ..., result_digest: _Optional[str] = ..., resolved_by: _Optional[str] = ..., owner: _Optional[str] = ...) -> None: ...
 
+class CheckpointRefused(_message.Message):
+    __slots__ = ("reason", "signed_seq", "head_seq", "key_id")
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    SIGNED_SEQ_FIELD_NUMBER: _ClassVar[int]
+    HEAD_SEQ_FIELD_NUMBER: _ClassVar[int]
+    KEY_ID_FIELD_NUMBER: _ClassVar[int]
+    reason: str
+    signed_seq: int
+    head_seq: int
+    key_id: str
+    def __init__(self, reason: _Optional[str] = ..., signed_seq: _Optional[int] = ..., head_seq: _Optional[int] = ..., key_id: _Optional[str] = ...) -> None: ...
+
 class Event(_message.Message):
-    __slots__ = ("event_id", "run_id", "sequence", "emitted_at", "session_id", "run_started", "task_started", "task_progress", "task_completed", "task_failed", "task_blocked", "task_cancelled", "drift_detected", "run_completed", "run_aborted", "approval_requested", "approval_granted", "approval_rejected", "approval_timed_out", "approval_cancelled", "decision_refused", "policy_applied", "approval_escalated", "grant_created", "grant_revoked", "approval_voted", "run_paused", "run_resumed", "execution_recorded")
+    __slots__ = ("event_id", "run_id", "sequence", "emitted_at", "session_id", "run_started", "task_started", "task_progress", "task_completed", "task_failed", "task_blocked", "task_cancelled", "drift_detected", "run_completed", "run_aborted", "approval_requested", "approval_granted", "approval_rejected", "approval_timed_out", "approval_cancelled", "decision_refused", "policy_applied", "approval_escalated", "grant_created", "grant_revoked", "approval_voted", "run_paused", "run_resumed", "execution_recorded", "checkpoint_refused")
     EVENT_ID_FIELD_NUMBER: _ClassVar[int]
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     SEQUENCE_FIELD_NUMBER: _ClassVar[int]
@@ -380,6 +392,7 @@ class Event(_message.Message):
     RUN_PAUSED_FIELD_NUMBER: _ClassVar[int]
     RUN_RESUMED_FIELD_NUMBER: _ClassVar[int]
     EXECUTION_RECORDED_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_REFUSED_FIELD_NUMBER: _ClassVar[int]
     event_id: str
     run_id: str
     sequence: int
@@ -409,4 +422,5 @@ class Event(_message.Message):
     run_paused: RunPaused
     run_resumed: RunResumed
     execution_recorded: ExecutionRecorded
-    def __init__(self, event_id: _Optional[str] = ..., run_id: _Optional[str] = ..., sequence: _Optional[int] = ..., emitted_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., session_id: _Optional[str] = ..., run_started: _Optional[_Union[RunStarted, _Mapping]] = ..., task_started: _Optional[_Union[TaskStarted, _Mapping]] = ..., task_progress: _Optional[_Union[TaskProgress, _Mapping]] = ..., task_completed: _Optional[_Union[TaskCompleted, _Mapping]] = ..., task_failed: _Optional[_Union[TaskFailed, _Mapping]] = ..., task_blocked: _Optional[_Union[TaskBlocked, _Mapping]] = ..., task_cancelled: _Optional[_Union[TaskCancelled, _Mapping]] = ..., drift_detected: _Optional[_Union[DriftDetected, _Mapping]] = ..., run_completed: _Optional[_Union[RunCompleted, _Mapping]] = ..., run_aborted: _Optional[_Union[RunAborted, _Mapping]] = ..., approval_requested: _Optional[_Union[ApprovalRequested, _Mapping]] = ..., approval_granted: _Optional[_Union[ApprovalGranted, _Mapping]] = ..., approval_rejected: _Optional[_Union[ApprovalRejected, _Mapping]] = ..., approval_timed_out: _Optional[_Union[ApprovalTimedOut, _Mapping]] = ..., approval_cancelled: _Optional[_Union[ApprovalCancelled, _Mapping]] = ..., decision_refused: _Optional[_Union[DecisionRefused, _Mapping]] = ..., policy_applied: _Optional[_Union[PolicyApplied, _Mapping]] = ..., approval_escalated: _Optional[_Union[ApprovalEscalated, _Mapping]] = ..., grant_created: _Optional[_Union[GrantCreated, _Mapping]] = ..., grant_revoked: _Optional[_Union[GrantRevoked, _Mapping]] = ..., approval_voted: _Optional[_Union[ApprovalVoted, _Mapping]] = ..., run_paused: _Optional[_Union[RunPaused, _Mapping]] = ..., run_resumed: _Optional[_Union[RunResumed, _Mapping]] = ..., execution_recorded: _Optional[_Union[ExecutionRecorded, _Mapping]] = ...) -> None: ...
+    checkpoint_refused: CheckpointRefused
+    def __init__(self, event_id: _Optional[str] = ..., run_id: _Optional[str] = ..., sequence: _Optional[int] = ..., emitted_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., session_id: _Optional[str] = ..., run_started: _Optional[_Union[RunStarted, _Mapping]] = ..., task_started: _Optional[_Union[TaskStarted, _Mapping]] = ..., task_progress: _Optional[_Union[TaskProgress, _Mapping]] = ..., task_completed: _Optional[_Union[TaskCompleted, _Mapping]] = ..., task_failed: _Optional[_Union[TaskFailed, _Mapping]] = ..., task_blocked: _Optional[_Union[TaskBlocked, _Mapping]] = ..., task_cancelled: _Optional[_Union[TaskCancelled, _Mapping]] = ..., drift_detected: _Optional[_Union[DriftDetected, _Mapping]] = ..., run_completed: _Optional[_Union[RunCompleted, _Mapping]] = ..., run_aborted: _Optional[_Union[RunAborted, _Mapping]] = ..., approval_requested: _Optional[_Union[ApprovalRequested, _Mapping]] = ..., approval_granted: _Optional[_Union[ApprovalGranted, _Mapping]] = ..., approval_rejected: _Optional[_Union[ApprovalRejected, _Mapping]] = ..., approval_timed_out: _Optional[_Union[ApprovalTimedOut, _Mapping]] = ..., approval_cancelled: _Optional[_Union[ApprovalCancelled, _Mapping]] = ..., decision_refused: _Optional[_Union[DecisionRefused, _Mapping]] = ..., policy_applied: _Optional[_Union[PolicyApplied, _Mapping]] = ..., approval_escalated: _Optional[_Union[ApprovalEscalated, _Mapping]] = ..., grant_created: _Optional[_Union[GrantCreated, _Mapping]] = ..., grant_revoked: _Optional[_Union[GrantRevoked, _Mapping]] = ..., approval_voted: _Optional[_Union[ApprovalVoted, _Mapping]] = ..., run_paused: _Optional[_Union[RunPaused, _Mapping]] = ..., run_resumed: _Optional[_Union[RunResumed, _Mapping]] = ..., execution_recorded: _Optional[_Union[ExecutionRecorded, _Mapping]] = ..., checkpoint_refused: _Optional[_Union[CheckpointRefused, _Mapping]] = ...) -> None: ...

@@ -1,0 +1,317 @@
+"""Checkpoints never launder: the server verifies what was written since its last checkpoint before it signs.
+
+The attack (issue #27, hole 4): a database writer without the key rewrites a decision the server signed a moment
+ago into "approved by cfo@example.com" on channel ``cli`` with the signature removed, and recomputes the chain and
+its head. The whole store is consistent again (a local CLI decision is unsigned, and says so), so only the server
+can tell: it knows which decisions it signed since its last checkpoint. It refuses to sign, and says so on its
+log, on the audit log (which ``goldfive audit verify --public-key`` then reports) and at ``/api/audit/verify``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import httpx
+import pytest
+from store_support import Backend, await_until
+
+from goldfive_core.approvals import Principal
+from goldfive_core.pb.v1 import events_pb2
+from goldfive_core.server import ServerConfig, create_app
+from goldfive_core.signing import DecisionSigner, load_or_create_signing_key
+from goldfive_core.store import Store, decide
+from goldfive_core.store.audit import canonical_event_bytes, chain_hash
+from goldfive_core.store.checkpoint import CheckpointWriter, load_public_key, verify_chain
+from goldfive_core.store.users import add_user
+from tests.server.server_support import ORIGIN, Agent, goldfive, start_task_agent
+
+CFO = "cfo@example.com"
+
+
+class _Served:
+    def __init__(self, store: Store, signer: DecisionSigner, writer: CheckpointWriter, client: httpx.AsyncClient):
+        self.store, self.signer, self.writer, self.client = store, signer, writer, client
+        self.token = add_user(store, "ana", "approver").token
+
+    async def approve(self, target: str) -> None:
+        await await_until(lambda: any(r.target_id == target and r.open for r in self.store.approvals()), what=target)
+        answer = await self.client.post(
+            f"/api/approvals/{target}/approve", headers={"Authorization": f"Bearer {self.token}"}, json={}
+        )
+        assert answer.status_code == 200, answer.text
+
+    async def verify(self) -> dict[str, object]:
+        answer = await self.client.get("/api/audit/verify", headers={"Authorization": f"Bearer {self.token}"})
+        assert answer.status_code == 200, answer.text
+        body: dict[str, object] = answer.json()
+        return body
+
+    @property
+    def public(self) -> str:
+        return self.signer.trust_key.text()
+
+
+@pytest.fixture
+async def served(backend: Backend, tmp_path: Path) -> AsyncIterator[_Served]:
+    """goldfive serve's app over ``backend`` with its checkpoint writer (written by the test, not on a timer)."""
+    store = backend.open()
+    signer, _ = load_or_create_signing_key(tmp_path / "key.pem")
+    writer = CheckpointWriter(store, signer, tmp_path / "audit-checkpoint.txt")
+    writer.settle_s = 0.0  # no decision is half-written when the test looks: refuse at the first look
+    app = create_app(store, ServerConfig(signer=signer, checkpoints=writer))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=ORIGIN) as client:
+        yield _Served(store, signer, writer, client)
+    await app.state.api.events.aclose()
+
+
+async def _asked_and_approved(srv: _Served, backend: Backend, target: str) -> None:
+    agent = start_task_agent(backend, target)
+    try:
+        await srv.approve(target)
+        assert (await agent.result()).output["decision"] == "approve"
+    finally:
+        await agent.close()
+
+
+def _relabel(store: Store, target: str, edit: Callable[[events_pb2.Event], None]) -> None:
+    """What the attacker does: edit the decision's event, recompute every later hash and the head."""
+    rows = store.audit_rows(limit=100_000)
+    at = next(r.seq for r in rows if r.kind == "approval_granted" and r.event().approval_granted.target_id == target)
+    prev = next((r.hash for r in rows if r.seq == at - 1), "0" * 64)
+    for row in rows:
+        if row.seq < at:
+            continue
+        event = row.event()
+        if row.seq == at:
+            edit(event)
+        body = canonical_event_bytes(event)
+        digest = chain_hash(prev, body)
+        _sql(
+            store, "UPDATE gf_audit SET body = ?, prev_hash = ?, hash = ? WHERE seq = ?", (body, prev, digest, row.seq)
+        )
+        prev = digest
+    _sql(store, "UPDATE gf_chain_head SET hash = ? WHERE id = 1", (prev,))
+
+
+def _to_cfo_on_the_cli(store: Store, target: str) -> None:
+    def edit(event: events_pb2.Event) -> None:
+        event.approval_granted.decided_by = CFO
+        event.approval_granted.channel = "cli"
+
+    _relabel(store, target, edit)
+    _sql(
+        store,
+        "UPDATE gf_approvals SET decided_by = ?, decided_channel = 'cli', decision_sig = '' WHERE target_id = ?",
+        (CFO, target),
+    )
+
+
+def _sql(store: Store, sql: str, params: tuple[object, ...] = ()) -> None:
+    store._exec(store._conn(), sql, params)  # type: ignore[attr-defined]  # the tampering under test
+
+
+async def test_a_signed_decision_relabelled_after_the_newest_checkpoint_is_never_signed(
+    served: _Served, backend: Backend, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    srv = served
+    await _asked_and_approved(srv, backend, "coffee")
+    assert srv.writer.write()  # the honest log is signed
+    honest = srv.writer.path.read_text()
+    await _asked_and_approved(srv, backend, "wire")  # signed by the server a moment ago ...
+    _to_cfo_on_the_cli(srv.store, "wire")  # ... and made to read like a local CLI decision of the CFO's
+    assert srv.store.verify_audit(trust_key=srv.signer.trust_key).ok  # the database alone is consistent again
+    assert verify_chain(srv.store, honest, public_key=load_public_key(srv.public), origin="goldfive").ok
+
+    with caplog.at_level(logging.ERROR, logger="goldfive_core.store.checkpoint"):
+        assert not srv.writer.write()
+    assert srv.writer.path.read_text() == honest  # the last honest checkpoint stays
+    assert f"now reads approve by {CFO!r} on channel 'cli', unsigned: relabelled" in srv.writer.refused
+    assert any("audit checkpoint NOT signed" in r.getMessage() and CFO in r.getMessage() for r in caplog.records)
+    alarms = [r for r in srv.store.audit_rows(limit=100_000) if r.kind == "checkpoint_refused"]
+    assert len(alarms) == 1 and "relabelled" in alarms[0].event().checkpoint_refused.reason
+    assert alarms[0].event().checkpoint_refused.key_id == srv.signer.key_id
+    assert (
+        not srv.writer.write()
+        and len([r for r in srv.store.audit_rows(limit=100_000) if r.kind == "checkpoint_refused"]) == 1
+    )  # refused again, alarmed once
+
+    report = await srv.verify()
+    assert report["ok"] is False
+    assert "goldfive serve refused to sign a checkpoint" in str(report["problems"]) and CFO in str(report["problems"])
+    # With the public key alone (no checkpoint file), from the database: the server's refusal is on the log.
+    alone = goldfive(backend, "audit", "verify", "--public-key", srv.public)
+    assert alone.returncode == 1 and "refused to sign a checkpoint" in alone.stdout, alone.stdout + alone.stderr
+    (tmp_path / "cp.txt").write_text(honest)
+    pinned = goldfive(backend, "audit", "verify", "--checkpoint", str(tmp_path / "cp.txt"), "--public-key", srv.public)
+    assert pinned.returncode == 1 and "relabelled" in pinned.stdout, pinned.stdout + pinned.stderr
+
+
+async def test_an_honest_local_cli_decision_is_checkpointed_and_verifies(served: _Served, backend: Backend) -> None:
+    """A decision recorded by the local command line without a key is unsigned and says so: nothing is wrong."""
+    srv = served
+    await _asked_and_approved(srv, backend, "coffee")
+    agent: Agent = start_task_agent(backend, "tea")
+    try:
+        await await_until(lambda: any(r.target_id == "tea" and r.open for r in srv.store.approvals()), what="tea")
+        assert srv.writer.write()  # signed mid-run: the run's next events continue its sequence after it
+        result = await asyncio.to_thread(
+            decide, srv.store, "tea", approve=True, principal=Principal(name="bo", channel="cli")
+        )
+        assert result.ok, result.detail
+        assert (await agent.result()).output["decision"] == "approve"
+    finally:
+        await agent.close()
+    tea = srv.store.approvals_for("tea")[0]
+    assert tea.decided_channel == "cli" and not tea.decision_sig  # unsigned, and says so
+    assert srv.writer.write() and not srv.writer.refused
+    assert (await srv.verify())["ok"] is True
+    ok = goldfive(backend, "audit", "verify", "--checkpoint", str(srv.writer.path), "--public-key", srv.public)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+
+
+async def test_a_rewrite_below_the_last_checkpoint_is_alarmed_on_the_audit_log(
+    served: _Served, backend: Backend
+) -> None:
+    srv = served
+    await _asked_and_approved(srv, backend, "coffee")
+    assert srv.writer.write()
+    _to_cfo_on_the_cli(srv.store, "coffee")  # already covered by a checkpoint
+    assert not srv.writer.write() and "the chain up to it was rewritten" in srv.writer.refused
+    alarms = [r for r in srv.store.audit_rows(limit=100_000) if r.kind == "checkpoint_refused"]
+    assert len(alarms) == 1 and "rewritten" in alarms[0].event().checkpoint_refused.reason
+    assert (await srv.verify())["ok"] is False
+
+
+async def test_a_server_decision_stripped_of_its_signature_is_caught_with_the_public_key_alone(
+    served: _Served, backend: Backend
+) -> None:
+    """Only the record edited (the event still says channel api): no checkpoint or server is needed to see it."""
+    srv = served
+    await _asked_and_approved(srv, backend, "coffee")
+    assert goldfive(backend, "audit", "verify", "--public-key", srv.public).returncode == 0
+    _sql(srv.store, "UPDATE gf_approvals SET decision_sig = '' WHERE target_id = 'coffee'")
+    alone = goldfive(backend, "audit", "verify", "--public-key", srv.public)
+    assert alone.returncode == 1, alone.stdout + alone.stderr
+    assert "decided through goldfive serve (channel 'api') but not signed" in alone.stdout
+    report = await srv.verify()  # the server checks every signature with its key too
+    assert report["ok"] is False and "(channel 'api') but not signed" in str(report["problems"]), report
+    assert not srv.writer.write() and "not signed" in srv.writer.refused  # nor does the server sign it
+
+
+async def test_a_decision_made_through_the_server_is_checked_before_signing_when_the_event_is_edited(
+    served: _Served, backend: Backend
+) -> None:
+    """The event relabelled but the record left alone: the record no longer matches its event."""
+    srv = served
+    await _asked_and_approved(srv, backend, "coffee")
+
+    def edit(event: events_pb2.Event) -> None:
+        event.approval_granted.decided_by = CFO
+
+    _relabel(srv.store, "coffee", edit)
+    assert not srv.writer.write() and "decided_by differs from its decision on the audit log" in srv.writer.refused
+
+
+def test_audit_verify_checkpoint_exits_1_when_the_head_row_is_deleted(backend: Backend, tmp_path: Path) -> None:
+    from tests.faults.test_faults_checkpoints import _fill
+
+    store = backend.open()
+    _fill(store, "run-a")
+    signer, _ = load_or_create_signing_key(tmp_path / "key.pem")
+    writer = CheckpointWriter(store, signer, tmp_path / "cp.txt")
+    assert writer.write()
+    _sql(store, "DELETE FROM gf_chain_head")
+    argv = ["audit", "verify", "--checkpoint", str(writer.path), "--public-key", signer.trust_key.text()]
+    cli = goldfive(backend, *argv)
+    assert cli.returncode == 1, cli.stdout + cli.stderr
+    assert "the chain head row is missing (deleted)" in cli.stdout
+    assert not writer.write() and "head row is missing" in writer.refused
+
+
+async def test_goldfive_serve_refuses_to_checkpoint_a_relabel_and_says_so(backend: Backend, tmp_path: Path) -> None:
+    """The hole as reproduced: a running ``goldfive serve`` (checkpoints every 0.1 s), a decision made through it,
+    relabelled a moment later. Its next checkpoints refuse; its log, the audit log and the API say why."""
+    from tests.server.server_support import serve_process
+
+    checkpoint = tmp_path / "audit-checkpoint.txt"
+    with serve_process(backend, tmp_path / "key.pem", "--checkpoint-every", "0.1") as proc:
+        public = proc.trust_key.text()
+        headers = {"Authorization": f"Bearer {proc.admin_token}"}
+        store = backend.open()
+        agent = start_task_agent(backend, "wire")
+        async with httpx.AsyncClient(base_url=proc.url, headers=headers, timeout=30) as client:
+            try:
+                await await_until(lambda: any(r.target_id == "wire" and r.open for r in store.approvals()), what="ask")
+                answer = await client.post("/api/approvals/wire/approve", json={})
+                assert answer.status_code == 200, answer.text
+                assert (await agent.result()).output["decision"] == "approve"
+            finally:
+                await agent.close()
+            _to_cfo_on_the_cli(store, "wire")
+            alarm = await await_until(
+                lambda: [r for r in store.audit_rows(limit=100_000) if r.kind == "checkpoint_refused"],
+                limit_s=30,
+                what="the server's alarm on the audit log",
+            )
+            # Relabelled before the next tick (as in the report), or after it: a rewrite of what it signed.
+            why = alarm[0].event().checkpoint_refused.reason
+            assert "relabelled" in why or "the chain up to it was rewritten" in why, why
+            report = (await client.get("/api/audit/verify")).json()
+            assert report["ok"] is False and CFO in str(report["problems"]), report
+            signed = checkpoint.read_text()
+    assert proc.proc.stderr is not None
+    log = proc.proc.stderr.read()
+    assert f"audit checkpoint NOT signed: {why}" in log, log[-2000:]
+    assert checkpoint.read_text() == signed  # not even on the way out
+    alone = goldfive(backend, "audit", "verify", "--public-key", public)
+    assert alone.returncode == 1 and "refused to sign a checkpoint" in alone.stdout, alone.stdout + alone.stderr
+
+
+async def test_a_problem_among_the_newest_rows_is_never_signed_and_alarmed_once_it_lasts(
+    served: _Served, backend: Backend
+) -> None:
+    """A decision half-written (its event in, its signature not yet) must not raise an alarm; nor be signed."""
+    srv = served
+    await _asked_and_approved(srv, backend, "coffee")
+    assert srv.writer.write()
+    signed = srv.writer.path.read_text()
+    await _asked_and_approved(srv, backend, "wire")
+    _to_cfo_on_the_cli(srv.store, "wire")
+    srv.writer.settle_s = 3600.0
+    assert not srv.writer.write() and not srv.writer.refused  # not signed, not (yet) an alarm
+    assert srv.writer.path.read_text() == signed
+    assert not [r for r in srv.store.audit_rows(limit=100_000) if r.kind == "checkpoint_refused"]
+    srv.writer.settle_s = 0.0  # it lasted
+    assert not srv.writer.write() and "relabelled" in srv.writer.refused
+    assert [r for r in srv.store.audit_rows(limit=100_000) if r.kind == "checkpoint_refused"]
+
+
+async def test_a_rewrite_of_what_was_signed_is_an_alarm_at_once(served: _Served, backend: Backend) -> None:
+    srv = served
+    await _asked_and_approved(srv, backend, "coffee")
+    assert srv.writer.write()
+    srv.writer.settle_s = 3600.0
+    _to_cfo_on_the_cli(srv.store, "coffee")
+    assert not srv.writer.write() and "the chain up to it was rewritten" in srv.writer.refused
+
+
+async def test_the_server_still_says_so_when_its_alarm_is_deleted_from_the_audit_log(
+    served: _Served, backend: Backend
+) -> None:
+    srv = served
+    await _asked_and_approved(srv, backend, "coffee")
+    assert srv.writer.write()
+    await _asked_and_approved(srv, backend, "wire")
+    _to_cfo_on_the_cli(srv.store, "wire")
+    assert not srv.writer.write()
+    # The writer also cuts the alarm (the last row) and puts the head back: the database is consistent again.
+    alarm = next(r for r in srv.store.audit_rows(limit=100_000) if r.kind == "checkpoint_refused")
+    _sql(srv.store, "DELETE FROM gf_audit WHERE seq = ?", (alarm.seq,))
+    _sql(srv.store, "UPDATE gf_chain_head SET seq = ?, hash = ? WHERE id = 1", (alarm.seq - 1, alarm.prev_hash))
+    assert srv.store.verify_audit(trust_key=srv.signer.trust_key).ok
+    assert not srv.writer.write()  # still refused
+    report = await srv.verify()
+    assert report["ok"] is False and "relabelled" in str(report["problems"]), report
