@@ -38,7 +38,7 @@ from ..drift import Drift, DriftKind, DriftSeverity
 from ..limits import LimitError, Limits, check_json_depth
 from ..pb.v1 import events_pb2
 from ..session import Session
-from ..signing import TrustKey
+from ..signing import TrustKey, trust_key_from_env
 from ..toolcall import ExecutionLedger, Replay, Skip, ToolCall, gate_tool_call
 from .base import HOST, ExecutionRow, ExecutionState, Store, StoreError, StoreUnavailableError
 from .keeper import keeper_for
@@ -308,8 +308,9 @@ async def run_approved(
 ) -> GuardedResult:
     """Ask (or find the recorded decision), then run ``body(args)`` at most once for ``call_id``.
 
-    With ``trust`` (the public key of ``goldfive serve``), a decision recorded in the store is
-    used only if that key signed it. ``args_schema`` (JSON Schema of ``args``) is carried on the
+    With ``trust`` (the public key of ``goldfive serve``; default ``GOLDFIVE_TRUST_KEY``, as for
+    :class:`~goldfive_core.store.StoreChannel`), a decision recorded in the store is used only if that
+    key signed it. ``args_schema`` (JSON Schema of ``args``) is carried on the
     request, so ``goldfive serve`` refuses an edit that does not fit, and checked here too; without
     it any JSON object is accepted as an edit. The call goes through
     :func:`~goldfive_core.toolcall.gate_tool_call` like any adapter's. ``ledger`` replaces the store's
@@ -324,7 +325,8 @@ async def run_approved(
         args_schema=args_schema,
     )
     if ledger is None:
-        ledger = StoreLedger(store, trust=trust)
+        # As StoreChannel does: GOLDFIVE_TRUST_KEY, when set, also binds what a replay may apply from the store.
+        ledger = StoreLedger(store, trust=trust if trust is not None else trust_key_from_env())
     outcome = await gate_tool_call(
         session,
         call,

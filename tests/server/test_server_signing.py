@@ -81,6 +81,18 @@ def test_a_signature_covers_every_field_of_the_decision(tmp_path: Path) -> None:
     assert "does not match" in str(_check(signer.trust_key, FACTS, {**sig, "signed_at_ms": sig["signed_at_ms"] + 1}))
 
 
+def test_an_empty_edit_is_an_edit_the_signature_of_an_unedited_decision_does_not_cover(tmp_path: Path) -> None:
+    # {} replaces every argument of the call: it must not pass as "no edit".
+    signer, _ = load_or_create_signing_key(tmp_path / "k.pem")
+    unedited = dataclasses.replace(FACTS, edited_args_json="")
+    sig = signer.sign(unedited)
+    fields = {f: getattr(unedited, f) for f in ("target_id", "run_id", "args_digest", "decided_by", "detail")}
+    assert check_decision(signer.trust_key, approved=True, edited_args=None, signature=sig, **fields) is None
+    for empty in ({}, "{}"):
+        problem = check_decision(signer.trust_key, approved=True, edited_args=empty, signature=sig, **fields)
+        assert problem is not None and "does not match" in problem, empty
+
+
 def test_unsigned_malformed_and_foreign_signatures_are_refused(tmp_path: Path) -> None:
     signer, _ = load_or_create_signing_key(tmp_path / "a.pem")
     other, _ = load_or_create_signing_key(tmp_path / "b.pem")

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-import pytest
-from store_support import Backend, make_event
+import asyncio
+from collections.abc import Mapping
+from typing import Any
 
+import pytest
+from store_support import Backend, await_until, make_event
+
+from goldfive_core import AgentTools, Task, wrap
 from goldfive_core.approvals import ApprovalStatus, Principal
 from goldfive_core.pb.v1 import events_pb2
 from goldfive_core.store import (
@@ -12,8 +17,10 @@ from goldfive_core.store import (
     ApprovalRow,
     DecideVerdict,
     Store,
+    StoreChannel,
     UnknownApprovalError,
     decide,
+    run_approved,
 )
 
 ANN = Principal(name="ann", channel="cli")
@@ -142,3 +149,58 @@ def test_a_recorded_decision_wakes_what_listens_on_postgresql(postgres_backend: 
     thread.join(30)  # far below the 60 s it would sleep without a NOTIFY
     assert not thread.is_alive() and woke, "the listener slept through the decision"
     waiter.close()
+
+
+class _AnotherDeciderFirst:
+    """The real store, except that bob's decision lands between this decider's read and its write."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def decide_in_store(self, approval_id: int, **kw: Any) -> bool:
+        assert self._store.decide_in_store(approval_id, approved=False, detail="no", decided_by="bob")
+        return self._store.decide_in_store(approval_id, **kw)
+
+
+def test_a_decision_that_loses_the_race_to_the_store_is_told_already_decided(backend: Backend) -> None:
+    store = backend.open()
+    _ask(store, "run-a", "pay-1")
+    racing: Any = _AnotherDeciderFirst(store)
+    result = decide(racing, "pay-1", approve=True, principal=ANN)
+    assert result.verdict is DecideVerdict.REFUSED and not result.ok
+    assert result.detail == "already decided: 'pay-1' was rejected by bob; this decision was not applied"
+    assert (_row(store, "pay-1").decision, _row(store, "pay-1").decided_by) == ("reject", "bob")
+
+
+async def test_a_decision_the_live_run_refuses_is_reported_refused_with_its_ack(sqlite_backend: Backend) -> None:
+    channel = StoreChannel(sqlite_backend.open())
+    ran: list[Any] = []
+
+    async def body(call_args: Mapping[str, Any]) -> str:
+        ran.append(dict(call_args))
+        return "paid"
+
+    async def agent(task: Task, tools: AgentTools) -> Any:
+        ledger = sqlite_backend.open()
+        return (
+            await run_approved(tools.session, ledger, call_id="pay-2", tool_name="pay", args={"n": 1}, body=body)
+        ).status
+
+    run = asyncio.create_task(wrap(agent, control=channel, sinks=[channel.sink]).run())
+    try:
+        store = sqlite_backend.open()
+        await await_until(lambda: [r for r in store.approvals_for("pay-2") if r.open], what="pay-2 open")
+        stale = await asyncio.to_thread(decide, store, "pay-2", approve=True, principal=ANN, args_digest="sha256:old")
+        assert stale.verdict is DecideVerdict.REFUSED and not stale.ok
+        assert stale.ack is not None and not stale.ack.ok and "does not match" in stale.detail
+        assert ran == [] and not run.done() and _row(store, "pay-2").status is ApprovalStatus.PENDING
+        fresh = await asyncio.to_thread(decide, store, "pay-2", approve=True, principal=ANN)
+        assert fresh.verdict is DecideVerdict.APPLIED, fresh.detail
+        assert (await run).output == "ran" and ran == [{"n": 1}]
+    finally:
+        run.cancel()
+        await asyncio.gather(run, return_exceptions=True)
+        await channel.aclose()
