@@ -1501,6 +1501,20 @@ MUTATIONS: tuple[Mutation, ...] = (
         "Claude allows a tool use the gate skipped unless the run stopped",
         CLAUDE,
     ),
+    M(
+        ("goldfive_core/policy/_authority.py",),
+        "        if self.policy is not None and not name:\n            judged = self._judge(meta)",
+        "        if False:\n            judged = self._judge(meta)",
+        "a call whose request names no rule is decided by its own fields, not the server's policy",
+        SERVER_POLICY,
+    ),
+    M(
+        ("goldfive_core/policy/_authority.py",),
+        "        if verdict.error:  # fail closed: what the rule would have said is unknown",
+        "        if False:  # fail closed: what the rule would have said is unknown",
+        "a call the server's policy could not judge is decided by the request's own fields (fail open)",
+        ("tests/policy/test_policy_fail_closed.py",),
+    ),
     # -- every decision bound to one request (request_id, request_digest) ------------------------------------
     M(
         ("goldfive_core/signing.py",),

@@ -12,12 +12,13 @@ from a file the agent cannot change. Without one it reads the ``policy_*`` field
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Collection, Mapping
 from typing import Protocol
 
-from .._util import now_ms
-from ._model import Ask, format_duration
-from ._policy import Policy
+from .._util import now_ms, safe_repr
+from ._model import Ask, PolicyCall, format_duration
+from ._policy import Policy, Verdict
 
 __all__ = ["PolicyAuthority", "Refusal", "RequestView"]
 
@@ -84,9 +85,17 @@ class PolicyAuthority:
         return self._roles.get(user, ())
 
     def ask_for(self, request: RequestView) -> tuple[Ask | None, str]:
-        """(the rule's ask, "") or (None, why no decision may be taken) or (None, "") when no rule asked."""
+        """(the rule's ask, "") or (None, why no decision may be taken) or (None, "") when no rule asked.
+
+        A tool call whose request names no rule (its agent had no policy, or none that matched) is judged by
+        the deciding side's own policy: that rule's ask, its deny, or its error governs it.
+        """
         meta = request.metadata
         name = meta.get("policy_rule", "")
+        if self.policy is not None and not name:
+            judged = self._judge(meta)
+            if judged is not None:
+                return judged
         if self.policy is not None and name:
             rule = next((r for r in self.policy.rules if r.name == name), None)
             if rule is None:
@@ -96,9 +105,51 @@ class PolicyAuthority:
             # An allow or deny rule of ours, yet the agent asked: it had another policy. Its own fields decide.
         return Ask.from_metadata(meta), ""
 
+    def governing_rule(self, metadata: Mapping[str, str]) -> str:
+        """The name of the rule that governs a request: the one it names, else the deciding side's for its call."""
+        name = metadata.get("policy_rule", "")
+        if name or self.policy is None:
+            return name
+        verdict = self._verdict(metadata)
+        return verdict.rule_name if verdict is not None else ""
+
+    def _verdict(self, meta: Mapping[str, str]) -> Verdict | None:
+        """The deciding side's verdict on the tool call a request holds; None when its policy has no rule for it."""
+        tool = meta.get("tool_name", "")
+        if self.policy is None or not tool or not self.policy.mentions(tool):
+            return None
+        try:
+            args = json.loads(meta.get("args_json", "") or "null")
+        except (ValueError, RecursionError):
+            args = None
+        if not isinstance(args, dict):  # a rule may read the arguments: one that cannot be read is no pass
+            return Verdict(kind="ask", error=f"the arguments of {safe_repr(tool)} are not a JSON object")
+        return self.policy.evaluate(PolicyCall(tool=tool, args=args, agent=meta.get("agent_name", ""), gated=True))
+
+    def _judge(self, meta: Mapping[str, str]) -> tuple[Ask | None, str] | None:
+        """The deciding side's rule for a call whose request names none (None: its policy asks nothing of it)."""
+        verdict = self._verdict(meta)
+        if verdict is None:
+            return None
+        if verdict.error:  # fail closed: what the rule would have said is unknown
+            return None, Refusal(
+                f"refused: the deciding side's policy could not judge this call ({verdict.error}); nothing was decided"
+            )
+        if verdict.kind == "deny":
+            return None, Refusal(
+                f"refused: the deciding side's policy denies this call (rule {verdict.rule_name!r}): "
+                f"{verdict.reason or 'denied'}; it can only be rejected",
+                "denied",
+            )
+        if verdict.kind == "ask" and verdict.rule is not None:
+            return verdict.ask, ""
+        return None
+
     def may_decide(self, principal: _Named, approval: RequestView, *, approve: bool) -> str | None:
         """None when ``principal`` may decide ``approval``; else the sentence saying why not."""
         ask, refusal = self.ask_for(approval)
+        if isinstance(refusal, Refusal) and refusal.kind == "denied" and not approve:
+            return None  # what the deciding side denies, a person may still reject (the call never runs)
         if refusal:
             return refusal
         if ask is None:

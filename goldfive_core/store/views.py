@@ -110,7 +110,7 @@ def policy_json(
     With ``rules`` holding a policy (``serve --policy``), the rule of that name in it (``source`` ``"server"``): the
     one the server enforces; else the ``policy_*`` fields the agent wrote (``source`` ``"request"``).
     """
-    rule = meta.get("policy_rule")
+    rule = meta.get("policy_rule") or (rules.governing_rule(meta) if rules is not None else "")
     if not rule:
         return None
     error = meta.get("policy_error", "")

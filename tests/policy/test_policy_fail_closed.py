@@ -5,11 +5,13 @@ agents (wrap) with an in-process control channel."""
 from __future__ import annotations
 
 import asyncio
+from types import SimpleNamespace
 from typing import Any
 
 from goldfive_core import AckResult, ControlChannel, ControlKind, ControlMessage, InMemorySink, SteeringConfig, wrap
 from goldfive_core.adapters.callable import AgentTools
-from goldfive_core.policy import parse_policy
+from goldfive_core.approvals import Principal
+from goldfive_core.policy import PolicyAuthority, parse_policy
 from goldfive_core.session import Session
 from goldfive_core.tasks import Task
 
@@ -162,3 +164,23 @@ async def test_a_rules_expires_is_the_longest_the_run_waits_for_a_person() -> No
     [timed_out] = sink.of("approval_timed_out")
     assert timed_out.approval_timed_out.target_id == asked.approval_requested.target_id
     assert ran == []
+
+
+def test_a_call_the_deciding_sides_policy_cannot_judge_cannot_be_decided() -> None:
+    """A request that names no rule is judged by the deciding side's policy; when that policy errs on the call (or
+    cannot read its arguments) nobody may decide it, rather than falling back to the request's own fields."""
+    policy = parse_policy(
+        '[[rule]]\nname = "big"\ntool = "pay"\nwhen = "args.amount > 10"\naction = "ask"\napprovers = ["user:ana"]\n',
+        source="server.toml",
+    )
+    authority = PolicyAuthority(policy, roles={"ana": ("approver",), "bo": ("approver",)})
+
+    def view(args_json: str) -> SimpleNamespace:
+        return SimpleNamespace(target_id="c", metadata={"tool_name": "pay", "args_json": args_json}, requested_at_ms=0)
+
+    for bad in ('{"amount": "lots"}', "[1]", "not json"):
+        why = authority.may_decide(Principal(name="ana"), view(bad), approve=True)
+        assert why is not None and "could not judge this call" in why, (bad, why)
+    assert authority.may_decide(Principal(name="bo"), view('{"amount": 50}'), approve=True) is not None  # the rule's
+    assert authority.may_decide(Principal(name="ana"), view('{"amount": 50}'), approve=True) is None
+    assert authority.may_decide(Principal(name="bo"), view('{"amount": 5}'), approve=True) is None  # no rule asks

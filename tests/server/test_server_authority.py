@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 import pytest
-from server_support import ORIGIN, Server, eventually, goldfive, serve_process
+from server_support import ORIGIN, Server, eventually, goldfive, serve_process, start_tool_agent
 from store_support import REPO, Backend, await_until
 
 from goldfive_core import AgentTools, InMemorySink, Task, wrap
@@ -84,7 +84,9 @@ async def authority_server(backend: Backend, tmp_path: Path) -> AsyncIterator[tu
 class TrustingAgent:
     """A callable agent in its own StoreChannel that applies only decisions signed by the server's key."""
 
-    def __init__(self, backend: Backend, trust: Any, calls: list[Mapping[str, Any]]) -> None:
+    def __init__(
+        self, backend: Backend, trust: Any, calls: list[Mapping[str, Any]], *, policy: Any = AGENT_POLICY
+    ) -> None:
         self.channel = StoreChannel(backend.open(), sweep_interval_s=0.2, trust_key=trust)
         self.sink = InMemorySink()
         self.ran: list[dict[str, Any]] = []
@@ -110,7 +112,7 @@ class TrustingAgent:
                     )
                 )
 
-        runner = wrap(agent, control=self.channel, sinks=[self.channel.sink, self.sink], policy=AGENT_POLICY)
+        runner = wrap(agent, control=self.channel, sinks=[self.channel.sink, self.sink], policy=policy)
         self.task = asyncio.create_task(runner.run("pay"))
 
     async def close(self) -> None:
@@ -164,6 +166,45 @@ async def test_the_server_lists_its_own_rule_and_a_trusting_agent_waits_for_the_
             assert granted.approval_granted.decided_by == "ana, bo"
         finally:
             await agent.close()
+
+
+async def test_a_call_whose_request_names_no_rule_is_judged_by_the_servers_policy(
+    backend: Backend, tmp_path: Path
+) -> None:
+    """The agent has no policy at all, so its request names no rule: the server judges the call by its own file.
+    Its rule asks ana and bo, two of them; dee may not decide, ana alone is one vote; a call the server's policy
+    denies can be rejected but never approved."""
+    deny = SERVER_TOML + '[[rule]]\nname = "no crypto"\ntool = "buy_crypto"\naction = "deny"\nreason = "never"\n'
+    async with authority_server(backend, tmp_path) as (srv, api):
+        api.policy_authority.policy = parse_policy(deny, source="server.toml")
+        agent = TrustingAgent(backend, srv.signer.trust_key, [{"amount": 20_000, "to": "bolt"}], policy=None)
+        try:
+            agent.go[0].set()
+            card = await srv.pending("call-0")
+            assert "policy_rule" not in card["metadata"]  # the agent named no rule
+            policy = card["policy"]
+            assert (policy["rule"], policy["source"], policy["quorum"]) == ("large transfers", "server", 2), policy
+            dee = await srv.post("/api/approvals/call-0/approve", {}, user="dee")
+            assert dee.status_code == 403 and "not among the approvers (user:ana, user:bo)" in dee.text
+            first = await srv.post("/api/approvals/call-0/approve", {}, user="ana")
+            assert first.status_code == 200 and first.json()["counted"] is True, first.text
+            assert agent.ran == []
+            second = await srv.post("/api/approvals/call-0/approve", {}, user="bo")
+            assert second.status_code == 200, second.text
+            await eventually(lambda: _done(agent, 1), "the agent's call")
+            assert agent.ran == [{"amount": 20_000, "to": "bolt"}]
+        finally:
+            await agent.close()
+        crypto = start_tool_agent(backend, "buy-1", {"coin": "x"}, trust=srv.signer.trust_key, tool="buy_crypto")
+        try:
+            await srv.pending("buy-1")
+            refused = await srv.post("/api/approvals/buy-1/approve", {}, user="ana")
+            assert refused.status_code == 409 and "denies this call (rule 'no crypto')" in refused.text, refused.text
+            rejected = await srv.post("/api/approvals/buy-1/reject", {"reason": "no"}, user="ana")
+            assert rejected.status_code == 200, rejected.text
+            assert (await crypto.result()).output.status == "reject" and crypto.ran == []
+        finally:
+            await crypto.close()
 
 
 async def test_the_servers_expires_ends_the_request_at_its_time(backend: Backend, tmp_path: Path) -> None:
