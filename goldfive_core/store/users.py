@@ -204,20 +204,19 @@ def rotate_user(store: Store, name: str) -> NewToken:
 
 def disable_user(store: Store, name: str) -> UserRow:
     """Disable a user: their token stops working and their web sessions end."""
-    if not store.update_user(name, disabled=True):
-        raise UserError(f"unknown user {name!r}")
-    user = store.user(name)
-    if user is None:
-        raise UserError(f"unknown user {name!r}")
-    return user
+    return _set_disabled(store, name, disabled=True)
 
 
 def enable_user(store: Store, name: str) -> UserRow:
     """Enable a disabled user: their current token works again (an explicit step; a rotate never does this)."""
-    if not store.update_user(name, disabled=False):
+    return _set_disabled(store, name, disabled=False)
+
+
+def _set_disabled(store: Store, name: str, *, disabled: bool) -> UserRow:
+    if not store.update_user(name, disabled=disabled):
         raise UserError(f"unknown user {name!r}")
     user = store.user(name)
-    if user is None:
+    if user is None:  # deleted in between
         raise UserError(f"unknown user {name!r}")
     return user
 
