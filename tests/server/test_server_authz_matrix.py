@@ -68,7 +68,7 @@ MATRIX: dict[tuple[str, str], Row] = {
     ("POST", "/api/agent/acks"): Row("agent", "/api/agent/acks", 400),
     ("GET", "/api/agent/runs/{run_id}/decisions"): Row("agent", "/api/agent/runs/nope/decisions", 200),
     ("GET", "/api/agent/grants"): Row("agent", "/api/agent/grants", 200),
-    ("GET", "/api/agent/ledger/{call_id}"): Row("agent", "/api/agent/ledger/nope", 200),
+    ("GET", "/api/agent/ledger/{call_id}"): Row("agent", "/api/agent/ledger/nope?run=run-matrix", 200),
     ("POST", "/api/agent/ledger/{call_id}/executing"): Row("agent", "/api/agent/ledger/nope/executing", 400),
     ("POST", "/api/agent/ledger/{call_id}/done"): Row("agent", "/api/agent/ledger/nope/done", 400),
 }
