@@ -86,7 +86,8 @@ def test_an_empty_edit_is_an_edit_the_signature_of_an_unedited_decision_does_not
     signer, _ = load_or_create_signing_key(tmp_path / "k.pem")
     unedited = dataclasses.replace(FACTS, edited_args_json="")
     sig = signer.sign(unedited)
-    fields = {f: getattr(unedited, f) for f in ("target_id", "run_id", "args_digest", "decided_by", "detail")}
+    names = ("target_id", "run_id", "args_digest", "decided_by", "detail", "request_id", "request_digest")
+    fields = {f: getattr(unedited, f) for f in names}
     assert check_decision(signer.trust_key, approved=True, edited_args=None, signature=sig, **fields) is None
     for empty in ({}, "{}"):
         problem = check_decision(signer.trust_key, approved=True, edited_args=empty, signature=sig, **fields)
