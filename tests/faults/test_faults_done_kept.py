@@ -132,6 +132,23 @@ def test_closing_gives_up_after_the_drain_limit_and_says_what_was_lost(
     assert any("NOT written" in r.message and "'done' of 'pay-9'" in r.message for r in caplog.records)
 
 
+def test_closing_waits_for_a_kept_done_that_lands_while_it_waits(sqlite_backend: Backend) -> None:
+    """The store comes back while the process closes: drain waits for the kept write, which then lands."""
+    from goldfive_core.store import StoreUnavailableError
+
+    keeper = WriteKeeper(sqlite_backend.open())
+    tries: list[int] = []
+
+    def comes_back() -> None:
+        tries.append(1)
+        if len(tries) < 3:  # out of reach twice (0.1 s, then 0.2 s of backoff), then it answers
+            raise StoreUnavailableError("the store is gone for now")
+
+    keeper.keep("'done' of 'pay-8'", "run-y", comes_back)
+    assert keeper.drain(30.0) == []
+    assert len(tries) == 3 and keeper.written == 1 and keeper.pending() == []
+
+
 def test_an_agent_process_does_not_exit_before_its_kept_done_is_written(
     postgres_backend: Backend, tmp_path: Path
 ) -> None:
