@@ -46,7 +46,10 @@ class WriteKeeper:
     """Retries kept writes of one store until they land; see the module docstring."""
 
     def __init__(self, store: Store) -> None:
-        self.store = store
+        # Only the store's name, never the store: the registry below maps stores to keepers weakly, and a keeper
+        # holding its store would keep every store (and its database connections) alive for good. A kept write
+        # holds the store it writes to while it is pending, which is what must live on.
+        self.url = store.url
         self._pending: list[_Kept] = []
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
@@ -78,7 +81,7 @@ class WriteKeeper:
         if lost:
             logger.error(
                 "store %s: gave up after waiting %g s (GOLDFIVE_STORE_DRAIN_S); %d record(s) NOT written: %s",
-                self.store.url,
+                self.url,
                 timeout,
                 len(lost),
                 "; ".join(lost),
@@ -106,17 +109,15 @@ class WriteKeeper:
             try:
                 kept.write()
             except StoreUnavailableError as exc:
-                logger.warning(
-                    "store %s: %s not written yet; retrying in %.1f s: %s", self.store.url, kept.what, delay, exc
-                )
+                logger.warning("store %s: %s not written yet; retrying in %.1f s: %s", self.url, kept.what, delay, exc)
                 time.sleep(delay)
                 delay = min(delay * 2, 2.0)
                 continue
             except StoreError as exc:  # refused for good (not an outage): retrying cannot help
-                logger.error("store %s: %s refused, NOT written: %s", self.store.url, kept.what, exc)
+                logger.error("store %s: %s refused, NOT written: %s", self.url, kept.what, exc)
             else:
                 self.written += 1
-                logger.info("store %s: %s written after an outage", self.store.url, kept.what)
+                logger.info("store %s: %s written after an outage", self.url, kept.what)
             delay = 0.1
             with self._cond:
                 self._pending.remove(kept)

@@ -184,3 +184,17 @@ def test_an_agent_process_does_not_exit_before_its_kept_done_is_written(
 def _decide(backend: Backend, target: str) -> subprocess.CompletedProcess[str]:
     argv = [PYTHON, "-m", "goldfive_core.cli", "approve", target, "--by", "ann"]
     return subprocess.run(argv, env=backend.env(), capture_output=True, text=True, timeout=60)
+
+
+def test_a_store_with_a_keeper_is_freed_with_its_connections_once_nothing_is_kept(sqlite_backend: Backend) -> None:
+    """The keeper registry must not keep stores alive: each would hold its database connections for good (a test
+    suite, or a server opening stores, ran PostgreSQL out of connections)."""
+    import gc
+    import weakref
+
+    store = sqlite_backend.open()
+    keeper_for(store).drain(0.0)
+    gone = weakref.ref(store)
+    del store
+    gc.collect()
+    assert gone() is None
