@@ -1515,6 +1515,13 @@ MUTATIONS: tuple[Mutation, ...] = (
         "a call the server's policy could not judge is decided by the request's own fields (fail open)",
         ("tests/policy/test_policy_fail_closed.py",),
     ),
+    M(
+        ("goldfive_core/store/keeper.py",),
+        "        self.url = store.url\n",
+        "        self.url = store.url\n        self.store = store\n",
+        "the keeper registry keeps every store alive (and its database connections)",
+        OUTAGES,
+    ),
     # -- every decision bound to one request (request_id, request_digest) ------------------------------------
     M(
         ("goldfive_core/signing.py",),

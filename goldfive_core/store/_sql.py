@@ -921,7 +921,7 @@ class SqlStore(Store):
             decided_channel=rec.decided_channel,
             signature=rec.decision_sig,
             request_id=rec.request_id,
-            request_digest=rec.request_digest,
+            request_digest=rec.request_digest if rec.request_id else "",  # as signed: a record with no id, none
         )
 
     # -- execution ledger -----------------------------------------------------------------------

@@ -299,6 +299,35 @@ async def test_a_signed_edit_forged_into_the_store_row_is_not_replayed(
         await replay.close()
 
 
+@pytest.mark.parametrize("request_id", ["", "req-asked-before"])
+async def test_a_signed_decision_recorded_in_the_store_is_replayed_for_a_record_with_or_without_a_request_id(
+    sqlite_backend: Backend, signer: DecisionSigner, request_id: str
+) -> None:
+    # A record written before requests had ids is verified as it was signed (no request); one with an id, with it.
+    store = sqlite_backend.open()
+    if request_id:
+        request = events_pb2.ApprovalRequested(
+            target_id="pay-h",
+            kind="tool",
+            prompt="transfer?",
+            metadata={"tool_name": TOOL, "args_json": canonical_json(ARGS)},
+            args_digest=args_digest(TOOL, ARGS),
+            timeout_ms=60_000,
+            request_id=request_id,
+        )
+        store.append_events([make_event("run-old", 1, request)], pid=0, host="elsewhere")
+    else:
+        orphaned(store, "pay-h")
+    approved = await asyncio.to_thread(decide, store, "pay-h", approve=True, principal=ANA, signer=signer)
+    assert approved.verdict is DecideVerdict.RECORDED, approved.detail
+    replay = Agent(sqlite_backend, "pay-h", trust=signer.trust_key, timeout_ms=200)
+    try:
+        assert await replay.result() == "ran"
+        assert replay.ran == [dict(ARGS)] and replay.refused() == []
+    finally:
+        await replay.close()
+
+
 async def test_run_approved_without_trust_uses_the_key_the_environment_names(
     sqlite_backend: Backend, signer: DecisionSigner, monkeypatch: pytest.MonkeyPatch
 ) -> None:
