@@ -177,8 +177,17 @@ def _request_of(result: DecisionResult) -> str:
 
 def _expired(session: Session, msg: ControlMessage) -> ControlAck:
     """The deciding server's rule says the request expired: its wait ends as a timeout would (never runs the call)."""
-    target_id = text_field(msg.payload, "target_id", required=True)
-    detail = text_field(msg.payload, "detail") or "the request expired"
+    try:
+        target_id = text_field(msg.payload, "target_id", required=True)
+        detail = text_field(msg.payload, "detail") or "the request expired"
+        named = text_field(msg.payload, "request_id")
+    except BadPayload as exc:
+        return ControlAck.failure(msg.id, f"REJECT (expired): {exc}")
+    record = session.approvals.get(target_id)
+    asked = record.request.request_id if record is not None and record.request is not None else ""
+    if named and named != asked:  # a late notice for an earlier ask never ends the one asked since
+        why = f"refused: the expiry is for request {safe_repr(named)} of {target_id!r}, not {asked!r}; nothing expired"
+        return ControlAck.failure(msg.id, why)
     if session.expire_approval(target_id, detail):
         # Not a decision: whoever records acks (the store) leaves the record to the run's approval_timed_out.
         return ControlAck.success(msg.id, f"expired {target_id!r}: {detail}", data={"decision": "expired"})

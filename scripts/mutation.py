@@ -1522,6 +1522,13 @@ MUTATIONS: tuple[Mutation, ...] = (
         "the keeper registry keeps every store alive (and its database connections)",
         OUTAGES,
     ),
+    M(
+        ("goldfive_core/dispatch.py",),
+        "    if named and named != asked:  # a late notice for an earlier ask never ends the one asked since",
+        "    if False:  # a late notice for an earlier ask never ends the one asked since",
+        "a late expiry notice for an earlier ask ends the request asked since",
+        ("tests/core/test_core_approvals.py",),
+    ),
     # -- every decision bound to one request (request_id, request_digest) ------------------------------------
     M(
         ("goldfive_core/signing.py",),

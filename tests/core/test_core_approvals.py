@@ -351,3 +351,17 @@ def test_a_decision_payload_is_read_the_same_on_its_fast_path_and_its_checked_on
     ):
         with pytest.raises(ValueError, match=re.escape(words)):
             decision_from_payload(ControlKind.APPROVE, bad)
+
+
+async def test_an_expiry_notice_for_an_earlier_ask_never_ends_the_request_asked_since(sink) -> None:
+    session = new_session(sink)
+    waiting = asyncio.create_task(session.request_approval(req("t", request_id="req-now")))
+    await sink.first("approval_requested")
+    late = session.dispatch(msg(ControlKind.REJECT, target_id="t", expired=True, request_id="req-before"))
+    assert not late.ok and "not 'req-now'; nothing expired" in late.detail
+    assert session.approvals.get("t") is not None and not waiting.done()
+    bad = session.dispatch(msg(ControlKind.REJECT, target_id="t", expired=True, request_id=7))
+    assert not bad.ok and "request_id" in bad.detail
+    ended = session.dispatch(msg(ControlKind.REJECT, target_id="t", expired=True, request_id="req-now"))
+    assert ended.ok and ended.data == {"decision": "expired"}
+    assert (await waiting).decision == "timeout"
