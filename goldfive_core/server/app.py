@@ -203,6 +203,12 @@ class _Api:
         self.waits = concurrent.futures.ThreadPoolExecutor(max_workers=WAIT_THREADS, thread_name_prefix="goldfive-ack")
         """Where decisions and controls wait for an agent's ack (see :data:`WAIT_THREADS`)."""
 
+    async def end_streams(self) -> None:
+        """End every open event stream (the inbox's and the agents'): a server that is stopping must not wait
+        for browser tabs and agents to hang up. Agents reconnect to another server; a tab says disconnected."""
+        await self.events.aclose()
+        await self.agents.hub.aclose()
+
     def _roles(self, name: str) -> tuple[str, ...]:
         """A user's roles for a rule's ``role:NAME`` approvers: their permission role and their policy groups
         (read on every decision, so a group change counts at once; runs on a worker thread)."""
@@ -780,8 +786,7 @@ def create_app(store: Store, config: ServerConfig) -> Starlette:
                 with contextlib.suppress(asyncio.CancelledError):
                     await notifier
             await api.sessions.aclose()
-            await api.events.aclose()
-            await api.agents.hub.aclose()
+            await api.end_streams()
             api.waits.shutdown(wait=False, cancel_futures=True)
 
     routes: list[BaseRoute] = [

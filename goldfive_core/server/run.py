@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -50,7 +52,34 @@ def uvicorn_config(app: Any, *, host: str, port: int) -> uvicorn.Config:
         access_log=False,
         http=deadline_protocol(head_timeout_s=head_s, write_timeout_s=write_s),
         timeout_keep_alive=max(1, round(keepalive_s)),
+        timeout_graceful_shutdown=max(1, round(env_seconds("GOLDFIVE_SERVE_STOP_GRACE_S", STOP_GRACE_S))),
     )
+
+
+STOP_GRACE_S = 5.0
+"""How long a stopping server waits for requests in flight (``GOLDFIVE_SERVE_STOP_GRACE_S``) before it
+cancels them. Event streams do not count: they are ended as soon as the stop begins."""
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, ending the app's event streams first when it stops.
+
+    uvicorn's graceful stop waits for every connection to finish, and an event stream never does: with one
+    inbox tab open, Ctrl+C or SIGTERM waited until the tab was closed.
+    """
+
+    def __init__(self, config: uvicorn.Config, end_streams: Callable[[], Awaitable[None]]) -> None:
+        super().__init__(config)
+        self._end_streams = end_streams
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        for listener in self.servers:  # no new stream may open while the open ones are ended
+            listener.close()
+        try:
+            await self._end_streams()
+        except Exception:  # stopping goes on whatever ending a stream raised
+            logger.exception("goldfive serve: ending the event streams failed")
+        await super().shutdown(sockets)
 
 
 def signing_key_path(path: str | Path | None = None) -> Path:
@@ -133,7 +162,7 @@ def serve(
             body_timeout_s=env_seconds("GOLDFIVE_SERVE_BODY_TIMEOUT_S", BODY_TIMEOUT_S),
         ),
     )
-    server = uvicorn.Server(uvicorn_config(app, host=host, port=port))
+    server = _Server(uvicorn_config(app, host=host, port=port), app.state.api.end_streams)
     shown_host = f"[{host}]" if ":" in host else host
     if policy is not None:
         out.write(f"goldfive serve: who may decide follows the policy {policy.source or ''} ({len(policy)} rules)\n")

@@ -123,10 +123,11 @@
 
   // -- the API --------------------------------------------------------------------------------------
   class ApiError extends Error {
-    constructor(status, message, body) {
+    constructor(status, message, body, retryAfterS) {
       super(message);
       this.status = status;
       this.body = body;
+      this.retryAfterS = retryAfterS || 0;
     }
   }
   async function api(method, path, body) {
@@ -144,7 +145,8 @@
         body: body === undefined ? undefined : JSON.stringify(body),
       });
     } catch (err) {
-      throw new ApiError(0, "the server cannot be reached; retrying when it is back", null);
+      // Nothing is queued or retried: say so, so a person does not wait for a click that was never sent.
+      throw new ApiError(0, "the server cannot be reached, so this was not sent; try again once the page says live", null);
     }
     let data = null;
     try {
@@ -153,12 +155,14 @@
       data = null;
     }
     if (response.status === 401 && path !== "/api/login") {
-      showLogin(state.me ? "Your session ended; sign in again." : "");
+      // Several requests in flight may each get the 401: only the first shows the form, and its words stay.
+      if (state.me || $("#view-login").hidden) showLogin(state.me ? "Your session ended; sign in again." : "");
       throw new ApiError(401, "not signed in", data);
     }
     if (!response.ok) {
       const why = (data && (data.error || data.detail || data.message)) || response.statusText;
-      throw new ApiError(response.status, typeof why === "string" ? why : JSON.stringify(why), data);
+      const retryAfterS = Number.parseInt(response.headers.get("Retry-After") || "", 10);
+      throw new ApiError(response.status, typeof why === "string" ? why : JSON.stringify(why), data, retryAfterS);
     }
     return data || {};
   }
@@ -187,11 +191,16 @@
     try {
       rememberSession(await api("POST", "/api/login", { name, token }));
     } catch (err) {
-      show($("#login-error"), err.status === 429 ? "Too many failed attempts; wait a minute and try again." : err.message);
+      show($("#login-error"), err.status === 429 ? tooMany(err.retryAfterS) : err.message);
       return;
     }
     $("#login-token").value = "";
     await start();
+  }
+  function tooMany(seconds) {
+    if (!(seconds > 0)) return "Too many failed attempts; wait a little and try again.";
+    const when = seconds < 90 ? `${seconds} s` : `${Math.ceil(seconds / 60)} minutes`;
+    return `Too many failed attempts; try again in ${when}.`;
   }
   async function logout() {
     try {
@@ -234,7 +243,7 @@
       refreshPending(); // catch up on anything missed while disconnected
     };
     source.onerror = () => {
-      live.textContent = "reconnecting…";
+      live.textContent = "disconnected · reconnecting…";
       live.className = "live off";
       if (source.readyState === EventSource.CLOSED && state.source === source) {
         // The browser gave up (e.g. the session ended: 401). Ask who we are (a 401 shows the sign-in form),
@@ -411,7 +420,8 @@
       approval_timed_out: "expired",
       approval_cancelled: "withdrawn",
     }[name];
-    if (!closed.mine) toast(`${tool} (${short(targetId)}) was ${what}${by ? " by " + by : ""} at ${clock(Date.now())}`);
+    // Only an event says how a card closed: a card this page closed itself has already said why.
+    if (!closed.mine && what) toast(`${tool} (${short(targetId)}) was ${what}${by ? " by " + by : ""} at ${clock(Date.now())}`);
   }
 
   function setMode(card, mode) {
@@ -492,6 +502,7 @@
 
     const editor = q(".args-edit");
     const showDiff = () => {
+      show(q(".error"), ""); // the server's word on the previous text no longer applies to this one
       const { value, problem } = readEdited(editor.value);
       editor.classList.toggle("invalid", !!problem);
       editor.removeAttribute("aria-invalid");
