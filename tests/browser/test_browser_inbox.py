@@ -11,6 +11,7 @@ import contextlib
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -234,6 +235,9 @@ def test_a_wrong_token_is_refused_and_acting_on_a_card_someone_else_decided_says
     _card(ben, target).get_by_role("button", name="Approve", exact=True).click()
     expect(ben.locator("#toasts")).to_contain_text(re.compile(r"already approved by ana at \d"))
     expect(_card(ben, target)).to_have_count(0)
+    # One toast says what happened; no second one reads "…was undefined at …" (read now: toasts fade).
+    toasts = ben.locator("#toasts .toast").all_inner_texts()
+    assert len(toasts) == 1 and "undefined" not in toasts[0], toasts
     assert payer.output().count("transfer_funds ->") == 1
 
 
@@ -290,6 +294,7 @@ def test_an_edit_that_does_not_fit_the_tool_is_refused_by_the_server_with_the_fi
     assert "transfer_funds ->" not in payer.output()  # nothing reached the agent
 
     editor.fill(editor.input_value().replace('"two hundred"', "200"))
+    expect(error).to_be_empty()  # the server's word was on the text before the fix, not on this one
     card.get_by_role("button", name="Approve edited").click()
     payer.wait_for(lambda s: s.startswith("ledger:"), timeout=30)
     assert "[{'amount': 200, 'to': 'ACME Corp'}]" in payer.output()
@@ -416,3 +421,70 @@ def test_a_notification_link_opens_its_card_and_failed_deliveries_show_in_the_in
     page.screenshot(path=str(ARTIFACTS / "inbox-notification-link.png"), full_page=True)
     _card(page, target).get_by_role("button", name="Approve", exact=True).click()
     payer.wait_for(lambda s: s.startswith("ledger:"), timeout=30)
+
+
+def test_a_lockout_says_its_wait_an_ended_session_says_so_and_a_stopped_server_shows_disconnected(
+    server: Server, browser: Any
+) -> None:
+    """What the page says is what is true: the server's wait on a lockout, why the sign-in form came back,
+    that the server is gone, and that a click it could not send was not sent (never "will be retried")."""
+    from playwright.sync_api import expect
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    expect.set_options(timeout=PAGE_TIMEOUT_MS)
+    # Wrong secrets for ben's real token id: after a few, the server asks for a wait of some seconds.
+    stranger = browser.new_page()
+    stranger.set_default_timeout(PAGE_TIMEOUT_MS)
+    stranger.goto(server.url + "/")
+    token = server.tokens["ben"]
+    wrong = token[:-3] + ("xyz" if not token.endswith("xyz") else "abc")
+    error = stranger.locator("#login-error")
+    for _ in range(10):
+        stranger.get_by_label("Name").fill("ben")
+        stranger.get_by_label("Token").fill(wrong)
+        with stranger.expect_response("**/api/login") as answer:
+            stranger.get_by_role("button", name="Sign in").click()
+        if answer.value.status == 429:
+            break
+    assert answer.value.status == 429
+    wait_s = int(answer.value.headers["retry-after"])
+    expect(error).to_have_text(f"Too many failed attempts; try again in {wait_s} s.")
+    stranger.screenshot(path=str(ARTIFACTS / "login-lockout.png"))
+    stranger.close()
+
+    # Ana's session ends from another process (disabled): her page says so on the sign-in form.
+    ana = _login(browser, server, "ana")
+    subprocess.run(
+        [goldfive_bin(), "--db", str(server.db), "users", "disable", "ana"],
+        env=server.env,
+        capture_output=True,
+        timeout=60,
+        check=True,
+    )
+    expect(ana.locator("#view-login")).to_be_visible()
+    expect(ana.locator("#login-error")).to_have_text("Your session ended; sign in again.")
+    ana.screenshot(path=str(ARTIFACTS / "session-ended.png"))
+    subprocess.run(
+        [goldfive_bin(), "--db", str(server.db), "users", "enable", "ana"],
+        env=server.env,
+        capture_output=True,
+        timeout=60,
+        check=True,
+    )
+
+    # The server stops: the page says disconnected, and a click is refused with words.
+    ana = _login(browser, server, "ana")
+    payer = server.agent(str(ROOT / "examples" / "adk_approval.py"), "--db", str(server.db), "--wait")
+    target = _target_of(payer)
+    card = _card(ana, target)
+    expect(card).to_be_visible()
+    server.proc.stop()
+    # One SIGTERM stopped it with a tab open (ended by the signal it re-raises after a clean stop, not SIGKILL).
+    assert server.proc.proc.returncode in (0, -signal.SIGTERM), server.proc.output()
+    expect(ana.locator("#live")).to_contain_text("disconnected")
+    card.get_by_role("button", name="Approve", exact=True).click()
+    expect(card.locator(".error")).to_contain_text("was not sent")
+    expect(card.locator(".error")).not_to_contain_text("retrying")
+    ana.screenshot(path=str(ARTIFACTS / "inbox-disconnected.png"), full_page=True)
+    assert "transfer_funds ->" not in payer.output()
+    assert not ana.errors, ana.errors
