@@ -7,9 +7,14 @@ Runs offline (a plain async agent, no model, no API key)::
     python examples/escalation.py --resume        # the agent loops again: a repeat escalation aborts the run
     python examples/escalation.py --cancel
     python examples/escalation.py --deadline 0.5 --no-answer   # nobody answers: the run aborts at the deadline
+    python examples/escalation.py --db goldfive.db --wait      # the pause waits on the store for a person:
+                                                               # the inbox shows it; answer there or with
+                                                               # goldfive resume / steer TEXT / cancel
+
+The exit status is 0 when the run completed and 1 when it did not (aborted or cancelled).
 
 The agent keeps searching for the same thing. goldfive's loop detector climbs the ladder
-(DESIGN §2): a nudge at the 2nd identical call, a cancel-and-re-invoke at the 3rd, and at
+(see the ladder in the README): a nudge at the 2nd identical call, a cancel-and-re-invoke at the 3rd, and at
 the 4th it pauses the run and asks a person (GOLDFIVE_PAUSE_ESCALATE). Every event is printed.
 """
 
@@ -23,11 +28,13 @@ from goldfive_core import (
     ControlChannel,
     ControlKind,
     ControlMessage,
+    RunStatus,
     SteeringConfig,
     Task,
     wrap,
 )
 from goldfive_core.adapters.callable import AgentTools
+from goldfive_core.store import StoreChannel, open_store
 
 from _console import PrintSink
 
@@ -61,6 +68,12 @@ async def person(args: argparse.Namespace, channel: ControlChannel, sink: PrintS
     await sink.needs_person.wait()
     if args.no_answer:
         print("person: (not answering)")
+        return
+    if args.wait:
+        cli = f".venv/bin/goldfive --db {args.db}"
+        print(f"\n>>> the run waits for a person (up to {args.deadline:g} s). Answer from a second terminal:")
+        print(f">>>   {cli} steer 'read the cached forecast'    (or: {cli} resume / {cli} cancel)")
+        print(f">>>   or in a browser: {cli} serve   (then open http://127.0.0.1:8765/)\n")
         return
     status = await channel.send(ControlMessage(ControlKind.STATUS_QUERY, {}))
     data = status.data or {}
@@ -96,23 +109,32 @@ async def main() -> int:
     answer.add_argument("--resume", action="store_true", help="resume the paused agent as it is")
     answer.add_argument("--cancel", action="store_true", help="cancel the paused run")
     answer.add_argument("--no-answer", action="store_true", help="do not answer (use with --deadline)")
+    answer.add_argument("--wait", action="store_true", help="with --db: wait for a person's answer from outside")
     parser.add_argument("--deadline", type=float, default=None, help="seconds a pause waits for a person")
+    parser.add_argument("--db", help="put the run on this SQLite store, so the inbox and the CLI can answer it")
     args = parser.parse_args()
+    if args.wait and not args.db:
+        parser.error("--wait needs --db: an answer from outside reaches the run through a store")
+    if args.wait and args.deadline is None:
+        args.deadline = 600.0  # a wait for a person is bounded unless you choose otherwise
 
-    channel = ControlChannel()
     sink = PrintSink(prefix="  event ")
+    channel = StoreChannel(open_store(args.db)) if args.db else ControlChannel()
+    sinks = [channel.sink, sink] if isinstance(channel, StoreChannel) else [sink]
     config = SteeringConfig(
         loop_warning_repeats=2, loop_critical_repeats=3, max_reinvokes=1, pause_escalate_deadline_s=args.deadline
     )
-    runner = wrap(Researcher(), control=channel, sinks=[sink], config=config)
+    runner = wrap(Researcher(), control=channel, sinks=sinks, config=config)
     answering = asyncio.create_task(person(args, channel, sink))
     try:
-        result = await runner.run("first run")
+        result = await runner.run("find the weather in Lisbon")
     finally:
         answering.cancel()
+        if isinstance(channel, StoreChannel):
+            await channel.aclose()
     print(f"\nrun ended: {result.status.value}")
     print(f"output: {result.output!r}" if result.output is not None else f"reason: {result.reason}")
-    return 0
+    return 0 if result.status is RunStatus.COMPLETED else 1
 
 
 if __name__ == "__main__":
