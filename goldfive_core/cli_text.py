@@ -66,9 +66,11 @@ def _ago(ms: int) -> str:
 def _say_pending(items: Sequence[Mapping[str, Any]]) -> None:
     """One line per pending request (and its orphan note), the same in the database and HTTP modes."""
     for item in items:
-        what = f"{item['tool_name']} {inert(item['args_json'], 60)}" if item["tool_name"] else item["prompt"]
+        # Each part is clipped once: clipping the line again would cut the "[+N chars]" it ends with.
+        tool = item["tool_name"]
+        what = f"{inert(tool, 60)} {inert(item['args_json'], 60)}" if tool else inert(item["prompt"], 80)
         _say(
-            f"{inert(item['target_id'], 80)}  [{item['status']}]  {inert(item['kind'], 10)}: {inert(what, 80)}  "
+            f"{inert(item['target_id'], 80)}  [{item['status']}]  {inert(item['kind'], 10)}: {what}  "
             f"(run {inert(item['run_id'], 60)}, asked {_ago(item['requested_at_ms'])})"
         )
         if item["status"] == "detached":

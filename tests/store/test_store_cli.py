@@ -74,7 +74,7 @@ def test_hostile_prompt_and_task_id_are_inert_and_long_fields_are_marked(backend
     assert pending.returncode == 0
     _no_controls(pending.stdout)
     assert "\\x1b[2K\\rverified safe" in pending.stdout  # escaped, visible, not acted upon
-    assert "… [+" in pending.stdout  # the 20 000-character prompt is shortened with a marker
+    assert "… [+19920 chars]" in pending.stdout  # the 20 000-character prompt is shortened with a marker
     shown = cli(backend, "show", "evil-1")
     _no_controls(shown.stdout)
     assert "\\x1b]0;pwned\\x07" in shown.stdout and "\\u202eevil" in shown.stdout
@@ -278,3 +278,18 @@ def test_dsn_passwords_are_never_echoed() -> None:
             result = cli(Backend("postgres", dsn, "public"), *argv)
             assert result.returncode == 3, result.stderr
             assert "SECRET" not in result.stdout + result.stderr, (dsn, result.stdout + result.stderr)
+
+
+def test_pending_says_how_much_of_a_huge_argument_it_left_out(backend: Backend) -> None:
+    """A 200 KB argument is shown as its first characters and the true count of the rest (it said
+    "[+16 chars]": the line was clipped again, cutting its own marker)."""
+    store = backend.open()
+    args = json.dumps({"blob": "y" * 200_000})
+    huge = events_pb2.ApprovalRequested(
+        target_id="huge-1", kind="tool", prompt="Allow upload?", metadata={"tool_name": "upload", "args_json": args}
+    )
+    _seed(store, [make_event("run-h", 1, huge)])
+    pending = cli(backend, "pending")
+    assert pending.returncode == 0, pending.stderr
+    line = next(x for x in pending.stdout.splitlines() if x.startswith("huge-1"))
+    assert f"upload {args[:60]}… [+{len(args) - 60} chars]" in line, line
