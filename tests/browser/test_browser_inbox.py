@@ -488,3 +488,83 @@ def test_a_lockout_says_its_wait_an_ended_session_says_so_and_a_stopped_server_s
     ana.screenshot(path=str(ARTIFACTS / "inbox-disconnected.png"), full_page=True)
     assert "transfer_funds ->" not in payer.output()
     assert not ana.errors, ana.errors
+
+
+def test_keyboard_bulk_approve_a_comment_and_the_runs_table_on_a_phone(server: Server, browser: Any) -> None:
+    """An approver works the queue from the keyboard (? lists the keys, j moves, a approves and the next card
+    takes the focus), approves with a comment the model reads, approves two selected cards in one action —
+    each its own record, only those two — and reads the Runs table at 390 px with its column names."""
+    from playwright.sync_api import expect
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    ana = _login(browser, server, "ana")
+    amounts = [101, 202, 303, 404]
+    payers = [
+        server.agent(str(ROOT / "examples" / "adk_approval.py"), "--db", str(server.db), "--wait", "--invoice", str(n))
+        for n in amounts
+    ]
+    targets = [_target_of(p) for p in payers]
+    for target in targets:
+        expect(_card(ana, target)).to_be_visible()
+
+    ana.keyboard.press("?")
+    expect(ana.locator("#keys")).to_be_visible()
+    expect(ana.locator("#keys")).to_contain_text("approve this request as it is")
+    ana.screenshot(path=str(ARTIFACTS / "inbox-keys.png"))
+    ana.keyboard.press("Escape")
+    expect(ana.locator("#keys")).to_be_hidden()
+
+    # j to the first card, a approves it, and the next card is where the focus goes.
+    ana.keyboard.press("j")
+    cards = ana.locator("#cards li.card")
+    first = cards.nth(0)
+    first_target = first.get_attribute("data-target-id")
+    second_target = cards.nth(1).get_attribute("data-target-id")
+    expect(first).to_have_class(re.compile(r"\bcurrent\b"))
+    ana.keyboard.press("a")
+    expect(_card(ana, first_target)).to_have_count(0)
+    expect(_card(ana, second_target)).to_be_focused()
+    expect(_card(ana, second_target)).to_have_class(re.compile(r"\bcurrent\b"))
+
+    # A comment goes with the approval of the (now first) card, and its model reads it.
+    second = _card(ana, second_target)
+    second.locator("input.comment").fill("checked with finance: invoice is real")
+    second.get_by_role("button", name="Approve", exact=True).click()
+    expect(second).to_have_count(0)
+    commented = payers[targets.index(second_target)]
+    commented.wait_for(lambda s: "transfer_funds ->" in s, timeout=30)
+    assert "checked with finance: invoice is real" in commented.output()
+
+    # The last two are selected (x on one, a click on the other) and approved in one action.
+    rest = [t for t in targets if t not in (first_target, second_target)]
+    _card(ana, rest[0]).focus()
+    ana.keyboard.press("x")
+    _card(ana, rest[1]).locator("input.select").check()
+    expect(ana.locator("#bulk-count")).to_have_text("2 selected")
+    ana.screenshot(path=str(ARTIFACTS / "inbox-bulk-selected.png"), full_page=True)
+    ana.locator("#bulk-approve").click()
+    expect(ana.locator("#toasts")).to_contain_text("Approved 2 of 2 selected.")
+    expect(ana.locator("#cards li.card")).to_have_count(0)
+    for payer, amount in zip(payers, amounts, strict=True):
+        payer.wait_for(lambda s: s.startswith("ledger:"), timeout=30)
+        assert payer.output().count("transfer_funds ->") == 1
+        assert f"'amount': {amount}" in payer.output()
+    # Each approval is its own record, by ana, and none made a standing grant.
+    listing = subprocess.run(
+        [goldfive_bin(), "--db", str(server.db), "events"], env=server.env, capture_output=True, text=True, timeout=60
+    ).stdout
+    assert listing.count("approval_granted") == 4, listing
+    assert "grant_created" not in listing
+    assert not ana.errors, ana.errors
+
+    phone = _login(browser, server, "ben", width=390, height=800)
+    phone.get_by_role("link", name="Runs").click()
+    first_row = phone.locator("#runs-table tbody tr").first
+    expect(first_row).to_be_visible()
+    for label in ("Run", "State", "Agent", "Started", "Process"):
+        expect(first_row.locator(f'td[data-label="{label}"]')).to_be_visible()
+    label_shown = phone.evaluate(
+        "getComputedStyle(document.querySelector('#runs-table td[data-label]'), '::before').content"
+    )
+    assert label_shown == '"Run"', label_shown
+    phone.screenshot(path=str(ARTIFACTS / "runs-phone.png"), full_page=True)

@@ -64,6 +64,17 @@ def test_quorum_progress_and_a_grant_with_its_scope_listed_and_revoked(
     # Nobody finished answering within the rule's escalate.after: the card says who may answer now too.
     expect(card.locator(".policy .escalated")).to_have_text("escalated: role:admin may answer now too")
 
+    # A quorum rule's card cannot go in a bulk approval: the page says why, and nothing is sent.
+    _card(ben, big_id).locator("input.select").check()
+    _card(ben, acme_id).locator("input.select").check()
+    expect(ben.locator("#bulk-count")).to_have_text("2 selected")
+    expect(ben.locator("#bulk-approve")).to_be_disabled()
+    expect(ben.locator("#bulk-reject")).to_be_disabled()
+    expect(ben.locator("#bulk-why")).to_contain_text("need several approvers: decide it one at a time")
+    ben.screenshot(path=str(ARTIFACTS / "inbox-bulk-quorum-refused.png"), full_page=True)
+    ben.locator("#bulk-clear").click()
+    expect(ben.locator("#bulk")).to_be_hidden()
+
     # The grant an approval may add, its scope said before the approver confirms.
     grant_card = _card(ana, acme_id)
     expect(grant_card.locator(".policy .rule")).to_have_text("rule payments to acme")
@@ -101,6 +112,25 @@ def test_quorum_progress_and_a_grant_with_its_scope_listed_and_revoked(
         check=True,
     ).stdout
     assert "REVOKED" in listed and "revoked by ben" in listed
+
+    # A bulk approval never makes a standing grant, even of a card whose grant choice was set.
+    again = server.agent(example, *common, "--invoice", "260")
+    again_id = _target_of(again)
+    again_card = _card(ben, again_id)
+    again_card.locator("select.grant").select_option("1h")
+    again_card.locator("input.select").check()
+    ben.locator("#bulk-approve").click()
+    expect(ben.locator("#toasts")).to_contain_text("Approved 1 of 1 selected.")
+    again.wait_for(lambda s: s.startswith("ledger:"), timeout=60)
+    after = subprocess.run(
+        [goldfive_bin(), "--db", str(server.db), "grants", "--all", "--json"],
+        env=server.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    assert after.count('"grant_id"') == 1, after  # still only ana's, revoked
 
     # The second distinct approver completes the quorum: the call runs once, the card leaves both inboxes.
     _card(ben, big_id).get_by_role("button", name="Approve", exact=True).click()

@@ -22,6 +22,8 @@
     refreshGen: 0,
     runGen: 0,
     focus: "", // a target id from a #/approvals/ link, focused once its card is shown
+    selected: new Set(), // keys of the cards selected for Approve selected / Reject selected
+    bulkBusy: false,
   };
 
   // -- small helpers ------------------------------------------------------------------------------
@@ -341,8 +343,10 @@
             pick(entry.item, "args_json") !== pick(item, "args_json"))
         ) {
           // Its agent stopped or came back, or an approver of a quorum edited the arguments: rebuild the card,
-          // so what it shows is what an approval here approves (the digest sent is the one shown).
+          // so what it shows is what an approval here approves (the digest sent is the one shown). A selection
+          // was of the card as it was: it does not carry over.
           entry.node.remove();
+          state.selected.delete(k);
           entry = null;
         }
         if (!entry) {
@@ -368,6 +372,7 @@
     focusLinkedCard();
     applyFilter();
     updateCount();
+    updateBulk();
     renderRunCards();
   }
 
@@ -397,13 +402,19 @@
 
   function closeCard(runId, targetId, name, body) {
     let closed = null;
+    let next = null;
     for (const [k, entry] of state.cards) {
       if (pick(entry.item, "target_id") === targetId && (!runId || pick(entry.item, "run_id") === runId)) {
         closed = entry;
+        const here = entry.node.contains(document.activeElement) || entry.node.classList.contains("current");
+        if (here) next = neighbour(entry.node);
         entry.node.remove();
         state.cards.delete(k);
+        state.selected.delete(k);
       }
     }
+    if (next) focusCard(next); // the person goes on with the next request, not from the top of the page
+    updateBulk();
     const other = (i) => !(pick(i, "target_id") === targetId && (!runId || pick(i, "run_id") === runId));
     state.pending = state.pending.filter(other);
     state.orphaned = (state.orphaned || []).filter(other);
@@ -436,6 +447,7 @@
     q(".act-reject-confirm").hidden = mode !== "reject";
     q(".act-back").hidden = mode === "view";
     if (card.dataset.grants) q(".grant-choice").hidden = mode !== "view"; // an edited approval never grants
+    q(".commenter").hidden = mode === "reject" || !canDecide() || !!card.dataset.partial;
     q(".error").textContent = "";
     if (mode === "edit") q(".args-edit").focus();
     if (mode === "reject") q(".reason").focus();
@@ -521,6 +533,10 @@
     const checkReason = () => (q(".act-reject-confirm").disabled = !reason.value.trim());
     reason.addEventListener("input", checkReason);
 
+    const pickBox = q(".select");
+    pickBox.disabled = !canDecide();
+    pickBox.addEventListener("change", () => select(card, pickBox.checked));
+    card.addEventListener("focusin", () => markCurrent(card));
     q(".act-approve").addEventListener("click", () => decide(card, "approve", {}));
     q(".act-edit").addEventListener("click", () => {
       if (!editor.dataset.touched) editor.value = editable(args);
@@ -756,7 +772,9 @@
     return lines;
   }
 
-  async function decide(card, verb, extra) {
+  // Decide one card. `bulk`: one of several selected cards (never a standing grant, no toast of its own: the
+  // caller sums up). Returns {ok, counted, text}: what happened, in words.
+  async function decide(card, verb, extra, bulk) {
     const entry = state.cards.get(`${card.dataset.runId}/${card.dataset.targetId}`);
     const item = entry ? entry.item : {};
     const errorBox = $(".error", card);
@@ -764,9 +782,15 @@
     const body = { ...extra };
     const digest = pick(item, "args_digest");
     if (digest) body.args_digest = digest;
-    if (verb === "approve" && card.dataset.partial) return; // never: the page does not hold the whole arguments
+    if (verb === "approve" && card.dataset.partial) {
+      // never: the page does not hold the whole arguments
+      return { ok: false, text: "not approved: this page does not hold its whole arguments" };
+    }
     const grant = $(".grant", card).value;
-    if (verb === "approve" && !extra.edited_args && grant) body.grant = grant; // never with an edit
+    if (verb === "approve" && !extra.edited_args && grant && !bulk) body.grant = grant; // never with an edit
+    const comment = $(".comment", card).value.trim();
+    if (verb === "approve" && comment && !body.reason) body.reason = comment; // the model reads it
+    const say = bulk ? () => {} : toast;
     const targetId = card.dataset.targetId;
     const runId = card.dataset.runId;
     const path =
@@ -782,11 +806,12 @@
     const ok = ack.result === "SUCCESS" || ack.result === "RECORDED";
     if (ok && ack.counted) {
       // One vote of several: the request still waits for the others; the card stays and shows the count.
-      toast(`Your approval of ${pick(item, "tool_name") || "the request"} was counted: ` +
-        clip(String(ack.quorum_progress || "").replace(/^(\d+ of \d+)/, "$1 approvals"), 300));
+      const text = `Your approval of ${pick(item, "tool_name") || "the request"} was counted: ` +
+        clip(String(ack.quorum_progress || "").replace(/^(\d+ of \d+)/, "$1 approvals"), 300);
+      say(text);
       enableActions(card);
       refreshSoon();
-      return;
+      return { ok: true, counted: true, text };
     }
     if (ok) {
       if (entry) entry.mine = true;
@@ -794,10 +819,11 @@
       const how = verb === "reject" ? "Rejected" : "Approved";
       const edits = verb === "approve" && extra.edited_args ? " with your edits" : "";
       const recorded = ack.result === "RECORDED" || /record/i.test(pick(ack, "verdict") || "") ? ` ${ack.detail}` : "";
-      toast(`${how} ${tool} (${short(targetId)})${edits}.${recorded}`);
+      const text = `${how} ${tool} (${short(targetId)})${edits}.${recorded}`;
+      say(text);
       closeCard(runId, targetId, "", {});
       refreshSoon();
-      return;
+      return { ok: true, text };
     }
     if (ack.status === 422 && !$(".editor", card).hidden) {
       // The edit does not fit the tool's parameters: say which field, next to the editor, and stay in it.
@@ -808,16 +834,16 @@
       editor.setAttribute("aria-invalid", "true");
       enableActions(card);
       editor.focus();
-      return;
+      return { ok: false, text: ack.detail || "" };
     }
     // Refused: say what the record says now (who decided it and when), or why the server refused.
     const now = await lookup(targetId, runId);
     if (now && !isOpen(now)) {
-      const decided = describeDecision(now);
-      toast(`${pick(item, "tool_name") || "request"} (${short(targetId)}): ${decided}`, true);
+      const text = `${pick(item, "tool_name") || "request"} (${short(targetId)}): ${describeDecision(now)}`;
+      if (!bulk) toast(text, true);
       closeCard(runId, targetId, "", {});
       refreshSoon();
-      return;
+      return { ok: false, text };
     }
     show(errorBox, clip(ack.detail || "The server refused this.", 2000), true);
     enableActions(card);
@@ -826,6 +852,130 @@
       $(".act-approve-edited", card).disabled = !!problem;
     }
     if (!$(".rejecter", card).hidden) $(".act-reject-confirm", card).disabled = !$(".reason", card).value.trim();
+    return { ok: false, text: `${pick(item, "tool_name") || "request"} (${short(targetId)}): ${ack.detail || "refused"}` };
+  }
+
+  // -- moving through the queue, selecting, deciding several --------------------------------------------
+  function queueCards() {
+    return [...$("#cards").children].filter((n) => n.classList.contains("card") && !n.classList.contains("filtered"));
+  }
+  function neighbour(node) {
+    const cards = queueCards();
+    const at = cards.indexOf(node);
+    if (at < 0) return null;
+    return cards[at + 1] || cards[at - 1] || null;
+  }
+  function markCurrent(card) {
+    for (const other of document.querySelectorAll(".card.current")) if (other !== card) other.classList.remove("current");
+    card.classList.add("current");
+  }
+  function focusCard(card) {
+    markCurrent(card);
+    card.focus({ preventScroll: true });
+    card.scrollIntoView({ block: "nearest" });
+  }
+  function currentCard() {
+    const cards = queueCards();
+    return cards.find((c) => c.classList.contains("current")) || null;
+  }
+  function moveCurrent(step) {
+    const cards = queueCards();
+    if (!cards.length) return;
+    const at = cards.indexOf(currentCard());
+    const next = at < 0 ? cards[0] : cards[Math.min(cards.length - 1, Math.max(0, at + step))];
+    focusCard(next);
+  }
+  function select(card, on) {
+    const k = `${card.dataset.runId}/${card.dataset.targetId}`;
+    if (on && canDecide()) state.selected.add(k);
+    else state.selected.delete(k);
+    card.classList.toggle("selected", state.selected.has(k));
+    $(".select", card).checked = state.selected.has(k);
+    updateBulk();
+  }
+  function selectedEntries() {
+    return [...state.selected].map((k) => state.cards.get(k)).filter(Boolean);
+  }
+  // Why the selection cannot be approved (or rejected) in one action, in words; "" when it can.
+  function bulkProblem(verb) {
+    const entries = selectedEntries();
+    const name = (e) => `${pick(e.item, "tool_name") || "request"} (${short(pick(e.item, "target_id"))})`;
+    const quorum = entries.filter((e) => Number((pick(e.item, "policy") || {}).quorum || 1) > 1);
+    if (quorum.length)
+      return `${quorum.map(name).join(", ")} need several approvers: decide ${quorum.length === 1 ? "it" : "them"} one at a time.`;
+    const partial = entries.filter((e) => e.node.dataset.partial);
+    if (verb === "approve" && partial.length)
+      return `${partial.map(name).join(", ")}: this page does not hold the whole arguments, so it cannot approve ` +
+        `${partial.length === 1 ? "it" : "them"}.`;
+    return "";
+  }
+  function updateBulk() {
+    for (const k of [...state.selected]) if (!state.cards.has(k)) state.selected.delete(k);
+    const n = state.selected.size;
+    $("#bulk").hidden = n === 0;
+    if (!n) $("#bulk-rejecter").hidden = true;
+    $("#bulk-count").textContent = `${n} selected`;
+    const problem = bulkProblem("approve") || "";
+    $("#bulk-approve").disabled = state.bulkBusy || !!problem || !canDecide();
+    $("#bulk-reject").disabled = state.bulkBusy || !!bulkProblem("reject") || !canDecide();
+    $("#bulk-why").textContent = problem ? T.plain(clip(problem, 600)) : "";
+  }
+  // Each selected card is decided on its own (its own signed, audited record), the exact cards selected and
+  // no others, one after another; then one toast sums up.
+  async function decideSelected(verb, reason) {
+    if (state.bulkBusy || bulkProblem(verb)) return;
+    const entries = selectedEntries();
+    state.bulkBusy = true;
+    updateBulk();
+    const done = [];
+    const refused = [];
+    try {
+      for (const entry of entries) {
+        const outcome = await decide(entry.node, verb, verb === "reject" ? { reason } : {}, true);
+        (outcome && outcome.ok ? done : refused).push(outcome ? outcome.text : "not sent");
+      }
+    } finally {
+      state.bulkBusy = false;
+    }
+    const how = verb === "reject" ? "Rejected" : "Approved";
+    toast(`${how} ${done.length} of ${entries.length} selected.` + (refused.length ? ` Not decided: ${refused.join("; ")}` : ""),
+      refused.length > 0);
+    $("#bulk-reason").value = "";
+    $("#bulk-rejecter").hidden = true;
+    updateBulk();
+  }
+  function onKey(e) {
+    const dialog = $("#keys");
+    if (e.key === "?" && !typing(e.target)) {
+      e.preventDefault();
+      if (dialog.open) dialog.close();
+      else dialog.showModal();
+      return;
+    }
+    if (dialog.open || e.ctrlKey || e.metaKey || e.altKey || typing(e.target)) return;
+    if ($("#view-inbox").hidden) return;
+    const card = currentCard();
+    const press = (sel) => {
+      const button = card && $(sel, card);
+      if (button && !button.hidden && !button.disabled) button.click();
+    };
+    const actions = {
+      j: () => moveCurrent(1),
+      ArrowDown: () => moveCurrent(1),
+      k: () => moveCurrent(-1),
+      ArrowUp: () => moveCurrent(-1),
+      a: () => press(".act-approve"),
+      r: () => press(".act-reject"),
+      e: () => press(".act-edit"),
+      x: () => card && select(card, !state.selected.has(`${card.dataset.runId}/${card.dataset.targetId}`)),
+    };
+    const act = actions[e.key];
+    if (!act) return;
+    e.preventDefault();
+    act();
+  }
+  function typing(target) {
+    return !!target && (["INPUT", "TEXTAREA", "SELECT"].includes(target.tagName) || target.isContentEditable);
   }
 
   async function lookup(targetId, runId) {
@@ -890,11 +1040,13 @@
         el(
           "tr",
           {},
-          el("td", {}, el("a", { class: "mono", href: `#/runs/${encodeURIComponent(id)}`, text: clip(id, 80) })),
-          el("td", {}, el("span", { class: "badge " + st.cls, text: st.label, title: clip(st.why || "", 300) })),
-          el("td", { text: clip(pick(run, "agent") || pick(run, "adapter") || "—", 80) }),
-          el("td", { text: clock(ms(pick(run, "started_at_ms"))) }),
-          el("td", { text: clip(`${pick(run, "pid") || "?"} on ${pick(run, "host") || "?"}`, 120) }),
+          el("td", { "data-label": "Run" },
+            el("a", { class: "mono", href: `#/runs/${encodeURIComponent(id)}`, text: clip(id, 80) })),
+          el("td", { "data-label": "State" },
+            el("span", { class: "badge " + st.cls, text: st.label, title: clip(st.why || "", 300) })),
+          el("td", { "data-label": "Agent", text: clip(pick(run, "agent") || pick(run, "adapter") || "—", 80) }),
+          el("td", { "data-label": "Started", text: clock(ms(pick(run, "started_at_ms"))) }),
+          el("td", { "data-label": "Process", text: clip(`${pick(run, "pid") || "?"} on ${pick(run, "host") || "?"}`, 120) }),
         ),
       );
     }
@@ -1372,6 +1524,23 @@
       if (text) runControl("steer", { text });
     });
     window.addEventListener("hashchange", route);
+    document.addEventListener("keydown", onKey);
+    $("#keys-close").addEventListener("click", () => $("#keys").close());
+    $("#bulk-approve").addEventListener("click", () => decideSelected("approve"));
+    $("#bulk-reject").addEventListener("click", () => {
+      $("#bulk-rejecter").hidden = false;
+      $("#bulk-reason").focus();
+    });
+    $("#bulk-reason").addEventListener("input", () => {
+      $("#bulk-reject-confirm").disabled = !$("#bulk-reason").value.trim();
+    });
+    $("#bulk-reject-confirm").addEventListener("click", () => {
+      const why = $("#bulk-reason").value.trim();
+      if (why) decideSelected("reject", why);
+    });
+    $("#bulk-clear").addEventListener("click", () => {
+      for (const entry of selectedEntries()) select(entry.node, false);
+    });
     $("#filter").addEventListener("input", applyFilter);
     setInterval(() => {
       for (const entry of state.cards.values()) tick(entry.node);
