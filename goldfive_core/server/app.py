@@ -453,12 +453,15 @@ class _Api:
     async def runs(self, request: Request, user: User) -> Response:
         limit = int_param(request, "limit", 100, low=1, high=MAX_PAGE)
         offset = int_param(request, "offset", 0, low=0, high=10**9)
-        live_only = request.query_params.get("live") in ("1", "true")
+        escalated = request.query_params.get("escalated") in ("1", "true")  # live runs waiting at ladder level 4
+        live_only = escalated or request.query_params.get("live") in ("1", "true")
         rows: list[RunRow] = await _run(self.store.runs, running_only=live_only)
         now: int = await _run(self.store.clock_ms)
         items = [run_json(self.store, r, now=now) for r in rows]
         if live_only:
             items = [i for i in items if i["live"]]
+        if escalated:
+            items = [i for i in items if i["paused"] and i["paused"]["escalated"]]
         return JSONResponse(
             {"runs": items[offset : offset + limit], "total": len(items), "limit": limit, "offset": offset}
         )

@@ -568,3 +568,42 @@ def test_keyboard_bulk_approve_a_comment_and_the_runs_table_on_a_phone(server: S
     )
     assert label_shown == '"Run"', label_shown
     phone.screenshot(path=str(ARTIFACTS / "runs-phone.png"), full_page=True)
+
+
+def test_an_escalated_run_is_a_card_in_the_inbox_counted_filtered_and_steered_from_there(
+    server: Server, browser: Any
+) -> None:
+    """A run the ladder paused for a person (level 4) is a card in the Inbox queue and its count, with the
+    drift (inert) and Resume / Steer / Cancel on the card; the kind filter shows it under escalations only."""
+    from playwright.sync_api import expect
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    ana = _login(browser, server, "ana")
+    agent = server.agent(str(Path(__file__).with_name("escalating_agent.py")))
+    payer = server.agent(str(ROOT / "examples" / "adk_approval.py"), "--db", str(server.db), "--wait")
+    target = _target_of(payer)
+    card = ana.locator("#cards li.card.escalation")
+    expect(card).to_have_count(1)
+    expect(card).to_contain_text("Escalated: looping tool call")
+    expect(card.locator(".drift-reason")).to_contain_text("called 4 times in a row")
+    expect(card.locator(".drift-reason")).to_contain_text('<img src=x onerror=\\"window.pwned=1\\">')
+    assert ana.locator("#cards img").count() == 0 and ana.evaluate("window.pwned") is None
+    expect(ana.locator("#pending-count")).to_have_text("2")  # the escalation and the payment
+    expect(ana.locator("#cards li.card").first).to_have_class(re.compile(r"\bescalation\b"))  # it leads
+    ana.screenshot(path=str(ARTIFACTS / "inbox-escalation-card.png"), full_page=True)
+
+    ana.locator("#kind-filter").select_option("escalation")
+    expect(card).to_be_visible()
+    expect(_card(ana, target)).to_be_hidden()
+    ana.locator("#kind-filter").select_option("tool")
+    expect(card).to_be_hidden()
+    expect(_card(ana, target)).to_be_visible()
+    ana.locator("#kind-filter").select_option("")
+
+    card.get_by_placeholder("A new direction for this run").fill("STEER: read the cached forecast")
+    card.get_by_role("button", name="Steer").click()
+    expect(ana.locator("#toasts")).to_contain_text("Steered run")
+    agent.wait_for(lambda s: s.startswith("model read:") and "STEER: read the cached forecast" in s)
+    expect(ana.locator("#cards li.card.escalation")).to_have_count(0)
+    expect(ana.locator("#pending-count")).to_have_text("1")
+    assert not ana.errors, ana.errors

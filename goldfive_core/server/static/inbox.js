@@ -23,6 +23,7 @@
     runGen: 0,
     focus: "", // a target id from a #/approvals/ link, focused once its card is shown
     selected: new Set(), // keys of the cards selected for Approve selected / Reject selected
+    escalations: new Map(), // run_id -> {run, node}: runs paused by the ladder for a person (level 4)
     bulkBusy: false,
   };
 
@@ -296,6 +297,9 @@
     }
     if (name === "approval_timed_out" && pick(body, "still_open")) refreshSoon();
     if (name === "approval_voted" || name === "approval_escalated") refreshSoon(); // the card's count, escalation
+    // A run escalated to a person, or one that no longer waits: its card comes or goes.
+    if (name === "run_paused" || ((name === "run_resumed" || name === "run_completed" || name === "run_aborted") &&
+      state.escalations.has(runId))) refreshSoon();
     if (name === "grant_created" || name === "grant_revoked") refreshGrants();
     if (runId && runId === state.runId) refreshRunSoon();
     if (location.hash.startsWith("#/history") && name.startsWith("approval_")) refreshHistory();
@@ -309,17 +313,19 @@
   async function refreshPending() {
     if (!state.me) return;
     const gen = ++state.refreshGen;
-    let data, orphaned;
+    let data, orphaned, escalated;
     try {
-      [data, orphaned] = await Promise.all([
+      [data, orphaned, escalated] = await Promise.all([
         api("GET", `/api/approvals?status=pending&limit=${PAGE}`),
         api("GET", `/api/approvals?status=orphaned&limit=50`),
+        api("GET", `/api/runs?escalated=1&limit=${PAGE}`).catch(() => ({ runs: [] })), // an older server
       ]);
     } catch (err) {
       if (err.status !== 401) show($("#inbox-sub"), err.message);
       return;
     }
     if (gen !== state.refreshGen) return; // a newer refresh is on its way
+    renderEscalations(escalated.runs || []);
     state.pending = data.approvals || [];
     state.total = data.total == null ? state.pending.length : data.total;
     state.orphaned = (orphaned.approvals || []).map((i) => ({ ...i, state: "orphaned" }));
@@ -331,8 +337,9 @@
     const seen = new Set();
     const byExpiry = (a, b) =>
       (ms(pick(a, "expires_at_ms")) || Infinity) - (ms(pick(b, "expires_at_ms")) || Infinity);
-    const place = (list, items) =>
-      items.sort(byExpiry).forEach((item, index) => {
+    const place = (list, items, first) =>
+      items.sort(byExpiry).forEach((item, at) => {
+        const index = first + at; // after the escalation cards, which lead the queue
         const k = key(item);
         seen.add(k);
         let entry = state.cards.get(k);
@@ -358,8 +365,8 @@
         }
         if (list.children[index] !== entry.node) list.insertBefore(entry.node, list.children[index] || null);
       });
-    place($("#cards"), [...state.pending]);
-    place($("#orphaned-cards"), [...(state.orphaned || [])]);
+    place($("#cards"), [...state.pending], state.escalations.size);
+    place($("#orphaned-cards"), [...(state.orphaned || [])], 0);
     const n = state.orphanedTotal || 0;
     $("#orphaned").hidden = n === 0;
     $("#orphaned-count").textContent = String(n);
@@ -376,20 +383,118 @@
     renderRunCards();
   }
 
+  // Runs the ladder paused for a person are cards too, first in the queue: the whole run waits on them.
+  function renderEscalations(runs) {
+    const seen = new Set();
+    const list = $("#cards");
+    runs.forEach((run, index) => {
+      const runId = pick(run, "run_id") || "";
+      const pause = pick(run, "paused") || {};
+      seen.add(runId);
+      let entry = state.escalations.get(runId);
+      const sig = `${pause.drift_kind}|${pause.reason}|${pause.deadline_at_ms}`;
+      if (entry && entry.sig !== sig) {
+        entry.node.remove(); // escalated again, for another drift: a new card
+        entry = null;
+      }
+      if (!entry) {
+        entry = { run, sig, node: buildEscalation(run, pause) };
+        state.escalations.set(runId, entry);
+      }
+      entry.run = run;
+      if (list.children[index] !== entry.node) list.insertBefore(entry.node, list.children[index] || null);
+    });
+    for (const [runId, entry] of state.escalations) {
+      if (seen.has(runId)) continue;
+      const here = entry.node.contains(document.activeElement) || entry.node.classList.contains("current");
+      const next = here ? neighbour(entry.node) : null;
+      entry.node.remove();
+      state.escalations.delete(runId);
+      if (next) focusCard(next);
+    }
+  }
+
+  function buildEscalation(run, pause) {
+    const card = $("#escalation-template").content.firstElementChild.cloneNode(true);
+    const q = (s) => $(s, card);
+    const runId = pick(run, "run_id") || "";
+    card.dataset.runId = runId;
+    card.dataset.kind = "escalation";
+    const what = String(pause.drift_kind || "drift").replace(/_/g, " ").toLowerCase();
+    show(q(".drift-kind"), clip(what, 80));
+    card.setAttribute("aria-label", T.plain(`run ${clip(runId, 80)} escalated: ${clip(what, 80)}`));
+    show(q(".agent"), clip(pick(run, "agent") || pick(run, "adapter") || "—", 200));
+    const link = q(".run-link");
+    show(link, clip(runId, 80));
+    link.href = `#/runs/${encodeURIComponent(runId)}`;
+    show(q(".by"), clip(pause.by || "goldfive (the intervention ladder)", 120));
+    q(".drift-reason").append(T.longText(pause.reason || "(no detail given)", MAX_PROMPT, { lines: true }));
+    card.dataset.expires = String(ms(pause.deadline_at_ms));
+    tick(card);
+    const steerText = q(".steer-text");
+    const steer = q(".esc-steer");
+    steerText.addEventListener("input", () => (steer.disabled = !steerText.value.trim() || !canDecide()));
+    q(".esc-resume").addEventListener("click", () => escalationControl(card, "resume", {}));
+    steer.addEventListener("click", () => {
+      const text = steerText.value.trim();
+      if (text) escalationControl(card, "steer", { text });
+    });
+    steerText.addEventListener("keydown", (e) => {
+      if (e.key === "Enter") steer.click();
+    });
+    q(".esc-cancel").addEventListener("click", () => {
+      if (confirm("Cancel this run? The agent stops at its next step."))
+        escalationControl(card, "cancel", { reason: "cancelled from the inbox" });
+    });
+    for (const b of card.querySelectorAll(".actions button")) b.disabled = b.disabled || !canDecide();
+    steerText.disabled = !canDecide();
+    card.addEventListener("focusin", () => markCurrent(card));
+    return card;
+  }
+
+  async function escalationControl(card, verb, body) {
+    const runId = card.dataset.runId;
+    const buttons = card.querySelectorAll(".actions button");
+    buttons.forEach((b) => (b.disabled = true));
+    show($(".error", card), "");
+    let ack;
+    try {
+      ack = await api("POST", `/api/runs/${encodeURIComponent(runId)}/${verb}`, body);
+    } catch (err) {
+      ack = { result: "FAILURE", detail: err.message };
+    }
+    if (ack.result === "SUCCESS") {
+      toast(`${verb === "steer" ? "Steered" : verb === "resume" ? "Resumed" : "Cancelled"} run ${short(runId)}: ` +
+        clip(ack.detail || "", 300));
+      refreshSoon();
+      return;
+    }
+    show($(".error", card), clip(ack.detail || "The server refused this.", 2000), true);
+    buttons.forEach((b) => (b.disabled = !canDecide()));
+    $(".esc-steer", card).disabled = !$(".steer-text", card).value.trim() || !canDecide();
+  }
+
   function applyFilter() {
     // Client-side, over what is loaded: matches the tool, agent, run, session or request id.
     const words = $("#filter").value.trim().toLowerCase().split(/\s+/).filter(Boolean);
+    const kind = $("#kind-filter").value;
     for (const entry of state.cards.values()) {
       const hay = ["tool_name", "agent", "run_id", "session_id", "target_id"]
         .map((f) => String(pick(entry.item, f) || "").toLowerCase())
         .join(" ");
-      entry.node.classList.toggle("filtered", !words.every((w) => hay.includes(w)));
+      const ofKind = !kind || (pick(entry.item, "kind") || "tool") === kind;
+      entry.node.classList.toggle("filtered", !ofKind || !words.every((w) => hay.includes(w)));
+    }
+    for (const entry of state.escalations.values()) {
+      const hay = ["run_id", "adapter", "agent"].map((f) => String(pick(entry.run, f) || "").toLowerCase()).join(" ");
+      const ofKind = !kind || kind === "escalation";
+      entry.node.classList.toggle("filtered", !ofKind || !words.every((w) => hay.includes(w)));
     }
   }
 
   function updateCount() {
-    const n = state.total;
-    const shown = state.cards.size;
+    const n = state.total + state.escalations.size;
+    const shown = state.cards.size + state.escalations.size;
     const badge = $("#pending-count");
     badge.textContent = String(n);
     badge.classList.toggle("zero", n === 0);
@@ -1503,6 +1608,8 @@
     show($("#user-name"), clip(`${state.me.name} (${state.me.role})`, 120));
     for (const entry of state.cards.values()) entry.node.remove();
     state.cards.clear();
+    for (const entry of state.escalations.values()) entry.node.remove();
+    state.escalations.clear();
     startEvents();
     route();
     await refreshPending();
@@ -1542,8 +1649,10 @@
       for (const entry of selectedEntries()) select(entry.node, false);
     });
     $("#filter").addEventListener("input", applyFilter);
+    $("#kind-filter").addEventListener("change", applyFilter);
     setInterval(() => {
       for (const entry of state.cards.values()) tick(entry.node);
+      for (const entry of state.escalations.values()) tick(entry.node);
     }, 1000);
     setInterval(() => {
       if (state.me) refreshPending(); // a backstop; the stream does the real work
