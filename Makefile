@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint types pytest proto bench mutation clean
+.PHONY: demo test lint types pytest proto bench mutation docs clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,17 @@ types: $(STAMP)
 pytest: $(STAMP)
 	$(VENV)/bin/pytest
 
+# The documentation site (docs/, mkdocs.yml) into site/; --strict: a warning (a broken link or anchor) fails it.
+# Not part of `make test`, which runs the pages' code blocks itself (tests/docs). Material for MkDocs prints an
+# end-of-life notice on every build (its successor, Zensical, reads the same mkdocs.yml); NO_MKDOCS_2_WARNING hides it.
+DOCS_STAMP := $(VENV)/.docs-stamp
+$(DOCS_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet -e '.[docs]'
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
 proto: $(STAMP)
 	$(PY) scripts/gen_proto.py
 
@@ -43,4 +54,4 @@ bench: $(STAMP)
 	$(PY) bench/serve.py
 
 clean:
-	rm -rf $(VENV)
+	rm -rf $(VENV) site
