@@ -17,7 +17,10 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import subprocess
+import sys
 import textwrap
+from collections.abc import Mapping
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -84,3 +87,17 @@ def _check_marker(path: Path, lines: list[str], i: int) -> None:
 def all_blocks(*langs: str) -> list[Block]:
     """Every block of the given languages, in every doc file."""
     return [block for path in doc_files() for block in blocks(path) if block.lang in langs]
+
+
+def run_pytest(folder: Path, files: Mapping[str, str]) -> subprocess.CompletedProcess[str]:
+    """Write ``files`` into ``folder`` and run pytest there, as a user who copied them would."""
+    for name, text in files.items():
+        (folder / name).write_text(text, encoding="utf-8")
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=120,  # a hang guard
+        check=False,
+    )

@@ -5,8 +5,6 @@ from __future__ import annotations
 import ast
 import asyncio
 import inspect
-import subprocess
-import sys
 import tomllib
 from pathlib import Path
 
@@ -14,7 +12,7 @@ import pytest
 
 from goldfive_core.policy import parse_policy
 from goldfive_core.server.notify import load_notify_config
-from tests.docs.snippets import ROOT, Block, all_blocks, blocks, doc_files
+from tests.docs.snippets import ROOT, Block, all_blocks, blocks, doc_files, run_pytest
 
 PYTHON = all_blocks("python")
 TOML = all_blocks("toml")
@@ -58,16 +56,8 @@ def test_python_block_runs(block: Block, tmp_path: Path, monkeypatch: pytest.Mon
 @pytest.mark.parametrize("block", [b for b in PYTHON if _is_pytest_file(b)], ids=lambda b: b.where)
 def test_python_test_file_passes_under_pytest_as_copied(block: Block, tmp_path: Path) -> None:
     assert not block.fragment, f"{block.where}: a test file in the docs is meant to be copied whole"
-    (tmp_path / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")  # pytest's defaults, not this repo's
-    (tmp_path / "test_from_the_docs.py").write_text(block.code, encoding="utf-8")
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_from_the_docs.py"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,  # a hang guard
-        check=False,
-    )
+    # pytest's defaults (an empty pytest.ini roots it here), not this repository's configuration.
+    proc = run_pytest(tmp_path, {"pytest.ini": "[pytest]\n", "test_from_the_docs.py": block.code})
     assert proc.returncode == 0, f"{block.where}:\n{proc.stdout}\n{proc.stderr}"
     assert " passed" in proc.stdout and "skipped" not in proc.stdout, proc.stdout
 
