@@ -5,6 +5,9 @@ from __future__ import annotations
 import ast
 import asyncio
 import inspect
+import re
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -85,3 +88,30 @@ def test_readme_commands_run_from_a_fresh_checkout() -> None:
             continue
         for line in block.code.splitlines():
             assert not line.lstrip().startswith("goldfive "), f"{block.where}: {line.strip()!r}"
+
+
+_GLOBAL_WITH_VALUE = {"--db", "--dsn", "--schema", "--url", "--token", "--timeout"}
+
+
+def _commands() -> set[str]:
+    # What the installed command itself lists (`goldfive --help`), not a private parser.
+    exe = Path(sys.executable).with_name("goldfive")
+    out = subprocess.run([str(exe), "--help"], capture_output=True, text=True, timeout=60, check=True).stdout
+    return set(re.findall(r"^    ([a-z]+)\s", out, re.MULTILINE))
+
+
+def test_every_goldfive_command_on_the_pages_exists() -> None:
+    commands = _commands()
+    assert {"pending", "approve", "serve", "users"} <= commands
+    seen = 0
+    for block in all_blocks("bash"):
+        for line in block.code.splitlines():
+            words = line.split("#", 1)[0].split()
+            if not words or words[0] not in ("goldfive", ".venv/bin/goldfive"):
+                continue
+            rest = words[1:]
+            while rest and rest[0].startswith("--"):
+                rest = rest[2:] if rest[0] in _GLOBAL_WITH_VALUE else rest[1:]
+            assert rest and rest[0] in commands, f"{block.where}: {line.strip()!r} names no goldfive command"
+            seen += 1
+    assert seen > 10
