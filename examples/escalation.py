@@ -14,7 +14,7 @@ Runs offline (a plain async agent, no model, no API key)::
 The exit status is 0 when the run completed and 1 when it did not (aborted or cancelled).
 
 The agent keeps searching for the same thing. goldfive's loop detector climbs the ladder
-(see the ladder in the README): a nudge at the 2nd identical call, a cancel-and-re-invoke at the 3rd, and at
+(docs/flows/escalation.md): a nudge at the 2nd identical call, a cancel-and-re-invoke at the 3rd, and at
 the 4th it pauses the run and asks a person (GOLDFIVE_PAUSE_ESCALATE). Every event is printed.
 """
 

@@ -127,7 +127,7 @@ class _GoldfiveADKPlugin(BasePlugin):
     ``ledger`` records approved calls at most once (default: the channel's ledger, e.g. a
     :class:`~goldfive_core.store.StoreChannel`'s store; an in-memory channel has none).
     ``session_setup`` is called with each new Session; the default, like ``wrap()``'s runner, is
-    :func:`~goldfive_core.steering.install_default_steering` (the DESIGN §2 ladder and the built-in
+    :func:`~goldfive_core.steering.install_default_steering` (the ladder of docs/flows/escalation.md and the built-in
     detectors); ``None`` installs nothing (drift is only emitted).
 
     ``detach_after`` (seconds; needs a :class:`~goldfive_core.store.StoreChannel` and an App with

@@ -1,4 +1,4 @@
-"""The approval record state machine (DESIGN §4), one record per ``target_id``.
+"""The approval record state machine (docs/architecture.md, "Approval records"), one record per ``target_id``.
 
 ::
 

@@ -63,7 +63,7 @@ class SteeringConfig:
     ladder: Mapping[DriftKind | None, tuple[int, int, int, int]] | None = dataclasses.field(
         default=None, metadata={"env": False}
     )
-    """Ladder rows replacing DESIGN §2's (``None`` key = the default row); not read from the environment."""
+    """Rows replacing the default ladder's (docs/flows/escalation.md; ``None`` = the default row); not read from env."""
 
     def __post_init__(self) -> None:
         _positive_int("approval_default_timeout_ms", self.approval_default_timeout_ms)
@@ -89,7 +89,7 @@ class SteeringConfig:
 
     @property
     def ladder_table(self) -> LadderTable:
-        """The ladder in force: DESIGN §2 with ``ladder``'s rows replacing the defaults."""
+        """The ladder in force: the default one (docs/flows/escalation.md) with ``ladder``'s rows replacing its rows."""
         return DEFAULT_LADDER if self.ladder is None else merge_ladder(self.ladder)
 
     @property

@@ -60,7 +60,7 @@ class DriftSeverity(IntEnum):
 
 
 class InterventionLevel(IntEnum):
-    """The rungs of the intervention ladder (DESIGN §2)."""
+    """The rungs of the intervention ladder (docs/flows/escalation.md)."""
 
     OBSERVE = 0
     ABSORB = 1

@@ -1,4 +1,4 @@
-"""The intervention ladder of DESIGN §2 as a data table: which level a drift leads to.
+"""The intervention ladder as a data table: which level a drift leads to (docs/flows/escalation.md).
 
 A row gives the level for each severity; CRITICAL has two columns, one for
 the first CRITICAL drift of a (kind, task) and one for every repeat. The
@@ -53,7 +53,7 @@ DEFAULT_LADDER: LadderTable = MappingProxyType(
         DriftKind.NEW_WORK_DISCOVERED: _row(0, 0, 0, 0),
     }
 )
-"""DESIGN §2, cell for cell."""
+"""The table on docs/flows/escalation.md, cell for cell (tests/docs/test_docs_ladder.py checks the page)."""
 
 
 def _as_row(key: object, value: object) -> LadderRow:

@@ -88,8 +88,8 @@ class Runner:
         self.config = config if config is not None else SteeringConfig.from_env()
         self.router = ControlRouter(control)
         self.session_setup: SessionSetup | None = session_setup
-        """Sets up each run's session: its steerer and detectors (default: the DESIGN §2 ladder with the built-in
-        detectors); None installs nothing (drift is only emitted)."""
+        """Sets up each run's session: its steerer and detectors (default: the ladder of docs/flows/escalation.md
+        with the built-in detectors); None installs nothing (drift is only emitted)."""
         self._last: Session | None = None
 
     @property

@@ -30,7 +30,7 @@ logger = logging.getLogger(__name__)
 
 
 class DefaultSteerer:
-    """The intervention ladder of DESIGN §2 for one session (implements ``Session.steerer``).
+    """The intervention ladder (docs/flows/escalation.md) for one session (implements ``Session.steerer``).
 
     Each drift is counted by (kind, severity, task); the ladder table gives
     its level and the steerer acts on it:

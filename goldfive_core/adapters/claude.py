@@ -145,7 +145,7 @@ class GoldfiveClaude:
         """At-most-once records of approved tool uses (default: the channel's, e.g. a StoreChannel's store)."""
         self.router = ControlRouter(control)
         self.session_setup: SessionSetup | None = session_setup
-        """Gives each run's session its steerer and detectors (default: the DESIGN §2 ladder); None = emit only."""
+        """Gives each run's session its steerer and detectors (default: docs/flows/escalation.md); None = emit only."""
 
     @property
     def reporting_tools(self) -> list[str]:

@@ -7,7 +7,7 @@ acks them, and keeps its execution-ledger records. Nothing else: an agent token 
 never decides; its attempts are refused with 403 and put on the audit log (see :func:`audit_refusal`).
 
 Messages are the protobuf messages of ``proto/goldfive/v1`` in their protobuf JSON mapping
-(``Event``, ``ControlEvent``, ``ControlAck``); the README's "Agents over HTTP" section is the wire
+(``Event``, ``ControlEvent``, ``ControlAck``); docs/reference/http-api.md ("Agent routes") is the wire
 reference. One :class:`InboxHub` per server process waits for the inbox (one PostgreSQL LISTEN
 connection however many agents wait), claims new messages for the agents connected to it, and hands
 each to its agent's stream; a message claimed for an agent that lost its connection is sent again,

@@ -1,4 +1,4 @@
-"""Approval records (DESIGN §4): exactly once, early decisions, refusals, and nothing left behind."""
+"""Approval records (docs/architecture.md): exactly once, early decisions, refusals, and nothing left behind."""
 
 from __future__ import annotations
 

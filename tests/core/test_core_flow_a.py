@@ -1,4 +1,4 @@
-"""Flow A (DESIGN §1): report_awaiting_approval end to end through wrap() and a callable agent."""
+"""Flow A (docs/flows/task-approval.md): report_awaiting_approval end to end through wrap() and a callable agent."""
 
 from __future__ import annotations
 

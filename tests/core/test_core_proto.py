@@ -1,4 +1,4 @@
-"""The wire contract: committed gencode is fresh, and Python enums match the proto ones (DESIGN §3)."""
+"""The wire contract: committed gencode is fresh, and Python enums match the proto ones (docs/architecture.md)."""
 
 from __future__ import annotations
 
@@ -102,7 +102,7 @@ def test_event_field_numbers_are_the_design_ones() -> None:
     assert event["approval_rejected"] == 25
     payload = {f.name for f in events_pb2.Event.DESCRIPTOR.oneofs_by_name["payload"].fields}
     assert {"approval_requested", "approval_granted", "approval_rejected", "drift_detected"} <= payload
-    # New kinds of ours start at 26 and nothing sits between 10 and 25 that DESIGN did not name.
+    # New kinds of ours start at 26 and nothing sits between 10 and 25 that the contract did not name.
     assert all(n >= 26 or 10 <= n <= 25 for n in (event[name] for name in payload))
 
 

@@ -1,4 +1,4 @@
-"""The ladder table: every cell of DESIGN §2, overrides, and the thresholds' configuration."""
+"""The ladder table: every cell of docs/flows/escalation.md's table, overrides, and the thresholds' configuration."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from goldfive_core import (
 )
 
 K = DriftKind
-# DESIGN §2 written out again, independently of goldfive_core.ladder: (info, warning, critical first, repeat).
+# The ladder table written out again, independently of goldfive_core.ladder: (info, warning, critical first, repeat).
 DESIGN_ROWS: dict[DriftKind, tuple[int, int, int, int]] = {
     K.INTENT_DIVERGENCE: (0, 1, 4, 4),
     K.REFINE_VALIDATION_FAILED: (0, 0, 4, 4),

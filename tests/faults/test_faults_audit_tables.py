@@ -68,7 +68,7 @@ TABLES: dict[str, tuple[str, tuple[str, ...]]] = {
             "request_id",
         ),
     ),
-    # Not pid, host, heartbeat_at_ms: liveness, not history (README, trust model).
+    # Not pid, host, heartbeat_at_ms: liveness, not history (docs/reference/trust.md).
     "gf_runs": ("run_id", ("run_id", "session_id", "adapter", "status", "started_at_ms", "ended_at_ms")),
     "gf_grants": ("grant_id", GRANT_COLUMNS),
     # The at-most-once ledger: `show`'s execution line and `pending`'s in-doubt calls (events since migration 13).
