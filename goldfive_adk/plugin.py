@@ -49,8 +49,8 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, Unpack
 
 from google.adk.agents.base_agent import BaseAgent
 from google.adk.agents.callback_context import CallbackContext
@@ -66,22 +66,19 @@ from google.adk.tools.tool_context import ToolContext
 from google.genai import types
 
 from goldfive_core._util import new_id, shorten
-from goldfive_core.control import ControlTransport
 from goldfive_core.errors import RunCancelledError, RunTerminatedError
-from goldfive_core.events import EventSink
-from goldfive_core.lifecycle import RunHandle, SessionSetup
-from goldfive_core.policy import Policy
-from goldfive_core.routing import ControlRouter
+from goldfive_core.inflight import InFlight
+from goldfive_core.lifecycle import SessionSetup
 from goldfive_core.session import Guidance, Session
-from goldfive_core.steering import SteeringConfig, install_default_steering
 from goldfive_core.store.base import Store
 from goldfive_core.store.channel import StoreChannel
 from goldfive_core.store.sink import StoreSink
-from goldfive_core.toolcall import ExecutionLedger, Proceed, Skip, ToolCall, gate_tool_call, timed_out
+from goldfive_core.supervision import Supervised, Supervision, SupervisionOptions
+from goldfive_core.toolcall import Proceed, Skip, ToolCall, gate_tool_call, timed_out
 
 from ._asked import ASK_CONFIRMATION, announce_native, announce_native_answer, asked_confirmation, confirm_asked
 from ._compat import body_gets_context, confirmation_flag, end_invocation, invocation_is_resumable
-from ._confirm import args_schema, edit_validator, skip
+from ._confirm import skip, tool_params
 from ._detach import RESUME_CLAIM, DecisionPendingError, DetachSettings, Parking, Resume
 from ._runs import AdkRun
 
@@ -117,7 +114,7 @@ def _skipped(tool_name: str, outcome: Skip) -> dict[str, Any]:
     return skip(tool_name, outcome.reason, outcome.detail, **extra)
 
 
-class _GoldfiveADKPlugin(BasePlugin):
+class _GoldfiveADKPlugin(Supervised, BasePlugin):
     """goldfive as an ADK plugin (public name: ``GoldfivePlugin``).
 
     ``control``: the channel a person answers on; ``None`` means nobody can answer, so
@@ -143,19 +140,14 @@ class _GoldfiveADKPlugin(BasePlugin):
     def __init__(
         self,
         *,
-        control: ControlTransport | None = None,
-        sinks: Iterable[EventSink] = (),
-        config: SteeringConfig | None = None,
         name: str = "goldfive",
-        session_setup: SessionSetup | None = install_default_steering,
-        ledger: ExecutionLedger | None = None,
-        policy: Policy | None = None,
-        labels: Mapping[str, str] | None = None,
         detach_after: float | None = None,
         inbox_url: str = "",
         resume_lease_s: float = 300.0,
+        **supervision: Unpack[SupervisionOptions],
     ) -> None:
         super().__init__(name=name)
+        control = supervision.get("control")
         self.detach: DetachSettings | None = None
         """How calls are parked while a person decides (None: the wait stays in-process)."""
         self._parking: Parking | None = None
@@ -168,27 +160,17 @@ class _GoldfiveADKPlugin(BasePlugin):
                 )
             self.detach = DetachSettings(after_s=detach_after, inbox_url=inbox_url, lease_s=resume_lease_s)
             self._parking = Parking(self.detach, control.store)
-        self.policy = policy
-        """Rules on tool calls, any tool (None: ``GOLDFIVE_POLICY``, if set)."""
-        self.labels = dict(labels or {})
-        """Each run's labels, which policy rules may match."""
-        self.control = control
-        self.sinks = tuple(sinks)
-        self.config = config if config is not None else SteeringConfig.from_env()
-        self.router = ControlRouter(control)
-        self.session_setup = session_setup
+        self.supervision = Supervision(**supervision)
+        """The channel, sinks, config, policy (any tool; None: ``GOLDFIVE_POLICY``), labels, set-up and ledger."""
         self._runs: dict[str, AdkRun] = {}
         self._let_through: set[str] = set()
         """Call ids whose tool body goldfive let run (only their own confirmation requests are answered)."""
         self._tools: dict[int, tuple[BaseTool, bool, bool | None]] = {}
         """id(tool) → (the tool, whether its body gets the tool context and so may ask for a confirmation,
         whether it needs confirmation: always, never, or None = ask its predicate per call)."""
-        self.ledger: ExecutionLedger | None = ledger if ledger is not None else getattr(control, "ledger", None)
-        """At-most-once records of approved calls (default: the channel's, e.g. a StoreChannel's store)."""
-        self._approved: dict[str, Proceed] = {}
-        """Approved calls whose end is to be recorded (ledger) or whose approver's note goes to the model."""
-        self._resuming: dict[str, Resume] = {}
-        """Resumed parked calls whose body runs now: their lease is settled when it has finished."""
+        self._in_flight = InFlight()
+        """Approved calls whose body runs now (their end recorded, the approver's note handed to the model, a
+        resumed parked call's lease settled)."""
         self._ended: collections.OrderedDict[str, None] = collections.OrderedDict()
         self._live: dict[str, AdkRun] = {}
         """Invocation id → its run, for the invocations running now (the callbacks' fast path)."""
@@ -231,10 +213,8 @@ class _GoldfiveADKPlugin(BasePlugin):
     def _start(self, adk_session_id: str, invocation_id: str, ic: InvocationContext | None) -> AdkRun:
         text = _user_text(ic) if ic is not None else ""
         agent = ic.agent.name if ic is not None and ic.agent is not None else "agent"
-        handle = RunHandle(
-            self,
+        handle = self.supervision.new_run(
             adapter="adk",
-            setup=self.session_setup,
             root_task_id=invocation_id,
             title=f"ADK invocation of {agent}",
             input=text,
@@ -410,12 +390,13 @@ class _GoldfiveADKPlugin(BasePlugin):
             and flag is not False  # a tool that never asks is not asked per call (no predicate to run)
             and (flag is True or await tool.check_require_confirmation(tool_args, tool_context) is True)
         )
+        params = tool_params(tool) if needs else None
         call = ToolCall(
             call_id=call_id,
             tool_name=name,
             args=tool_args,
             agent=tool_context.agent_name,
-            args_schema=args_schema(tool) if needs else None,
+            args_schema=params.schema if params is not None else None,
         )
         outcome: Proceed | Skip
         if resume is not None and resume.expired_ms is not None:
@@ -425,12 +406,11 @@ class _GoldfiveADKPlugin(BasePlugin):
                 run.session,
                 call,
                 needs_person=needs,
-                validate_edit=edit_validator(tool) if needs else None,
+                validate_edit=params.check if params is not None else None,
                 ledger=self.ledger,
                 detach_after_s=None if self.detach is None else self._detach_after(tool_context),
             )
-        if resume is not None:
-            await self._settle_resume(call_id, resume, outcome)
+        on_end = None if resume is None else await self._settle_resume(call_id, resume, outcome)
         if isinstance(outcome, Skip):
             if outcome.stop_run:
                 end_invocation(tool_context)
@@ -444,12 +424,11 @@ class _GoldfiveADKPlugin(BasePlugin):
             if outcome.edited:
                 tool_args.clear()  # in place: ADK passes this same dict on to the tool
                 tool_args.update(outcome.args)
-            if outcome.ledger is not None or outcome.decision.detail:  # a ledger to tell, or a note for the model
-                self._approved[call_id] = outcome
             # ADK 2.x re-checks the confirmation after the callbacks; without this it starts its own flow.
             tool_context.tool_confirmation = ToolConfirmation(confirmed=True)
         elif needs:  # a policy rule allowed a call that asks by default: it runs without a person
             tool_context.tool_confirmation = ToolConfirmation(confirmed=True)
+        self._in_flight.started(outcome, on_end=on_end)
         if lets_through:
             self._let_through.add(lets_through)
         return None
@@ -465,20 +444,19 @@ class _GoldfiveADKPlugin(BasePlugin):
             return None
         return self.detach.after_s
 
-    async def _settle_resume(self, call_id: str, resume: Resume, outcome: Proceed | Skip) -> None:
-        """The resumed call's outcome is known (or its body runs now: settled when it has finished)."""
-        assert self._parking is not None
+    async def _settle_resume(
+        self, call_id: str, resume: Resume, outcome: Proceed | Skip
+    ) -> Callable[[], Awaitable[None]] | None:
+        """Settle the resumed call now that its outcome is known; or, when its body runs now, what settles it
+        at the body's end (the in-flight record runs it)."""
+        parking = self._parking
+        assert parking is not None
         if isinstance(outcome, Proceed) and outcome.ledger is not None:
-            self._resuming[call_id] = resume
-        elif isinstance(outcome, Skip) and outcome.reason == "awaiting_approval":
-            pass  # parked again (a decision for other arguments): park() makes it wait once more
-        else:
-            await self._parking.settle(call_id, resume.token, outcome.reason if isinstance(outcome, Skip) else "ran")
-
-    async def _body_finished(self, call_id: str) -> None:
-        resume = self._resuming.pop(call_id, None)
-        if resume is not None and self._parking is not None:
-            await self._parking.settle(call_id, resume.token, "approved: the tool ran")
+            return lambda: parking.settle(call_id, resume.token, "approved: the tool ran")
+        if isinstance(outcome, Skip) and outcome.reason == "awaiting_approval":
+            return None  # parked again (a decision for other arguments): park() makes it wait once more
+        await parking.settle(call_id, resume.token, outcome.reason if isinstance(outcome, Skip) else "ran")
+        return None
 
     async def after_tool_callback(
         self, *, tool: BaseTool, tool_args: dict[str, Any], tool_context: ToolContext, result: dict[str, Any]
@@ -491,13 +469,8 @@ class _GoldfiveADKPlugin(BasePlugin):
         :mod:`goldfive_adk._asked`); the confirmed run's result replaces the first one.
         """
         call_id = tool_context.function_call_id
-        approved = self._approved.pop(call_id or "", None)
-        noted: dict[str, Any] | None = None
-        if approved is not None:
-            await approved.finish(result=result)
-            await self._body_finished(approved.call_id)
-            if approved.note and isinstance(result, dict):
-                noted = {**result, "goldfive_approval": approved.note}
+        note = await self._in_flight.finished(call_id or "", result=result)
+        noted = {**result, "goldfive_approval": note} if note and isinstance(result, dict) else None
         if call_id not in self._let_through:
             # goldfive or another plugin answered before the body: whatever was asked, the tool did not ask it.
             return noted
@@ -523,10 +496,7 @@ class _GoldfiveADKPlugin(BasePlugin):
     ) -> dict[str, Any] | None:
         """Record that an approved call raised (it did run) in the ledger."""
         self._let_through.discard(tool_context.function_call_id or "")
-        approved = self._approved.pop(tool_context.function_call_id or "", None)
-        if approved is not None:
-            await approved.finish(error=error)
-            await self._body_finished(approved.call_id)
+        await self._in_flight.finished(tool_context.function_call_id or "", error=error)
         return None
 
     # -- events ----------------------------------------------------------------------------

@@ -10,19 +10,15 @@ import abc
 import asyncio
 import logging
 import warnings
-from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
-from .control import ControlTransport
-from .events import EventSink
-from .lifecycle import RunHandle, RunResult, RunStatus, SessionSetup, SteererFactoryAlias
-from .routing import ControlRouter
+from .lifecycle import RunResult, RunStatus, SessionSetup, SteererFactoryAlias
 from .session import Session, Steerer
-from .steering import SteeringConfig, install_default_steering
+from .supervision import RunOptions, Supervised, Supervision
 from .tasks import Task, TaskStatus
 
 if TYPE_CHECKING:
-    from .policy import Policy
+    pass
 
 __all__ = ["Adapter", "RunResult", "RunStatus", "Runner", "SessionSetup"]
 
@@ -58,10 +54,11 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-class Runner:
+class Runner(Supervised):
     """Runs an adapter's agent, one Session per ``run()``; several runs may share the runner.
 
-    ``session_setup`` sets up each run's session (see :data:`~goldfive_core.lifecycle.SessionSetup`).
+    ``session_setup`` sets up each run's session (see :data:`~goldfive_core.lifecycle.SessionSetup`). The
+    channel, sinks, config, policy, labels and set-up are the runner's :class:`~goldfive_core.supervision.Supervision`.
     """
 
     steerer_factory = SteererFactoryAlias()
@@ -70,26 +67,10 @@ class Runner:
     def __init__(
         self,
         adapter: Adapter,
-        *,
-        control: ControlTransport | None = None,
-        sinks: Iterable[EventSink] = (),
-        config: SteeringConfig | None = None,
-        policy: Policy | None = None,
-        labels: Mapping[str, str] | None = None,
-        session_setup: SessionSetup | None = install_default_steering,
+        **options: Unpack[RunOptions],
     ) -> None:
         self.adapter = adapter
-        self.policy = policy
-        """Rules on tool calls for every run (None: ``GOLDFIVE_POLICY``, if set)."""
-        self.labels = dict(labels or {})
-        """Each run's labels, which policy rules may match."""
-        self.control = control
-        self.sinks = tuple(sinks)
-        self.config = config if config is not None else SteeringConfig.from_env()
-        self.router = ControlRouter(control)
-        self.session_setup: SessionSetup | None = session_setup
-        """Sets up each run's session: its steerer and detectors (default: the ladder of docs/flows/escalation.md
-        with the built-in detectors); None installs nothing (drift is only emitted)."""
+        self.supervision = Supervision(**options)
         self._last: Session | None = None
 
     @property
@@ -104,13 +85,8 @@ class Runner:
 
     async def run(self, input: object = None, *, task_id: str | None = None, title: str = "") -> RunResult:
         """Run the agent once and return how it ended. Cancelling this call cancels the agent."""
-        handle = RunHandle(
-            self,
-            adapter=self.adapter.name,
-            setup=self.session_setup,
-            root_task_id=task_id,
-            title=title or "run",
-            input=input,
+        handle = self.supervision.new_run(
+            adapter=self.adapter.name, root_task_id=task_id, title=title or "run", input=input
         )
         session = handle.session
         self._last = session

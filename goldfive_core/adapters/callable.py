@@ -4,23 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Unpack
 
 from .._util import new_id
-from ..control import ControlTransport
 from ..drift import InterventionLevel
-from ..events import EventSink
-from ..lifecycle import SessionSetup
 from ..reporting import REPORTING_TOOL_NAMES, TOOL_SPECS, ToolSpec, call_reporting_tool
 from ..runner import Adapter, Runner
 from ..session import Guidance, Session
-from ..steering import SteeringConfig, install_default_steering
+from ..supervision import RunOptions
 from ..tasks import Task
 from ..toolcall import Proceed, ToolCall, gate_tool_call
 
 if TYPE_CHECKING:
-    from ..policy import Policy
+    pass
 
 __all__ = ["AgentTools", "CallableAdapter", "wrap"]
 
@@ -159,20 +156,12 @@ class CallableAdapter(Adapter):
         return await result
 
 
-def wrap(
-    agent: Adapter | Callable[..., Any],
-    *,
-    control: ControlTransport | None = None,
-    sinks: Iterable[EventSink] = (),
-    config: SteeringConfig | None = None,
-    policy: Policy | None = None,
-    labels: Mapping[str, str] | None = None,
-    session_setup: SessionSetup | None = install_default_steering,
-) -> Runner:
+def wrap(agent: Adapter | Callable[..., Any], **options: Unpack[RunOptions]) -> Runner:
     """Put ``agent`` under goldfive: an :class:`Adapter`, or ``async def agent(task, tools)``.
 
-    ``policy``: rules on tool calls (default ``GOLDFIVE_POLICY``); ``labels``: the runs' labels for those rules;
-    ``session_setup``: sets up each run's session (default: the ladder and its detectors; None: emit drift only).
+    ``options`` are every adapter's (:class:`~goldfive_core.supervision.RunOptions`): ``control``, ``sinks``,
+    ``config``, ``policy`` (rules on tool calls, default ``GOLDFIVE_POLICY``), ``labels`` (the runs' labels for
+    those rules) and ``session_setup`` (default: the ladder and its detectors; None: emit drift only).
     """
     if isinstance(agent, Adapter):
         adapter = agent
@@ -180,12 +169,4 @@ def wrap(
         adapter = CallableAdapter(agent)
     else:
         raise TypeError(f"wrap() takes an Adapter or an async callable agent(task, tools), got {type(agent).__name__}")
-    return Runner(
-        adapter,
-        control=control,
-        sinks=sinks,
-        config=config,
-        policy=policy,
-        labels=labels,
-        session_setup=session_setup,
-    )
+    return Runner(adapter, **options)

@@ -39,23 +39,22 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, cast
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Unpack, cast
 
 from .._util import canonical_json, new_id, shorten
 from ..approvals import EditValidator
+from ..argschema import edit_validator, schema_problem
 from ..control import ControlTransport
 from ..errors import ConfigError, MissingExtraError
-from ..events import EventSink
-from ..lifecycle import RunHandle, RunResult, SessionSetup, SteererFactoryAlias
+from ..inflight import InFlight
+from ..lifecycle import RunResult, SteererFactoryAlias
 from ..reporting import TOOL_SPECS, call_reporting_tool
-from ..routing import ControlRouter
 from ..session import Guidance
-from ..steering import SteeringConfig, install_default_steering
-from ..toolcall import ExecutionLedger, Proceed, Skip, ToolCall, gate_tool_call
+from ..supervision import Supervised, Supervision, SupervisionOptions
+from ..toolcall import Skip, ToolCall, gate_tool_call
 
 try:
-    import jsonschema  # type: ignore[import-untyped]  # a dependency of claude-agent-sdk; ships no type hints
     from claude_agent_sdk import (
         AssistantMessage,
         ClaudeAgentOptions,
@@ -87,7 +86,7 @@ from ._claude_fake import FakeClaudeCLI, FakeToolUse
 from ._claude_options import GatePredicate, GateSpec, ToolGate, check_server_name, mcp_tool_name, merge_options
 
 if TYPE_CHECKING:
-    from ..policy import Policy
+    pass
 
 __all__ = ["ClaudeRun", "FakeClaudeCLI", "FakeToolUse", "GatePredicate", "GateSpec", "GoldfiveClaude"]
 
@@ -97,7 +96,7 @@ _SERVER_VERSION = "0.1.0"
 _STEP_GATE_REASON = "goldfive: every tool use passes the step gate"
 
 
-class GoldfiveClaude:
+class GoldfiveClaude(Supervised):
     """goldfive for Claude Agent SDK conversations; one :meth:`run` per conversation.
 
     ``gate_tools``: the tools that need a person's approval, as model-visible
@@ -117,35 +116,21 @@ class GoldfiveClaude:
     def __init__(
         self,
         *,
-        control: ControlTransport | None = None,
-        sinks: Iterable[EventSink] = (),
-        config: SteeringConfig | None = None,
         gate_tools: GateSpec = None,
         tool_schemas: Mapping[str, Mapping[str, Any]] | None = None,
         server_name: str = "goldfive",
-        ledger: ExecutionLedger | None = None,
-        policy: Policy | None = None,
-        labels: Mapping[str, str] | None = None,
-        session_setup: SessionSetup | None = install_default_steering,
+        **supervision: Unpack[SupervisionOptions],
     ) -> None:
-        self.policy = policy
-        """Rules on tool calls, built-in tools such as Bash included (None: ``GOLDFIVE_POLICY``, if set)."""
-        self.labels = dict(labels or {})
+        control = supervision.get("control")
         if control is not None and not isinstance(control, ControlTransport):
             raise ConfigError(
                 f"control must be a ControlChannel (or another ControlTransport) or None, got {type(control).__name__}"
             )
-        self.control = control
-        self.sinks = tuple(sinks)
-        self.config = config if config is not None else SteeringConfig.from_env()
+        self.supervision = Supervision(**supervision)
+        """The channel, sinks, config, policy (built-in tools such as Bash included), labels, set-up and ledger."""
         self.gate = ToolGate(gate_tools)
         self.tool_schemas = _check_schemas(tool_schemas or {})
         self.server_name = check_server_name(server_name)
-        self.ledger: ExecutionLedger | None = ledger if ledger is not None else getattr(control, "ledger", None)
-        """At-most-once records of approved tool uses (default: the channel's, e.g. a StoreChannel's store)."""
-        self.router = ControlRouter(control)
-        self.session_setup: SessionSetup | None = session_setup
-        """Gives each run's session its steerer and detectors (default: docs/flows/escalation.md); None = emit only."""
 
     @property
     def reporting_tools(self) -> list[str]:
@@ -187,10 +172,8 @@ class ClaudeRun:
         task_id: str | None,
     ) -> None:
         self._owner = owner
-        self._handle = RunHandle(
-            owner,
+        self._handle = owner.supervision.new_run(
             adapter="claude",
-            setup=owner.session_setup,
             root_task_id=task_id,
             title=title or "claude run",
             input=title,
@@ -214,8 +197,8 @@ class ClaudeRun:
         self._reporting = frozenset(owner.reporting_tools)
         self._interrupts: set[asyncio.Task[None]] = set()
         self._entered = False
-        self._approved: dict[str, Proceed] = {}
-        """Approved tool uses whose end is to be recorded (ledger) or whose approver's note goes to the model."""
+        self._in_flight = InFlight()
+        """Approved tool uses whose body runs now (their end recorded, the approver's note handed to the model)."""
 
     # -- lifecycle ------------------------------------------------------------------------------------------
     async def __aenter__(self) -> ClaudeRun:
@@ -310,8 +293,7 @@ class ClaudeRun:
         )
         if isinstance(outcome, Skip):
             return PermissionResultDeny(message=_denial(tool_name, outcome), interrupt=outcome.stop_run)
-        if outcome.ledger is not None or outcome.note:
-            self._approved[target_id] = outcome
+        self._in_flight.started(outcome)
         return PermissionResultAllow(updated_input=dict(outcome.args) if outcome.edited else None)
 
     def _gated(self, tool_name: str, tool_input: Mapping[str, Any]) -> bool:
@@ -322,22 +304,8 @@ class ClaudeRun:
             return True
 
     def _edit_validator(self, tool_name: str) -> EditValidator:
-        schema = self._owner.tool_schemas.get(tool_name)
-
-        def validate(edited: Mapping[str, Any]) -> str | None:
-            if not isinstance(edited, Mapping):
-                return f"edited arguments must be a JSON object, got {type(edited).__name__}"
-            if schema is None:
-                return None
-            error = jsonschema.exceptions.best_match(
-                jsonschema.validators.validator_for(schema)(schema).iter_errors(dict(edited))
-            )
-            if error is None:
-                return None
-            where = "/".join(str(p) for p in error.absolute_path) or "the top level"
-            return f"{error.message} (at {where}, checked against {tool_name}'s input schema)"
-
-        return validate
+        # The inbox checks the edit with the same checker against the same schema (carried on the request).
+        return edit_validator(self._owner.tool_schemas.get(tool_name), tool=tool_name, against="input schema")
 
     # -- hooks ----------------------------------------------------------------------------------------------
     def _hooks(self) -> dict[HookEvent, list[HookMatcher]]:
@@ -373,11 +341,8 @@ class ClaudeRun:
         self, hook_input: HookInput, tool_use_id: str | None, context: HookContext
     ) -> HookJSONOutput:
         data = cast("Mapping[str, Any]", hook_input)
-        approved = self._approved.pop(tool_use_id or str(data.get("tool_use_id") or ""), None)
-        note = ""
-        if approved is not None:
-            await approved.finish(result=data.get("tool_response"))
-            note = approved.note
+        call_id = tool_use_id or str(data.get("tool_use_id") or "")
+        note = await self._in_flight.finished(call_id, result=data.get("tool_response"))
         return self._deliver("PostToolUse", hook_input, note=note)
 
     async def _post_tool_use_failure(
@@ -385,9 +350,8 @@ class ClaudeRun:
     ) -> HookJSONOutput:
         """A failed tool use did run: record it done (with its error) in the ledger."""
         data = cast("Mapping[str, Any]", hook_input)
-        approved = self._approved.pop(tool_use_id or str(data.get("tool_use_id") or ""), None)
-        if approved is not None:
-            await approved.finish(result={"error": str(data.get("error") or "")[:2000]})
+        call_id = tool_use_id or str(data.get("tool_use_id") or "")
+        await self._in_flight.finished(call_id, error=str(data.get("error") or ""))
         return {}
 
     async def _stop(self, hook_input: HookInput, tool_use_id: str | None, context: HookContext) -> HookJSONOutput:
@@ -512,9 +476,8 @@ def _guidance_text(notes: list[Guidance]) -> str:
 def _check_schemas(schemas: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
     checked = {}
     for name, schema in schemas.items():
-        try:
-            jsonschema.validators.validator_for(schema).check_schema(schema)
-        except jsonschema.exceptions.SchemaError as exc:
-            raise ConfigError(f"tool_schemas[{name!r}] is not a valid JSON Schema: {exc.message}") from None
+        problem = schema_problem(schema)
+        if problem is not None:
+            raise ConfigError(f"tool_schemas[{name!r}] is not a valid JSON Schema: {problem}")
         checked[name] = dict(schema)
     return checked

@@ -31,11 +31,11 @@ import os
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Literal
 
-from .._util import canonical_json, safe_repr, shorten
-from ..approvals import Decision, EditValidator
-from ..argschema import check_args
+from .._util import canonical_json, shorten
+from ..approvals import Decision
+from ..argschema import edit_validator
 from ..drift import Drift, DriftKind, DriftSeverity
-from ..limits import LimitError, Limits, check_json_depth
+from ..inflight import InFlight
 from ..pb.v1 import events_pb2
 from ..session import Session
 from ..signing import TrustKey, trust_key_from_env
@@ -75,35 +75,6 @@ class GuardedResult:
     def executed(self) -> bool:
         """True when the body ran in this call."""
         return self.status == "ran"
-
-
-def _accept_object(edited: Mapping[str, Any]) -> str | None:
-    """Edited arguments must be a JSON object: string keys, JSON values, within the size limits."""
-    if not isinstance(edited, Mapping):
-        return "edited arguments must be a JSON object"
-    bad = [k for k in edited if not isinstance(k, str)]
-    if bad:
-        return f"edited arguments must have string keys, got {safe_repr(bad[0], 40)}"
-    limits = Limits.from_env()
-    try:
-        check_json_depth(edited, limits.max_json_depth, what="edited arguments")
-        text = canonical_json(dict(edited))
-        limits.check_text("edited arguments", text, limits.max_edit_chars)
-    except LimitError as exc:
-        return str(exc)
-    except (TypeError, ValueError) as exc:
-        return f"edited arguments are not JSON: {shorten(str(exc), 120)}"
-    return None
-
-
-def _fits(schema: Mapping[str, Any], tool_name: str) -> EditValidator:
-    def validate(edited: Mapping[str, Any]) -> str | None:
-        problem = _accept_object(edited)
-        if problem is None and (found := check_args(schema, edited, tool=tool_name)) is not None:
-            problem = found.message
-        return problem
-
-    return validate
 
 
 class StoreLedger:
@@ -331,7 +302,7 @@ async def run_approved(
         session,
         call,
         needs_person=True,
-        validate_edit=_accept_object if args_schema is None else _fits(args_schema, tool_name),
+        validate_edit=edit_validator(args_schema, tool=tool_name),
         ledger=ledger,
         timeout_ms=timeout_ms,
     )
@@ -339,12 +310,7 @@ async def run_approved(
         status = _STATUS_OF.get(outcome.reason, "refused")
         return GuardedResult(status=status, result=outcome.result, detail=outcome.detail, decided_by=outcome.decided_by)
     call_args = dict(outcome.args)
-    try:
-        result = await body(call_args)
-    except BaseException as exc:
-        await outcome.finish(error=exc)
-        raise
-    await outcome.finish(result=result)
+    result = await InFlight().run(outcome, body)
     decision = outcome.decision
     return GuardedResult(
         status="ran",
