@@ -292,7 +292,7 @@ def _check(schema: Any, value: Any, path: str, depth: int, root: _Root) -> _Prob
     if isinstance(enum, list) and enum and not any(_same(value, option) for option in enum):
         options = ", ".join(shorten(safe_repr(o), 40) for o in enum[:10]) + (", …" if len(enum) > 10 else "")
         return _Problem(path, f"must be one of {options}; {_got(value)}")
-    for step in (_bounds, _length):
+    for step in (_bounds, _size):
         problem = step(schema, value, path)
         if problem is not None:
             return problem
@@ -363,14 +363,24 @@ def _multiple(value: float, step: float) -> bool:
     return math.isfinite(quotient) and abs(quotient - round(quotient)) < 1e-9
 
 
-def _length(schema: Mapping[str, Any], value: Any, path: str) -> _Problem | None:
-    if not isinstance(value, str):
+_SIZES = {
+    "string": ("minLength", "maxLength", "be {} {} characters long"),
+    "array": ("minItems", "maxItems", "have {} {} items"),
+    "object": ("minProperties", "maxProperties", "have {} {} keys"),
+}
+
+
+def _size(schema: Mapping[str, Any], value: Any, path: str) -> _Problem | None:
+    """The length of a string, the items of an array, the keys of an object, against their bounds."""
+    sizes = _SIZES.get(_kind_of(value))
+    if sizes is None:
         return None
-    low, high = _count(schema, "minLength"), _count(schema, "maxLength")
+    low_key, high_key, words = sizes
+    low, high = _count(schema, low_key), _count(schema, high_key)
     if low is not None and len(value) < low:
-        return _Problem(path, f"must be at least {low} characters long, got {len(value)}")
+        return _Problem(path, f"must {words.format('at least', low)}, got {len(value)}")
     if high is not None and len(value) > high:
-        return _Problem(path, f"must be at most {high} characters long, got {len(value)}")
+        return _Problem(path, f"must {words.format('at most', high)}, got {len(value)}")
     return None
 
 
@@ -388,7 +398,7 @@ def _object(schema: Mapping[str, Any], value: Mapping[str, Any], path: str, dept
     missing = [n for n in (required if isinstance(required, list) else []) if isinstance(n, str) and n not in value]
     if missing:
         return _Problem(_join(path, missing[0]), "is required and missing", "missing", _paths(path, missing))
-    problem = _needs(schema, value, path) or _size(schema, value, path)
+    problem = _needs(schema, value, path)
     if problem is not None:
         return problem
     for key, item in value.items():
@@ -418,23 +428,9 @@ def _needs(schema: Mapping[str, Any], value: Mapping[str, Any], path: str) -> _P
     return None
 
 
-def _size(schema: Mapping[str, Any], value: Mapping[str, Any], path: str) -> _Problem | None:
-    low, high = _count(schema, "minProperties"), _count(schema, "maxProperties")
-    if low is not None and len(value) < low:
-        return _Problem(path, f"must have at least {low} keys, got {len(value)}")
-    if high is not None and len(value) > high:
-        return _Problem(path, f"must have at most {high} keys, got {len(value)}")
-    return None
-
-
 def _array(
     schema: Mapping[str, Any], value: list[Any] | tuple[Any, ...], path: str, depth: int, root: _Root
 ) -> _Problem | None:
-    low, high = _count(schema, "minItems"), _count(schema, "maxItems")
-    if low is not None and len(value) < low:
-        return _Problem(path, f"must have at least {low} items, got {len(value)}")
-    if high is not None and len(value) > high:
-        return _Problem(path, f"must have at most {high} items, got {len(value)}")
     if schema.get("uniqueItems") is True:
         for index, item in enumerate(value):
             if any(_same(item, earlier) for earlier in value[:index]):

@@ -26,8 +26,12 @@ An adapter translates its host's call into a :class:`ToolCall`, calls
    (with its HUMAN_INTERVENTION_REQUIRED drift) or a withdrawal skips the call.
 8. **step gate again** — a PAUSE that arrived while the call waited holds the approved call until RESUME.
 9. **ledger** — "executing" is recorded before the body runs (out of reach: skipped, ``store_unavailable``,
-   the body did not run); the adapter reports the end with :meth:`Proceed.finish` ("done", with the result
-   or error), which never raises — a ledger that lags records it later.
+   the body did not run); the adapter reports the end through its :class:`~goldfive_core.inflight.InFlight`
+   record ("done", with the result or error, and the approver's note back for the model), which never
+   raises — a ledger that lags records it later.
+
+Edited arguments are checked with :func:`goldfive_core.argschema.edit_validator` against the schema the request
+carries (``ToolCall.args_schema``), by every adapter: the inbox and the agent refuse the same edits.
 """
 
 from __future__ import annotations

@@ -99,6 +99,7 @@ SIGNING = ("goldfive_core/signing.py",)
 TRUST = ("goldfive_core/store/trust.py",)
 CHANNEL_FILE = ("goldfive_core/store/channel.py",)
 REPLAY_FILE = ("goldfive_core/store/execution.py",)
+INFLIGHT = "goldfive_core/inflight.py"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -243,12 +244,22 @@ MUTATIONS: tuple[Mutation, ...] = (
         REPLAY,
     ),
     M(
-        EXECUTION,
+        (*EXECUTION, INFLIGHT),
         "        await finish_execution(store, call_id=call_id, error=exc)\n",
         "        pass\n",
         "a body that raised stays 'in doubt' instead of done-with-error",
         REPLAY,
-        alt=(("        await outcome.finish(error=exc)\n", "        pass\n"),),
+        alt=(
+            ("        await outcome.finish(error=exc)\n", "        pass\n"),
+            ("            await self.finished(outcome.call_id, error=exc)\n", "            pass\n"),
+        ),
+    ),
+    M(
+        (INFLIGHT,),
+        "failure = _HostFailure(error) if isinstance(error, str) else error",
+        "failure = None",
+        "a failed body is recorded as done with no error (the in-flight record drops it)",
+        ("tests/core/test_core_inflight.py",),
     ),
     M(
         EXECUTION,
@@ -484,7 +495,15 @@ MUTATIONS: tuple[Mutation, ...] = (
                 "        if approved is not None:\n            await approved.finish(error=error)",
                 "        if approved is not None:\n            pass",
             ),
+            ('await self._in_flight.finished(tool_context.function_call_id or "", error=error)', "pass"),
         ),
+    ),
+    M(
+        ("goldfive_adk/_confirm.py",),
+        "check=edit_check(schema, tool=tool.name, words=_adk_words(schema))",
+        "check=edit_check(None, tool=tool.name, words=_adk_words(schema))",
+        "ADK takes any edited arguments (its check ignores the declared schema the inbox checks)",
+        ("tests/adk/test_adk_edit_agrees.py", *ADK_B),
     ),
     M(
         ADK,
@@ -1471,6 +1490,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "validate_edit=_accept_object,",
         "run_approved(args_schema=) is never applied to an edit",
         RUN_APPROVED + REPLAY,
+        alt=(("validate_edit=edit_validator(args_schema, tool=tool_name),", "validate_edit=edit_validator(None),"),),
     ),
     M(
         REPLAY_FILE,

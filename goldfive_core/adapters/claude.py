@@ -40,7 +40,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any, Unpack, cast
+from typing import Any, Unpack, cast
 
 from .._util import canonical_json, new_id, shorten
 from ..approvals import EditValidator
@@ -84,9 +84,6 @@ except ImportError as exc:  # pragma: no cover - depends on what is installed
 
 from ._claude_fake import FakeClaudeCLI, FakeToolUse
 from ._claude_options import GatePredicate, GateSpec, ToolGate, check_server_name, mcp_tool_name, merge_options
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["ClaudeRun", "FakeClaudeCLI", "FakeToolUse", "GatePredicate", "GateSpec", "GoldfiveClaude"]
 
