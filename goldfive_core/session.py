@@ -8,16 +8,12 @@ moment they arrive; PAUSE, CANCEL and escalations set state that
 from __future__ import annotations
 
 import asyncio
-import collections
-import dataclasses
 import getpass
-import logging
 import os
-import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
-from ._util import canonical_json, new_id, now_ms, shorten
+from ._util import canonical_json, new_id
 from .approvals import (
     ApprovalBook,
     ApprovalOutcome,
@@ -32,11 +28,11 @@ from .control import ControlAck, ControlMessage
 from .convert import timestamp_from_ms
 from .dispatch import dispatch_message
 from .drift import Drift, DriftKind, DriftSeverity, InterventionLevel
-from .errors import RunCancelledError, RunTerminatedError
 from .events import EventEmitter, EventSink
-from .payloads import MAX_TEXT, decision_from_payload, escalation_deadline_s
+from .payloads import MAX_TEXT, decision_from_payload
 from .pb.v1 import events_pb2
 from .protocols import Detector, Steerer
+from .run_state import Guidance, RunLifecycle, RunState
 from .tasks import TaskBoard, TaskStatus
 
 if TYPE_CHECKING:
@@ -53,22 +49,12 @@ __all__ = [
     "decision_from_payload",
 ]
 
-logger = logging.getLogger(__name__)
 
-RunState = Literal["running", "paused", "cancelled", "terminated", "finished"]
+class Session(RunLifecycle):
+    """One run: owns its tasks, approval records, pause state and event sequence.
 
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class Guidance:
-    """A note for the agent's next turn: a person's steer, an injected message or a ladder nudge."""
-
-    text: str
-    source: Literal["steer", "inject", "nudge", "escalation"]
-    control_id: str = ""
-
-
-class Session:
-    """One run: owns its tasks, approval records, pause state and event sequence."""
+    The pause and stop state, the step gate and the guidance queue are the run's :class:`RunLifecycle`.
+    """
 
     def __init__(
         self,
@@ -88,11 +74,11 @@ class Session:
         self.labels: Mapping[str, str] = dict(labels or {})
         """The run's labels, which policy rules may match (``labels = { env = "prod" }``)."""
         self.started_by = started_by if started_by is not None else _starter()
-        self._grants: GrantBook | None = None
         """Who started the run (``GOLDFIVE_USER`` or the login); a rule may bar them from approving."""
+        self._grants: GrantBook | None = None
         self.session_id = session_id
         self.config = config if config is not None else SteeringConfig.from_env()
-        self.events = EventEmitter(self.run_id, sinks, session_id=session_id)
+        super().__init__(EventEmitter(self.run_id, sinks, session_id=session_id), withdraw=self._close_open_approvals)
         self.tasks = TaskBoard()
         self.approvals = ApprovalBook(history=self.config.decided_history)
         self.has_channel = has_channel
@@ -105,37 +91,6 @@ class Session:
         Called with the reason; returns False when it will not (e.g. its
         re-invocation budget is spent), and the steerer escalates instead.
         """
-        self.pending_drift: dict[str, Any] | None = None
-        """The escalation a paused run waits on (payload of GOLDFIVE_PAUSE_ESCALATE), if any."""
-        self._state: RunState = "running"
-        self._pause_reason = ""
-        self._stop_reason = ""
-        self._stop_drift_id = ""
-        self._pause_deadline: float | None = None  # time.monotonic() when an escalation stops waiting
-        self._wake = asyncio.Event()
-        self._guidance: collections.deque[Guidance] = collections.deque()
-        self._cancel_hooks: list[Callable[[str], None]] = []
-
-    # -- run state -------------------------------------------------------------
-    @property
-    def state(self) -> RunState:
-        """running, paused, cancelled, terminated or finished."""
-        return self._state
-
-    @property
-    def paused(self) -> bool:
-        """True while the run waits at its next step boundary."""
-        return self._state == "paused"
-
-    @property
-    def stop_reason(self) -> str:
-        """Why the run was cancelled or terminated ("" otherwise)."""
-        return self._stop_reason
-
-    @property
-    def stop_drift_id(self) -> str:
-        """The drift that made goldfive abort the run ("" when none did); RunAborted carries it."""
-        return self._stop_drift_id
 
     @property
     def grants(self) -> GrantBook:
@@ -174,100 +129,6 @@ class Session:
         self.events.session_id = session_id
         return True
 
-    def on_cancel(self, hook: Callable[[str], None]) -> None:
-        """Call ``hook(reason)`` when the run is cancelled or terminated (adapters stop their host)."""
-        self._cancel_hooks.append(hook)
-
-    def pause(
-        self, reason: str, *, escalation: Mapping[str, Any] | None = None, by: str = "", channel: str = ""
-    ) -> None:
-        """Stop the run at its next step boundary until RESUME, STEER or CANCEL.
-
-        An ``escalation`` (a GOLDFIVE_PAUSE_ESCALATE payload) becomes
-        :attr:`pending_drift`; its ``deadline_s`` bounds the wait, after which
-        the run is aborted. Raises ValueError for a bad ``deadline_s``. A run that
-        starts waiting emits RunPaused (``by`` / ``channel``: who paused it), and
-        so does an escalation of a run a person had paused.
-        """
-        deadline_s = escalation_deadline_s(escalation) if escalation is not None else None
-        if self._state not in ("running", "paused"):
-            return
-        announce = self._state == "running" or (escalation is not None and self.pending_drift is None)
-        self._state = "paused"
-        self._pause_reason = reason
-        if escalation is not None:
-            self.pending_drift = dict(escalation)
-            self._pause_deadline = None if deadline_s is None else time.monotonic() + deadline_s
-        if announce:
-            self._emit_paused(reason, escalation, deadline_s, by=by, channel=channel)
-
-    def resume(self, *, how: Literal["resume", "steer"] = "resume", by: str = "", channel: str = "") -> bool:
-        """Let a paused run continue (emits RunResumed); returns whether it was paused."""
-        if self._state != "paused":
-            return False
-        self._state = "running"
-        self._pause_reason = ""
-        self.pending_drift = None
-        self._pause_deadline = None
-        self.events.emit(events_pb2.RunResumed(how=how, resumed_by=by, channel=channel))
-        self._notify()
-        return True
-
-    def cancel(self, reason: str) -> None:
-        """Cancel the run: close open approvals, wake the gate, tell the adapter."""
-        self._stop("cancelled", reason)
-
-    def terminate(self, reason: str, *, drift_id: str = "") -> None:
-        """Abort the run on goldfive's own decision (ladder TERMINATE, deadline); ``drift_id`` names the cause."""
-        if self._state in ("running", "paused"):
-            self._stop_drift_id = drift_id
-        self._stop("terminated", reason)
-
-    def finish(self) -> None:
-        """Mark the run over; withdraw anything still open."""
-        if self._state in ("running", "paused"):
-            self._state = "finished"
-        self._close_open_approvals("the run ended")
-        self._notify()
-
-    async def gate(self) -> None:
-        """The step boundary: return at once when running; wait while paused.
-
-        Raises RunCancelledError / RunTerminatedError once the run was stopped.
-        """
-        while True:
-            if self._state == "cancelled":
-                raise RunCancelledError(self._stop_reason or "cancelled")
-            if self._state == "terminated":
-                raise RunTerminatedError(self._stop_reason or "terminated")
-            if self._state != "paused":
-                return
-            wake = self._wake
-            if self._pause_deadline is None:
-                await wake.wait()
-                continue
-            remaining = self._pause_deadline - time.monotonic()
-            if remaining <= 0:
-                self._escalation_expired()
-                continue
-            try:
-                async with asyncio.timeout(remaining):
-                    await wake.wait()
-            except TimeoutError:
-                pass  # the loop re-checks the state and the deadline
-
-    def add_guidance(
-        self, text: str, source: Literal["steer", "inject", "nudge", "escalation"], control_id: str = ""
-    ) -> None:
-        """Queue a note for the agent's next turn."""
-        self._guidance.append(Guidance(text=text, source=source, control_id=control_id))
-
-    def take_guidance(self) -> list[Guidance]:
-        """Every queued note, oldest first; the queue is emptied."""
-        notes = list(self._guidance)
-        self._guidance.clear()
-        return notes
-
     # -- approvals -------------------------------------------------------------
     async def request_approval(self, request: ApprovalRequest, *, wait_s: float | None = None) -> ApprovalOutcome:
         """Open ``request``, emit ApprovalRequested, wait (bounded) and return the outcome.
@@ -281,10 +142,8 @@ class Session:
         ApprovalCancelled and re-raises. A run that is already over opens
         nothing and answers ``cancelled`` at once (nobody would be asked).
         """
-        if self._state in ("cancelled", "terminated", "finished"):
-            return ApprovalOutcome(
-                target_id=request.target_id, decision="cancelled", detail=f"the run is {self._state}"
-            )
+        if self.state in ("cancelled", "terminated", "finished"):
+            return ApprovalOutcome(target_id=request.target_id, decision="cancelled", detail=f"the run is {self.state}")
         record, superseded = self.approvals.open(request)
         if superseded is not None:
             self.events.emit(
@@ -383,34 +242,32 @@ class Session:
         model the queued guidance instead; at PAUSE_ESCALATE its next
         :meth:`gate` blocks.
         """
-        # Every detector is asked before any drift is handled; a detector that does not watch tool calls
-        # (the base class's no-op) is not called at all: this runs on every tool call of every adapter.
-        drifts: list[Drift] | None = None
-        for detector in self.detectors:
-            if type(detector).on_tool_call is not _BASE_ON_TOOL_CALL:
-                drift = detector.on_tool_call(self, tool_name, args)
-                if drift is not None:
-                    drifts = [drift] if drifts is None else [*drifts, drift]
-        return InterventionLevel.OBSERVE if drifts is None else await self._handle_all(drifts)
+        return await self._watch(Detector.on_tool_call, tool_name, args)
 
     async def observe_model_call(self) -> InterventionLevel:
         """Step boundary before a model call: ask the detectors (e.g. a step budget)."""
-        drifts: list[Drift] | None = None
-        for detector in self.detectors:
-            if type(detector).on_model_call is not _BASE_ON_MODEL_CALL:
-                drift = detector.on_model_call(self)
-                if drift is not None:
-                    drifts = [drift] if drifts is None else [*drifts, drift]
-        return InterventionLevel.OBSERVE if drifts is None else await self._handle_all(drifts)
+        return await self._watch(Detector.on_model_call)
 
     async def observe_transfer(self, to_agent: str) -> InterventionLevel:
         """Control moves to ``to_agent``: ask the detectors (e.g. runaway delegation)."""
-        drifts = [d.on_transfer(self, to_agent) for d in self.detectors]
-        return await self._handle_all([d for d in drifts if d is not None])
+        return await self._watch(Detector.on_transfer, to_agent)
 
-    async def _handle_all(self, drifts: list[Drift]) -> InterventionLevel:
+    async def _watch(self, hook: Callable[..., Drift | None], *args: Any) -> InterventionLevel:
+        """Ask every detector's ``hook`` first, then route each drift; return the highest level applied.
+
+        A detector that does not override ``hook`` (the base class's no-op) is not called at all: this runs
+        on every model and tool call of every adapter.
+        """
+        name = hook.__name__
+        drifts: list[Drift] | None = None
+        for detector in self.detectors:
+            watch = getattr(type(detector), name)
+            if watch is not hook:
+                drift = watch(detector, self, *args)
+                if drift is not None:
+                    drifts = [drift] if drifts is None else [*drifts, drift]
         level = InterventionLevel.OBSERVE
-        for drift in drifts:
+        for drift in drifts or ():
             level = max(level, await self.handle_drift(drift))
         return level
 
@@ -420,18 +277,10 @@ class Session:
 
         Raises RunCancelledError / RunTerminatedError once the run was stopped (see :meth:`gate`).
         """
-        # observe_model_call() inlined: this runs before every model call of every adapter.
-        drifts: list[Drift] | None = None
-        for detector in self.detectors:
-            if type(detector).on_model_call is not _BASE_ON_MODEL_CALL:
-                drift = detector.on_model_call(self)
-                if drift is not None:
-                    drifts = [drift] if drifts is None else [*drifts, drift]
-        if drifts is not None:
-            await self._handle_all(drifts)
-        if self._state != "running":
+        await self.observe_model_call()
+        if self.state != "running":
             await self.gate()
-        return self.take_guidance() if self._guidance else []
+        return self.take_guidance()
 
     async def tool_step(self, tool_name: str, args: Mapping[str, Any]) -> tuple[InterventionLevel, list[Guidance]]:
         """Before a tool call (the tool-call gate's steps 1-2): step gate, detectors, step gate again.
@@ -441,28 +290,16 @@ class Session:
         injected messages) stay queued for the host's next turn. Raises RunCancelledError /
         RunTerminatedError once the run was stopped, also when the ladder just stopped it.
         """
-        if self._state != "running":
+        if self.state != "running":
             await self.gate()
-        # observe_tool_call() inlined: this runs on every tool call of every adapter.
-        drifts: list[Drift] | None = None
-        for detector in self.detectors:
-            if type(detector).on_tool_call is not _BASE_ON_TOOL_CALL:
-                drift = detector.on_tool_call(self, tool_name, args)
-                if drift is not None:
-                    drifts = [drift] if drifts is None else [*drifts, drift]
-        level = InterventionLevel.OBSERVE if drifts is None else await self._handle_all(drifts)
+        level = await self.observe_tool_call(tool_name, args)
         if level >= InterventionLevel.CANCEL_REINVOKE:
             await asyncio.sleep(0)  # let a cancellation the ladder just requested (re-invoke, abort) land
-        if self._state != "running":  # the ladder may just have paused or stopped the run
+        if self.state != "running":  # the ladder may just have paused or stopped the run
             await self.gate()
-        if not self._guidance:
-            return level, []
-        notes = self.take_guidance()
         if level >= InterventionLevel.CANCEL_REINVOKE:
-            return level, notes
-        redirect = [n for n in notes if n.source in ("steer", "escalation")]
-        self._guidance.extend(n for n in notes if n not in redirect)  # wait for the host's next turn
-        return level, redirect
+            return level, self.take_guidance()
+        return level, self.take_guidance(sources=("steer", "escalation"))
 
     # -- tasks -------------------------------------------------------------------
     def start_task(self, task_id: str, *, title: str = "", parent_id: str | None = None, input: object = None) -> None:
@@ -489,12 +326,7 @@ class Session:
         return {
             "run_id": self.run_id,
             "session_id": self.session_id,
-            "state": self._state,
-            "pause_reason": self._pause_reason,
-            "pending_drift": self.pending_drift,
-            "escalation_deadline_in_s": (
-                None if self._pause_deadline is None else max(0.0, round(self._pause_deadline - time.monotonic(), 3))
-            ),
+            **self.run_status(),
             "pending_approvals": [
                 {
                     "target_id": r.target_id,
@@ -512,21 +344,6 @@ class Session:
         }
 
     # -- internals -------------------------------------------------------------------
-    def _emit_paused(
-        self, reason: str, escalation: Mapping[str, Any] | None, deadline_s: float | None, *, by: str, channel: str
-    ) -> None:
-        event = events_pb2.RunPaused(reason=shorten(reason, MAX_TEXT), paused_by=by, channel=channel)
-        if escalation is not None:
-            level = escalation.get("ladder_level")
-            event.escalated = True
-            event.drift_id = shorten(str(escalation.get("drift_id") or ""), 200)
-            event.drift_kind = shorten(str(escalation.get("drift_kind") or ""), 200)
-            if isinstance(level, int) and not isinstance(level, bool) and 0 <= level <= 5:
-                event.ladder_level = level
-            if deadline_s is not None:
-                event.deadline_at.CopyFrom(timestamp_from_ms(now_ms() + int(deadline_s * 1000)))
-        self.events.emit(event)
-
     def _emit_requested(self, request: ApprovalRequest) -> None:
         event = events_pb2.ApprovalRequested(
             target_id=request.target_id,
@@ -572,37 +389,6 @@ class Session:
     def _close_open_approvals(self, reason: str) -> None:
         for record in self.approvals.close_all(reason):
             self.events.emit(events_pb2.ApprovalCancelled(target_id=record.target_id, reason=reason))
-
-    def _stop(self, state: Literal["cancelled", "terminated"], reason: str) -> None:
-        if self._state in ("cancelled", "terminated", "finished"):
-            return
-        self._state = state
-        self._stop_reason = reason
-        self._pause_deadline = None
-        self._close_open_approvals(f"the run was {state}: {shorten(reason)}")
-        self._notify()
-        for hook in list(self._cancel_hooks):
-            try:
-                hook(reason)
-            except Exception:
-                logger.exception("cancel hook %r failed", hook)
-
-    def _notify(self) -> None:
-        self._wake.set()
-        self._wake = asyncio.Event()
-
-    def _escalation_expired(self) -> None:
-        drift = self.pending_drift or {}
-        deadline = drift.get("deadline_s")
-        self.terminate(
-            f"aborted by goldfive: nobody answered the escalation of {drift.get('drift_kind') or 'a drift'} "
-            f"(drift {drift.get('drift_id') or '?'}) within its deadline of {deadline:g} s: {drift.get('reason', '')}",
-            drift_id=str(drift.get("drift_id") or ""),
-        )
-
-
-_BASE_ON_TOOL_CALL = Detector.on_tool_call
-_BASE_ON_MODEL_CALL = Detector.on_model_call
 
 
 def _request_id(record: ApprovalRecord | None) -> str:
