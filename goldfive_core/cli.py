@@ -22,16 +22,18 @@ create or upgrade it.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import functools
 import getpass
 import json
 import math
 import os
 import sys
 import time
-from collections.abc import Sequence
-from typing import Any, NoReturn
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Literal, NoReturn
 
-from . import cli_grants
+from . import cli_grants, cli_remote
 from ._text import inert
 from .approvals import Principal
 from .cli_text import (
@@ -45,6 +47,8 @@ from .cli_text import (
     _Out,
     _parse_edit,
     _say,
+    _say_ack,
+    _say_audit,
     _say_events,
     _say_pending_page,
     _say_runs,
@@ -83,9 +87,6 @@ from .store.views import approval_json, approvals_json, cli_approval, in_doubt_j
 __all__ = ["EXIT_FAILURE", "EXIT_OK", "EXIT_TIMEOUT", "EXIT_UNREACHABLE", "EXIT_USAGE", "main"]
 
 # The exit codes and output helpers live in cli_text, shared with the HTTP client mode (cli_remote).
-
-READ_COMMANDS = frozenset({"pending", "show", "events", "runs", "audit"})
-"""Commands that only read: the store is opened read-only and never created or migrated."""
 
 FIELD = 200
 """Longest untrusted field shown in a list line (``show`` allows more; ``--json`` gives it whole)."""
@@ -268,7 +269,7 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _open(args: argparse.Namespace) -> Store:
+def _open(args: argparse.Namespace, command: _Command) -> Store:
     dsn = getattr(args, "dsn", None) or None
     db = getattr(args, "db", None) or None
     if dsn and db:
@@ -277,13 +278,13 @@ def _open(args: argparse.Namespace) -> Store:
     # The command line never creates or upgrades a store: a typo in --db, or someone else's SQLite
     # file, is an error, not a new set of tables. Read commands also open it read-only. Only
     # `serve` and `users` may come first, before any agent made the store.
-    first = args.command in ("serve", "users")
+    first = command.store == "create"
     store = open_store(
         location,
         create=first,
         schema=getattr(args, "schema", None),
         migrate=first,
-        read_only=args.command in READ_COMMANDS,
+        read_only=command.store == "read",
     )
     store.retry_budget_s = 0.0  # a person at a terminal is told at once (exit 3) and can run it again
     return store
@@ -359,12 +360,7 @@ def _show(store: Store, args: argparse.Namespace, out: _Out) -> int:
 
 def _ack_exit(ack: ControlAck, out: _Out) -> int:
     data = {"result": ack.result.value, "detail": ack.detail, "control_id": ack.control_id, "data": ack.data}
-    detail = ack.detail
-    label = "ok" if ack.ok else "refused"
-    if detail.lower().startswith(f"{label}:"):  # the agent already said it: never "refused: refused: ..."
-        detail = detail[len(label) + 1 :].lstrip()
-    out.emit(f"{label}: {_t(detail, FIELD_FULL)}", data)
-    return EXIT_OK if ack.ok else EXIT_FAILURE
+    return _say_ack(data, out)
 
 
 def _timeout(args: argparse.Namespace) -> float:
@@ -588,15 +584,10 @@ def _audit(store: Store, args: argparse.Namespace, out: _Out) -> int:
         "problems": list(report.problems),
         "first_bad_seq": report.first_bad_seq,
     }
-    if report.ok:
-        out.emit(f"ok: the audit chain of {report.rows} events is intact (head {report.head_hash[:16]}…)", data)
-        return EXIT_OK
-    text = "TAMPERED: the audit chain is broken\n" + "\n".join(f"  {_t(p, 400)}" for p in report.problems)
-    out.emit(text, data)
-    return EXIT_FAILURE
+    return _say_audit(data, out)
 
 
-def _serve(store: Store, args: argparse.Namespace) -> int:
+def _serve(store: Store, args: argparse.Namespace, out: _Out) -> int:
     if not 0 <= args.port <= 65535:
         raise _Exit(EXIT_USAGE, f"--port must be 0-65535, got {args.port}")
     if not 0 <= args.checkpoint_every <= 86_400:  # also refuses nan
@@ -701,33 +692,64 @@ def _users(store: Store, args: argparse.Namespace, out: _Out) -> int:
     return EXIT_OK
 
 
-def _dispatch(store: Store, args: argparse.Namespace, out: _Out) -> int:
-    command = args.command
-    if command == "pending":
-        return _pending(store, args, out)
-    if command == "show":
-        return _show(store, args, out)
-    if command in ("approve", "reject"):
-        return _decide(store, args, out, approve=command == "approve")
-    if command in ("pause", "resume", "cancel", "steer"):
-        return _run_control(store, args, out, ControlKind(command.upper()))
-    if command == "events":
-        return _events(store, args, out)
-    if command == "runs":
-        return _runs(store, args, out)
-    if command == "resolve":
-        return _resolve_doubt(store, args, out)
-    if command == "notify":
-        return _notify_status(store, args, out)
-    if command == "audit":
-        return _audit(store, args, out)
-    if command == "serve":
-        return _serve(store, args)
-    if command == "users":
-        return _users(store, args, out)
-    if command == "grants":
-        return cli_grants.grants_command(args, out, store=store, by=_decider(args))
-    raise _Exit(EXIT_USAGE, f"unknown command {command!r}")  # unreachable: argparse checks
+def _grants(store: Store, args: argparse.Namespace, out: _Out) -> int:
+    return cli_grants.grants_command(args, out, store=store, by=_decider(args))
+
+
+# -- the command table ------------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _Command:
+    """One command: what it does against the database and, beside it, against a goldfive serve."""
+
+    local: Callable[[Store, argparse.Namespace, _Out], int]
+    remote: Callable[[cli_remote.Client, argparse.Namespace, _Out], int] | None
+    """None: the command works on the database only."""
+    store: Literal["read", "write", "create"] = "write"
+    """How it opens the store: read-only; read-write; or it may create and migrate it (and never goes to --url)."""
+
+
+COMMANDS: Mapping[str, _Command] = {
+    "pending": _Command(local=_pending, remote=cli_remote.pending, store="read"),
+    "show": _Command(local=_show, remote=cli_remote.show, store="read"),
+    "approve": _Command(
+        local=functools.partial(_decide, approve=True), remote=functools.partial(cli_remote.decide, approve=True)
+    ),
+    "reject": _Command(
+        local=functools.partial(_decide, approve=False), remote=functools.partial(cli_remote.decide, approve=False)
+    ),
+    **{
+        kind.value.lower(): _Command(local=functools.partial(_run_control, kind=kind), remote=cli_remote.run_control)
+        for kind in (ControlKind.PAUSE, ControlKind.RESUME, ControlKind.CANCEL, ControlKind.STEER)
+    },
+    "events": _Command(local=_events, remote=cli_remote.events, store="read"),
+    "runs": _Command(local=_runs, remote=cli_remote.runs, store="read"),
+    "resolve": _Command(local=_resolve_doubt, remote=None),
+    "notify": _Command(local=_notify_status, remote=None),
+    "audit": _Command(local=_audit, remote=cli_remote.audit, store="read"),
+    "serve": _Command(local=_serve, remote=None, store="create"),
+    "users": _Command(local=_users, remote=None, store="create"),
+    "grants": _Command(local=_grants, remote=cli_remote.grants),
+}
+"""Every command of the parser, by name."""
+
+READ_COMMANDS = frozenset(name for name, command in COMMANDS.items() if command.store == "read")
+"""Commands that only read: the store is opened read-only and never created or migrated."""
+
+
+def _run_local(command: _Command, args: argparse.Namespace, out: _Out) -> int:
+    store = _open(args, command)
+    try:
+        return command.local(store, args, out)
+    finally:
+        store.close()
+
+
+def _run_remote(command: _Command, args: argparse.Namespace, out: _Out, url: str) -> int:
+    token = getattr(args, "token", None) or os.environ.get("GOLDFIVE_TOKEN", "")
+    client = cli_remote.connect(args, url=url, token=token)
+    if command.remote is None:
+        raise _Exit(EXIT_USAGE, f"goldfive {args.command} works on the database only (leave out --url)")
+    return command.remote(client, args, out)
 
 
 def _fail(code: int, message: str, as_json: bool) -> NoReturn:
@@ -766,17 +788,11 @@ def _main(argv: Sequence[str] | None) -> int:
     try:
         limits = Limits.from_env()
         _check_args(args, limits)
-        if url and args.command not in ("serve", "users"):
-            from .cli_remote import run_remote
-
-            token = getattr(args, "token", None) or os.environ.get("GOLDFIVE_TOKEN", "")
-            code = run_remote(args, out, url=url, token=token)
+        command = COMMANDS[args.command]
+        if url and command.store != "create":
+            code = _run_remote(command, args, out, url)
         else:
-            store = _open(args)
-            try:
-                code = _dispatch(store, args, out)
-            finally:
-                store.close()
+            code = _run_local(command, args, out)
     except _Exit as exc:
         _fail(exc.code, exc.message, as_json)
     except SchemaVersionError as exc:

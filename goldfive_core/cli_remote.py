@@ -11,11 +11,9 @@ import argparse
 import datetime
 import json
 import sys
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._text import inert
 from ._util import shorten
@@ -27,6 +25,8 @@ from .cli_text import (
     EXIT_USAGE,
     _Exit,
     _Out,
+    _say_ack,
+    _say_audit,
     _say_events,
     _say_pending_page,
     _say_runs,
@@ -35,16 +35,21 @@ from .cli_text import (
 )
 from .store.views import cli_approval
 
-__all__ = ["run_remote"]
+if TYPE_CHECKING:
+    import urllib.request
 
-_FIELD, _FIELD_FULL = 200, 4000  # the database mode's limits on untrusted text per line
+__all__ = ["Client", "audit", "connect", "decide", "events", "grants", "pending", "run_control", "runs", "show"]
+
+_FIELD = 200  # the database mode's limit on untrusted text per line
 
 
 def _t(value: object, limit: int | None = _FIELD) -> str:
     return inert(value, limit)
 
 
-class _Client:
+class Client:
+    """The HTTP API of one goldfive serve, as the token's user (standard library only)."""
+
     def __init__(self, url: str, token: str, timeout_s: float) -> None:
         if not url.startswith(("http://", "https://")):
             raise _Exit(EXIT_USAGE, f"--url must start with http:// or https://, got {shorten(url, 60)!r}")
@@ -53,6 +58,8 @@ class _Client:
         self.timeout_s = timeout_s
 
     def _request(self, method: str, path: str, body: dict[str, Any] | None, timeout_s: float) -> urllib.request.Request:
+        import urllib.request  # here, not at import: a command against the database never loads the HTTP client
+
         data = json.dumps(body).encode() if body is not None else None
         req = urllib.request.Request(self.base + path, data=data, method=method)
         req.add_header("Authorization", f"Bearer {self.token}")
@@ -63,6 +70,9 @@ class _Client:
 
     def call(self, method: str, path: str, body: dict[str, Any] | None = None, *, ok: tuple[int, ...] = ()) -> Any:
         """JSON of a 2xx answer (or of a status in ``ok``); a refusal raises _Exit with the server's words."""
+        import urllib.error
+        import urllib.request
+
         req = self._request(method, path, body, self.timeout_s)
         try:
             with urllib.request.urlopen(req, timeout=self.timeout_s + 5) as resp:
@@ -85,6 +95,9 @@ class _Client:
 
     def stream(self, path: str, last_id: int) -> Iterator[dict[str, Any]]:
         """Server-sent events (data as JSON) from ``path``, resuming after ``last_id``."""
+        import urllib.error
+        import urllib.request
+
         req = self._request("GET", path, None, 0)
         req.add_header("Accept", "text/event-stream")
         req.add_header("Last-Event-ID", str(last_id))
@@ -112,7 +125,7 @@ def _run_q(args: argparse.Namespace) -> str:
 _PAGE = 500  # the server's largest page
 
 
-def _paged(client: _Client, path: str, key: str, limit: int, offset: int) -> tuple[list[dict[str, Any]], int]:
+def _paged(client: Client, path: str, key: str, limit: int, offset: int) -> tuple[list[dict[str, Any]], int]:
     """Up to ``limit`` items of a paged list from ``offset`` (several requests when over a page), and the total."""
     items: list[dict[str, Any]] = []
     sep = "&" if "?" in path else "?"
@@ -125,14 +138,14 @@ def _paged(client: _Client, path: str, key: str, limit: int, offset: int) -> tup
             return items, total
 
 
-def _pending(client: _Client, args: argparse.Namespace, out: _Out) -> int:
+def pending(client: Client, args: argparse.Namespace, out: _Out) -> int:
     run = f"&run={_q(args.run)}" if args.run else ""
     found, total = _paged(client, f"/api/approvals?status=open{run}", "approvals", args.limit, args.offset)
     doubts = client.call("GET", "/api/in-doubt")["in_doubt"]
     return _say_pending_page([cli_approval(item) for item in found], total, args.offset, doubts, out)
 
 
-def _show(client: _Client, args: argparse.Namespace, out: _Out) -> int:
+def show(client: Client, args: argparse.Namespace, out: _Out) -> int:
     item = client.call("GET", f"/api/approvals/{_q(args.id)}{_run_q(args)}")
     item.pop("events", None)
     shown = cli_approval(item)
@@ -140,7 +153,7 @@ def _show(client: _Client, args: argparse.Namespace, out: _Out) -> int:
     return EXIT_OK
 
 
-def _decide(client: _Client, args: argparse.Namespace, out: _Out, *, approve: bool) -> int:
+def decide(client: Client, args: argparse.Namespace, out: _Out, *, approve: bool) -> int:
     if getattr(args, "by", None):
         raise _Exit(EXIT_USAGE, "--by is not used with --url: the server records the token's user as the decider")
     body: dict[str, Any] = {}
@@ -164,17 +177,10 @@ def _decide(client: _Client, args: argparse.Namespace, out: _Out, *, approve: bo
 
 
 def _ack(data: dict[str, Any], out: _Out) -> int:
-    ok = data.get("result") == "SUCCESS"
-    shown = {k: data.get(k) for k in ("result", "detail", "control_id", "data")}
-    detail = str(data.get("detail", ""))
-    label = "ok" if ok else "refused"
-    if detail.lower().startswith(f"{label}:"):  # the agent already said it: never "refused: refused: ..."
-        detail = detail[len(label) + 1 :].lstrip()
-    out.emit(f"{label}: {_t(detail, _FIELD_FULL)}", shown)
-    return EXIT_OK if ok else EXIT_FAILURE
+    return _say_ack({k: data.get(k) for k in ("result", "detail", "control_id", "data")}, out)
 
 
-def _live_run(client: _Client, run: str | None) -> str:
+def _live_run(client: Client, run: str | None) -> str:
     if run:
         return run
     live = [r["run_id"] for r in client.call("GET", "/api/runs?live=1&limit=500")["runs"]]
@@ -185,7 +191,7 @@ def _live_run(client: _Client, run: str | None) -> str:
     return str(live[0])
 
 
-def _run_control(client: _Client, args: argparse.Namespace, out: _Out) -> int:
+def run_control(client: Client, args: argparse.Namespace, out: _Out) -> int:
     run_id = _live_run(client, args.run)
     body: dict[str, Any] = {}
     if args.command == "steer":
@@ -216,7 +222,7 @@ def _ms(stamp: str) -> int:
         return 0
 
 
-def _events(client: _Client, args: argparse.Namespace, out: _Out) -> int:
+def events(client: Client, args: argparse.Namespace, out: _Out) -> int:
     run = f"&run={_q(args.run)}" if args.run else ""
     if args.limit == 0:  # all of them, a page at a time
         items: list[dict[str, Any]] = []
@@ -246,46 +252,27 @@ def _events(client: _Client, args: argparse.Namespace, out: _Out) -> int:
         return EXIT_OK
 
 
-def _runs(client: _Client, args: argparse.Namespace, out: _Out) -> int:
+def runs(client: Client, args: argparse.Namespace, out: _Out) -> int:
     found, total = _paged(client, "/api/runs", "runs", args.limit, args.offset)
     return _say_runs(found, total, args.offset, out)
 
 
-def _audit(client: _Client, args: argparse.Namespace, out: _Out) -> int:
+def audit(client: Client, args: argparse.Namespace, out: _Out) -> int:
     if getattr(args, "checkpoint", None) or getattr(args, "public_key", None):
         # The server's answer is what its database says; a check against a key kept elsewhere is done locally.
         raise _Exit(EXIT_USAGE, "--checkpoint and --public-key check the database itself: use --db or --dsn, not --url")
-    data = client.call("GET", "/api/audit/verify")
-    if data["ok"]:
-        out.emit(f"ok: the audit chain of {data['rows']} events is intact (head {data['head_hash'][:16]}…)", data)
-        return EXIT_OK
-    out.emit("TAMPERED: the audit chain is broken\n" + "\n".join(f"  {_t(p, 400)}" for p in data["problems"]), data)
-    return EXIT_FAILURE
+    return _say_audit(client.call("GET", "/api/audit/verify"), out)
 
 
-def run_remote(args: argparse.Namespace, out: _Out, *, url: str, token: str) -> int:
-    """Run one command against a goldfive serve at ``url``."""
+def grants(client: Client, args: argparse.Namespace, out: _Out) -> int:
+    from .cli_grants import grants_command
+
+    return grants_command(args, out, client=client)
+
+
+def connect(args: argparse.Namespace, *, url: str, token: str) -> Client:
+    """The client for one command against a goldfive serve at ``url`` (a usage error without a token)."""
     if not token:
         raise _Exit(EXIT_USAGE, "--url needs a token: --token TOKEN or GOLDFIVE_TOKEN (goldfive users add NAME)")
     timeout = getattr(args, "timeout", None)
-    client = _Client(url, token, 30.0 if timeout is None else float(timeout))
-    command = args.command
-    if command == "pending":
-        return _pending(client, args, out)
-    if command == "show":
-        return _show(client, args, out)
-    if command in ("approve", "reject"):
-        return _decide(client, args, out, approve=command == "approve")
-    if command in ("pause", "resume", "cancel", "steer"):
-        return _run_control(client, args, out)
-    if command == "events":
-        return _events(client, args, out)
-    if command == "runs":
-        return _runs(client, args, out)
-    if command == "audit":
-        return _audit(client, args, out)
-    if command == "grants":
-        from .cli_grants import grants_command
-
-        return grants_command(args, out, client=client)
-    raise _Exit(EXIT_USAGE, f"goldfive {command} works on the database only (leave out --url)")
+    return Client(url, token, 30.0 if timeout is None else float(timeout))

@@ -282,3 +282,24 @@ def _parse_edit(text: str, limits: Limits) -> dict[str, Any]:
     if not isinstance(edited, dict):
         raise _Exit(EXIT_USAGE, f"--edit must be a JSON object, got {type(edited).__name__}")
     return edited
+
+
+def _say_ack(shown: Mapping[str, Any], out: _Out) -> int:
+    """An agent's ack (``result``, ``detail``, ``control_id``, ``data``): "ok: ..." or "refused: ...", exit 0 or 1."""
+    ok = shown.get("result") == "SUCCESS"
+    detail = str(shown.get("detail", ""))
+    label = "ok" if ok else "refused"
+    if detail.lower().startswith(f"{label}:"):  # the agent already said it: never "refused: refused: ..."
+        detail = detail[len(label) + 1 :].lstrip()
+    out.emit(f"{label}: {inert(detail, _FULL)}", dict(shown))
+    return EXIT_OK if ok else EXIT_FAILURE
+
+
+def _say_audit(report: Mapping[str, Any], out: _Out) -> int:
+    """An audit chain check (``ok``, ``rows``, ``head_hash``, ``problems``): exit 0 when intact, 1 when not."""
+    if report["ok"]:
+        out.emit(f"ok: the audit chain of {report['rows']} events is intact (head {report['head_hash'][:16]}…)", report)
+        return EXIT_OK
+    text = "TAMPERED: the audit chain is broken\n" + "\n".join(f"  {inert(p, 400)}" for p in report["problems"])
+    out.emit(text, report)
+    return EXIT_FAILURE
