@@ -17,16 +17,14 @@ from the database, when the agent reconnects to this or any other server.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import dataclasses
-import functools
 import json
 import logging
 import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from google.protobuf import json_format
 
@@ -36,11 +34,13 @@ from ..convert import ack_from_proto, message_to_proto
 from ..events import payload_name
 from ..limits import Limits, env_name
 from ..pb.v1 import control_pb2, events_pb2
+from ..retry import Backoff, Delays
 from ..store import agents as owners
 from ..store import grants as grants_mod
 from ..store.base import ExecutionRow, InboxRow, Store, StoreError
 from .auth import User
 from .inputs import BODY_TIMEOUT_S, ApiError, json_body
+from .threads import AGENTS, HUB, ServerThreads
 
 if TYPE_CHECKING:
     from google.protobuf.message import Message
@@ -61,8 +61,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-T = TypeVar("T")
-
 AGENT_PING_S = 15.0
 """A comment line on an idle agent stream this often, so proxies and the agent see a live connection."""
 
@@ -75,15 +73,6 @@ _REAP_EVERY_S = 10.0
 
 _WAKE_SLICE_S = 5.0
 """Longest wait for the inbox between looks (a safety net; a posted message wakes the hub at once)."""
-
-
-_POOL = concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="goldfive-agents")
-"""Store calls of the agent routes run here, never queued behind people's decisions: a decision holds a
-thread of the default pool until the agent acks it, and the ack must not wait for that pool."""
-
-
-async def _io(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    return await asyncio.get_running_loop().run_in_executor(_POOL, functools.partial(fn, *args, **kwargs))
 
 
 def _dict(message: Any) -> dict[str, Any]:
@@ -105,11 +94,25 @@ class _Subscriber:
     queue: asyncio.Queue[InboxRow | None]
 
 
+_OUTAGE = Backoff(first_s=0.05, cap_s=2.0)
+"""How the inbox watcher waits out a store outage."""
+
+
+async def _outage_pause(delays: Delays, exc: StoreError) -> None:
+    delay = delays.next()
+    logger.warning("agent inbox: store unavailable, retrying in %.2f s: %s", delay, exc)
+    await asyncio.sleep(delay)
+
+
 class InboxHub:
     """Waits for the store's inbox once per process and hands new messages to the agents connected here."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, *, threads: ServerThreads | None = None) -> None:
         self.store = store
+        self.threads = threads if threads is not None else ServerThreads()
+        """Its pools (:data:`~.threads.HUB` waits for the inbox, :data:`~.threads.AGENTS` claims); a hub made
+        without the app's shuts its own down in :meth:`aclose`."""
+        self._own_threads = threads is None
         self._by_run: dict[str, list[_Subscriber]] = {}
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
@@ -147,12 +150,16 @@ class InboxHub:
         if task is not None:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
+        if self._own_threads:
+            self.threads.shutdown()
 
     async def deliver(self, sub: _Subscriber, rows: Sequence[InboxRow]) -> None:
         """Claim ``rows`` for ``sub`` and queue those it won (a row claimed elsewhere went to another stream)."""
         if not rows:
             return
-        won = set(await _io(self.store.claim_controls, [r.id for r in rows], endpoint=sub.endpoint))
+        won = set(
+            await self.threads.run(AGENTS, self.store.claim_controls, [r.id for r in rows], endpoint=sub.endpoint)
+        )
         for row in rows:
             if row.id in won:
                 self._put(sub, row)
@@ -168,31 +175,27 @@ class InboxHub:
 
     async def _pump(self) -> None:
         """Wake the watcher whenever the inbox may have changed (one thread, one LISTEN connection)."""
-        executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="goldfive-hub")
-        loop = asyncio.get_running_loop()
-        delay = 0.05
+        delays = _OUTAGE.delays()
         try:
             next_reap = time.monotonic() + _REAP_EVERY_S
             while True:
                 try:
-                    await loop.run_in_executor(executor, self.store.wait_inbox, _WAKE_SLICE_S)
+                    await self.threads.run(HUB, self.store.wait_inbox, _WAKE_SLICE_S)
                     if self._by_run and time.monotonic() >= next_reap:
                         # Agents over HTTP do not close each other's crashed runs (their sinks skip it): we do.
-                        await loop.run_in_executor(executor, self.store.reap_crashed)
+                        await self.threads.run(HUB, self.store.reap_crashed)
                         next_reap = time.monotonic() + _REAP_EVERY_S
-                    delay = 0.05
+                    delays.reset()
                 except StoreError as exc:
-                    logger.warning("agent inbox: store unavailable, retrying in %.2f s: %s", delay, exc)
-                    await asyncio.sleep(delay)
-                    delay = min(delay * 2, 2.0)
+                    await _outage_pause(delays, exc)
                 self._wake.set()
         finally:
-            executor.submit(self.store.close)
-            executor.shutdown(wait=False)
+            with contextlib.suppress(RuntimeError):  # the app's threads are already shut down: nothing to close
+                self.threads.pool(HUB).submit(self.store.close)  # the hub thread's own (LISTEN) connection
 
     async def _watch(self) -> None:
         pump = asyncio.get_running_loop().create_task(self._pump(), name="goldfive-serve-agent-inbox-pump")
-        delay = 0.05
+        delays = _OUTAGE.delays()
         try:
             while True:
                 self._wake.clear()
@@ -203,7 +206,9 @@ class InboxHub:
                     runs = list(self._by_run)
                     rows: list[InboxRow] = []
                     for start in range(0, len(runs), 500):
-                        rows += await _io(owners.pending_for_runs, self.store, runs[start : start + 500])
+                        rows += await self.threads.run(
+                            AGENTS, owners.pending_for_runs, self.store, runs[start : start + 500]
+                        )
                     by_sub: dict[_Subscriber, list[InboxRow]] = {}
                     for row in rows:
                         subs = self._by_run.get(row.run_id)
@@ -211,11 +216,9 @@ class InboxHub:
                             by_sub.setdefault(subs[-1], []).append(row)
                     for sub, mine in by_sub.items():
                         await self.deliver(sub, mine)
-                    delay = 0.05
+                    delays.reset()
                 except StoreError as exc:
-                    logger.warning("agent inbox: store unavailable, retrying in %.2f s: %s", delay, exc)
-                    await asyncio.sleep(delay)
-                    delay = min(delay * 2, 2.0)
+                    await _outage_pause(delays, exc)
                     continue
                 await self._wake.wait()
         finally:
@@ -314,7 +317,7 @@ def _execution_json(row: ExecutionRow) -> dict[str, Any]:
     }
 
 
-async def audit_refusal(store: Store, user: User, request: Request, permission: str) -> None:
+async def audit_refusal(store: Store, user: User, request: Request, permission: str, *, threads: ServerThreads) -> None:
     """Put an agent token's refused attempt (to decide, control, read the inbox...) on the audit log."""
     target = request.path_params.get("target_id") or request.path_params.get("run_id") or ""
     event = events_pb2.Event(event_id=f"ev-refused-{user.name}-{id(request):x}", run_id=owners.SERVER_AUDIT_RUN)
@@ -327,7 +330,7 @@ async def audit_refusal(store: Store, user: User, request: Request, permission: 
     event.decision_refused.channel = "agent"
     logger.warning("refused agent %r: %s %s", user.name, request.method, shorten(request.url.path, 200))
     try:
-        await _io(owners.append_server_event, store, event)
+        await threads.run(AGENTS, owners.append_server_event, store, event)
     except StoreError as exc:  # the refusal stands; only its record is missing (logged above)
         logger.error("could not audit the refused request of agent %r: %s", user.name, exc)
 
@@ -335,9 +338,19 @@ async def audit_refusal(store: Store, user: User, request: Request, permission: 
 class AgentApi:
     """The handlers of ``/api/agent/...``; every one needs the ``agent`` permission (app.py wraps them)."""
 
-    def __init__(self, store: Store, *, max_body_bytes: int, body_timeout_s: float = BODY_TIMEOUT_S) -> None:
+    def __init__(
+        self,
+        store: Store,
+        *,
+        max_body_bytes: int,
+        body_timeout_s: float = BODY_TIMEOUT_S,
+        threads: ServerThreads | None = None,
+    ) -> None:
         self.store = store
-        self.hub = InboxHub(store)
+        self.hub = InboxHub(store, threads=threads)
+        self.threads = self.hub.threads
+        """Where its store calls run (:data:`~.threads.AGENTS`): never queued behind people's decisions, which
+        hold threads of another pool until the agent acks them."""
         self.max_body_bytes = max_body_bytes
         self.body_timeout_s = body_timeout_s
 
@@ -351,7 +364,7 @@ class AgentApi:
         )
 
     async def _own(self, user: User, run_id: str) -> None:
-        refusal = await _io(owners.claim_run, self.store, run_id, user.name)
+        refusal = await self.threads.run(AGENTS, owners.claim_run, self.store, run_id, user.name)
         if refusal is not None:
             raise AgentError(403, refusal)
 
@@ -386,7 +399,9 @@ class AgentApi:
             if kind in ("approval_granted", "approval_rejected"):
                 granted = kind == "approval_granted"
                 target = (event.approval_granted if granted else event.approval_rejected).target_id
-                ok = await _io(owners.decision_delivered, self.store, event.run_id, target, approved=granted)
+                ok = await self.threads.run(
+                    AGENTS, owners.decision_delivered, self.store, event.run_id, target, approved=granted
+                )
                 if not ok:
                     raise AgentError(
                         403,
@@ -396,27 +411,29 @@ class AgentApi:
             elif kind in ("grant_created", "approval_voted"):
                 target = (event.grant_created if kind == "grant_created" else event.approval_voted).target_id
                 if kind == "grant_created":
-                    ok = await _io(owners.grant_delivered, self.store, event.run_id, target)
+                    ok = await self.threads.run(AGENTS, owners.grant_delivered, self.store, event.run_id, target)
                 else:
                     approved = event.approval_voted.decision != "reject"
-                    ok = await _io(owners.decision_delivered, self.store, event.run_id, target, approved=approved)
+                    ok = await self.threads.run(
+                        AGENTS, owners.decision_delivered, self.store, event.run_id, target, approved=approved
+                    )
                 if not ok:
                     raise AgentError(
                         403,
                         f"event {event.sequence} of run {event.run_id} ({kind}): no person's approval for "
                         f"{target!r} reached this run; an agent reports grants and votes, it cannot make them",
                     )
-        await _io(self.store.append_events, events, pid=pid, host=host)
+        await self.threads.run(AGENTS, self.store.append_events, events, pid=pid, host=host)
         return {"written": len(events)}
 
     async def heartbeat(self, request: Request, user: User) -> dict[str, Any]:
         """``POST /api/agent/heartbeat``: ``{"run_ids": [...]}`` are alive (stamped with the store's clock)."""
         body = await self._body(request)
         runs = _list_of_str(body.get("run_ids", []), "run_ids", limit=_MAX_RUNS)
-        mine = await _io(owners.owned_runs, self.store, user.name, runs)
+        mine = await self.threads.run(AGENTS, owners.owned_runs, self.store, user.name, runs)
         if set(runs) - mine:
             raise AgentError(403, "heartbeat for runs this agent does not own")
-        await _io(self.store.heartbeat, sorted(mine))
+        await self.threads.run(AGENTS, self.store.heartbeat, sorted(mine))
         return {"runs": len(mine)}
 
     # -- control messages ----------------------------------------------------------------------------------------
@@ -432,8 +449,8 @@ class AgentApi:
         sub = _Subscriber(user.name, endpoint, frozenset(runs), asyncio.Queue(maxsize=_QUEUE_MAX))
         self.hub.subscribe(sub)  # before the look at the database: nothing posted from now on falls between
         try:
-            owed = await _io(owners.claimed_for, self.store, endpoint)
-            pending = await _io(owners.pending_for_runs, self.store, runs)
+            owed = await self.threads.run(AGENTS, owners.claimed_for, self.store, endpoint)
+            pending = await self.threads.run(AGENTS, owners.pending_for_runs, self.store, runs)
         except BaseException:
             self.hub.unsubscribe(sub)
             raise
@@ -477,7 +494,9 @@ class AgentApi:
         )
         logger.warning("agent stream: %s", detail)
         try:
-            await _io(self.store.ack_controls, [(row.id, ControlAck.failure(row.control_id, detail))])
+            await self.threads.run(
+                AGENTS, self.store.ack_controls, [(row.id, ControlAck.failure(row.control_id, detail))]
+            )
         except StoreError as exc:  # it stays claimed and unacked; the sender's wait ends with its timeout
             logger.error("agent stream: could not answer inbox row #%d: %s", row.id, exc)
         return None
@@ -500,9 +519,9 @@ class AgentApi:
             except (json_format.ParseError, TypeError, ValueError) as exc:
                 raise AgentError(400, f"acks[{index}].ack is not a ControlAck: {shorten(str(exc), 200)}") from None
             acks.append((int(item["inbox_id"]), ack))
-        claimed = {row.id for row in await _io(owners.claimed_for, self.store, endpoint)}
+        claimed = {row.id for row in await self.threads.run(AGENTS, owners.claimed_for, self.store, endpoint)}
         mine = [(ident, ack) for ident, ack in acks if ident in claimed]
-        await _io(self.store.ack_controls, mine)
+        await self.threads.run(AGENTS, self.store.ack_controls, mine)
         # An id not claimed by this endpoint was acked before (a retry after a lost answer) or is not this agent's.
         return {"acked": [ident for ident, _ in mine], "ignored": [ident for ident, _ in acks if ident not in claimed]}
 
@@ -510,7 +529,7 @@ class AgentApi:
         """``GET /api/agent/runs/{run_id}/decisions``: decisions recorded in the store for the run's requests."""
         run_id = request.path_params["run_id"]
         await self._own(user, run_id)
-        rows = await _io(self.store.approvals, open_only=False, run_id=run_id)
+        rows = await self.threads.run(AGENTS, self.store.approvals, open_only=False, run_id=run_id)
         return {
             "decisions": [
                 {
@@ -540,17 +559,24 @@ class AgentApi:
         params = request.query_params
         runs = _list_of_str(params.getlist("run"), "run", limit=_MAX_RUNS)
         if runs:
-            mine = await _io(owners.owned_runs, self.store, user.name, runs)
+            mine = await self.threads.run(AGENTS, owners.owned_runs, self.store, user.name, runs)
             if set(runs) - mine:
                 raise AgentError(403, "grants of runs this agent does not own")
         rule, tool = params.get("rule"), params.get("tool")
         for name, value in (("rule", rule), ("tool", tool)):
             if value is not None and not 0 < len(value) <= 200:
                 raise AgentError(400, f"{name!r} must be 1-200 characters")
-        rows = await _io(
-            grants_mod.grant_rows, self.store, rule=rule, tool=tool, limit=1000, agent=user.name, made_in=runs or None
+        rows = await self.threads.run(
+            AGENTS,
+            grants_mod.grant_rows,
+            self.store,
+            rule=rule,
+            tool=tool,
+            limit=1000,
+            agent=user.name,
+            made_in=runs or None,
         )
-        now = await _io(self.store.clock_ms)
+        now = await self.threads.run(AGENTS, self.store.clock_ms)
         return {"grants": [r.as_dict(now) for r in rows]}
 
     # -- the execution ledger ------------------------------------------------------------------------------------
@@ -568,8 +594,8 @@ class AgentApi:
         for it (in that agent's runs) while the agent was down."""
         call_id = request.path_params["call_id"]
         run_id = await self._ledger_run(user, request.query_params.get("run"))
-        row = await _io(self.store.execution, call_id, run_id=run_id)
-        stored = await _io(self.store.find_decision, call_id, run_id=run_id)
+        row = await self.threads.run(AGENTS, self.store.execution, call_id, run_id=run_id)
+        stored = await self.threads.run(AGENTS, self.store.find_decision, call_id, run_id=run_id)
         decision: dict[str, Any] | None = None
         if stored is not None:
             decision = {
@@ -598,8 +624,8 @@ class AgentApi:
         if not isinstance(host, str):
             raise AgentError(400, "'host' must be a string")
         run_id = await self._ledger_run(user, body.get("run_id"))
-        claimed = await _io(
-            self.store.mark_executing, call_id, run_id=run_id, pid=pid, host=host[:255], args_digest=digest
+        claimed = await self.threads.run(
+            AGENTS, self.store.mark_executing, call_id, run_id=run_id, pid=pid, host=host[:255], args_digest=digest
         )
         return {"claimed": bool(claimed)}
 
@@ -612,7 +638,7 @@ class AgentApi:
         if not isinstance(result_json, str):
             raise AgentError(400, "'result_json' must be a string (canonical JSON of the result)")
         run_id = await self._ledger_run(user, body.get("run_id"))
-        if not await _io(self.store.mark_done, call_id, result_json=result_json, run_id=run_id):
+        if not await self.threads.run(AGENTS, self.store.mark_done, call_id, result_json=result_json, run_id=run_id):
             raise AgentError(404, f"run {shorten(run_id, 80)!r} started no execution of {shorten(call_id, 80)!r}")
         return {"done": True}
 

@@ -66,6 +66,7 @@ from .inputs import BODY_TIMEOUT_S, MAX_SEQ, ApiError, int_param, json_body, seq
 from .notify import Notifier, NotifyConfig
 from .sessions import SessionWatch
 from .stream import Broadcaster
+from .threads import ACKS, SERVE, ServerThreads
 
 __all__ = ["MAX_BODY_BYTES", "ApiError", "ServerConfig", "create_app"]
 
@@ -74,10 +75,10 @@ logger = logging.getLogger(__name__)
 MAX_BODY_BYTES = 64 * 1024
 """Largest request body accepted (413 beyond)."""
 
-SERVER_THREADS = 16
+SERVER_THREADS = SERVE.threads
 """Worker threads for store calls (each may hold one database connection)."""
 
-WAIT_THREADS = 32
+WAIT_THREADS = ACKS.threads
 """Worker threads for decisions and controls waiting for a live agent's ack (up to the decide/control timeout
 each): a pool of their own, so a burst of them never queues the reads, logins and agent calls behind it."""
 
@@ -187,21 +188,29 @@ class _Api:
     def __init__(self, store: Store, config: ServerConfig) -> None:
         self.store = store
         self.config = config
+        self.threads = ServerThreads()
+        """Every pool of the app (made on first use, shut down when its lifespan ends): see :mod:`.threads`."""
         self.auth = Authenticator(
             store,
             cookie_key=derive_cookie_key(config.signer.sign_bytes(b"goldfive-cookie-key")),
             secure_cookies=config.secure_cookies,
+            threads=self.threads,
         )
         self.events = Broadcaster(store, poll_interval_s=config.poll_interval_s)
         self.sessions = SessionWatch(self.auth.still_valid, every_s=config.session_recheck_s)
         """The open streams' leases: they end when their user's access does."""
-        self.agents = AgentApi(store, max_body_bytes=MAX_AGENT_BODY_BYTES, body_timeout_s=config.body_timeout_s)
+        self.agents = AgentApi(
+            store, max_body_bytes=MAX_AGENT_BODY_BYTES, body_timeout_s=config.body_timeout_s, threads=self.threads
+        )
         self.policy_authority = PolicyAuthority(config.policy, roles=self._roles)
         """Who may decide when the config names no authority of its own: the policy's rules, the users' roles."""
         self.expirer = Expirer(store, self.policy_authority, config.signer) if expiring(config.policy) else None
         """Ends requests at their server rule's ``expires`` (None when no rule of the server's policy names one)."""
-        self.waits = concurrent.futures.ThreadPoolExecutor(max_workers=WAIT_THREADS, thread_name_prefix="goldfive-ack")
+
+    @property
+    def waits(self) -> concurrent.futures.Executor:
         """Where decisions and controls wait for an agent's ack (see :data:`WAIT_THREADS`)."""
+        return self.threads.pool(ACKS)
 
     async def end_streams(self) -> None:
         """End every open event stream (the inbox's and the agents'): a server that is stopping must not wait
@@ -226,7 +235,7 @@ class _Api:
             self.auth.check_csrf(request, user, write=request.method not in ("GET", "HEAD"))
             if not user.can(permission):
                 if user.role == "agent":  # an agent token reaching for the inbox or a decision: on the record
-                    await audit_refusal(self.store, user, request, permission)
+                    await audit_refusal(self.store, user, request, permission, threads=self.threads)
                 raise AuthError(403, f"{user.name!r} has role {user.role!r}, which may not {permission}")
             response = await handler(request, user)
             if isinstance(response, StreamingResponse):  # open for long: it ends when the user's access does
@@ -760,9 +769,7 @@ def create_app(store: Store, config: ServerConfig) -> Starlette:
         notifier: asyncio.Task[None] | None = None
         # Store calls get a pool larger than asyncio's default handful; decisions and controls waiting for an
         # agent's ack have their own (api.waits), so a burst of them never holds up the requests that answer them.
-        asyncio.get_running_loop().set_default_executor(
-            concurrent.futures.ThreadPoolExecutor(max_workers=SERVER_THREADS, thread_name_prefix="goldfive-serve")
-        )
+        api.threads.install_default()
         if config.notify is not None and config.notify.targets:
             notifier = asyncio.create_task(Notifier(store, config.notify).run(), name="goldfive-notifier")
         checkpointer: asyncio.Task[None] | None = None
@@ -790,7 +797,7 @@ def create_app(store: Store, config: ServerConfig) -> Starlette:
                     await notifier
             await api.sessions.aclose()
             await api.end_streams()
-            api.waits.shutdown(wait=False, cancel_futures=True)
+            api.threads.shutdown()
 
     routes: list[BaseRoute] = [
         Route("/", api.index, methods=["GET"]),

@@ -22,21 +22,19 @@ from __future__ import annotations
 import asyncio
 import base64
 import collections
-import concurrent.futures
 import dataclasses
-import functools
 import hashlib
 import hmac
 import logging
 import secrets
-from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from collections.abc import Mapping
 
 from starlette.requests import HTTPConnection
 
 from .._util import now_ms
 from ..store.base import Store, StoreError, UserRow, WebSession
 from ..store.users import ROLES, parse_token, role_allows, verify_token
+from .threads import AUTH, ServerThreads
 from .throttle import AttemptLimiter, client_key
 
 __all__ = [
@@ -54,8 +52,6 @@ COOKIE = "goldfive_session"
 CSRF_HEADER = "x-csrf-token"
 SESSION_TTL_MS = 12 * 3600 * 1000
 
-T = TypeVar("T")
-
 logger = logging.getLogger(__name__)
 
 WRONG_SECRET_BURST = 5
@@ -66,15 +62,6 @@ LOGIN_FAILURE_BURST = 30
 """Other failed logins (unknown name, someone else's token) from one address before 429s; one more every 10 s."""
 _LOGIN_FAILURE_REFILL_S = 10.0
 _CACHE_MAX = 1024
-
-
-_POOL = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="goldfive-auth")
-"""Store look-ups of authentication run here: decisions waiting for agents' acks hold threads of the default
-pool, and the agents' requests that carry those acks must still get through authentication."""
-
-
-async def _lookup(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    return await asyncio.get_running_loop().run_in_executor(_POOL, functools.partial(fn, *args, **kwargs))
 
 
 def _refuse_if_limited(token_id: str, wait: int) -> None:
@@ -117,8 +104,13 @@ class User:
 class Authenticator:
     """Authenticates requests against the users in ``store``; one per app."""
 
-    def __init__(self, store: Store, *, cookie_key: bytes, secure_cookies: bool = False) -> None:
+    def __init__(
+        self, store: Store, *, cookie_key: bytes, secure_cookies: bool = False, threads: ServerThreads | None = None
+    ) -> None:
         self.store = store
+        self.threads = threads if threads is not None else ServerThreads()
+        """Where its store look-ups run (the :data:`~.threads.AUTH` pool): decisions waiting for agents' acks
+        hold other threads, and the agents' requests that carry those acks must still get through here."""
         self._cookie_key = cookie_key
         self.secure_cookies = secure_cookies
         self._verified: collections.OrderedDict[str, str] = collections.OrderedDict()
@@ -173,7 +165,7 @@ class Authenticator:
         key = f"{token_id} {addr}" if addr is not None else None
         if key is not None and digest not in self._verified:
             _refuse_if_limited(token_id, self.wrong_secrets.wait(key))
-        user = await _lookup(self.store.user_by_token_id, token_id)
+        user = await self.threads.run(AUTH, self.store.user_by_token_id, token_id)
         if user is None or user.disabled:
             return None
         if not await self._secret_matches(digest, secret, user.token_hash, token_id=token_id, key=key):
@@ -194,7 +186,7 @@ class Authenticator:
         if check is None:
             if key is not None:
                 _refuse_if_limited(token_id, self.wrong_secrets.take(key))
-            check = asyncio.ensure_future(_lookup(verify_token, secret, stored))
+            check = asyncio.ensure_future(self.threads.run(AUTH, verify_token, secret, stored))
             self._checks[digest] = check
 
             def settle(done: asyncio.Future[bool]) -> None:
@@ -218,10 +210,10 @@ class Authenticator:
         if not sid or not mac or not hmac.compare_digest(mac.encode(), self._mac(sid).encode()):  # bytes: any header
             return None
         id_hash = hashlib.sha256(sid.encode()).hexdigest()
-        session = await _lookup(self.store.web_session, id_hash)
+        session = await self.threads.run(AUTH, self.store.web_session, id_hash)
         if session is None:
             return None
-        user = await _lookup(self.store.user, session.user_name)
+        user = await self.threads.run(AUTH, self.store.user, session.user_name)
         if user is None or user.disabled:
             return None
         return User(
@@ -261,7 +253,7 @@ class Authenticator:
     # -- login -----------------------------------------------------------------------------------------------------
     async def login(self, name: str, token: str, *, addr: str) -> tuple[User, str]:
         """Check name + token; returns the user and the cookie value of a new session."""
-        user = await _lookup(self.store.user, name) if name else None
+        user = await self.threads.run(AUTH, self.store.user, name) if name else None
         parsed = parse_token(token)
         if user is None or user.disabled or parsed is None or parsed[0] != user.token_id:
             # Not this user's current token (the right one always has their token id): refused without scrypt,
@@ -282,7 +274,7 @@ class Authenticator:
         session = WebSession(
             id_hash=id_hash, user_name=user.name, csrf=csrf, created_at_ms=now, expires_at_ms=now + SESSION_TTL_MS
         )
-        await _lookup(self.store.add_web_session, session)
+        await self.threads.run(AUTH, self.store.add_web_session, session)
         cookie = f"{sid}.{self._mac(sid)}"
         return User(
             name=user.name, role=user.role, channel="web", csrf=csrf, session_hash=id_hash, credential=cookie
@@ -291,7 +283,7 @@ class Authenticator:
     async def logout(self, user: User) -> None:
         """End the user's web session."""
         if user.session_hash:
-            await _lookup(self.store.end_web_session, user.session_hash)
+            await self.threads.run(AUTH, self.store.end_web_session, user.session_hash)
 
 
 def derive_cookie_key(signature_of_label: bytes) -> bytes:

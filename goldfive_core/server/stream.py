@@ -15,6 +15,7 @@ import logging
 from collections.abc import AsyncIterator
 
 from ..events import event_to_dict
+from ..retry import Backoff
 from ..store.base import AuditRow, Store, StoreError
 
 __all__ = ["Broadcaster", "sse_frame"]
@@ -48,15 +49,17 @@ class Broadcaster:
         return len(self._subscribers)
 
     async def _poll(self) -> None:
-        delay = self.poll_interval_s
+        # An outage is waited out from one poll interval up, doubling, to at most 5 s between looks.
+        first = max(self.poll_interval_s, 0.001)
+        delays = Backoff(first_s=first, cap_s=max(first, 5.0)).delays()
         while self._subscribers:  # an idle server (no stream open) reads nothing
             try:
                 rows = await asyncio.to_thread(self.store.audit_rows, after_seq=self._last_seq, limit=_BACKLOG_PAGE)
-                delay = self.poll_interval_s
+                delays.reset()
             except StoreError as exc:
+                delay = delays.next()
                 logger.warning("event stream: store unavailable, retrying in %.1f s: %s", delay, exc)
                 await asyncio.sleep(delay)
-                delay = min(delay * 2, 5.0)
                 continue
             for row in rows:
                 self._last_seq = row.seq

@@ -20,11 +20,15 @@ import weakref
 from collections.abc import Callable
 
 from .._util import env_seconds
+from ..retry import Backoff
 from .base import Store, StoreError, StoreUnavailableError
 
 __all__ = ["DEFAULT_DRAIN_S", "WriteKeeper", "drain_seconds", "keeper_for"]
 
 logger = logging.getLogger(__name__)
+
+_OUTAGE = Backoff(first_s=0.1, cap_s=2.0)
+"""How a kept write waits out a store outage before it is tried again."""
 
 DEFAULT_DRAIN_S = 60.0
 """How long closing a channel or sink (and the process's exit) waits for unwritten events and "done" records."""
@@ -99,7 +103,7 @@ class WriteKeeper:
             return True
 
     def _run(self) -> None:
-        delay = 0.1
+        delays = _OUTAGE.delays()
         while True:
             with self._cond:
                 if not self._pending:
@@ -109,16 +113,16 @@ class WriteKeeper:
             try:
                 kept.write()
             except StoreUnavailableError as exc:
+                delay = delays.next()
                 logger.warning("store %s: %s not written yet; retrying in %.1f s: %s", self.url, kept.what, delay, exc)
                 time.sleep(delay)
-                delay = min(delay * 2, 2.0)
                 continue
             except StoreError as exc:  # refused for good (not an outage): retrying cannot help
                 logger.error("store %s: %s refused, NOT written: %s", self.url, kept.what, exc)
             else:
                 self.written += 1
                 logger.info("store %s: %s written after an outage", self.url, kept.what)
-            delay = 0.1
+            delays.reset()
             with self._cond:
                 self._pending.remove(kept)
                 self._cond.notify_all()

@@ -26,6 +26,7 @@ import weakref
 from ..events import payload_name
 from ..pb.v1 import events_pb2
 from ..policy import Grant
+from ..retry import Backoff
 from .base import HEARTBEAT_INTERVAL_S, HOST, Store, StoreError, StoreUnavailableError
 from .grants import grant_rows
 from .keeper import drain_seconds, keeper_for
@@ -36,6 +37,8 @@ logger = logging.getLogger(__name__)
 
 _REAP_EVERY_BEATS = 2
 """Every this many heartbeats (10 s), a sink also closes runs whose process stopped heartbeating."""
+_OUTAGE = Backoff(first_s=0.02, cap_s=2.0)
+"""How a batch of events waits out a store outage before it is written again."""
 
 _CLOSING = frozenset({"run_completed", "run_aborted"})
 
@@ -226,7 +229,7 @@ class StoreSink:
     def _write(self, batch: list[events_pb2.Event], pid: int) -> None:
         self._after_kept_writes(batch)  # before _track: the closing run heartbeats while it waits
         self._track(batch)
-        delay = 0.02
+        delays = _OUTAGE.delays()
         while True:
             try:
                 self.store.append_events(batch, pid=pid, host=HOST)
@@ -246,11 +249,11 @@ class StoreSink:
                         exc,
                     )
                     return
+                delay = delays.next()
                 logger.warning(
                     "store %s unavailable; retrying %d events in %.2f s: %s", self.store.url, len(batch), delay, exc
                 )
                 time.sleep(delay)
-                delay = min(delay * 2, 2.0)
             except StoreError:
                 self._failed += 1
                 if len(batch) == 1:
