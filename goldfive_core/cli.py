@@ -499,7 +499,7 @@ def _runs(store: Store, args: argparse.Namespace, out: _Out) -> int:
 
 
 def _notify_status(store: Store, args: argparse.Namespace, out: _Out) -> int:
-    from .store._sql import SqlStore
+    from .store.sql import SqlStore
     from .store.outbox import outbox_rows, outbox_summary
 
     if not isinstance(store, SqlStore):

@@ -36,7 +36,7 @@ from ..policy import Ask, Policy, PolicyAuthority
 from ..signing import DecisionSigner
 from ..store import grants as grants_mod
 from ..store import users as users_mod
-from ..store._sql import SqlStore
+from ..store.sql import SqlStore
 from ..store.base import (
     DETACHED_LIVENESS,
     ApprovalRow,

@@ -17,8 +17,8 @@ from .._util import now_ms
 from ..events import payload_name
 from ..pb.v1 import events_pb2
 from ._schema import INBOX_COLS, inbox_row
-from ._sql import SqlStore
 from .base import InboxRow, Store, StoreError
+from .sql import SqlStore, appending
 
 __all__ = [
     "AGENT_ENDPOINT_PREFIX",
@@ -49,8 +49,8 @@ def _sql(store: Store) -> SqlStore:
 def run_owner(store: Store, run_id: str) -> str | None:
     """The agent user who owns ``run_id`` (None: no agent over HTTP ever wrote it)."""
     sql = _sql(store)
-    with sql._guard("reading a run's owner"):
-        row = sql._exec(sql._conn(), "SELECT agent FROM gf_run_owners WHERE run_id = ?", (run_id,)).fetchone()
+    with sql.db.guard("reading a run's owner"):
+        row = sql.db.execute(sql.db.conn(), "SELECT agent FROM gf_run_owners WHERE run_id = ?", (run_id,)).fetchone()
     return str(row[0]) if row is not None else None
 
 
@@ -59,21 +59,21 @@ def claim_run(store: Store, run_id: str, agent: str) -> str | None:
     if not run_id:
         return "an event or subscription must name its run (run_id is empty)"
     sql = _sql(store)
-    with sql._guard(f"claiming run {run_id}"):
-        conn = sql._conn()
-        with sql._transaction(conn):
-            row = sql._exec(conn, "SELECT agent FROM gf_run_owners WHERE run_id = ?", (run_id,)).fetchone()
+    with sql.db.guard(f"claiming run {run_id}"):
+        conn = sql.db.conn()
+        with sql.db.transaction(conn):
+            row = sql.db.execute(conn, "SELECT agent FROM gf_run_owners WHERE run_id = ?", (run_id,)).fetchone()
             if row is None:
-                known = sql._exec(conn, "SELECT 1 FROM gf_runs WHERE run_id = ?", (run_id,)).fetchone()
+                known = sql.db.execute(conn, "SELECT 1 FROM gf_runs WHERE run_id = ?", (run_id,)).fetchone()
                 if known is not None:
                     return f"run {run_id!r} was started by a process writing to the store directly, not by {agent!r}"
-                sql._exec(
+                sql.db.execute(
                     conn,
                     "INSERT INTO gf_run_owners (run_id, agent, created_at_ms) VALUES (?, ?, ?) "
                     "ON CONFLICT (run_id) DO NOTHING",
                     (run_id, agent, now_ms()),
                 )
-                row = sql._exec(conn, "SELECT agent FROM gf_run_owners WHERE run_id = ?", (run_id,)).fetchone()
+                row = sql.db.execute(conn, "SELECT agent FROM gf_run_owners WHERE run_id = ?", (run_id,)).fetchone()
     owner = str(row[0]) if row is not None else ""
     return None if owner == agent else f"run {run_id!r} belongs to another agent"
 
@@ -84,9 +84,9 @@ def owned_runs(store: Store, agent: str, run_ids: Sequence[str]) -> set[str]:
         return set()
     sql = _sql(store)
     marks = ", ".join("?" for _ in run_ids)
-    with sql._guard("reading run owners"):
-        rows = sql._exec(
-            sql._conn(),
+    with sql.db.guard("reading run owners"):
+        rows = sql.db.execute(
+            sql.db.conn(),
             f"SELECT run_id FROM gf_run_owners WHERE agent = ? AND run_id IN ({marks})",
             (agent, *run_ids),
         ).fetchall()
@@ -108,9 +108,9 @@ def pending_for_runs(store: Store, run_ids: Sequence[str], *, limit: int = 500) 
         return []
     sql = _sql(store)
     marks = ", ".join("?" for _ in run_ids)
-    with sql._guard("reading the control inbox by run"):
-        cur = sql._exec(
-            sql._conn(),
+    with sql.db.guard("reading the control inbox by run"):
+        cur = sql.db.execute(
+            sql.db.conn(),
             f"SELECT {INBOX_COLS} FROM gf_inbox WHERE status = 'pending' AND run_id IN ({marks}) ORDER BY id LIMIT ?",
             (*run_ids, limit),
         )
@@ -130,9 +130,9 @@ def decision_delivered(store: Store, run_id: str, target_id: str, *, approved: b
     """
     sql = _sql(store)
     decision = "approve" if approved else "reject"
-    with sql._guard("checking a decision an agent reported"):
-        conn = sql._conn()
-        row = sql._exec(
+    with sql.db.guard("checking a decision an agent reported"):
+        conn = sql.db.conn()
+        row = sql.db.execute(
             conn, "SELECT status, decision FROM gf_approvals WHERE run_id = ? AND target_id = ?", (run_id, target_id)
         ).fetchone()
         if row is None:
@@ -153,9 +153,9 @@ def grant_delivered(store: Store, run_id: str, target_id: str) -> bool:
 
 def _delivered(store: Store, run_id: str, target_id: str, kind: str, *, grant: bool = False) -> bool:
     sql = _sql(store)
-    with sql._guard("checking a decision an agent reported"):
-        rows = sql._exec(
-            sql._conn(),
+    with sql.db.guard("checking a decision an agent reported"):
+        rows = sql.db.execute(
+            sql.db.conn(),
             "SELECT payload_json FROM gf_inbox WHERE run_id = ? AND kind = ? AND status IN ('claimed', 'acked')",
             (run_id, kind),
         ).fetchall()
@@ -181,19 +181,15 @@ def append_server_event(store: Store, event: events_pb2.Event, *, conn: Any = No
     sql = _sql(store)
 
     def write(c: Any) -> int:
-        head_seq, head_hash = sql._lock_chain_head(c)
-        last = sql._exec(c, "SELECT MAX(sequence) FROM gf_audit WHERE run_id = ?", (SERVER_AUDIT_RUN,)).fetchone()
-        event.run_id = SERVER_AUDIT_RUN
-        event.sequence = (int(last[0]) + 1) if last is not None and last[0] is not None else 0
-        if not event.HasField("emitted_at"):
-            event.emitted_at.FromMilliseconds(now_ms())
-        head_seq, head_hash = sql._append_one(c, event, head_seq, head_hash)
-        sql._exec(c, "UPDATE gf_chain_head SET seq = ?, hash = ? WHERE id = 1", (head_seq, head_hash))
-        return head_seq
+        with appending(sql.db, c) as chain:
+            event.run_id = SERVER_AUDIT_RUN
+            event.sequence = chain.next_sequence(SERVER_AUDIT_RUN)
+            if not event.HasField("emitted_at"):
+                event.emitted_at.FromMilliseconds(now_ms())
+            chain.append(event)
+        return chain.seq
 
     if conn is not None:
         return write(conn)
-    with sql._guard(f"auditing {payload_name(event)}"):
-        c = sql._conn()
-        with sql._transaction(c):
-            return write(c)
+    with sql.db.writing(f"auditing {payload_name(event)}") as c:
+        return write(c)

@@ -23,9 +23,9 @@ from typing import Any
 from .._util import now_ms
 from ..pb.v1 import events_pb2
 from ..policy import Grant
-from ._sql import SqlStore
 from .agents import SERVER_AUDIT_RUN, append_server_event
 from .base import Store, StoreError
+from .sql import SqlStore
 
 __all__ = [
     "DECIDERS_STREAM",
@@ -183,9 +183,9 @@ def grant_rows(
             f"revoked_at_ms = 0 AND (expires_at_ms = 0 OR expires_at_ms > ?) AND NOT (scope = 'run' AND {_RUN_ENDED})"
         )
         params.append(at_ms if at_ms is not None else now_ms())
-    with s._guard("reading grants"):
-        rows = s._exec(
-            s._conn(),
+    with s.db.guard("reading grants"):
+        rows = s.db.execute(
+            s.db.conn(),
             f"SELECT {_COLS} FROM gf_grants g WHERE {' AND '.join(where)} "
             "ORDER BY created_at_ms DESC, grant_id LIMIT ?",
             (*params, limit),
@@ -196,8 +196,8 @@ def grant_rows(
 def grant_row(store: Store, grant_id: str) -> GrantRow | None:
     """The grant with that id, if the store has it."""
     s = _sql(store)
-    with s._guard(f"reading grant {grant_id!r}"):
-        r = s._exec(s._conn(), f"SELECT {_COLS} FROM gf_grants g WHERE grant_id = ?", (grant_id,)).fetchone()
+    with s.db.guard(f"reading grant {grant_id!r}"):
+        r = s.db.execute(s.db.conn(), f"SELECT {_COLS} FROM gf_grants g WHERE grant_id = ?", (grant_id,)).fetchone()
     return _row(r) if r is not None else None
 
 
@@ -242,11 +242,11 @@ def revoke_grant(store: Store, grant_id: str, *, by: str, reason: str = "", chan
     Raises :class:`StoreError` naming the grant when there is no such grant, or it was already revoked.
     """
     s = _sql(store)
-    with s._guard(f"revoking grant {grant_id!r}"):
-        conn = s._conn()
-        with s._transaction(conn):
+    with s.db.guard(f"revoking grant {grant_id!r}"):
+        conn = s.db.conn()
+        with s.db.transaction(conn):
             at = now_ms()
-            done = s._exec(
+            done = s.db.execute(
                 conn,
                 "UPDATE gf_grants SET revoked_at_ms = ?, revoked_by = ?, revoke_reason = ? "
                 "WHERE grant_id = ? AND revoked_at_ms = 0",

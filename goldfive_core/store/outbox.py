@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from .._util import now_ms
-from ._sql import SqlStore
+from .sql import SqlStore
 
 __all__ = [
     "OutboxItem",
@@ -119,22 +119,24 @@ def _row(r: Sequence[Any]) -> OutboxRow:
 
 def store_now_ms(store: SqlStore) -> int:
     """The store's clock in ms: PostgreSQL's for a shared database, this host's for SQLite (one host)."""
-    if store.placeholder == "?":
+    if store.db.placeholder == "?":
         return now_ms()
-    with store._guard("reading the database clock"):
-        row = store._exec(store._conn(), "SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint").fetchone()
+    with store.db.guard("reading the database clock"):
+        row = store.db.execute(
+            store.db.conn(), "SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint"
+        ).fetchone()
     return int(row[0])
 
 
 def notify_cursor(store: SqlStore, *, start_at: int) -> int:
     """The last audit seq scanned for notices; the first caller sets it to ``start_at``."""
-    with store._guard("reading the notification cursor"):
-        conn = store._conn()
-        with store._transaction(conn):
-            store._exec(
+    with store.db.guard("reading the notification cursor"):
+        conn = store.db.conn()
+        with store.db.transaction(conn):
+            store.db.execute(
                 conn, "INSERT INTO gf_notify_cursor (id, seq) VALUES (1, ?) ON CONFLICT (id) DO NOTHING", (start_at,)
             )
-            row = store._exec(conn, "SELECT seq FROM gf_notify_cursor WHERE id = 1").fetchone()
+            row = store.db.execute(conn, "SELECT seq FROM gf_notify_cursor WHERE id = 1").fetchone()
     return int(row[0])
 
 
@@ -142,11 +144,11 @@ def enqueue(store: SqlStore, items: Sequence[OutboxItem], *, scanned_to: int) ->
     """Insert the notices not already there and move the cursor to ``scanned_to``; returns how many were new."""
     created = now_ms()
     added = 0
-    with store._guard(f"enqueueing {len(items)} notifications"):
-        conn = store._conn()
-        with store._transaction(conn):
+    with store.db.guard(f"enqueueing {len(items)} notifications"):
+        conn = store.db.conn()
+        with store.db.transaction(conn):
             for item in items:
-                cur = store._exec(
+                cur = store.db.execute(
                     conn,
                     f"INSERT INTO gf_outbox ({_COLS.split(', ', 1)[1]}) "
                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', 0, 0, '', 0, '', '{}', ?, 0) "
@@ -165,18 +167,20 @@ def enqueue(store: SqlStore, items: Sequence[OutboxItem], *, scanned_to: int) ->
                     ),
                 )
                 added += max(cur.rowcount, 0)
-            store._exec(conn, "UPDATE gf_notify_cursor SET seq = ? WHERE id = 1 AND seq < ?", (scanned_to, scanned_to))
+            store.db.execute(
+                conn, "UPDATE gf_notify_cursor SET seq = ? WHERE id = 1 AND seq < ?", (scanned_to, scanned_to)
+            )
     return added
 
 
 def claim_due(store: SqlStore, *, owner: str, lease_ms: int, limit: int = 50) -> list[OutboxRow]:
     """Claim up to ``limit`` due rows for ``owner``; a row is claimed by exactly one caller."""
-    with store._guard("claiming notifications"):
-        conn = store._conn()
+    with store.db.guard("claiming notifications"):
+        conn = store.db.conn()
         now = store_now_ms(store)
         ids = [
             int(r[0])
-            for r in store._exec(
+            for r in store.db.execute(
                 conn,
                 "SELECT id FROM gf_outbox WHERE status = 'pending' AND next_at_ms <= ? AND lease_until_ms < ? "
                 "ORDER BY id LIMIT ?",
@@ -185,24 +189,24 @@ def claim_due(store: SqlStore, *, owner: str, lease_ms: int, limit: int = 50) ->
         ]
         claimed: list[OutboxRow] = []
         for row_id in ids:
-            with store._transaction(conn):
-                cur = store._exec(
+            with store.db.transaction(conn):
+                cur = store.db.execute(
                     conn,
                     "UPDATE gf_outbox SET lease_owner = ?, lease_until_ms = ? "
                     "WHERE id = ? AND status = 'pending' AND lease_until_ms < ?",
                     (owner, now + lease_ms, row_id, now),
                 )
                 if cur.rowcount == 1:
-                    row = store._exec(conn, f"SELECT {_COLS} FROM gf_outbox WHERE id = ?", (row_id,)).fetchone()
+                    row = store.db.execute(conn, f"SELECT {_COLS} FROM gf_outbox WHERE id = ?", (row_id,)).fetchone()
                     claimed.append(_row(row))
         return claimed
 
 
 def _settle(store: SqlStore, what: str, sql: str, params: Sequence[Any]) -> bool:
-    with store._guard(what):
-        conn = store._conn()
-        with store._transaction(conn):
-            return bool(store._exec(conn, sql, params).rowcount == 1)
+    with store.db.guard(what):
+        conn = store.db.conn()
+        with store.db.transaction(conn):
+            return bool(store.db.execute(conn, sql, params).rowcount == 1)
 
 
 def mark_sent(store: SqlStore, row_id: int, *, owner: str, receipt: Mapping[str, Any]) -> bool:
@@ -241,9 +245,9 @@ def defer(store: SqlStore, row_id: int, *, owner: str, until_ms: int) -> bool:
 
 def request_row(store: SqlStore, *, target_id: str, run_id: str, channel: str) -> OutboxRow | None:
     """The request notice sent (or being sent) for a target on a channel: a follow-up answers it."""
-    with store._guard("reading the outbox"):
-        row = store._exec(
-            store._conn(),
+    with store.db.guard("reading the outbox"):
+        row = store.db.execute(
+            store.db.conn(),
             f"SELECT {_COLS} FROM gf_outbox WHERE target_id = ? AND run_id = ? AND channel = ? "
             "AND kind = 'approval_requested' ORDER BY id DESC LIMIT 1",
             (target_id, run_id, channel),
@@ -254,18 +258,18 @@ def request_row(store: SqlStore, *, target_id: str, run_id: str, channel: str) -
 def outbox_rows(store: SqlStore, *, status: OutboxStatus | None = None, limit: int = 100) -> list[OutboxRow]:
     """Outbox rows, newest first (optionally of one status)."""
     where, params = ("WHERE status = ?", (status,)) if status else ("", ())
-    with store._guard("reading the outbox"):
-        rows = store._exec(
-            store._conn(), f"SELECT {_COLS} FROM gf_outbox {where} ORDER BY id DESC LIMIT ?", (*params, limit)
+    with store.db.guard("reading the outbox"):
+        rows = store.db.execute(
+            store.db.conn(), f"SELECT {_COLS} FROM gf_outbox {where} ORDER BY id DESC LIMIT ?", (*params, limit)
         ).fetchall()
     return [_row(r) for r in rows]
 
 
 def outbox_summary(store: SqlStore) -> dict[str, dict[str, int]]:
     """``{channel: {"pending": n, "sent": n, "failed": n}}``."""
-    with store._guard("reading the outbox"):
-        rows = store._exec(
-            store._conn(), "SELECT channel, status, COUNT(*) FROM gf_outbox GROUP BY channel, status ORDER BY channel"
+    with store.db.guard("reading the outbox"):
+        rows = store.db.execute(
+            store.db.conn(), "SELECT channel, status, COUNT(*) FROM gf_outbox GROUP BY channel, status ORDER BY channel"
         ).fetchall()
     summary: dict[str, dict[str, int]] = {}
     for channel, status, count in rows:

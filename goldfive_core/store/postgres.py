@@ -19,8 +19,8 @@ from typing import Any, ClassVar
 from ..control import ControlAck
 from ..errors import MissingExtraError
 from ..limits import Limits
-from ._sql import SqlStore
 from .base import DEFAULT_STALE_AFTER_MS, StoreUnavailableError
+from .sql import SqlDb, SqlStore
 
 try:
     import psycopg
@@ -30,7 +30,7 @@ try:
 except ImportError as _exc:  # pragma: no cover - exercised only without the extra
     raise MissingExtraError("goldfive_core.store.postgres (PostgresStore)", "postgres") from _exc
 
-__all__ = ["PostgresStore"]
+__all__ = ["PostgresDb", "PostgresStore"]
 
 _SCHEMA_RE = re.compile(r"^[a-z_][a-z0-9_]{0,40}$")
 
@@ -81,8 +81,8 @@ def _still_open(conn: psycopg.Connection[Any]) -> bool:
         return False
 
 
-class PostgresStore(SqlStore):
-    """A goldfive store in a PostgreSQL database (LISTEN/NOTIFY wakes waiters)."""
+class PostgresDb(SqlDb):
+    """Connections to one schema of a PostgreSQL database; writers wake waiters by NOTIFY."""
 
     placeholder = "%s"
     now_expr = "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)"
@@ -90,6 +90,68 @@ class PostgresStore(SqlStore):
     unavailable_errors = (psycopg.OperationalError,)
     backend_errors = (psycopg.Error,)
     for_update = " FOR UPDATE"
+
+    def __init__(self, dsn: str, *, schema: str, connect_timeout_s: int) -> None:
+        super().__init__()
+        self.dsn = dsn
+        self.schema = schema
+        self.connect_timeout_s = connect_timeout_s
+        self._secrets = _secrets_of(dsn)
+        self.url = _redact(dsn) + ("" if schema == "public" else f" (schema {schema})")
+        self.channels = {"inbox": f"gf_inbox_{schema}", "ack": f"gf_ack_{schema}"}
+        """The NOTIFY channel of each kind of news (``inbox``, ``ack``) in this schema."""
+
+    def has_meta(self, conn: Any) -> bool:
+        row = self.execute(conn, "SELECT to_regclass(?)", (f"{self.schema}.gf_meta",)).fetchone()
+        return row is not None and row[0] is not None
+
+    def scrub(self, text: str) -> str:
+        """``text`` with the DSN's password replaced (driver messages may quote the DSN)."""
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        return text
+
+    def raw_connect(self) -> psycopg.Connection[Any]:
+        """A new autocommit connection (no search path set): for DDL and LISTEN."""
+        try:
+            return psycopg.connect(
+                self.dsn,
+                autocommit=True,
+                connect_timeout=self.connect_timeout_s,
+                application_name=f"goldfive:{self.schema}"[:63],
+            )
+        except psycopg.Error as exc:
+            raise StoreUnavailableError(
+                f"cannot connect to the goldfive store {self.url}: {self.scrub(str(exc))}"
+            ) from None
+
+    def conn(self) -> Any:
+        """This thread's connection; one the server closed while it sat idle (a restart, a cut network) is
+        replaced first, so the next caller is served instead of getting the dead connection's error."""
+        conn = getattr(self.local, "conn", None)
+        if conn is not None and not _still_open(conn):
+            self.drop_conn()
+        return super().conn()
+
+    def connect(self) -> Any:
+        conn = self.raw_connect()
+        conn.execute(pgsql.SQL("SET search_path TO {}").format(pgsql.Identifier(self.schema)))
+        return conn
+
+    @contextlib.contextmanager
+    def transaction(self, conn: Any, *, quiet: bool = False) -> Iterator[None]:
+        with conn.transaction():  # PostgreSQL wakes waiters by explicit NOTIFYs only
+            yield
+
+    def notify(self, conn: Any, channel: str, payload: str) -> None:
+        self.execute(conn, "SELECT pg_notify(?, ?)", (self.channels[channel], payload))
+
+    def migration_lock(self, conn: Any) -> None:
+        self.execute(conn, "SELECT pg_advisory_xact_lock(hashtext(?))", (f"goldfive-migrate-{self.schema}",))
+
+
+class PostgresStore(SqlStore):
+    """A goldfive store in a PostgreSQL database (LISTEN/NOTIFY wakes waiters)."""
 
     def __init__(
         self,
@@ -101,86 +163,38 @@ class PostgresStore(SqlStore):
         migrate: bool = True,
         limits: Limits | None = None,
     ) -> None:
-        super().__init__()
         if not _SCHEMA_RE.match(schema):
             raise ValueError(f"schema must be a lower-case SQL identifier, got {schema!r}")
+        db = PostgresDb(dsn, schema=schema, connect_timeout_s=connect_timeout_s)
+        super().__init__(db)
+        self.db: PostgresDb = db
         self.dsn = dsn
         self.schema = schema
         self.connect_timeout_s = connect_timeout_s
         self.stale_after_ms = stale_after_ms
         self.limits = limits if limits is not None else Limits.from_env()
-        self._secrets = _secrets_of(dsn)
-        self.url = _redact(dsn) + ("" if schema == "public" else f" (schema {schema})")
-        self._channels = {"inbox": f"gf_inbox_{schema}", "ack": f"gf_ack_{schema}"}
         if not migrate:
             self.check_schema()
             return
         if schema != "public":
-            with self._guard("creating the schema"), self._raw_connect() as conn:
+            with db.guard("creating the schema"), db.raw_connect() as conn:
                 conn.execute(pgsql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(pgsql.Identifier(schema)))
         self.migrate()
-
-    def _has_meta(self, conn: Any) -> bool:
-        row = self._exec(conn, "SELECT to_regclass(?)", (f"{self.schema}.gf_meta",)).fetchone()
-        return row is not None and row[0] is not None
-
-    def _scrub(self, text: str) -> str:
-        """``text`` with the DSN's password replaced (driver messages may quote the DSN)."""
-        for secret in self._secrets:
-            text = text.replace(secret, "***")
-        return text
-
-    def _raw_connect(self) -> psycopg.Connection[Any]:
-        try:
-            return psycopg.connect(
-                self.dsn,
-                autocommit=True,
-                connect_timeout=self.connect_timeout_s,
-                application_name=f"goldfive:{self.schema}"[:63],
-            )
-        except psycopg.Error as exc:
-            raise StoreUnavailableError(
-                f"cannot connect to the goldfive store {self.url}: {self._scrub(str(exc))}"
-            ) from None
-
-    def _conn(self) -> Any:
-        """This thread's connection; one the server closed while it sat idle (a restart, a cut network) is
-        replaced first, so the next caller is served instead of getting the dead connection's error."""
-        conn = getattr(self._local, "conn", None)
-        if conn is not None and not _still_open(conn):
-            self._drop_conn()
-        return super()._conn()
-
-    def _connect(self) -> Any:
-        conn = self._raw_connect()
-        conn.execute(pgsql.SQL("SET search_path TO {}").format(pgsql.Identifier(self.schema)))
-        return conn
-
-    @contextlib.contextmanager
-    def _transaction(self, conn: Any, *, quiet: bool = False) -> Iterator[None]:
-        with conn.transaction():  # PostgreSQL wakes waiters by explicit NOTIFYs only
-            yield
-
-    def _notify(self, conn: Any, channel: str, payload: str) -> None:
-        self._exec(conn, "SELECT pg_notify(?, ?)", (self._channels[channel], payload))
-
-    def _migration_lock(self, conn: Any) -> None:
-        self._exec(conn, "SELECT pg_advisory_xact_lock(hashtext(?))", (f"goldfive-migrate-{self.schema}",))
 
     def _listener(self, channel: str) -> psycopg.Connection[Any]:
         """This thread's connection LISTENing on ``channel`` (created once; notifications queue up on it)."""
         attr = f"listen_{channel}"
-        conn: psycopg.Connection[Any] | None = getattr(self._local, attr, None)
+        conn: psycopg.Connection[Any] | None = getattr(self.db.local, attr, None)
         if conn is None or conn.closed:
-            conn = self._raw_connect()
-            conn.execute(pgsql.SQL("LISTEN {}").format(pgsql.Identifier(self._channels[channel])))
-            setattr(self._local, attr, conn)
+            conn = self.db.raw_connect()
+            conn.execute(pgsql.SQL("LISTEN {}").format(pgsql.Identifier(self.db.channels[channel])))
+            setattr(self.db.local, attr, conn)
         return conn
 
     def _drop_listener(self, channel: str) -> None:
         attr = f"listen_{channel}"
-        conn = getattr(self._local, attr, None)
-        setattr(self._local, attr, None)
+        conn = getattr(self.db.local, attr, None)
+        setattr(self.db.local, attr, None)
         if conn is not None:
             with contextlib.suppress(psycopg.Error):
                 conn.close()
@@ -188,13 +202,13 @@ class PostgresStore(SqlStore):
     def close(self) -> None:
         """Close this thread's connections, listeners included."""
         super().close()
-        for channel in self._channels:
+        for channel in self.db.channels:
             self._drop_listener(channel)
 
     def wait_inbox(self, timeout_s: float) -> None:
         """Sleep in LISTEN until a message is posted or ``timeout_s`` passed."""
         try:
-            with self._guard("waiting for control messages"):
+            with self.db.guard("waiting for control messages"):
                 conn = self._listener("inbox")
                 for _ in conn.notifies(timeout=max(timeout_s, 0.0), stop_after=1):
                     break
@@ -206,7 +220,7 @@ class PostgresStore(SqlStore):
         """Sleep in LISTEN until the message's ack is stored or ``timeout_s`` passed."""
         deadline = time.monotonic() + max(timeout_s, 0.0)
         try:
-            with self._guard(f"waiting for the ack of {control_id}"):
+            with self.db.guard(f"waiting for the ack of {control_id}"):
                 conn = self._listener("ack")  # listen first, then look: no ack can slip between
                 while True:
                     ack = self.get_ack(control_id)

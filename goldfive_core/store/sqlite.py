@@ -38,11 +38,11 @@ from typing import Any, ClassVar, Literal, TypeVar
 from .._util import env_seconds
 from ..control import ControlAck
 from ..limits import Limits
-from ._sql import SqlStore
 from ._wake import Waiter, WakeDir
 from .base import DEFAULT_STALE_AFTER_MS, StoreUnavailableError
+from .sql import SqlDb, SqlStore
 
-__all__ = ["DEFAULT_DB_PATH", "SqliteStore"]
+__all__ = ["DEFAULT_DB_PATH", "SqliteDb", "SqliteStore"]
 
 logger = logging.getLogger(__name__)
 
@@ -74,24 +74,33 @@ def _decode_leniently(raw: bytes) -> str:
     return raw.decode("utf-8", "surrogateescape")
 
 
-class SqliteStore(SqlStore):
-    """A goldfive store in one SQLite file.
+def _create_private(path: Path) -> None:
+    """Create the file 0600 before SQLite opens it (SQLite gives -wal/-shm the database's mode)."""
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    except FileExistsError:  # another process created it first: keep its mode
+        return
+    except OSError as exc:
+        raise StoreUnavailableError(f"cannot create the goldfive store {path}: {exc}") from exc
+    os.close(fd)
 
-    ``create=False`` refuses to create a missing file (the command line uses
-    this, so a typo in ``--db`` is an error rather than an empty store).
-    ``synchronous="NORMAL"`` (the default) survives a killed process; choose
-    ``"FULL"`` to survive power loss too, at the cost of an fsync per commit.
 
-    A new database file is created with mode 0600 (SQLite gives its ``-wal`` and
-    ``-shm`` files the same mode): tool arguments may hold secrets. An existing
-    file keeps its mode; a world-readable one is logged as a warning.
-    ``migrate=False`` never creates or upgrades tables (it checks the schema
-    instead); ``read_only=True`` opens the file read-only (implies ``migrate=False``).
+def _warn_if_world_readable(path: Path) -> None:
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return
+    if mode & stat.S_IROTH:
+        logger.warning(
+            "goldfive store %s is readable by every local user (mode %o); tool arguments may hold secrets: "
+            "chmod 600 it (and its -wal/-shm files)",
+            path,
+            stat.S_IMODE(mode),
+        )
 
-    Waiters sleep until a commit pokes them (``wake``, default on; env ``GOLDFIVE_SQLITE_WAKE``)
-    and look anyway every ``wake_fallback_s``; without wake-ups they poll every ``poll_interval_s``,
-    backing off to ``idle_poll_interval_s`` while idle (see the module docstring).
-    """
+
+class SqliteDb(SqlDb):
+    """Connections to one SQLite file: ``BEGIN IMMEDIATE`` write transactions, each commit poking the waiters."""
 
     placeholder = "?"
     now_expr = "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)"
@@ -105,62 +114,23 @@ class SqliteStore(SqlStore):
 
     def __init__(
         self,
-        path: str | Path = DEFAULT_DB_PATH,
+        path: Path,
         *,
-        create: bool = True,
-        synchronous: Literal["NORMAL", "FULL"] = "NORMAL",
-        busy_timeout_s: float = 5.0,
-        poll_interval_s: float = 0.002,
-        idle_poll_interval_s: float | None = None,
-        wake: bool | None = None,
-        wake_fallback_s: float | None = None,
-        stale_after_ms: int = DEFAULT_STALE_AFTER_MS,
-        migrate: bool = True,
-        read_only: bool = False,
-        limits: Limits | None = None,
+        synchronous: Literal["NORMAL", "FULL"],
+        busy_timeout_s: float,
+        read_only: bool,
+        wake: WakeDir | None,
     ) -> None:
         super().__init__()
-        if synchronous not in ("NORMAL", "FULL"):
-            raise ValueError(f"synchronous must be 'NORMAL' or 'FULL', got {synchronous!r}")
-        if poll_interval_s <= 0:
-            raise ValueError(f"poll_interval_s must be > 0, got {poll_interval_s}")
-        self.path = Path(path)
-        self.url = str(self.path)
+        self.path = path
+        self.url = str(path)
         self.synchronous = synchronous
         self.busy_timeout_s = busy_timeout_s
-        self.poll_interval_s = poll_interval_s
-        if idle_poll_interval_s is None:
-            idle_poll_interval_s = env_seconds("GOLDFIVE_SQLITE_IDLE_POLL_S", DEFAULT_IDLE_POLL_S, high=60.0)
-        if not idle_poll_interval_s > 0:
-            raise ValueError(f"idle_poll_interval_s must be > 0, got {idle_poll_interval_s}")
-        self.idle_poll_interval_s = idle_poll_interval_s
-        if wake is None:
-            wake = _wake_from_env()
-        if wake_fallback_s is None:
-            wake_fallback_s = env_seconds("GOLDFIVE_SQLITE_WAKE_FALLBACK_S", DEFAULT_WAKE_FALLBACK_S)
-        if not 0 < wake_fallback_s < float("inf"):
-            raise ValueError(f"wake_fallback_s must be > 0 and finite, got {wake_fallback_s}")
-        self.wake_fallback_s = wake_fallback_s
-        # A read-only store never commits and never waits: it leaves no wake directory behind.
-        self._wake: WakeDir | None = WakeDir(self.path) if wake and not read_only else None
-        self.stale_after_ms = stale_after_ms
         self.read_only = read_only
-        self.limits = limits if limits is not None else Limits.from_env()
-        if (not create or read_only) and not self.path.exists():
-            raise StoreUnavailableError(
-                f"no goldfive store at {self.url} (start an agent with a StoreChannel first, or pass --db PATH)"
-            )
-        if self.path.exists():
-            self._warn_if_world_readable()
-        else:
-            self._create_private()
+        self.wake = wake
+        """Where commits poke waiters (None: waiters poll)."""
+        self._gone_logged = False
         self._identity = self._file_identity()
-        if read_only or not migrate:
-            self.check_schema()
-            return
-        with self._guard("opening"):
-            self._conn().execute("PRAGMA journal_mode=WAL")
-        self.migrate()
 
     def _file_identity(self) -> tuple[int, int] | None:
         try:
@@ -169,7 +139,7 @@ class SqliteStore(SqlStore):
             return None
         return st.st_dev, st.st_ino
 
-    def _conn(self) -> Any:
+    def conn(self) -> Any:
         """This thread's connection — refused once the file was deleted or replaced under this process.
 
         SQLite keeps writing to a deleted file's inode (and would create a new, empty file on the next
@@ -178,45 +148,22 @@ class SqliteStore(SqlStore):
         """
         identity = self._file_identity()
         if identity != self._identity:
-            self._drop_conn()
+            self.drop_conn()
             what = "deleted" if identity is None else "replaced by another file"
-            if not getattr(self, "_gone_logged", False):
+            if not self._gone_logged:
                 self._gone_logged = True
                 logger.error("goldfive store %s was %s while this process had it open", self.url, what)
             raise StoreUnavailableError(
                 f"the goldfive store {self.url} was {what} while this process had it open; nothing more is "
                 "read from or written to it (restore the file and restart the agent)"
             )
-        return super()._conn()
+        return super().conn()
 
-    def _create_private(self) -> None:
-        """Create the file 0600 before SQLite opens it (SQLite gives -wal/-shm the database's mode)."""
-        try:
-            fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
-        except FileExistsError:  # another process created it first: keep its mode
-            return
-        except OSError as exc:
-            raise StoreUnavailableError(f"cannot create the goldfive store {self.url}: {exc}") from exc
-        os.close(fd)
-
-    def _warn_if_world_readable(self) -> None:
-        try:
-            mode = self.path.stat().st_mode
-        except OSError:
-            return
-        if mode & stat.S_IROTH:
-            logger.warning(
-                "goldfive store %s is readable by every local user (mode %o); tool arguments may hold secrets: "
-                "chmod 600 it (and its -wal/-shm files)",
-                self.url,
-                stat.S_IMODE(mode),
-            )
-
-    def _has_meta(self, conn: Any) -> bool:
+    def has_meta(self, conn: Any) -> bool:
         row = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'gf_meta'").fetchone()
         return row is not None
 
-    def _connect(self) -> Any:
+    def connect(self) -> Any:
         try:
             if self.read_only:
                 conn = self._connect_read_only()
@@ -248,7 +195,7 @@ class SqliteStore(SqlStore):
         return conn
 
     @contextlib.contextmanager
-    def _lenient_text(self, conn: Any) -> Iterator[None]:
+    def lenient_text(self, conn: Any) -> Iterator[None]:
         """Text that is not UTF-8 (any bytes can be stored as TEXT) is read with the bad bytes escaped."""
         before = conn.text_factory
         conn.text_factory = _decode_leniently
@@ -258,7 +205,7 @@ class SqliteStore(SqlStore):
             conn.text_factory = before
 
     @contextlib.contextmanager
-    def _transaction(self, conn: Any, *, quiet: bool = False) -> Iterator[None]:
+    def transaction(self, conn: Any, *, quiet: bool = False) -> Iterator[None]:
         conn.execute("BEGIN IMMEDIATE")
         try:
             yield
@@ -267,18 +214,100 @@ class SqliteStore(SqlStore):
                 conn.execute("ROLLBACK")
             raise
         conn.execute("COMMIT")
-        if self._wake is not None and not quiet:
-            self._wake.poke()
+        if self.wake is not None and not quiet:
+            self.wake.poke()
+
+
+class SqliteStore(SqlStore):
+    """A goldfive store in one SQLite file.
+
+    ``create=False`` refuses to create a missing file (the command line uses
+    this, so a typo in ``--db`` is an error rather than an empty store).
+    ``synchronous="NORMAL"`` (the default) survives a killed process; choose
+    ``"FULL"`` to survive power loss too, at the cost of an fsync per commit.
+
+    A new database file is created with mode 0600 (SQLite gives its ``-wal`` and
+    ``-shm`` files the same mode): tool arguments may hold secrets. An existing
+    file keeps its mode; a world-readable one is logged as a warning.
+    ``migrate=False`` never creates or upgrades tables (it checks the schema
+    instead); ``read_only=True`` opens the file read-only (implies ``migrate=False``).
+
+    Waiters sleep until a commit pokes them (``wake``, default on; env ``GOLDFIVE_SQLITE_WAKE``)
+    and look anyway every ``wake_fallback_s``; without wake-ups they poll every ``poll_interval_s``,
+    backing off to ``idle_poll_interval_s`` while idle (see the module docstring).
+    """
+
+    def __init__(
+        self,
+        path: str | Path = DEFAULT_DB_PATH,
+        *,
+        create: bool = True,
+        synchronous: Literal["NORMAL", "FULL"] = "NORMAL",
+        busy_timeout_s: float = 5.0,
+        poll_interval_s: float = 0.002,
+        idle_poll_interval_s: float | None = None,
+        wake: bool | None = None,
+        wake_fallback_s: float | None = None,
+        stale_after_ms: int = DEFAULT_STALE_AFTER_MS,
+        migrate: bool = True,
+        read_only: bool = False,
+        limits: Limits | None = None,
+    ) -> None:
+        if synchronous not in ("NORMAL", "FULL"):
+            raise ValueError(f"synchronous must be 'NORMAL' or 'FULL', got {synchronous!r}")
+        if poll_interval_s <= 0:
+            raise ValueError(f"poll_interval_s must be > 0, got {poll_interval_s}")
+        self.path = Path(path)
+        self.poll_interval_s = poll_interval_s
+        if idle_poll_interval_s is None:
+            idle_poll_interval_s = env_seconds("GOLDFIVE_SQLITE_IDLE_POLL_S", DEFAULT_IDLE_POLL_S, high=60.0)
+        if not idle_poll_interval_s > 0:
+            raise ValueError(f"idle_poll_interval_s must be > 0, got {idle_poll_interval_s}")
+        self.idle_poll_interval_s = idle_poll_interval_s
+        if wake is None:
+            wake = _wake_from_env()
+        if wake_fallback_s is None:
+            wake_fallback_s = env_seconds("GOLDFIVE_SQLITE_WAKE_FALLBACK_S", DEFAULT_WAKE_FALLBACK_S)
+        if not 0 < wake_fallback_s < float("inf"):
+            raise ValueError(f"wake_fallback_s must be > 0 and finite, got {wake_fallback_s}")
+        self.wake_fallback_s = wake_fallback_s
+        self.stale_after_ms = stale_after_ms
+        self.read_only = read_only
+        self.limits = limits if limits is not None else Limits.from_env()
+        if (not create or read_only) and not self.path.exists():
+            raise StoreUnavailableError(
+                f"no goldfive store at {self.path} (start an agent with a StoreChannel first, or pass --db PATH)"
+            )
+        if self.path.exists():
+            _warn_if_world_readable(self.path)
+        else:
+            _create_private(self.path)
+        # A read-only store never commits and never waits: it leaves no wake directory behind.
+        db = SqliteDb(
+            self.path,
+            synchronous=synchronous,
+            busy_timeout_s=busy_timeout_s,
+            read_only=read_only,
+            wake=WakeDir(self.path) if wake and not read_only else None,
+        )
+        super().__init__(db)
+        self.db: SqliteDb = db
+        if read_only or not migrate:
+            self.check_schema()
+            return
+        with db.guard("opening"):
+            db.conn().execute("PRAGMA journal_mode=WAL")
+        self.migrate()
 
     def inbox_waiter(self) -> Waiter | None:
         """A wake socket bound until closed (poked by every commit but heartbeats), or None without wake-ups."""
-        waiter = self._wake.bind() if self._wake is not None else None
+        waiter = self.db.wake.bind() if self.db.wake is not None else None
         if waiter is not None:
             waiter.fallback_s = self.wake_fallback_s
         return waiter
 
     def _data_version(self) -> int:
-        row = self._conn().execute("PRAGMA data_version").fetchone()
+        row = self.db.conn().execute("PRAGMA data_version").fetchone()
         return int(row[0])
 
     def _next_poll(self, interval: float) -> float:
@@ -297,7 +326,7 @@ class SqliteStore(SqlStore):
         if result is not None or time.monotonic() >= deadline:
             return result, interval
         with contextlib.ExitStack() as stack:
-            waiter = stack.enter_context(self._wake.waiter()) if self._wake is not None else None
+            waiter = stack.enter_context(self.db.wake.waiter()) if self.db.wake is not None else None
             if waiter is not None:
                 result = ready()  # bound now: a commit after this look pokes us
             while result is None:
@@ -318,18 +347,18 @@ class SqliteStore(SqlStore):
         Looks at ``PRAGMA data_version`` (microseconds, touches no table), which changes when another
         connection commits; in between it sleeps until a writer pokes it (see :meth:`_wait_for`).
         """
-        with self._guard("waiting for control messages"):
-            seen = getattr(self._local, "data_version", None)
+        with self.db.guard("waiting for control messages"):
+            seen = getattr(self.db.local, "data_version", None)
 
             def changed() -> bool | None:
                 current = self._data_version()
                 if current == seen:
                     return None
-                self._local.data_version = current
+                self.db.local.data_version = current
                 return True
 
-            news, interval = self._wait_for(changed, timeout_s, getattr(self._local, "poll", self.poll_interval_s))
-            self._local.poll = self.poll_interval_s if news else interval
+            news, interval = self._wait_for(changed, timeout_s, getattr(self.db.local, "poll", self.poll_interval_s))
+            self.db.local.poll = self.poll_interval_s if news else interval
 
     def wait_ack(self, control_id: str, timeout_s: float) -> ControlAck | None:
         """The ack of ``control_id`` once stored, or None after ``timeout_s`` (sleeping like :meth:`wait_inbox`)."""

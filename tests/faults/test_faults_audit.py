@@ -35,7 +35,7 @@ def _fill(store: Store) -> None:
 
 
 def _sql(store: Store, sql: str, params: tuple[object, ...] = ()) -> None:
-    store._exec(store._conn(), sql, params)  # type: ignore[attr-defined]  # the tampering under test
+    store.db.execute(store.db.conn(), sql, params)  # type: ignore[attr-defined]  # the tampering under test
 
 
 def _flip(value: object, position: int) -> object:
@@ -223,7 +223,7 @@ def _approvals(path: Path) -> Store:
 
 
 def _raw_approvals(store: Store) -> list[tuple[object, ...]]:
-    cur = store._exec(store._conn(), "SELECT id, " + ", ".join(APPROVAL_COLUMNS) + " FROM gf_approvals ORDER BY id")  # type: ignore[attr-defined]
+    cur = store.db.execute(store.db.conn(), "SELECT id, " + ", ".join(APPROVAL_COLUMNS) + " FROM gf_approvals ORDER BY id")  # type: ignore[attr-defined]
     return [tuple(r) for r in cur.fetchall()]
 
 

@@ -103,11 +103,11 @@ async def filled_sqlite(sqlite_backend: Backend, tmp_path: Path) -> tuple[Store,
 
 
 def _conn(store: Store) -> Any:
-    return store._conn()  # type: ignore[attr-defined]  # the tampering under test
+    return store.db.conn()  # type: ignore[attr-defined]  # the tampering under test
 
 
 def _run(store: Store, sql: str, params: Sequence[Any] = ()) -> list[Any]:
-    cur = store._exec(_conn(store), sql, params)  # type: ignore[attr-defined]
+    cur = store.db.execute(_conn(store), sql, params)  # type: ignore[attr-defined]
     return list(cur.fetchall()) if cur.description else []
 
 

@@ -110,7 +110,7 @@ def _to_cfo_on_the_cli(store: Store, target: str) -> None:
 
 
 def _sql(store: Store, sql: str, params: tuple[object, ...] = ()) -> None:
-    store._exec(store._conn(), sql, params)  # type: ignore[attr-defined]  # the tampering under test
+    store.db.execute(store.db.conn(), sql, params)  # type: ignore[attr-defined]  # the tampering under test
 
 
 async def test_a_signed_decision_relabelled_after_the_newest_checkpoint_is_never_signed(

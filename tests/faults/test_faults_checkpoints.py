@@ -26,7 +26,7 @@ def _fill(store: Store, run: str, n: int = 4) -> None:
 
 def _rewrite_from(store: Store, seq: int, decided_by: str) -> None:
     """What an attacker with database access does: edit a row, recompute every later hash and the head."""
-    conn = store._conn()  # type: ignore[attr-defined]
+    conn = store.db.conn()  # type: ignore[attr-defined]
     rows = store.audit_rows()
     prev = next((r.hash for r in rows if r.seq == seq - 1), "0" * 64)
     for row in rows:
@@ -37,11 +37,11 @@ def _rewrite_from(store: Store, seq: int, decided_by: str) -> None:
             event.approval_granted.decided_by = decided_by
         body = canonical_event_bytes(event)
         digest = chain_hash(prev, body)
-        store._exec(
+        store.db.execute(
             conn, "UPDATE gf_audit SET body = ?, prev_hash = ?, hash = ? WHERE seq = ?", (body, prev, digest, row.seq)
         )  # type: ignore[attr-defined]
         prev = digest
-    store._exec(conn, "UPDATE gf_chain_head SET hash = ? WHERE id = 1", (prev,))  # type: ignore[attr-defined]
+    store.db.execute(conn, "UPDATE gf_chain_head SET hash = ? WHERE id = 1", (prev,))  # type: ignore[attr-defined]
 
 
 def test_a_rewrite_of_the_chain_and_its_head_is_caught_by_a_signed_checkpoint(backend: Backend, tmp_path: Path) -> None:
@@ -79,10 +79,10 @@ def test_a_truncation_below_the_checkpoint_is_caught(backend: Backend) -> None:
     store = backend.open()
     _fill(store, "run-a", 6)
     note = write_checkpoint(store, key, origin="gf")
-    conn = store._conn()  # type: ignore[attr-defined]
+    conn = store.db.conn()  # type: ignore[attr-defined]
     last = store.audit_rows()[2]
-    store._exec(conn, "DELETE FROM gf_audit WHERE seq > ?", (last.seq,))  # type: ignore[attr-defined]
-    store._exec(conn, "UPDATE gf_chain_head SET seq = ?, hash = ? WHERE id = 1", (last.seq, last.hash))  # type: ignore[attr-defined]
+    store.db.execute(conn, "DELETE FROM gf_audit WHERE seq > ?", (last.seq,))  # type: ignore[attr-defined]
+    store.db.execute(conn, "UPDATE gf_chain_head SET seq = ?, hash = ? WHERE id = 1", (last.seq, last.hash))  # type: ignore[attr-defined]
     assert store.verify_audit().ok  # consistent without the checkpoint
     report = verify_chain(store, note, public_key=key.public_key(), origin="gf")
     assert not report.ok and "which is gone: history was cut" in " ".join(report.problems)

@@ -34,7 +34,7 @@ from goldfive_core.store import ExecutionState, SqliteStore, Store, StoreChannel
 def disk_full(store: SqliteStore, *, on: str) -> Iterator[list[int]]:
     """Make every statement starting with ``on`` fail as SQLite does on ENOSPC, until the block ends."""
     hits: list[int] = []
-    real = store._exec
+    real = store.db.execute
 
     def failing(conn: Any, sql: str, params: Any = ()) -> Any:
         if sql.lstrip().startswith(on):
@@ -42,11 +42,11 @@ def disk_full(store: SqliteStore, *, on: str) -> Iterator[list[int]]:
             raise sqlite3.OperationalError("database or disk is full")
         return real(conn, sql, params)
 
-    store._exec = failing  # type: ignore[method-assign]
+    store.db.execute = failing  # type: ignore[method-assign]
     try:
         yield hits
     finally:
-        store._exec = real  # type: ignore[method-assign]
+        store.db.execute = real  # type: ignore[method-assign]
 
 
 def _guarded_agent(store: Store, ran: list[dict[str, Any]], *, call_id: str = "pay-1", before_body: Any = None) -> Any:

@@ -319,7 +319,7 @@ async def test_a_forged_decision_recorded_in_the_store_is_not_replayed_by_a_trus
     await first.close()
     # Forge: write the decision straight into the store, as a database writer without the key can.
     row = next(r for r in srv.store.approvals_for("call-7"))
-    srv.store._conn().execute(  # type: ignore[attr-defined]
+    srv.store.db.conn().execute(  # type: ignore[attr-defined]
         "UPDATE gf_approvals SET status='granted', decision='approve', decided_by='cfo', decided_via='store' "
         "WHERE id = ?",
         (row.id,),
@@ -353,7 +353,7 @@ async def test_audit_verify_over_http_names_a_tampered_row(sqlite_server: Server
     agent = start_task_agent(srv.backend, "pay-8")
     try:
         await srv.pending("pay-8")
-        srv.store._conn().execute("UPDATE gf_audit SET body = X'0a00' WHERE seq = 1")  # type: ignore[attr-defined]
+        srv.store.db.conn().execute("UPDATE gf_audit SET body = X'0a00' WHERE seq = 1")  # type: ignore[attr-defined]
         report = (await srv.get("/api/audit/verify", user="vic")).json()
         assert report["ok"] is False and report["first_bad_seq"] == 1
     finally:
@@ -365,7 +365,7 @@ async def test_a_live_trusting_agent_refuses_a_decision_forged_into_its_approval
     agent = start_task_agent(srv.backend, "pay-9", trust=srv.signer.trust_key)
     try:
         card = await srv.pending("pay-9")
-        srv.store._conn().execute(  # type: ignore[attr-defined]
+        srv.store.db.conn().execute(  # type: ignore[attr-defined]
             "UPDATE gf_approvals SET status='granted', decision='approve', decided_by='cfo', decided_via='store', "
             "decided_at_ms=1 WHERE id = ?",
             (card["id"],),

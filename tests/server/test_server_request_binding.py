@@ -78,7 +78,7 @@ async def _asked_twice(server: Server, *, trust: bool) -> AsyncIterator[tuple[Ag
 def _sql(server: Server, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
     """The database writer under test: a statement on the store's own connection."""
     store = server.store
-    cur = store._exec(store._conn(), sql, params)  # type: ignore[attr-defined]
+    cur = store.db.execute(store.db.conn(), sql, params)  # type: ignore[attr-defined]
     return list(cur.fetchall()) if cur.description else []
 
 

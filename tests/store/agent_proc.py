@@ -35,7 +35,7 @@ def _append(path: Path, line: str) -> None:
 def _wait_acks_written(store: Any) -> None:
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
-        row = store._exec(store._conn(), "SELECT COUNT(*) FROM gf_inbox WHERE status = 'claimed'").fetchone()
+        row = store.db.execute(store.db.conn(), "SELECT COUNT(*) FROM gf_inbox WHERE status = 'claimed'").fetchone()
         if not row[0]:
             return
         time.sleep(0.005)

@@ -45,7 +45,7 @@ def test_any_single_byte_change_is_detected(tmp_path: Path, count: int, data: st
         host="h",
     )
     rows = store.audit_rows()
-    head = store._exec(store._conn(), "SELECT seq, hash FROM gf_chain_head").fetchone()  # type: ignore[attr-defined]
+    head = store.db.execute(store.db.conn(), "SELECT seq, hash FROM gf_chain_head").fetchone()  # type: ignore[attr-defined]
     assert verify_chain(rows, head_seq=head[0], head_hash=head[1]).ok
     index = data.draw(st.integers(0, count - 1))
     body = bytearray(rows[index].body)

@@ -50,7 +50,7 @@ def test_v1_database_is_migrated_and_keeps_its_rows(tmp_path: object, backend: B
     store = backend.open()
     store.append_events([_started("run-a"), _request("run-a", 1, "call-1")], pid=1, host="h")
     # Rebuild the database as version 1 wrote it: drop what versions 2 to 15 added, set the version back.
-    conn = store._conn()  # type: ignore[attr-defined]
+    conn = store.db.conn()  # type: ignore[attr-defined]
     conn.execute("DROP TABLE gf_executions")
     for statement in (
         "DROP TABLE gf_users",
@@ -88,7 +88,7 @@ def test_v1_database_is_migrated_and_keeps_its_rows(tmp_path: object, backend: B
 
 def test_newer_schema_is_refused(backend: Backend) -> None:
     store = backend.open()
-    store._conn().execute("UPDATE gf_meta SET value = '99' WHERE key = 'schema_version'")  # type: ignore[attr-defined]
+    store.db.conn().execute("UPDATE gf_meta SET value = '99' WHERE key = 'schema_version'")  # type: ignore[attr-defined]
     with pytest.raises(SchemaVersionError, match="schema version 99, newer than this goldfive"):
         backend.open()
 
@@ -136,8 +136,8 @@ def test_audit_chain_verifies_and_detects_tampering(backend: Backend) -> None:
     # Edit one event's content in place.
     forged = rows[3].event()
     forged.approval_requested.prompt = "harmless"
-    conn = store._conn()  # type: ignore[attr-defined]
-    store._exec(conn, "UPDATE gf_audit SET body = ? WHERE seq = ?", (forged.SerializeToString(), rows[3].seq))  # type: ignore[attr-defined]
+    conn = store.db.conn()  # type: ignore[attr-defined]
+    store.db.execute(conn, "UPDATE gf_audit SET body = ? WHERE seq = ?", (forged.SerializeToString(), rows[3].seq))  # type: ignore[attr-defined]
     bad = store.verify_audit()
     assert not bad.ok and bad.first_bad_seq == rows[3].seq
     assert f"row {rows[3].seq} (approval_requested of run run-a): content does not match its hash" in bad.problems
@@ -147,11 +147,11 @@ def test_audit_detects_deleted_and_truncated_rows(backend: Backend) -> None:
     store = backend.open()
     store.append_events([_started("run-a"), *[_request("run-a", i, f"c{i}") for i in range(1, 4)]], pid=1, host="h")
     rows = store.audit_rows()
-    conn = store._conn()  # type: ignore[attr-defined]
-    store._exec(conn, "DELETE FROM gf_audit WHERE seq = ?", (rows[-1].seq,))  # type: ignore[attr-defined]
+    conn = store.db.conn()  # type: ignore[attr-defined]
+    store.db.execute(conn, "DELETE FROM gf_audit WHERE seq = ?", (rows[-1].seq,))  # type: ignore[attr-defined]
     report = store.verify_audit()
     assert not report.ok and "rows are missing" in report.problems[0]
-    store._exec(conn, "DELETE FROM gf_audit WHERE seq = ?", (rows[1].seq,))  # type: ignore[attr-defined]
+    store.db.execute(conn, "DELETE FROM gf_audit WHERE seq = ?", (rows[1].seq,))  # type: ignore[attr-defined]
     report = store.verify_audit()
     assert not report.ok and report.first_bad_seq == rows[2].seq
     assert "does not match row before" in report.problems[0]

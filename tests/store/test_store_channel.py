@@ -285,8 +285,8 @@ def test_sink_never_blocks_and_catches_up_after_the_store_was_locked(sqlite_back
 
 def _raw_inbox_row(store: Any, control_id: str, payload_json: str, kind: str = "STEER", run_id: str = "") -> None:
     """Insert an inbox row the way a broken writer (or a person with a SQL prompt) would."""
-    store._exec(  # the public API refuses such rows; this is the fault being tested
-        store._conn(),
+    store.db.execute(  # the public API refuses such rows; this is the fault being tested
+        store.db.conn(),
         "INSERT INTO gf_inbox (control_id, kind, payload_json, run_id, issued_at_ms, status, claimed_by, "
         "claimed_at_ms, ack_result, ack_detail, ack_data_json, acked_at_ms) "
         "VALUES (?, ?, ?, ?, 0, 'pending', '', 0, '', '', '', 0)",

@@ -214,7 +214,7 @@ def test_read_commands_never_create_or_migrate_a_database(tmp_path: Path) -> Non
 
 def test_corrupt_schema_version_is_exit_3(backend: Backend) -> None:
     store = backend.open()
-    store._exec(store._conn(), "UPDATE gf_meta SET value = 'banana' WHERE key = 'schema_version'")  # type: ignore[attr-defined]
+    store.db.execute(store.db.conn(), "UPDATE gf_meta SET value = 'banana' WHERE key = 'schema_version'")  # type: ignore[attr-defined]
     result = cli(backend, "pending")
     assert result.returncode == 3 and "schema version is corrupt" in result.stderr
 

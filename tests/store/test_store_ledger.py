@@ -65,8 +65,8 @@ def test_each_owner_has_its_own_ledger_and_reaches_no_other(backend: Backend) ->
     assert not store.resolve_execution("c-1", ran=False, by="ann", run_id="run-bot")  # finished: never "did not run"
     assert store.verify_audit().ok, store.verify_audit().problems
     # Moving a row to another owner (a database writer) is caught: no ledger event holds it there.
-    store._exec(store._conn(), "UPDATE gf_executions SET owner = 'eve' WHERE owner = 'bot'")  # type: ignore[attr-defined]
-    store._conn().commit()  # type: ignore[attr-defined]
+    store.db.execute(store.db.conn(), "UPDATE gf_executions SET owner = 'eve' WHERE owner = 'bot'")  # type: ignore[attr-defined]
+    store.db.conn().commit()  # type: ignore[attr-defined]
     problems = store.verify_audit().problems
     assert any("'c-1' of 'eve' has no execution_recorded" in p for p in problems), problems
     assert any("'c-1' of 'bot' is on the audit log but its ledger row is gone" in p for p in problems), problems

@@ -287,7 +287,7 @@ async def test_a_signed_edit_forged_into_the_store_row_is_not_replayed(
     approved = await asyncio.to_thread(decide, store, "pay-f", approve=True, principal=ANA, signer=signer)
     assert approved.verdict is DecideVerdict.RECORDED, approved.detail
     # A database writer adds an edit to the signed row before the call is replayed.
-    store._conn().execute(  # type: ignore[attr-defined]
+    store.db.conn().execute(  # type: ignore[attr-defined]
         "UPDATE gf_approvals SET edited_args_json = ? WHERE target_id = 'pay-f'",
         (canonical_json({"amount": 1_000_000, "to": "mallory"}),),
     )

@@ -60,7 +60,7 @@ class Notifier:
         start_at: int | None = None,
         jitter: Callable[[], float] = random.random,
     ) -> None:
-        from ...store._sql import SqlStore
+        from ...store.sql import SqlStore
 
         if not isinstance(store, SqlStore):
             raise TypeError(f"notifications need a SQL store (SQLite or PostgreSQL), got {type(store).__name__}")

@@ -1,0 +1,150 @@
+"""What each event appended to the audit chain changes in the records beside it (runs, approvals, grants)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..._util import canonical_json, now_ms
+from ...approvals import ApprovalStatus
+from ...convert import timestamp_to_ms
+from ...events import payload_name
+from ...pb.v1 import events_pb2, types_pb2
+from .._schema import APPROVAL_COLS, RUN_COLS
+from .db import SqlDb
+from .decisions import marks, request_where, sources_of, write_decision
+
+__all__ = ["apply_event"]
+
+
+def apply_event(db: SqlDb, conn: Any, event: events_pb2.Event, *, pid: int, host: str) -> None:
+    """What an appended event changes in the records: runs, approvals and grants (in its transaction)."""
+    kind = payload_name(event)
+    at = timestamp_to_ms(event.emitted_at) or now_ms()
+    if kind == "run_started":
+        db.execute(
+            conn,
+            f"INSERT INTO gf_runs ({RUN_COLS}) VALUES (?, ?, ?, ?, ?, 'running', ?, {db.now_expr}, 0) "
+            "ON CONFLICT (run_id) DO UPDATE SET pid = excluded.pid, host = excluded.host, status = 'running', "
+            "heartbeat_at_ms = excluded.heartbeat_at_ms",
+            (event.run_id, event.session_id, event.run_started.adapter, pid, host, at),
+        )
+    elif kind in ("run_completed", "run_aborted"):
+        # A run that ended to wait for a person on a parked call (detach_after) is "detached" until resumed.
+        detached = kind == "run_aborted" and event.run_aborted.status == types_pb2.RUN_STATUS_DETACHED
+        db.execute(
+            conn,
+            "UPDATE gf_runs SET status = CASE WHEN ? = 1 AND EXISTS (SELECT 1 FROM gf_detached d "
+            "WHERE d.run_id = gf_runs.run_id AND d.status <> 'resumed') THEN 'detached' ELSE 'finished' END, "
+            "ended_at_ms = ? WHERE run_id = ?",
+            (1 if detached else 0, at, event.run_id),
+        )
+    elif kind == "approval_requested":
+        req = event.approval_requested
+        meta = dict(req.metadata)
+        expires = timestamp_to_ms(req.expires_at) if req.HasField("expires_at") else 0
+        db.execute(
+            conn,
+            # Records are numbered 1, 2, 3, ... in the order their calls were first requested (we hold the
+            # chain's lock), so audit verify can check a record's number against the chain.
+            f"INSERT INTO gf_approvals ({APPROVAL_COLS}, request_id) "
+            "VALUES ((SELECT COALESCE(MAX(id), 0) + 1 FROM gf_approvals), "
+            "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, '', '', '', '', '', ?) "
+            "ON CONFLICT (run_id, target_id) DO UPDATE SET kind = excluded.kind, prompt = excluded.prompt, "
+            "task_id = excluded.task_id, tool_name = excluded.tool_name, args_json = excluded.args_json, "
+            "args_digest = excluded.args_digest, metadata_json = excluded.metadata_json, status = excluded.status, "
+            "requested_at_ms = excluded.requested_at_ms, expires_at_ms = excluded.expires_at_ms, "
+            "timeout_ms = excluded.timeout_ms, decided_at_ms = 0, decided_by = '', decision = '', detail = '', "
+            "edited_args_json = '', decided_via = '', decided_channel = '', decision_sig = '', "
+            "quorum_progress = '', original_args_json = '', original_args_digest = '', "
+            "request_id = excluded.request_id",
+            (
+                event.run_id,
+                event.session_id,
+                req.target_id,
+                req.kind,
+                req.prompt,
+                req.task_id,
+                meta.get("tool_name", ""),
+                meta.get("args_json", ""),
+                req.args_digest,
+                canonical_json(meta),
+                ApprovalStatus.PENDING.value,  # a new request is a new record, not a transition
+                at,
+                expires,
+                req.timeout_ms,
+                req.request_id,
+            ),
+        )
+    elif kind in ("approval_granted", "approval_rejected"):
+        granted = kind == "approval_granted"
+        msg = event.approval_granted if granted else event.approval_rejected
+        # Usually says again what the ack already recorded; it never overwrites a recorded decision.
+        where, params = request_where(event.run_id, msg.target_id, msg.request_id)
+        write_decision(
+            db,
+            conn,
+            where,
+            params,
+            approved=granted,
+            detail=msg.detail,
+            decided_by=msg.decided_by,
+            at=at,
+            edited_args_json=event.approval_granted.edited_args_json if granted else "",
+            via="run",
+            channel=msg.channel,
+        )
+        # The record's time is its event's (the ack that usually recorded it first has the agent's time):
+        # audit verify checks decided_at_ms against the chain.
+        db.execute(
+            conn,
+            f"UPDATE gf_approvals SET decided_at_ms = ? WHERE {where} AND decided_via = 'run' AND decision = ?",
+            (at, *params, "approve" if granted else "reject"),
+        )
+    elif kind == "approval_timed_out":
+        out = event.approval_timed_out
+        new = ApprovalStatus.TIMED_OUT if out.still_open else ApprovalStatus.EXPIRED
+        db.execute(
+            conn,
+            "UPDATE gf_approvals SET status = ?, detail = ? "
+            f"WHERE run_id = ? AND target_id = ? AND status IN ({marks(new)})",
+            (new.value, out.detail, event.run_id, out.target_id, *sources_of(new)),
+        )
+    elif kind == "approval_voted":
+        # Also after the decision: the last vote's tally ("2 of 2: ana, bo") stays on the record.
+        vote = event.approval_voted
+        where, params = request_where(event.run_id, vote.target_id, vote.request_id)
+        db.execute(conn, f"UPDATE gf_approvals SET quorum_progress = ? WHERE {where}", (vote.progress, *params))
+    elif kind == "grant_created":
+        g = event.grant_created
+        db.execute(
+            conn,
+            "INSERT INTO gf_grants (grant_id, rule, tool, granted_by, scope, run_id, session_id, args_constraint, "
+            "created_at_ms, expires_at_ms, target_id, description, channel, revoked_at_ms, revoked_by, "
+            "revoke_reason, made_in_run) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, '', '', ?) "
+            "ON CONFLICT (grant_id) DO NOTHING",
+            (
+                g.grant_id,
+                g.rule,
+                g.tool,
+                g.granted_by,
+                g.scope,
+                event.run_id if g.scope == "run" else "",
+                g.session_id,
+                g.args_constraint,
+                g.created_at_ms or at,
+                g.expires_at_ms,
+                g.target_id,
+                g.description,
+                g.channel,
+                event.run_id,
+            ),
+        )
+    elif kind == "approval_cancelled":
+        cancelled = event.approval_cancelled
+        gone = ApprovalStatus.CANCELLED
+        db.execute(
+            conn,
+            "UPDATE gf_approvals SET status = ?, detail = ? "
+            f"WHERE run_id = ? AND target_id = ? AND status IN ({marks(gone)})",
+            (gone.value, cancelled.reason, event.run_id, cancelled.target_id, *sources_of(gone)),
+        )

@@ -1,0 +1,244 @@
+"""The control inbox of a SQL store: messages posted, claimed, acked (an applied decision recorded with its ack)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..._util import canonical_json, now_ms, shorten
+from ...control import ControlAck, ControlMessage, check_message
+from .._schema import (
+    INBOX_COLS,
+    inbox_row,
+)
+from ..base import (
+    OPEN_STATUSES,
+    InboxRow,
+    StoreError,
+    ack_from_columns,
+)
+from .db import SqlRole
+from .decisions import acked_request, request_where, write_decision
+
+if TYPE_CHECKING:
+    pass
+
+logger = logging.getLogger(__name__)
+
+
+class SqlControlInbox(SqlRole):
+    """Post, claim and ack control messages; waiting is the dialect's (``wait_inbox``, ``wait_ack``)."""
+
+    # -- control inbox --------------------------------------------------------------------------
+    def post_control(self, msg: ControlMessage, *, run_id: str = "") -> int:
+        """Insert a message; raises StoreError when it could not be read back (not JSON, too big, bad ids)."""
+        problem = check_message(msg)
+        if problem is not None:
+            raise StoreError(f"control message refused: {problem.detail}")
+        try:
+            payload_json = canonical_json(dict(msg.payload))
+            payload_json.encode("utf-8")
+        except (TypeError, ValueError, RecursionError) as exc:
+            raise StoreError(f"control message {msg.id}: payload is not JSON: {shorten(str(exc), 200)}") from None
+        if len(payload_json) > self.limits.max_payload_chars:
+            raise StoreError(
+                f"control message {msg.id}: payload is {len(payload_json)} characters; the limit is "
+                f"{self.limits.max_payload_chars}"
+            )
+        for name, value in (("id", msg.id), ("run_id", run_id)):
+            if not isinstance(value, str) or len(value) > self.limits.max_id_chars:
+                raise StoreError(f"control message {name} must be a string of at most {self.limits.max_id_chars} chars")
+        if not isinstance(msg.issued_at_ms, int) or not 0 <= msg.issued_at_ms < 2**62:
+            raise StoreError(f"control message {msg.id}: issued_at_ms must be a non-negative 62-bit integer")
+        with self.db.guard(f"posting control message {msg.id}"):
+            conn = self.db.conn()
+            with self.db.transaction(conn):
+                row = self.db.execute(
+                    conn,
+                    "INSERT INTO gf_inbox (control_id, kind, payload_json, run_id, issued_at_ms, status, claimed_by, "
+                    "claimed_at_ms, ack_result, ack_detail, ack_data_json, acked_at_ms) "
+                    "VALUES (?, ?, ?, ?, ?, 'pending', '', 0, '', '', '', 0) RETURNING id",
+                    (msg.id, str(msg.kind), payload_json, run_id, msg.issued_at_ms),
+                ).fetchone()
+                self.db.notify(conn, "inbox", "")
+                return int(row[0])
+
+    def pending_controls(self, *, limit: int = 100) -> list[InboxRow]:
+        """Unclaimed messages, oldest first."""
+        with self.db.guard("reading the control inbox"):
+            cur = self.db.execute(
+                self.db.conn(),
+                f"SELECT {INBOX_COLS} FROM gf_inbox WHERE status = 'pending' ORDER BY id LIMIT ?",
+                (limit,),
+            )
+            return self._inbox_rows(cur)
+
+    def claimed_controls(self, *, endpoint: str) -> list[InboxRow]:
+        """Messages ``endpoint`` claimed and has not acked, oldest first."""
+        with self.db.guard("reading claimed control messages"):
+            cur = self.db.execute(
+                self.db.conn(),
+                f"SELECT {INBOX_COLS} FROM gf_inbox WHERE status = 'claimed' AND claimed_by = ? ORDER BY id",
+                (endpoint,),
+            )
+            return self._inbox_rows(cur)
+
+    @staticmethod
+    def _inbox_rows(cur: Any) -> list[InboxRow]:
+        return [inbox_row(r) for r in cur.fetchall()]
+
+    def claim_controls(self, ids: Sequence[int], *, endpoint: str) -> list[int]:
+        """Claim unclaimed messages; returns the ids won."""
+        if not ids:
+            return []
+        won = []
+        with self.db.guard("claiming control messages"):
+            conn = self.db.conn()
+            with self.db.transaction(conn):
+                at = now_ms()
+                for ident in ids:
+                    cur = self.db.execute(
+                        conn,
+                        "UPDATE gf_inbox SET status = 'claimed', claimed_by = ?, claimed_at_ms = ? "
+                        "WHERE id = ? AND status = 'pending'",
+                        (endpoint, at, ident),
+                    )
+                    if cur.rowcount == 1:
+                        won.append(ident)
+        return won
+
+    def ack_controls(self, acks: Sequence[tuple[int, ControlAck]]) -> None:
+        """Store acks and wake the senders (retried through an outage; writing an ack twice changes nothing)."""
+        if acks:
+            self.retrying("storing control acks", lambda: self._ack_controls(acks))
+
+    def _ack_controls(self, acks: Sequence[tuple[int, ControlAck]]) -> None:
+        with self.db.guard("storing control acks"):
+            conn = self.db.conn()
+            with self.db.transaction(conn):
+                for ident, ack in acks:
+                    try:
+                        data_json = canonical_json(dict(ack.data)) if ack.data is not None else ""
+                    except (TypeError, ValueError):
+                        data_json = canonical_json({"unserializable": repr(ack.data)[:500]})
+                    self.db.execute(
+                        conn,
+                        "UPDATE gf_inbox SET status = 'acked', ack_result = ?, ack_detail = ?, ack_data_json = ?, "
+                        "acked_at_ms = ? WHERE id = ?",
+                        (ack.result.value, ack.detail, data_json, ack.acked_at_ms, ident),
+                    )
+                    if ack.ok:
+                        self._record_applied_decision(conn, ident, ack)
+                    self.db.notify(conn, "ack", ack.control_id)
+
+    def _record_applied_decision(self, conn: Any, ident: int, ack: ControlAck) -> None:
+        """An applied APPROVE/REJECT updates its approval record with its ack, in the same transaction.
+
+        The decision is then durable the moment the decider sees its ack, even if the agent's
+        process dies before its sink writes ApprovalGranted/Rejected (which later says the same).
+        """
+        row = self.db.execute(conn, "SELECT kind, payload_json, run_id FROM gf_inbox WHERE id = ?", (ident,)).fetchone()
+        if row is None or row[0] not in ("APPROVE", "REJECT"):
+            return
+        payload = json.loads(row[1])
+        run_id = row[2] or payload.get("run_id") or ""
+        target = payload.get("target_id")
+        if not run_id or not isinstance(target, str):
+            return  # unaddressed: the sink records it from the run's events
+        if isinstance(ack.data, Mapping) and ack.data.get("decision") == "expired":
+            return  # the server's expiry notice, not a decision: the run's approval_timed_out records it
+        # Written to the request the agent resolved only: if the target was asked again since (a new request),
+        # a late ack never lands on the new one (the run's event already recorded the old one's decision).
+        where, params = request_where(run_id, target, acked_request(ack, payload))
+        if isinstance(ack.data, Mapping) and ack.data.get("decision") == "counted":
+            # One vote of a quorum: the request stays pending; only the tally changes ("1 of 2: ana").
+            self.db.execute(
+                conn,
+                "UPDATE gf_approvals SET quorum_progress = ? "
+                f"WHERE {where} AND status IN ({', '.join('?' for _ in OPEN_STATUSES)})",
+                (str(ack.data.get("quorum_progress") or ""), *params, *(s.value for s in OPEN_STATUSES)),
+            )
+            self._put_quorum_args(conn, where, params, ack.data)
+            return
+        approved = row[0] == "APPROVE"
+        edited = payload.get("edited_args")
+        quorum = isinstance(ack.data, Mapping) and ack.data.get("decision") == "quorum"
+        decided_by = payload.get("decided_by")
+        detail = payload.get("detail") or payload.get("reason") or ""
+        if quorum:  # the last vote of a quorum: decided by all who approved, with the tally
+            assert isinstance(ack.data, Mapping)
+            decided_by = ack.data.get("decided_by") or decided_by
+            detail = ack.data.get("detail") or detail  # what the run's decision event says
+            edited = ack.data.get("edited_args") if approved else None
+            self.db.execute(
+                conn,
+                f"UPDATE gf_approvals SET quorum_progress = ? WHERE {where}",
+                (str(ack.data.get("quorum_progress") or ""), *params),
+            )
+        write_decision(
+            self.db,
+            conn,
+            where,
+            params,
+            approved=approved,
+            detail=str(detail),
+            decided_by=str(decided_by or ""),
+            at=ack.acked_at_ms,
+            edited_args_json=canonical_json(edited) if approved and isinstance(edited, dict) else "",
+            via="run",
+            channel=str(payload.get("channel") or ""),
+        )
+        signature = payload.get("signature")
+        if isinstance(signature, dict):  # keep the server's signature even if the run's event got here first
+            self.db.execute(
+                conn,
+                f"UPDATE gf_approvals SET decision_sig = ? WHERE {where} AND decision = ?",
+                (canonical_json(signature), *params, "approve" if approved else "reject"),
+            )
+
+    def _put_quorum_args(self, conn: Any, where: str, params: Sequence[Any], data: Mapping[str, Any]) -> None:
+        """An edit restarted a quorum: its arguments are on the table (what the next approver reads and votes on).
+
+        The call's own arguments move to ``original_args_*`` once (a second edit keeps them), so the change
+        stays reviewable; the digest the store hands out as the default for a vote is the edited one.
+        """
+        digest, args = data.get("args_digest"), data.get("args")
+        if not isinstance(digest, str) or not digest or not isinstance(args, Mapping):
+            return
+        self.db.execute(
+            conn,
+            "UPDATE gf_approvals SET "
+            "original_args_json = CASE WHEN original_args_digest = '' THEN args_json ELSE original_args_json END, "
+            "original_args_digest = CASE WHEN original_args_digest = '' THEN args_digest "
+            "ELSE original_args_digest END, args_json = ?, args_digest = ? "
+            f"WHERE {where} AND args_digest <> ? "
+            f"AND status IN ({', '.join('?' for _ in OPEN_STATUSES)})",
+            (canonical_json(dict(args)), digest, *params, digest, *(s.value for s in OPEN_STATUSES)),
+        )
+
+    def get_ack(self, control_id: str) -> ControlAck | None:
+        """The ack once the message was answered."""
+        with self.db.guard(f"reading the ack of {control_id}"):
+            row = self.db.execute(
+                self.db.conn(),
+                "SELECT status, ack_result, ack_detail, ack_data_json, acked_at_ms FROM gf_inbox WHERE control_id = ?",
+                (control_id,),
+            ).fetchone()
+        if row is None or row[0] != "acked":
+            return None
+        data = json.loads(row[3]) if row[3] else None
+        return ack_from_columns(control_id, row[1], row[2], data, row[4])
+
+    def withdraw_control(self, control_id: str) -> bool:
+        """Withdraw an unclaimed message."""
+        with self.db.guard(f"withdrawing {control_id}"):
+            conn = self.db.conn()
+            with self.db.transaction(conn):
+                cur = self.db.execute(
+                    conn,
+                    "UPDATE gf_inbox SET status = 'withdrawn' WHERE control_id = ? AND status = 'pending'",
+                    (control_id,),
+                )
+                return bool(cur.rowcount == 1)

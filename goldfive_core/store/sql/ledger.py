@@ -1,0 +1,218 @@
+"""The execution ledger of a SQL store: at most one run of a tool body per approved call, per owner."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from ..._stored import storable
+from ..._util import canonical_json, new_id, now_ms
+from ...pb.v1 import events_pb2
+from .._schema import (
+    EXEC_COLS,
+    execution_row,
+)
+from ..audit import result_digest
+from ..base import (
+    HOST,
+    ExecutionRow,
+    ExecutionState,
+)
+from .chain import appending
+from .db import SqlDb, SqlRole
+
+if TYPE_CHECKING:
+    pass
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["RUN_OWNER", "SqlExecutionRecords", "owner_of"]
+
+RUN_OWNER = "COALESCE((SELECT agent FROM gf_run_owners WHERE run_id = {run}), '')"
+"""The ledger owner of a run: the agent user who owns it over HTTP, '' for a process writing the store directly."""
+
+
+def owner_of(db: SqlDb, conn: Any, run_id: str) -> str:
+    """Whose ledger ``run_id``'s calls are kept in (see :data:`RUN_OWNER`)."""
+    row = db.execute(conn, f"SELECT {RUN_OWNER.format(run='?')}", (run_id,)).fetchone()
+    return str(row[0]) if row is not None else ""
+
+
+class SqlExecutionRecords(SqlRole):
+    """Claims, results and a person's settling of calls in doubt; each change audited."""
+
+    def mark_executing(
+        self, target_id: str, *, run_id: str, pid: int = 0, host: str = HOST, args_digest: str = ""
+    ) -> bool:
+        """Claim the tool body for ``target_id`` (and ``args_digest``) in ``run_id``'s owner's ledger; True exactly
+        once (retried through an outage).
+
+        Idempotent for the claimer: when an earlier attempt committed but its answer was lost (the
+        connection dropped), the retry finds this run's own "executing" entry and says True again.
+        """
+        return self.retrying(
+            f"marking {target_id!r} executing", lambda: self._mark_executing(target_id, run_id, pid, host, args_digest)
+        )
+
+    def _mark_executing(self, target_id: str, run_id: str, pid: int, host: str, args_digest: str) -> bool:
+        with self.db.guard(f"marking {target_id!r} executing"):
+            conn = self.db.conn()
+            with self.db.transaction(conn):
+                owner = owner_of(self.db, conn, run_id)
+                cur = self.db.execute(
+                    conn,
+                    f"INSERT INTO gf_executions ({EXEC_COLS}) VALUES (?, ?, 'executing', ?, 0, '', ?, ?, ?, ?) "
+                    # A finished call whose id is reused with other arguments is another call: it takes the row.
+                    "ON CONFLICT (owner, target_id) DO UPDATE SET run_id = excluded.run_id, state = excluded.state, "
+                    "started_at_ms = excluded.started_at_ms, finished_at_ms = 0, result_json = '', "
+                    "pid = excluded.pid, host = excluded.host, args_digest = excluded.args_digest "
+                    "WHERE gf_executions.state = 'done' AND gf_executions.args_digest <> '' "
+                    "AND excluded.args_digest <> '' AND gf_executions.args_digest <> excluded.args_digest",
+                    (target_id, run_id, at := now_ms(), pid, host, args_digest, owner),
+                )
+                if cur.rowcount == 1:
+                    self._record_execution(
+                        conn, target_id, run_id, "executing", at, owner, args_digest=args_digest, pid=pid, host=host
+                    )
+                    return True
+                row = self.db.execute(
+                    conn,
+                    "SELECT run_id, state, pid, host, args_digest FROM gf_executions WHERE owner = ? AND target_id = ?",
+                    (owner, target_id),
+                ).fetchone()
+                mine = (storable(run_id), "executing", pid, storable(host), storable(args_digest))
+                return row is not None and tuple(row) == mine
+
+    def mark_done(self, target_id: str, *, result_json: str, run_id: str | None = None) -> bool:
+        """Record the finished tool body and its result (retried through an outage); False: no such claim.
+
+        With ``run_id``, only the claim that run made (in its owner's ledger); None: the call's entry of any owner.
+        """
+        return self.retrying(f"marking {target_id!r} done", lambda: self._mark_done(target_id, result_json, run_id))
+
+    def _mark_done(self, target_id: str, result_json: str, run_id: str | None) -> bool:
+        with self.db.guard(f"marking {target_id!r} done"):
+            conn = self.db.conn()
+            with self.db.transaction(conn):
+                where, params = self._claim_filter(conn, target_id, run_id)
+                row = self.db.execute(
+                    conn,
+                    f"UPDATE gf_executions SET state = 'done', finished_at_ms = ?, result_json = ? WHERE {where} "
+                    "RETURNING run_id, owner",
+                    (at := now_ms(), result_json, *params),
+                ).fetchone()
+                if row is None:
+                    return False
+                self._record_execution(conn, target_id, str(row[0]), "done", at, str(row[1]), result_json=result_json)
+                return True
+
+    def _claim_filter(self, conn: Any, target_id: str, run_id: str | None) -> tuple[str, list[Any]]:
+        """The WHERE of the ledger row ``run_id`` claimed for ``target_id`` (None: the call's row of any owner)."""
+        if run_id is None:
+            return "target_id = ?", [target_id]
+        return "owner = ? AND target_id = ? AND run_id = ?", [owner_of(self.db, conn, run_id), target_id, run_id]
+
+    def resolve_execution(self, target_id: str, *, ran: bool, by: str, run_id: str | None = None) -> bool:
+        """Settle an in-doubt call on a person's word (with ``run_id``: the one that run claimed)."""
+        with self.db.guard(f"resolving execution {target_id!r}"):
+            conn = self.db.conn()
+            with self.db.transaction(conn):
+                at = now_ms()
+                where, params = self._claim_filter(conn, target_id, run_id)
+                if ran:
+                    result = canonical_json({"resolved_by": by, "detail": "a person confirmed it ran"})
+                    row = self.db.execute(
+                        conn,
+                        "UPDATE gf_executions SET state = 'done', finished_at_ms = ?, result_json = ? "
+                        f"WHERE {where} AND state = 'executing' RETURNING run_id, owner",
+                        (at, result, *params),
+                    ).fetchone()
+                else:
+                    result = ""
+                    row = self.db.execute(
+                        conn,
+                        f"DELETE FROM gf_executions WHERE {where} AND state = 'executing' RETURNING run_id, owner",
+                        params,
+                    ).fetchone()
+                if row is None:
+                    return False
+                state = "resolved_ran" if ran else "resolved_not_run"
+                self._record_execution(
+                    conn, target_id, str(row[0]), state, at, str(row[1]), result_json=result, resolved_by=by
+                )
+                return True
+
+    def _record_execution(
+        self,
+        conn: Any,
+        target_id: str,
+        run_id: str,
+        state: str,
+        at: int,
+        owner: str,
+        *,
+        args_digest: str = "",
+        pid: int = 0,
+        host: str = "",
+        result_json: str = "",
+        resolved_by: str = "",
+    ) -> None:
+        """Put a change of the execution ledger on the audit chain, in the ledger write's own transaction, so
+        ``audit verify`` can check every ledger row (outside the run's own numbering: sequence 0)."""
+        event = events_pb2.Event(
+            event_id=new_id("ev-ledger"),
+            run_id=run_id,
+            sequence=0,
+            execution_recorded=events_pb2.ExecutionRecorded(
+                target_id=target_id,
+                state=state,
+                args_digest=args_digest,
+                pid=pid,
+                host=host,
+                result_digest=result_digest(result_json),
+                resolved_by=resolved_by,
+                owner=owner,
+            ),
+        )
+        event.emitted_at.FromMilliseconds(at)
+        with appending(self.db, conn) as chain:
+            chain.append(event)
+
+    def execution(self, target_id: str, *, run_id: str | None = None) -> ExecutionRow | None:
+        """The ledger entry for ``target_id`` in ``run_id``'s owner's ledger (retried through an outage).
+
+        None for ``run_id``: the newest entry for the call id of any owner (the command line, a person's look).
+        """
+        return self.retrying(f"reading execution {target_id!r}", lambda: self._execution(target_id, run_id))
+
+    def _execution(self, target_id: str, run_id: str | None) -> ExecutionRow | None:
+        with self.db.guard(f"reading execution {target_id!r}"):
+            conn = self.db.conn()
+            if run_id is None:
+                row = self.db.execute(
+                    conn,
+                    f"SELECT {EXEC_COLS} FROM gf_executions WHERE target_id = ? ORDER BY started_at_ms DESC LIMIT 1",
+                    (target_id,),
+                ).fetchone()
+            else:
+                row = self.db.execute(
+                    conn,
+                    f"SELECT {EXEC_COLS} FROM gf_executions WHERE owner = ? AND target_id = ?",
+                    (owner_of(self.db, conn, run_id), target_id),
+                ).fetchone()
+            return execution_row(row) if row is not None else None
+
+    def executions(self, *, state: ExecutionState | None = None) -> list[ExecutionRow]:
+        """Ledger entries, newest first."""
+        with self.db.guard("listing executions"):
+            if state is None:
+                cur = self.db.execute(
+                    self.db.conn(), f"SELECT {EXEC_COLS} FROM gf_executions ORDER BY started_at_ms DESC"
+                )
+            else:
+                cur = self.db.execute(
+                    self.db.conn(),
+                    f"SELECT {EXEC_COLS} FROM gf_executions WHERE state = ? ORDER BY started_at_ms DESC",
+                    (state.value,),
+                )
+            return [execution_row(r) for r in cur.fetchall()]
