@@ -349,7 +349,7 @@ def _resolve(store: Store, ident: str, run: str | None) -> ApprovalRow:
 def _show(store: Store, args: argparse.Namespace, out: _Out) -> int:
     row = _resolve(store, args.id, args.run)
     run = store.run(row.run_id)
-    data = cli_approval(approval_json(row, liveness=store.liveness(run)))
+    data = cli_approval(approval_json(row, liveness=store.liveness_of(run)))
     ex = store.execution(row.target_id, run_id=row.run_id)
     data["execution"] = ex.state.value if ex is not None else "none"
     data["execution_started_at_ms"] = ex.started_at_ms if ex is not None else 0
@@ -425,11 +425,11 @@ def _live_run(store: Store, run: str | None) -> str:
         found = store.run(run)
         if found is None:
             raise _Exit(EXIT_FAILURE, f"no run {_t(run, 80)!r} in this store (goldfive runs lists them)")
-        liveness = store.liveness(found)
-        if liveness != "live":
-            raise _Exit(EXIT_FAILURE, f"run {_t(run, 80)} is not running: {liveness}")
+        liveness = store.liveness_of(found)
+        if not liveness.live:
+            raise _Exit(EXIT_FAILURE, f"run {_t(run, 80)} is not running: {liveness.reason}")
         return run
-    live = [r.run_id for r in store.runs(limit=1000) if store.liveness(r) == "live"]
+    live = [r.run_id for r in store.runs(limit=1000) if store.liveness_of(r).live]
     if not live:
         raise _Exit(EXIT_FAILURE, "no live run in this store (is the agent running with a StoreChannel?)")
     if len(live) > 1:
@@ -499,8 +499,8 @@ def _runs(store: Store, args: argparse.Namespace, out: _Out) -> int:
 
 
 def _notify_status(store: Store, args: argparse.Namespace, out: _Out) -> int:
-    from .store.sql import SqlStore
     from .store.outbox import outbox_rows, outbox_summary
+    from .store.sql import SqlStore
 
     if not isinstance(store, SqlStore):
         raise _Exit(EXIT_USAGE, "notification status needs a SQLite or PostgreSQL store")
@@ -537,8 +537,7 @@ def _resolve_doubt(store: Store, args: argparse.Namespace, out: _Out) -> int:
         runs = ", ".join(sorted(_t(ex.run_id, 80) for ex in doubts))
         raise _Exit(EXIT_USAGE, f"{_t(args.id, 80)!r} is in doubt in several runs ({runs}); name one with --run")
     ex = doubts[0]
-    live = store.liveness(store.run(ex.run_id))
-    if live == "live":
+    if store.liveness_of(store.run(ex.run_id)).live:
         raise _Exit(EXIT_FAILURE, f"{args.id!r} is running right now in run {ex.run_id}; it is not in doubt")
     if not store.resolve_execution(args.id, ran=bool(args.ran), by=_decider(args), run_id=ex.run_id):
         raise _Exit(EXIT_FAILURE, f"{args.id!r} was settled by someone else just now")

@@ -36,16 +36,13 @@ from ..policy import Ask, Policy, PolicyAuthority
 from ..signing import DecisionSigner
 from ..store import grants as grants_mod
 from ..store import users as users_mod
-from ..store.sql import SqlStore
 from ..store.base import (
-    DETACHED_LIVENESS,
     ApprovalRow,
     DetachedStatus,
     RunRow,
     Store,
     StoreError,
     StoreUnavailableError,
-    run_liveness,
 )
 from ..store.channel import DeliveryTimeout, RunGone, StoreChannel
 from ..store.checkpoint import CheckpointWriter
@@ -57,7 +54,9 @@ from ..store.decide import (
     decide,
     find_approval,
 )
+from ..store.liveness import DETACHED_LIVENESS, Liveness, RunLiveness, judge_liveness
 from ..store.outbox import outbox_rows, outbox_summary
+from ..store.sql import SqlStore
 from ..store.views import approval_json, approvals_json, in_doubt_json, run_json
 from .agents import AgentApi, agent_routes, audit_refusal
 from .auth import COOKIE, SESSION_TTL_MS, Authenticator, AuthError, User, derive_cookie_key
@@ -134,9 +133,9 @@ async def _run_in(pool: concurrent.futures.Executor, fn: Callable[..., Any], *ar
     return await asyncio.get_running_loop().run_in_executor(pool, functools.partial(fn, *args, **kwargs))
 
 
-def _liveness(store: Store, run: RunRow | None, now: int) -> str:
+def _liveness(store: Store, run: RunRow | None, now: int) -> RunLiveness:
     """Liveness judged on the store's clock (``now`` from ``store.clock_ms()``), never the server host's."""
-    return run_liveness(run, stale_after_ms=store.stale_after_ms, now=now)
+    return judge_liveness(run, stale_after_ms=store.stale_after_ms, now=now)
 
 
 def _ack_json(ack: ControlAck) -> dict[str, Any]:
@@ -294,12 +293,12 @@ class _Api:
         )
 
     # -- approvals ----------------------------------------------------------------------------------------------
-    async def _live_runs(self) -> dict[str, str]:
+    async def _live_runs(self) -> dict[str, RunLiveness]:
         runs: list[RunRow] = await _run(self.store.runs, running_only=True)
         now: int = await _run(self.store.clock_ms)
         found = {r.run_id: _liveness(self.store, r, now) for r in runs}
         for parked in await _run(self.store.detached_runs, status=DetachedStatus.WAITING, limit=1000):
-            found.setdefault(parked.run_id, DETACHED_LIVENESS)
+            found.setdefault(parked.run_id, RunLiveness(state=Liveness.DETACHED, reason=DETACHED_LIVENESS))
         return found
 
     async def approvals(self, request: Request, user: User) -> Response:
@@ -310,7 +309,7 @@ class _Api:
         limit = int_param(request, "limit", 100, low=1, high=MAX_PAGE)
         offset = int_param(request, "offset", 0, low=0, high=10**9)
         liveness = await self._live_runs()
-        live = sorted(run for run, how in liveness.items() if how in ("live", DETACHED_LIVENESS))
+        live = sorted(run for run, how in liveness.items() if how.waits)
         page = await _run(
             self.store.approval_page,
             statuses=_STATUSES_OF[state],
@@ -340,7 +339,7 @@ class _Api:
     async def approval(self, request: Request, user: User) -> Response:
         row = await self._find(request)
         run = await _run(self.store.run, row.run_id)
-        data = approval_json(row, liveness=await _run(self.store.liveness, run), rules=self.policy_authority)
+        data = approval_json(row, liveness=await _run(self.store.liveness_of, run), rules=self.policy_authority)
         rows = await _run(self.store.audit_rows, run_id=row.run_id, limit=1_000_000)
         data["events"] = [
             {"seq": r.seq, "kind": r.kind, "event": event_to_dict(r.event())}
@@ -505,9 +504,9 @@ class _Api:
             if reason:
                 payload["reason"] = reason
         run = await self._run_row(request)
-        liveness = await _run(self.store.liveness, run)
-        if liveness != "live":
-            raise ApiError(409, f"run {run.run_id} is not running ({liveness}); nothing was sent")
+        liveness = await _run(self.store.liveness_of, run)
+        if not liveness.live:
+            raise ApiError(409, f"run {run.run_id} is not running ({liveness.reason}); nothing was sent")
         payload.update(run_id=run.run_id, decided_by=user.name, channel=user.channel)
         msg = ControlMessage(kind, payload)
         try:

@@ -70,7 +70,7 @@ class Expirer:
             why = self._expired(row, now)
             if not why or (row.id, row.requested_at_ms) in self._sent:
                 continue
-            if self.store.liveness(self.store.run(row.run_id)) != "live":
+            if not self.store.liveness_of(self.store.run(row.run_id)).live:
                 continue  # nobody to tell: decisions are refused, the listing says when it expired
             self._sent.add((row.id, row.requested_at_ms))
             result = expire(self.store, row, why=why, signer=self.signer, timeout_s=self._ack_timeout_s)

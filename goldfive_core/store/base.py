@@ -11,26 +11,42 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-import os
-import socket
 from collections.abc import Callable, Mapping, Sequence
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .._util import now_ms
 from ..approvals import OPEN_STATUSES as _OPEN
 from ..approvals import ApprovalStatus, request_digest
 from ..control import AckResult, ControlAck, ControlMessage
 from ..errors import GoldfiveError
 from ..limits import Limits
 from ..pb.v1 import events_pb2
+from .liveness import (
+    DEFAULT_STALE_AFTER_MS,
+    DETACHED_LIVENESS,
+    HOST,
+    RunLiveness,
+    StoredRunStatus,
+    judge_liveness,
+    run_liveness,
+)
+from .roles import (
+    ApprovalRecords,
+    AuditLog,
+    ControlInbox,
+    ExecutionRecords,
+    ParkedCalls,
+    RunRegistry,
+    UserDirectory,
+)
 
 if TYPE_CHECKING:
-    from ..signing import TrustKey
+    pass
 
 __all__ = [
     "DEFAULT_STALE_AFTER_MS",
     "DETACHED_LIVENESS",
+    "HOST",
     "ApprovalRow",
     "AuditReport",
     "AuditRow",
@@ -52,14 +68,9 @@ __all__ = [
     "run_liveness",
 ]
 
-DEFAULT_STALE_AFTER_MS = 15_000
-"""A run whose process has not written a heartbeat for this long is considered gone."""
-
 HEARTBEAT_INTERVAL_S = 5.0
 """How often a process with live runs refreshes their heartbeat: three chances within DEFAULT_STALE_AFTER_MS
 (a lease renewed at a third of its length), and an idle agent's thread wakes seldom."""
-
-HOST = socket.gethostname()
 
 
 class StoreError(GoldfiveError):
@@ -150,10 +161,13 @@ class RunRow:
     adapter: str
     pid: int
     host: str
-    status: str
+    status: StoredRunStatus
     started_at_ms: int
     heartbeat_at_ms: int
     ended_at_ms: int
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "status", StoredRunStatus.stored(self.status))
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -322,39 +336,6 @@ class DetachedRow:
     detail: str
 
 
-DETACHED_LIVENESS = "detached: it waits for this decision and resumes by itself when it is decided"
-"""What :func:`run_liveness` says of a run that ended to wait for a person (``detach_after``)."""
-
-
-def run_liveness(run: RunRow | None, *, stale_after_ms: int = DEFAULT_STALE_AFTER_MS, now: int | None = None) -> str:
-    """``"live"``, ``"finished"`` or a sentence saying why the run's process is gone."""
-    if run is None:
-        return "no process ever reported this run (no heartbeat recorded)"
-    if run.status == "detached":
-        return DETACHED_LIVENESS
-    if run.status == "crashed":
-        return f"crashed: its process {run.pid} on {run.host} stopped heartbeating"
-    if run.status != "running":
-        return "finished"
-    now = now_ms() if now is None else now
-    if run.host == HOST and run.pid > 0 and not _pid_alive(run.pid):
-        return f"its process {run.pid} on {run.host} is gone (killed or crashed)"
-    age = now - run.heartbeat_at_ms
-    if age > stale_after_ms:
-        return f"no heartbeat from process {run.pid} on {run.host} for {age / 1000:.0f} s"
-    return "live"
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # exists, owned by someone else
-        return True
-    return True
-
-
 def ack_from_columns(control_id: str, result: str, detail: str, data: Mapping[str, Any] | None, at: int) -> ControlAck:
     """Rebuild a ControlAck from stored columns (an unknown result reads as FAILURE)."""
     try:
@@ -391,11 +372,17 @@ class InboxWaiter(Protocol):
         ...
 
 
-class Store(abc.ABC):
-    """What every backend provides. Thread-safe; every call is short and bounded."""
+class Store(
+    AuditLog, ApprovalRecords, RunRegistry, ExecutionRecords, ParkedCalls, ControlInbox, UserDirectory, abc.ABC
+):
+    """What every backend provides: every role of :mod:`goldfive_core.store.roles` (their union).
 
-    url: str
-    """Where the store lives, for messages (a path or a DSN without its password)."""
+    Thread-safe; every call is short and bounded. Code that needs one job is typed on its role.
+    """
+
+    url: str = ""
+    """Where the store lives, for messages (a path or a DSN without its password); each backend sets it (a plain
+    attribute here: the roles' read-only ``url`` property is not inherited)."""
 
     stale_after_ms: int = DEFAULT_STALE_AFTER_MS
 
@@ -406,7 +393,6 @@ class Store(abc.ABC):
     limits: Limits = Limits()
     """Size limits enforced on what is written (backends read ``GOLDFIVE_LIMIT_*`` at construction)."""
 
-    # -- lifecycle ---------------------------------------------------------------
     @abc.abstractmethod
     def close(self) -> None:
         """Close this thread's connections (others close when their thread ends)."""
@@ -415,224 +401,19 @@ class Store(abc.ABC):
     def schema_version(self) -> int:
         """The schema version of the database."""
 
-    # -- events and the audit chain ----------------------------------------------
-    @abc.abstractmethod
-    def append_events(self, events: Sequence[events_pb2.Event], *, pid: int, host: str) -> None:
-        """Append events to the audit chain and update approvals and runs, in one transaction."""
-
-    @abc.abstractmethod
-    def heartbeat(self, run_ids: Sequence[str]) -> None:
-        """Say that the runs are still alive in this process (stamped with the store's clock)."""
-
-    @abc.abstractmethod
-    def clock_ms(self) -> int:
-        """The store's clock in epoch milliseconds (PostgreSQL: the server's); liveness is judged on it."""
-
-    @abc.abstractmethod
-    def reap_crashed(self) -> list[str]:
-        """Mark runs without a fresh heartbeat ``crashed`` with a closing audit event; returns their ids."""
+    def liveness_of(self, run: RunRow | None) -> RunLiveness:
+        """:func:`~goldfive_core.store.liveness.judge_liveness` on the store's clock (never this host's against
+        the agent's)."""
+        if run is None or run.status is not StoredRunStatus.RUNNING:
+            return judge_liveness(run, stale_after_ms=self.stale_after_ms)
+        return judge_liveness(run, stale_after_ms=self.stale_after_ms, now=self.clock_ms())
 
     def liveness(self, run: RunRow | None) -> str:
-        """:func:`run_liveness` judged on the store's clock (never this host's against the agent's)."""
-        if run is None or run.status != "running":
-            return run_liveness(run, stale_after_ms=self.stale_after_ms)
-        return run_liveness(run, stale_after_ms=self.stale_after_ms, now=self.clock_ms())
-
-    @abc.abstractmethod
-    def audit_rows(self, *, after_seq: int = 0, run_id: str | None = None, limit: int = 1000) -> list[AuditRow]:
-        """Audit rows with ``seq > after_seq`` in chain order."""
-
-    @abc.abstractmethod
-    def audit_head(self) -> tuple[int, str]:
-        """The seq and hash of the last audit row (``(0, GENESIS)`` when empty)."""
-
-    @abc.abstractmethod
-    def verify_audit(self, *, trust_key: TrustKey | None = None) -> AuditReport:
-        """Recompute the whole chain and report every break (``trust_key``: verify decision signatures too)."""
-
-    # -- approvals ---------------------------------------------------------------------
-    @abc.abstractmethod
-    def approvals(
-        self,
-        *,
-        open_only: bool = True,
-        run_id: str | None = None,
-        limit: int = 500,
-        offset: int = 0,
-        oldest_first: bool = False,
-    ) -> list[ApprovalRow]:
-        """Approval records, newest first (only those still accepting a decision by default)."""
-
-    @abc.abstractmethod
-    def count_approvals(self, *, open_only: bool = True, run_id: str | None = None) -> int:
-        """How many records :meth:`approvals` would list without a limit (for "N more" notices)."""
-
-    @abc.abstractmethod
-    def approvals_for(self, target_id: str) -> list[ApprovalRow]:
-        """Every record for ``target_id`` (one per run that asked), newest first."""
-
-    @abc.abstractmethod
-    def run(self, run_id: str) -> RunRow | None:
-        """The run row, if a sink recorded it."""
-
-    @abc.abstractmethod
-    def runs(self, *, running_only: bool = True, limit: int | None = None, offset: int = 0) -> list[RunRow]:
-        """Runs, newest first."""
-
-    @abc.abstractmethod
-    def count_runs(self, *, running_only: bool = True) -> int:
-        """How many runs :meth:`runs` would list without a limit."""
-
-    @abc.abstractmethod
-    def count_audit(self, *, run_id: str | None = None) -> int:
-        """How many audit rows there are (of one run)."""
-
-    @abc.abstractmethod
-    def pause_of(self, run_id: str) -> events_pb2.RunPaused | None:
-        """The run's standing pause (its last ``run_paused`` with no ``run_resumed`` after it), else None."""
-
-    @abc.abstractmethod
-    def decide_in_store(
-        self,
-        approval_id: int,
-        *,
-        approved: bool,
-        detail: str,
-        decided_by: str,
-        edited_args_json: str = "",
-        args_digest: str = "",
-        channel: str = "",
-        signature: str = "",
-        request_id: str = "",
-    ) -> bool:
-        """Record a decision for an open record whose agent is not running.
-
-        False if it was already decided (or is closed), if ``args_digest`` is given and the record's call
-        has another digest, or if ``request_id`` is given and the record is another request of the target
-        (asked again since): a stale decision is never recorded. ``channel``
-        (web / api / cli) and the server's ``signature`` block are kept with the record, so a
-        replay of the call can check who decided.
-        """
-
-    @abc.abstractmethod
-    def find_decision(self, target_id: str, *, run_id: str | None = None) -> StoredDecision | None:
-        """The newest decision for ``target_id`` that no execution has used yet (with ``run_id``: among the
-        requests of the runs of that run's owner)."""
-
-    # -- the execution ledger (at most once per approval) ---------------------------
-    @abc.abstractmethod
-    def mark_executing(self, target_id: str, *, run_id: str, pid: int, host: str, args_digest: str = "") -> bool:
-        """Claim the right to run the tool body; False when it was claimed before (done or in doubt).
-
-        The entry belongs to the owner of ``run_id`` (the agent user owning it over HTTP, "" for a process
-        writing the store): each owner has its own ledger, so owners reusing a call id never collide. A
-        finished entry for the same call id with another ``args_digest`` is a different call: it is replaced
-        and the claim succeeds.
-        """
-
-    @abc.abstractmethod
-    def mark_done(self, target_id: str, *, result_json: str, run_id: str | None = None) -> bool:
-        """Record that the tool body finished, with its result; False when there is no such claim.
-
-        With ``run_id``, only the entry that run claimed; None: the call id's entry of any owner.
-        """
-
-    @abc.abstractmethod
-    def resolve_execution(self, target_id: str, *, ran: bool, by: str, run_id: str | None = None) -> bool:
-        """A person settles an in-doubt call: it ran (mark done) or it did not (forget it, so a replay may run it).
-
-        False when ``target_id`` is not in doubt (no entry, or already done). With ``run_id``, only the entry
-        that run claimed.
-        """
-
-    @abc.abstractmethod
-    def execution(self, target_id: str, *, run_id: str | None = None) -> ExecutionRow | None:
-        """The ledger entry for ``target_id`` in the ledger of ``run_id``'s owner (None: the newest of any owner)."""
-
-    @abc.abstractmethod
-    def executions(self, *, state: ExecutionState | None = None) -> list[ExecutionRow]:
-        """Ledger entries, newest first."""
-
-    # -- detached ADK invocations (resumed when decided) ----------------------------------
-    @abc.abstractmethod
-    def record_detached(
-        self,
-        target_id: str,
-        *,
-        run_id: str,
-        app_name: str,
-        user_id: str,
-        session_id: str,
-        invocation_id: str,
-        detail: str = "",
-    ) -> None:
-        """Record (or re-record) that an invocation ended waiting for ``target_id``; it is WAITING again."""
-
-    @abc.abstractmethod
-    def detached(self, target_id: str) -> DetachedRow | None:
-        """The detached invocation waiting for ``target_id``, if any."""
-
-    @abc.abstractmethod
-    def detached_runs(
-        self, *, status: DetachedStatus | None = DetachedStatus.WAITING, app_name: str | None = None, limit: int = 100
-    ) -> list[DetachedRow]:
-        """Detached invocations, oldest first (only the waiting ones by default)."""
-
-    @abc.abstractmethod
-    def claim_detached(self, target_id: str, *, owner: str, lease_ms: int) -> bool:
-        """Take the lease to resume ``target_id`` (WAITING, or RESUMING with a lapsed lease); True for one caller.
-
-        The lease is judged by the store's clock, like liveness.
-        """
-
-    @abc.abstractmethod
-    def settle_detached(self, target_id: str, *, owner: str, resumed: bool, detail: str = "") -> bool:
-        """The lease holder says the call was taken up (RESUMED) or gives the lease back (WAITING)."""
-
-    # -- the control inbox -------------------------------------------------------------
-    @abc.abstractmethod
-    def post_control(self, msg: ControlMessage, *, run_id: str = "") -> int:
-        """Insert a message for the agent that owns ``run_id`` ("" = any); returns its inbox id."""
-
-    @abc.abstractmethod
-    def pending_controls(self, *, limit: int = 100) -> list[InboxRow]:
-        """Messages nobody has claimed yet, oldest first."""
-
-    @abc.abstractmethod
-    def claimed_controls(self, *, endpoint: str) -> list[InboxRow]:
-        """Messages ``endpoint`` claimed and has not acked (recovery after a lost answer)."""
-
-    @abc.abstractmethod
-    def claim_controls(self, ids: Sequence[int], *, endpoint: str) -> list[int]:
-        """Claim messages for dispatch; returns the ids this caller won."""
-
-    @abc.abstractmethod
-    def ack_controls(self, acks: Sequence[tuple[int, ControlAck]]) -> None:
-        """Store the acks of claimed messages (and wake whoever waits for them)."""
-
-    @abc.abstractmethod
-    def get_ack(self, control_id: str) -> ControlAck | None:
-        """The ack of a message, once there is one."""
-
-    @abc.abstractmethod
-    def withdraw_control(self, control_id: str) -> bool:
-        """Withdraw an unclaimed message so it is never dispatched; False if it was already claimed."""
-
-    @abc.abstractmethod
-    def wait_inbox(self, timeout_s: float) -> None:
-        """Block until the inbox may have changed or ``timeout_s`` passed."""
-
-    @abc.abstractmethod
-    def wait_ack(self, control_id: str, timeout_s: float) -> ControlAck | None:
-        """Block until the message is acked (its ack) or ``timeout_s`` passed (None)."""
+        """The words of :meth:`liveness_of` (``"live"``, ``"finished"`` or why the process is gone), for people."""
+        return self.liveness_of(run).reason
 
     def inbox_waiter(self) -> InboxWaiter | None:
-        """A socket an event loop can sleep on until the inbox may have changed, or None (use :meth:`wait_inbox`).
-
-        An idle :class:`~goldfive_core.store.StoreChannel` waits on it in its event loop (no thread
-        wakes while nothing happens); it is bound until closed, so news committed between two looks
-        is never missed. SQLite with wake-ups returns one; stores without one return None.
-        """
+        """A socket an event loop can sleep on until the inbox may have changed, or None (use :meth:`wait_inbox`)."""
         return None
 
     # -- approvals, paged (goldfive serve) ------------------------------------------------------

@@ -39,6 +39,7 @@ from ..toolcall import ExecutionLedger
 from .base import HOST, InboxRow, InboxWaiter, Store, StoreError, StoreUnavailableError
 from .execution import StoreLedger
 from .keeper import drain_seconds, keeper_for
+from .liveness import RunLiveness
 from .sink import StoreSink
 from .trust import verify_decision
 
@@ -68,6 +69,11 @@ class DeliveryTimeout(StoreError):
 
 class RunGone(DeliveryTimeout):
     """The addressed run ended (or its process died) before taking the message; it was withdrawn."""
+
+    def __init__(self, message: str, *, liveness: RunLiveness | None = None) -> None:
+        super().__init__(message)
+        self.liveness = liveness
+        """How the run stood when the message was withdrawn (None: not said)."""
 
 
 class AmbiguousRunError(StoreError):
@@ -175,7 +181,7 @@ class StoreChannel:
         return ""
 
     def _live_runs(self) -> list[str]:
-        return [r.run_id for r in self.store.runs(limit=1000) if self.store.liveness(r) == "live"]
+        return [r.run_id for r in self.store.runs(limit=1000) if self.store.liveness_of(r).live]
 
     def deliver(self, msg: ControlMessage, *, timeout_s: float | None = None, run_id: str | None = None) -> ControlAck:
         """Post ``msg`` and block until its ack (thread-safe; the command line calls this).
@@ -192,8 +198,11 @@ class StoreChannel:
             if ack is not None:
                 return ack
             gone = self._gone(address)
-            if gone and self.store.withdraw_control(msg.id):
-                raise RunGone(f"run {address} is not running ({gone}); control message {msg.id} was withdrawn")
+            if gone is not None and self.store.withdraw_control(msg.id):
+                raise RunGone(
+                    f"run {address} is not running ({gone.reason}); control message {msg.id} was withdrawn",
+                    liveness=gone,
+                )
             if time.monotonic() >= deadline:
                 break
         if self.store.withdraw_control(msg.id):
@@ -204,11 +213,11 @@ class StoreChannel:
             raise DeliveryTimeout(f"control message {msg.id} was taken by an agent but not acked within {timeout_s:g}s")
         return ack
 
-    def _gone(self, run_id: str) -> str:
+    def _gone(self, run_id: str) -> RunLiveness | None:
         if not run_id:
-            return ""
-        liveness = self.store.liveness(self.store.run(run_id))
-        return "" if liveness == "live" else liveness
+            return None
+        liveness = self.store.liveness_of(self.store.run(run_id))
+        return None if liveness.live else liveness
 
     def _await_ack(self, control_id: str, deadline: float) -> ControlAck | None:
         delay = 0.05

@@ -28,9 +28,10 @@ from ..control import ControlAck, ControlKind, ControlMessage
 from ..errors import GoldfiveError
 from ..policy import Ask, PolicyAuthority, Refusal
 from ..signing import DecisionSigner, SignedDecision
-from .base import DETACHED_LIVENESS, ApprovalRow, Store
+from .base import ApprovalRow, Store
 from .channel import DeliveryTimeout, RunGone, StoreChannel
 from .grants import audit_refusal
+from .liveness import Liveness
 
 __all__ = [
     "DEFAULT_DECIDE_TIMEOUT_S",
@@ -204,21 +205,24 @@ def decide(
     # The digest the decider saw; the live run checks it against its call, record() against the store's.
     digest = args_digest or row.args_digest
     attempt = _Attempt(store, row, approve, principal, reason, edited_args, digest, signer, grant or "", quorum)
-    live = store.liveness(store.run(row.run_id))
-    if live != "live":
+    live = store.liveness_of(store.run(row.run_id))
+    if not live.live:
         if grant is not None:
             return _refused(
                 row,
-                f"refused: a grant is made by the run itself and run {row.run_id} is not running ({live}); "
+                f"refused: a grant is made by the run itself and run {row.run_id} is not running ({live.reason}); "
                 "approve without a grant. Nothing was recorded",
             )
-        return attempt.record(f"run {row.run_id} is not running ({live})")
+        return attempt.record(
+            f"run {row.run_id} is not running ({live.reason})", detached=live.state is Liveness.DETACHED
+        )
     kind = ControlKind.APPROVE if approve else ControlKind.REJECT
     try:
         msg = ControlMessage(kind, attempt.payload())
         ack = StoreChannel(store).deliver(msg, timeout_s=timeout_s, run_id=row.run_id)
     except RunGone as exc:  # it ended or died while we waited: record it under the same checks
-        return attempt.record(str(exc))
+        detached = exc.liveness is not None and exc.liveness.state is Liveness.DETACHED
+        return attempt.record(str(exc), detached=detached)
     except DeliveryTimeout as exc:
         detail = f"no answer: {exc}"
         return DecideResult(verdict=DecideVerdict.NO_ANSWER, detail=detail, target_id=row.target_id, run_id=row.run_id)
@@ -290,7 +294,7 @@ class _Attempt:
             payload["quorum"] = self._stated_quorum()
         return payload
 
-    def record(self, why: str) -> DecideResult:
+    def record(self, why: str, *, detached: bool = False) -> DecideResult:
         """Record the decision in the store for a run that is not running; the digest is checked again there."""
         now = _reread(self.store, self.row)
         if not now.open:
@@ -326,7 +330,7 @@ class _Attempt:
         return DecideResult(
             verdict=DecideVerdict.RECORDED,
             detail=f"recorded: {verb} {now.target_id!r} in the store; {why}."
-            + ("" if DETACHED_LIVENESS in why else " It applies when the call is replayed."),
+            + ("" if detached else " It applies when the call is replayed."),
             target_id=now.target_id,
             run_id=now.run_id,
         )

@@ -40,8 +40,9 @@ from ..pb.v1 import events_pb2
 from ..session import Session
 from ..signing import TrustKey, trust_key_from_env
 from ..toolcall import ExecutionLedger, Replay, Skip, ToolCall, gate_tool_call
-from .base import HOST, ExecutionRow, ExecutionState, Store, StoreError, StoreUnavailableError
+from .base import HOST, ExecutionRow, ExecutionState, StoreError, StoreUnavailableError
 from .keeper import keeper_for
+from .roles import CallLedger, LedgerStore, StoreHandle
 from .trust import verify_decision
 
 __all__ = [
@@ -83,7 +84,7 @@ class StoreLedger:
     Keyed by call id and args digest: a call id the store saw with other arguments is a new call.
     """
 
-    def __init__(self, store: Store, *, trust: TrustKey | None = None) -> None:
+    def __init__(self, store: LedgerStore, *, trust: TrustKey | None = None) -> None:
         self.store = store
         self.trust = trust
         """The key a decision recorded in the store must be signed with (None: any is used)."""
@@ -147,7 +148,7 @@ class StoreLedger:
             logger.error("store %s: %r ran but its 'done' was refused: %s", self.store.url, call_id, exc)
 
 
-def _unavailable(store: Store, tool_name: str, doing: str, exc: StoreError) -> Replay:
+def _unavailable(store: StoreHandle, tool_name: str, doing: str, exc: StoreError) -> Replay:
     """Fail closed: the store is out of reach after its retry budget, so the body is not run."""
     detail = (
         f"did not run: {tool_name} was not started because the goldfive store {store.url} is unreachable "
@@ -167,7 +168,7 @@ def _result_json(result: Any, error: BaseException | None) -> str:
 
 
 async def check_replay(
-    session: Session, store: Store, *, call_id: str, tool_name: str, digest: str, trust: TrustKey | None = None
+    session: Session, store: LedgerStore, *, call_id: str, tool_name: str, digest: str, trust: TrustKey | None = None
 ) -> Replay:
     """Look up ``call_id`` (with ``digest``) in the ledger and the decisions; announce what applies to the run.
 
@@ -232,7 +233,7 @@ async def check_replay(
 
 
 async def begin_execution(
-    session: Session, store: Store, *, call_id: str, tool_name: str, digest: str = ""
+    session: Session, store: CallLedger, *, call_id: str, tool_name: str, digest: str = ""
 ) -> Replay | None:
     """Record "executing" before an approved body runs; None = go ahead, else why not (done / in doubt)."""
     claimed = await asyncio.to_thread(
@@ -246,7 +247,12 @@ async def begin_execution(
 
 
 async def finish_execution(
-    store: Store, *, call_id: str, result: Any = None, error: BaseException | None = None, run_id: str | None = None
+    store: CallLedger,
+    *,
+    call_id: str,
+    result: Any = None,
+    error: BaseException | None = None,
+    run_id: str | None = None,
 ) -> None:
     """Record that the body finished, with its result (or the error it raised); ``run_id``: the claiming run."""
     await asyncio.to_thread(store.mark_done, call_id, result_json=_result_json(result, error), run_id=run_id)
@@ -264,7 +270,7 @@ _STATUS_OF: dict[str, GuardedStatus] = {
 
 async def run_approved(
     session: Session,
-    store: Store,
+    store: LedgerStore,
     *,
     call_id: str,
     tool_name: str,
@@ -321,7 +327,7 @@ async def run_approved(
     )
 
 
-async def _settled(session: Session, store: Store, call_id: str, tool_name: str, digest: str) -> Replay | None:
+async def _settled(session: Session, store: CallLedger, call_id: str, tool_name: str, digest: str) -> Replay | None:
     row: ExecutionRow | None = await asyncio.to_thread(store.execution, call_id, run_id=session.run_id)
     if row is None:
         return None

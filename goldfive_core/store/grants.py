@@ -25,6 +25,8 @@ from ..pb.v1 import events_pb2
 from ..policy import Grant
 from .agents import SERVER_AUDIT_RUN, append_server_event
 from .base import Store, StoreError
+from .liveness import StoredRunStatus
+from .roles import GrantReader, StoreHandle
 from .sql import SqlStore
 
 __all__ = [
@@ -81,7 +83,7 @@ class GrantRow:
             return "revoked"
         if self.expires_at_ms and at_ms >= self.expires_at_ms:
             return "expired"
-        if self.scope == "run" and self.run_status and self.run_status != "running":
+        if self.scope == "run" and self.run_status and self.run_status != StoredRunStatus.RUNNING:
             return "ended"
         return "active"
 
@@ -134,14 +136,14 @@ def _row(r: Any) -> GrantRow:
     )
 
 
-def _sql(store: Store) -> SqlStore:
+def _sql(store: StoreHandle) -> SqlStore:
     if not isinstance(store, SqlStore):
         raise StoreError(f"store {store.url} keeps no grants")
     return store
 
 
 def grant_rows(
-    store: Store,
+    store: StoreHandle,
     *,
     active_only: bool = False,
     rule: str | None = None,
@@ -158,11 +160,8 @@ def grant_rows(
     A store that is not SQL but reads grants itself (an HttpChannel's :class:`RemoteStore`, which asks
     ``goldfive serve`` for its own agent's grants) is asked; any other store keeps no grants.
     """
-    if not isinstance(store, SqlStore):
-        remote = getattr(store, "grant_rows", None)
-        if agent is None and made_in is None and callable(remote):
-            rows: list[GrantRow] = remote(active_only=active_only, rule=rule, tool=tool, at_ms=at_ms, limit=limit)
-            return rows
+    if not isinstance(store, SqlStore) and isinstance(store, GrantReader) and agent is None and made_in is None:
+        return store.grant_rows(active_only=active_only, rule=rule, tool=tool, at_ms=at_ms, limit=limit)
     s = _sql(store)
     where: list[str] = ["1 = 1"]
     params: list[object] = []

@@ -21,7 +21,8 @@ from collections.abc import Callable
 
 from .._util import env_seconds
 from ..retry import Backoff
-from .base import Store, StoreError, StoreUnavailableError
+from .base import StoreError, StoreUnavailableError
+from .roles import StoreHandle
 
 __all__ = ["DEFAULT_DRAIN_S", "WriteKeeper", "drain_seconds", "keeper_for"]
 
@@ -49,7 +50,7 @@ class _Kept:
 class WriteKeeper:
     """Retries kept writes of one store until they land; see the module docstring."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: StoreHandle) -> None:
         # Only the store's name, never the store: the registry below maps stores to keepers weakly, and a keeper
         # holding its store would keep every store (and its database connections) alive for good. A kept write
         # holds the store it writes to while it is pending, which is what must live on.
@@ -128,11 +129,11 @@ class WriteKeeper:
                 self._cond.notify_all()
 
 
-_KEEPERS: weakref.WeakKeyDictionary[Store, WriteKeeper] = weakref.WeakKeyDictionary()
+_KEEPERS: weakref.WeakKeyDictionary[StoreHandle, WriteKeeper] = weakref.WeakKeyDictionary()
 _LOCK = threading.Lock()
 
 
-def keeper_for(store: Store) -> WriteKeeper:
+def keeper_for(store: StoreHandle) -> WriteKeeper:
     """The keeper of ``store`` (one per store object: its ledger and its sink share it)."""
     with _LOCK:
         keeper = _KEEPERS.get(store)

@@ -27,9 +27,10 @@ from ..events import payload_name
 from ..pb.v1 import events_pb2
 from ..policy import Grant
 from ..retry import Backoff
-from .base import HEARTBEAT_INTERVAL_S, HOST, Store, StoreError, StoreUnavailableError
+from .base import HEARTBEAT_INTERVAL_S, HOST, StoreError, StoreUnavailableError
 from .grants import grant_rows
 from .keeper import drain_seconds, keeper_for
+from .roles import RunWriter
 
 __all__ = ["SinkStatistics", "StoreSink"]
 
@@ -67,7 +68,7 @@ class StoreSink:
 
     def __init__(
         self,
-        store: Store,
+        store: RunWriter,
         *,
         max_queue: int = 100_000,
         batch_size: int = 256,

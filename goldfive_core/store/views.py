@@ -15,7 +15,8 @@ from .._util import now_ms
 from ..convert import timestamp_to_ms
 from ..pb.v1 import events_pb2
 from ..policy import Ask, PolicyAuthority, format_duration
-from .base import DETACHED_LIVENESS, ApprovalRow, ExecutionState, RunRow, Store, run_liveness
+from .base import ApprovalRow, ExecutionState, RunRow, Store
+from .liveness import DETACHED_LIVENESS, RunLiveness, judge_liveness
 
 __all__ = [
     "approval_json",
@@ -40,17 +41,20 @@ def json_or_none(text: str) -> Any:
         return None
 
 
-def approval_json(row: ApprovalRow, *, liveness: str, rules: PolicyAuthority | None = None) -> dict[str, Any]:
-    """The JSON shape of one approval record (the inbox renders these).
+def approval_json(
+    row: ApprovalRow, *, liveness: RunLiveness | str, rules: PolicyAuthority | None = None
+) -> dict[str, Any]:
+    """The JSON shape of one approval record (the inbox renders these); ``liveness``: its run's.
 
     ``rules``: the deciding side's authority (``goldfive serve --policy``); with a policy of its own, ``policy``
     and ``expires_at_ms`` show its rule (the one enforced), not the fields the agent wrote.
     """
     policy = policy_json(row.metadata, requested_at_ms=row.requested_at_ms, rules=rules)
+    run = liveness if isinstance(liveness, RunLiveness) else RunLiveness.of_words(liveness)
     state: str
     if row.open:
         # A run parked by detach_after still waits: it resumes by itself when decided.
-        state = "pending" if liveness in ("live", DETACHED_LIVENESS) else "orphaned"
+        state = "pending" if run.waits else "orphaned"
     elif row.status in ("granted", "rejected"):
         state = "decided"
     elif row.status == "expired":
@@ -78,8 +82,8 @@ def approval_json(row: ApprovalRow, *, liveness: str, rules: PolicyAuthority | N
         "metadata": dict(row.metadata),
         "state": state,
         "status": row.status,
-        "orphaned_reason": "" if state != "orphaned" else f"run {row.run_id} is not running: {liveness}",
-        "liveness": liveness,
+        "orphaned_reason": "" if state != "orphaned" else f"run {row.run_id} is not running: {run.reason}",
+        "liveness": run.reason,
         "requested_at_ms": row.requested_at_ms,
         "expires_at_ms": _expires_at(row, policy),
         "timeout_ms": row.timeout_ms,
@@ -166,7 +170,7 @@ def run_json(store: Store, run: RunRow, *, now: int | None = None) -> dict[str, 
     """The JSON shape of one run; liveness on the store's clock (``now`` = ``store.clock_ms()`` read once for a
     list, else read here)."""
     stale = store.stale_after_ms
-    liveness = store.liveness(run) if now is None else run_liveness(run, stale_after_ms=stale, now=now)
+    liveness = store.liveness_of(run) if now is None else judge_liveness(run, stale_after_ms=stale, now=now)
     return {
         "run_id": run.run_id,
         "session_id": run.session_id,
@@ -174,13 +178,13 @@ def run_json(store: Store, run: RunRow, *, now: int | None = None) -> dict[str, 
         "pid": run.pid,
         "host": run.host,
         "status": run.status,
-        "live": liveness == "live",
-        "liveness": liveness,
+        "live": liveness.live,
+        "liveness": liveness.reason,
         "started_at_ms": run.started_at_ms,
         "heartbeat_at_ms": run.heartbeat_at_ms,
         "ended_at_ms": run.ended_at_ms,
         # A live run waiting for RESUME / STEER (paused by a person, or escalated by the ladder); None otherwise.
-        "paused": pause_json(store.pause_of(run.run_id)) if liveness == "live" else None,
+        "paused": pause_json(store.pause_of(run.run_id)) if liveness.live else None,
     }
 
 
@@ -202,7 +206,7 @@ def approvals_json(
     store: Store,
     rows: Sequence[ApprovalRow],
     *,
-    known: Mapping[str, str] | None = None,
+    known: Mapping[str, RunLiveness] | None = None,
     rules: PolicyAuthority | None = None,
 ) -> list[dict[str, Any]]:
     """:func:`approval_json` of each row (``rules`` as there), its run's liveness from ``known`` (run id →
@@ -212,7 +216,7 @@ def approvals_json(
     if missing:
         now = store.clock_ms()
         for run_id in missing:
-            liveness[run_id] = run_liveness(store.run(run_id), stale_after_ms=store.stale_after_ms, now=now)
+            liveness[run_id] = judge_liveness(store.run(run_id), stale_after_ms=store.stale_after_ms, now=now)
     return [approval_json(row, liveness=liveness[row.run_id], rules=rules) for row in rows]
 
 
@@ -234,10 +238,11 @@ def in_doubt_json(store: Store) -> list[dict[str, Any]]:
     executing = store.executions(state=ExecutionState.EXECUTING)
     now = store.clock_ms() if executing else 0
     for ex in executing:
-        liveness = run_liveness(store.run(ex.run_id), stale_after_ms=store.stale_after_ms, now=now)
-        if liveness == "live":
+        liveness = judge_liveness(store.run(ex.run_id), stale_after_ms=store.stale_after_ms, now=now)
+        if liveness.live:
             continue
+        shown = liveness.reason
         doubts.append(
-            {"target_id": ex.target_id, "run_id": ex.run_id, "started_at_ms": ex.started_at_ms, "liveness": liveness}
+            {"target_id": ex.target_id, "run_id": ex.run_id, "started_at_ms": ex.started_at_ms, "liveness": shown}
         )
     return doubts

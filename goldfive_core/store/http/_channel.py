@@ -356,7 +356,7 @@ class HttpLedger(StoreLedger):
     """
 
     def __init__(self, remote: RemoteStore, *, trust: TrustKey | None, unreachable_after_s: float) -> None:
-        super().__init__(cast(Store, remote), trust=trust)
+        super().__init__(remote, trust=trust)
         self.unreachable_after_s = unreachable_after_s
 
     async def _bounded(self, attempt: Callable[[], Awaitable[T]]) -> T:

@@ -1,12 +1,13 @@
 """The store operations an agent needs, carried over HTTP to ``goldfive serve`` (``/api/agent/...``).
 
-:class:`RemoteStore` offers the subset of :class:`~goldfive_core.store.base.Store` that the agent side
-of a channel, its sink and its ledger call (events, heartbeats, the execution ledger, decisions recorded
-in the store, the standing grants of the agent's runs), so :class:`~goldfive_core.store.StoreSink` and
-:class:`~goldfive_core.store.execution.StoreLedger` run over HTTP unchanged: the same retries, the same
-at-most-once rules. Failures are translated at this boundary: a server that cannot be reached (or answers
-5xx/429) raises :class:`~goldfive_core.store.base.StoreUnavailableError`, a refusal
-(4xx) :class:`~goldfive_core.store.base.StoreError`.
+:class:`RemoteStore` is the roles (:mod:`goldfive_core.store.roles`) that the agent side of a channel, its
+sink and its ledger use, and no others: a :class:`~goldfive_core.store.roles.RunWriter` (events, heartbeats),
+a :class:`~goldfive_core.store.roles.LedgerStore` (the execution ledger, decisions recorded in the store) and
+a :class:`~goldfive_core.store.roles.GrantReader` (the standing grants of the agent's runs), so
+:class:`~goldfive_core.store.StoreSink` and :class:`~goldfive_core.store.execution.StoreLedger` run over HTTP
+unchanged: the same retries, the same at-most-once rules. Failures are translated at this boundary: a server
+that cannot be reached (or answers 5xx/429) raises :class:`~goldfive_core.store.base.StoreUnavailableError`,
+a refusal (4xx) :class:`~goldfive_core.store.base.StoreError`.
 Synchronous and thread-safe (one httpx client per thread), as store methods are.
 """
 

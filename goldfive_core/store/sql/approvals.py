@@ -171,28 +171,17 @@ class SqlApprovalRecords(SqlRole):
                     "SELECT run_id, session_id, target_id, request_id FROM gf_approvals WHERE id = ?",
                     (approval_id,),
                 ).fetchone()
-                run_id, session_id, target_id, request = str(row[0]), str(row[1]), str(row[2]), str(row[3])
-                event = events_pb2.Event(
-                    event_id=f"ev-store-{approval_id}-{at}",
-                    run_id=run_id,
-                    session_id=session_id,
-                    sequence=next_sequence(self.db, conn, run_id),
+                event = _recorded_decision(
+                    row,
+                    approval_id=approval_id,
+                    at=at,
+                    approved=approved,
+                    detail=detail,
+                    decided_by=decided_by,
+                    edited_args_json=edited_args_json,
+                    channel=channel,
+                    sequence=next_sequence(self.db, conn, str(row[0])),
                 )
-                event.emitted_at.FromMilliseconds(at)
-                note = "recorded in the store while the run's process was not running"
-                if approved:
-                    event.approval_granted.target_id = target_id
-                    event.approval_granted.detail = f"{detail} ({note})" if detail else note
-                    event.approval_granted.decided_by = decided_by
-                    event.approval_granted.edited_args_json = edited_args_json
-                    event.approval_granted.channel = channel
-                    event.approval_granted.request_id = request
-                else:
-                    event.approval_rejected.target_id = target_id
-                    event.approval_rejected.detail = f"{detail} ({note})" if detail else note
-                    event.approval_rejected.decided_by = decided_by
-                    event.approval_rejected.channel = channel
-                    event.approval_rejected.request_id = request
                 with appending(self.db, conn) as chain:
                     chain.append(event)
                 # Wake what waits on the inbox (a detached run's Resumer picks the decision up now, not at its
@@ -247,3 +236,43 @@ class SqlApprovalRecords(SqlRole):
             request_id=rec.request_id,
             request_digest=rec.request_digest if rec.request_id else "",  # as signed: a record with no id, none
         )
+
+
+def _recorded_decision(
+    row: Sequence[Any],
+    *,
+    approval_id: int,
+    at: int,
+    approved: bool,
+    detail: str,
+    decided_by: str,
+    edited_args_json: str,
+    channel: str,
+    sequence: int,
+) -> events_pb2.Event:
+    """The audit event of a decision recorded in the store for ``row`` (run id, session id, target id, request id)."""
+    run_id, session_id, target_id, request = str(row[0]), str(row[1]), str(row[2]), str(row[3])
+    event = events_pb2.Event(
+        event_id=f"ev-store-{approval_id}-{at}", run_id=run_id, session_id=session_id, sequence=sequence
+    )
+    event.emitted_at.FromMilliseconds(at)
+    note = "recorded in the store while the run's process was not running"
+    said = f"{detail} ({note})" if detail else note
+    if approved:
+        event.approval_granted.CopyFrom(
+            events_pb2.ApprovalGranted(
+                target_id=target_id,
+                detail=said,
+                decided_by=decided_by,
+                edited_args_json=edited_args_json,
+                channel=channel,
+                request_id=request,
+            )
+        )
+    else:
+        event.approval_rejected.CopyFrom(
+            events_pb2.ApprovalRejected(
+                target_id=target_id, detail=said, decided_by=decided_by, channel=channel, request_id=request
+            )
+        )
+    return event
