@@ -83,7 +83,10 @@ REQUEST = ("tests/server/test_server_request_binding.py",)
 EXECUTION = ("goldfive_core/store/execution.py", "goldfive_core/toolcall.py", "goldfive_core/store/ledger.py")
 ADK = ("goldfive_adk/plugin.py", "goldfive_core/toolcall.py")
 CLAUDE_ADAPTER = ("goldfive_core/adapters/claude.py", "goldfive_core/toolcall.py")
-SQL = ("goldfive_core/store/_sql.py",)
+SQL = tuple(
+    f"goldfive_core/store/sql/{name}.py"
+    for name in ("approvals", "apply", "audit", "chain", "db", "decisions", "inbox", "ledger", "parking", "runs")
+)
 DECIDE = ("goldfive_core/store/decide.py",)
 CHECKPOINT = ("goldfive_core/store/checkpoint.py",)
 AUDIT_LOG = ("goldfive_core/store/audit.py",)
@@ -314,8 +317,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     M(
         SQL,
-        "WHERE {where} AND status IN ({_marks(new)})",
-        "WHERE {where} AND (1 = 1 OR status IN ({_marks(new)}))",
+        "WHERE {where} AND status IN ({marks(new)})",
+        "WHERE {where} AND (1 = 1 OR status IN ({marks(new)}))",
         "a later event, ack or store decision overwrites a recorded decision",
         DECISIONS + BACKEND,
     ),
@@ -391,8 +394,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     M(
         SQL,
-        "                if approved:\n                    event.approval_granted.target_id = target_id",
-        "                if True:\n                    event.approval_granted.target_id = target_id",
+        "    if approved:\n        event.approval_granted.CopyFrom(",
+        "    if True:\n        event.approval_granted.CopyFrom(",
         "a rejection recorded in the store is audited as ApprovalGranted",
         REPLAY + DECISIONS,
     ),
@@ -423,7 +426,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     M(
         DECIDE,
         "    except RunGone as exc:  # it ended or died while we waited: record it under the same checks\n"
-        "        return attempt.record(str(exc))",
+        "        detached = exc.liveness is not None and exc.liveness.state is Liveness.DETACHED\n"
+        "        return attempt.record(str(exc), detached=detached)",
         "    except RunGone as exc:\n        return _refused(row, str(exc))",
         "a decision whose run died during the wait is lost instead of recorded",
         DECISIONS,
@@ -597,22 +601,22 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     M(
         SQL,
-        "                owner = self._owner_of(conn, run_id)\n                cur = self._exec(",
-        '                owner = ""\n                cur = self._exec(',
+        "                owner = owner_of(self.db, conn, run_id)\n                cur = self.db.execute(",
+        '                owner = ""\n                cur = self.db.execute(',
         "a claim lands in one ledger for all agents (one agent's claim skips another's call)",
         LEDGER + HTTP_LEDGER,
     ),
     M(
         SQL,
-        "owned = f\"AND {_RUN_OWNER.format(run='a.run_id')} = ? \"",
+        "owned = f\"AND {RUN_OWNER.format(run='a.run_id')} = ? \"",
         'owned = "AND ? IS NOT NULL "',
         "a decision recorded for another owner's request is applied to a run reusing its call id",
         LEDGER,
     ),
     M(
         SQL,
-        '"owner = ? AND target_id = ? AND run_id = ?", [self._owner_of(conn, run_id), target_id, run_id]',
-        '"owner = ? AND target_id = ?", [self._owner_of(conn, run_id), target_id]',
+        '"owner = ? AND target_id = ? AND run_id = ?", [owner_of(self.db, conn, run_id), target_id, run_id]',
+        '"owner = ? AND target_id = ?", [owner_of(self.db, conn, run_id), target_id]',
         "a run finishes (or a person settles) a call another run claimed",
         LEDGER + HTTP_LEDGER,
     ),
@@ -864,8 +868,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     # -- text the store cannot hold: NUL is stored as ␀ on both backends, a person's NUL is refused -------------------
     M(
         SQL,
-        "return conn.execute(self._sql(sql), storable_params(params))",
-        "return conn.execute(self._sql(sql), tuple(params))",
+        "return conn.execute(self.sql(sql), storable_params(params))",
+        "return conn.execute(self.sql(sql), tuple(params))",
         "text with NUL is written and looked up raw (PostgreSQL refuses it: a request or an ack is lost there)",
         NUL_STORE,
     ),
