@@ -132,7 +132,10 @@ def test_a_crashed_run_is_closed_with_an_audit_event_and_its_approvals_orphaned(
     store.append_events([make_event("run-live", 0, events_pb2.RunStarted(adapter="callable"))], pid=1, host="h")
     assert store.reap_crashed() == []  # fresh heartbeats (the store's clock): nothing to close
     # The dead run's process stopped heartbeating a minute ago (by the store's own clock).
-    store.db.execute(store.db.conn(), "UPDATE gf_runs SET heartbeat_at_ms = heartbeat_at_ms - 60000 WHERE run_id = 'run-dead'")  # type: ignore[attr-defined]
+    store.db.execute(  # type: ignore[attr-defined]
+        store.db.conn(),  # type: ignore[attr-defined]
+        "UPDATE gf_runs SET heartbeat_at_ms = heartbeat_at_ms - 60000 WHERE run_id = 'run-dead'",
+    )
     assert store.reap_crashed() == ["run-dead"]
     assert store.reap_crashed() == []  # closed once
     dead = store.run("run-dead")

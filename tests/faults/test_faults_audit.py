@@ -223,7 +223,8 @@ def _approvals(path: Path) -> Store:
 
 
 def _raw_approvals(store: Store) -> list[tuple[object, ...]]:
-    cur = store.db.execute(store.db.conn(), "SELECT id, " + ", ".join(APPROVAL_COLUMNS) + " FROM gf_approvals ORDER BY id")  # type: ignore[attr-defined]
+    sql = "SELECT id, " + ", ".join(APPROVAL_COLUMNS) + " FROM gf_approvals ORDER BY id"
+    cur = store.db.execute(store.db.conn(), sql)  # type: ignore[attr-defined]
     return [tuple(r) for r in cur.fetchall()]
 
 

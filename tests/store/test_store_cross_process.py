@@ -297,7 +297,8 @@ def test_audit_verify_reports_a_corrupted_row(backend: Backend) -> None:
     row = store.audit_rows()[2]
     forged = row.event()
     forged.task_progress.message = "nothing happened here"
-    store.db.execute(store.db.conn(), "UPDATE gf_audit SET body = ? WHERE seq = ?", (forged.SerializeToString(), row.seq))  # type: ignore[attr-defined]
+    sql = "UPDATE gf_audit SET body = ? WHERE seq = ?"
+    store.db.execute(store.db.conn(), sql, (forged.SerializeToString(), row.seq))  # type: ignore[attr-defined]
     result = cli(backend, "audit", "verify")
     assert result.returncode == 1
     assert "TAMPERED" in result.stdout and f"row {row.seq} (task_progress of run run-v)" in result.stdout
