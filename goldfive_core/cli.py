@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, NoReturn
 
-from . import cli_grants, cli_remote
+from . import cli_grants, cli_mcp, cli_remote
 from ._text import inert
 from .approvals import Principal
 from .cli_text import (
@@ -253,6 +253,7 @@ def _parser() -> argparse.ArgumentParser:
         help="sign the audit chain head this often while it moves (default 60; 0: never)",
     )
     cli_grants.add_parser(cmd)
+    cli_mcp.add_parser(cmd)
     p = cmd("users", "manage who may log in to goldfive serve")
     p.add_argument("action", choices=["add", "list", "disable", "enable", "rotate", "groups"], help="what to do")
     p.add_argument("name", nargs="?", help="the user's name (add, disable, enable, rotate, groups)")
@@ -788,8 +789,10 @@ def _main(argv: Sequence[str] | None) -> int:
     try:
         limits = Limits.from_env()
         _check_args(args, limits)
-        command = COMMANDS[args.command]
-        if url and command.store != "create":
+        command = COMMANDS.get(args.command)
+        if command is None:  # goldfive mcp: an agent process, it opens (and may create) its store itself
+            code = cli_mcp.mcp_command(args)
+        elif url and command.store != "create":
             code = _run_remote(command, args, out, url)
         else:
             code = _run_local(command, args, out)

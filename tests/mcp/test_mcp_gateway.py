@@ -1,0 +1,183 @@
+"""``goldfive mcp`` with the real MCP SDK client and a real upstream MCP server over stdio (no mocks of MCP).
+
+Each test starts the gateway as a subprocess in front of the bundled demo bank (examples/mcp_demo_server.py),
+calls it as any MCP client would, and answers from another process with the ``goldfive`` command on the same
+SQLite store. What the test checks is what a user sees: the tool result the model reads, the calls that reached
+the upstream (the demo server's own record) and the store's requests and audit log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+from mcp_support import gateway, text
+
+TRANSFER = {"amount": 120, "to": "ACME"}
+
+
+async def test_tools_resources_and_prompts_pass_through_unchanged(tmp_path: Path) -> None:
+    async with gateway(tmp_path) as gw:
+        tools = {tool.name: tool for tool in (await gw.client.list_tools()).tools}
+        assert sorted(tools) == ["read_balance", "transfer_funds"]
+        schema = tools["transfer_funds"].input_schema
+        assert schema["required"] == ["amount", "to"]
+        assert tools["transfer_funds"].description == "Move money from the checking account to a payee. Irreversible."
+        resources = (await gw.client.list_resources()).resources
+        assert [str(r.uri) for r in resources] == ["bank://accounts"]
+        read = await gw.client.read_resource("bank://accounts")
+        assert "ACME" in read.contents[0].text
+        prompts = (await gw.client.list_prompts()).prompts
+        assert [p.name for p in prompts] == ["pay"]
+        prompt = await gw.client.get_prompt("pay", {"payee": "ACME"})
+        assert "ACME" in prompt.messages[0].content.text
+
+
+async def test_several_upstreams_are_prefixed_and_routed(tmp_path: Path) -> None:
+    async with gateway(tmp_path, "--default", "allow", upstreams=("bank", "savings")) as gw:
+        names = sorted(tool.name for tool in (await gw.client.list_tools()).tools)
+        assert names == [
+            "bank__read_balance",
+            "bank__transfer_funds",
+            "savings__read_balance",
+            "savings__transfer_funds",
+        ]
+        result = await gw.client.call_tool("savings__read_balance", {"account": "ACME"})
+        assert not result.is_error and "ACME: 1000.00 EUR" in text(result)
+        assert gw.upstream_calls() == [{"tool": "read_balance", "args": {"account": "ACME"}}]
+
+
+async def test_an_approved_call_with_an_edit_runs_upstream_exactly_once(tmp_path: Path) -> None:
+    progress: list[str] = []
+    first_progress = asyncio.Event()
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        progress.append(message or "")
+        first_progress.set()
+
+    async with gateway(tmp_path, "--progress-every", "0.05") as gw:
+        call = asyncio.create_task(
+            gw.client.session.call_tool("transfer_funds", TRANSFER, progress_callback=on_progress)
+        )
+        request = await gw.wait_pending()
+        assert request["tool_name"] == "transfer_funds" and request["args"] == TRANSFER
+        assert request["metadata"]["mcp_client"].startswith("mcp")  # the client's own clientInfo
+        assert request["metadata"]["mcp_session"].startswith("mcp-session-")
+        assert json.loads(request["metadata"]["args_schema"])["required"] == ["amount", "to"]
+        await asyncio.wait_for(first_progress.wait(), 30)  # the waiting call tells the client it is alive
+        assert gw.upstream_calls() == []  # nothing ran while it waited
+        edit = json.dumps({"amount": 100, "to": "ACME", "currency": "EUR"})
+        decided = await gw.goldfive(
+            "approve", request["target_id"], "--by", "ana", "--reason", "capped", "--edit", edit
+        )
+        assert decided.returncode == 0, decided.stderr
+        result = await asyncio.wait_for(call, 30)
+        assert not result.is_error
+        assert "sent 100.00 EUR to ACME" in text(result)
+        assert "A person (ana) approved this call: capped" in text(result)
+        assert f"goldfive approve {request['target_id']}" in progress[0]
+    assert gw.upstream_calls() == [{"tool": "transfer_funds", "args": {"amount": 100, "to": "ACME", "currency": "EUR"}}]
+    recorded = [e["execution_recorded"] for e in await gw.events() if "execution_recorded" in e]
+    assert [r["state"] for r in recorded] == ["executing", "done"]
+
+
+async def test_a_rejection_reaches_the_client_with_its_reason(tmp_path: Path) -> None:
+    async with gateway(tmp_path) as gw:
+        call = asyncio.create_task(gw.client.call_tool("transfer_funds", TRANSFER))
+        request = await gw.wait_pending()
+        decided = await gw.goldfive("reject", request["target_id"], "--by", "ana", "--reason", "ACME was paid already")
+        assert decided.returncode == 0, decided.stderr
+        result = await asyncio.wait_for(call, 30)
+    assert result.is_error
+    assert "A person (ana) rejected this transfer_funds call" in text(result)
+    assert "ACME was paid already" in text(result)
+    assert gw.upstream_calls() == []
+
+
+async def test_a_denied_call_never_reaches_the_upstream(tmp_path: Path) -> None:
+    policy = tmp_path / "policy.toml"
+    policy.write_text(
+        '[[rule]]\nname = "no big transfers"\ntool = "transfer_funds"\nwhen = "args.amount > 100"\n'
+        'action = "deny"\nreason = "transfers over 100 need the finance desk"\n'
+    )
+    async with gateway(tmp_path, "--policy", str(policy)) as gw:
+        result = await gw.client.call_tool("transfer_funds", TRANSFER)
+        assert await gw.pending() == []
+    assert result.is_error
+    assert "transfers over 100 need the finance desk" in text(result)
+    assert gw.upstream_calls() == []
+    applied = [e["policy_applied"] for e in await gw.events() if "policy_applied" in e]
+    assert [(a["rule"], a["action"]) for a in applied] == [("no big transfers", "deny")]
+
+
+async def test_an_allowed_call_needs_no_person(tmp_path: Path) -> None:
+    async with gateway(tmp_path, "--allow", "read_*") as gw:
+        result = await gw.client.call_tool("read_balance", {"account": "ACME"})
+        assert not result.is_error and "ACME: 1000.00 EUR" in text(result)
+        assert await gw.pending() == []
+    assert gw.upstream_calls() == [{"tool": "read_balance", "args": {"account": "ACME"}}]
+
+
+async def test_bad_input_is_a_clear_error_and_the_gateway_keeps_serving(tmp_path: Path) -> None:
+    async with gateway(tmp_path, "--default", "allow") as gw:
+        unknown = await gw.client.call_tool("wire_everything", {})
+        assert unknown.is_error
+        assert "unknown tool 'wire_everything'" in text(unknown) and "transfer_funds" in text(unknown)
+        misfit = await gw.client.call_tool("transfer_funds", {"amount": "lots", "to": "ACME"})
+        assert misfit.is_error
+        assert "do not fit its input schema" in text(misfit) and "amount" in text(misfit)
+        fine = await gw.client.call_tool("read_balance", {})  # still serving
+        assert not fine.is_error
+    assert gw.upstream_calls() == [{"tool": "read_balance", "args": {"account": "checking"}}]
+
+
+async def test_an_edit_that_does_not_fit_the_schema_is_refused(tmp_path: Path) -> None:
+    async with gateway(tmp_path) as gw:
+        call = asyncio.create_task(gw.client.call_tool("transfer_funds", TRANSFER))
+        request = await gw.wait_pending()
+        decided = await gw.goldfive(
+            "approve", request["target_id"], "--edit", json.dumps({"amount": "all", "to": "ACME"})
+        )
+        assert decided.returncode != 0
+        assert "amount" in (decided.stdout + decided.stderr)
+        assert (await gw.pending())[0]["target_id"] == request["target_id"]  # still waiting for a usable answer
+        await gw.goldfive("reject", request["target_id"], "--reason", "no")
+        await asyncio.wait_for(call, 30)
+    assert gw.upstream_calls() == []
+
+
+async def test_no_decision_in_time_is_a_clear_error(tmp_path: Path) -> None:
+    async with gateway(tmp_path, "--approval-timeout", "0.2") as gw:
+        result = await gw.client.call_tool("transfer_funds", TRANSFER)
+    assert result.is_error
+    assert "approval_timeout" in text(result) and "Do not assume it was approved" in text(result)
+    assert gw.upstream_calls() == []
+
+
+async def test_a_cancelled_request_withdraws_the_approval(tmp_path: Path) -> None:
+    async with gateway(tmp_path, "--allow", "read_balance") as gw:
+        call = asyncio.create_task(gw.client.call_tool("transfer_funds", TRANSFER))
+        request = await gw.wait_pending()
+        call.cancel()  # the SDK client sends notifications/cancelled
+        await asyncio.gather(call, return_exceptions=True)
+        await gw.wait_no_pending()
+        late = await gw.goldfive("approve", request["target_id"])
+        assert late.returncode != 0  # nothing left to approve
+        result = await gw.client.call_tool("read_balance", {})  # the session goes on
+        assert not result.is_error
+    cancelled = [e["approval_cancelled"] for e in await gw.events() if "approval_cancelled" in e]
+    assert cancelled[0]["target_id"] == request["target_id"]
+    assert all(c["tool"] != "transfer_funds" for c in gw.upstream_calls())
+
+
+async def test_a_cancelled_run_answers_calls_with_a_cancelled_error(tmp_path: Path) -> None:
+    async with gateway(tmp_path, "--default", "allow") as gw:
+        await gw.client.call_tool("read_balance", {})
+        runs = await gw.goldfive("runs", "--json")
+        run_id = json.loads(runs.stdout)["runs"][0]["run_id"]
+        stopped = await gw.goldfive("cancel", "--run", run_id, "--reason", "enough for today")
+        assert stopped.returncode == 0, stopped.stderr
+        result = await gw.client.call_tool("read_balance", {})
+    assert result.is_error and "enough for today" in text(result)
+    assert len(gw.upstream_calls()) == 1
