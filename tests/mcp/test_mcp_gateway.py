@@ -181,3 +181,27 @@ async def test_a_cancelled_run_answers_calls_with_a_cancelled_error(tmp_path: Pa
         result = await gw.client.call_tool("read_balance", {})
     assert result.is_error and "enough for today" in text(result)
     assert len(gw.upstream_calls()) == 1
+
+
+async def test_a_paused_run_holds_the_next_call_until_resumed(tmp_path: Path) -> None:
+    held = asyncio.Event()
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        if "paused" in (message or ""):
+            held.set()
+
+    async with gateway(tmp_path, "--default", "allow", "--progress-every", "0.05") as gw:
+        await gw.client.call_tool("read_balance", {})
+        run_id = json.loads((await gw.goldfive("runs", "--json")).stdout)["runs"][0]["run_id"]
+        paused = await gw.goldfive("pause", "--run", run_id, "--reason", "lunch")
+        assert paused.returncode == 0, paused.stderr
+        call = asyncio.create_task(
+            gw.client.session.call_tool("read_balance", {"account": "ACME"}, progress_callback=on_progress)
+        )
+        await asyncio.wait_for(held.wait(), 30)  # the gateway says the call is held
+        assert len(gw.upstream_calls()) == 1
+        resumed = await gw.goldfive("resume", "--run", run_id)
+        assert resumed.returncode == 0, resumed.stderr
+        result = await asyncio.wait_for(call, 30)
+    assert not result.is_error and "ACME: 1000.00 EUR" in text(result)
+    assert len(gw.upstream_calls()) == 2
