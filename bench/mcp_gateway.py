@@ -4,8 +4,8 @@
 
 Two MCP SDK clients in the same process and run: one talks to the demo bank straight (its stdio command), one
 to ``goldfive mcp --default allow --db <tmp>`` in front of the same command. ``read_balance`` is called on each
-in alternation, one at a time (another account each time), so both see the same load. Printed: p50 / p99 per side, the ratio of the
-medians and the added p50 (the issue's targets: ratio <= 1.2, added p50 <= 1 ms).
+in alternation, one at a time (another account each time), so both see the same load. Printed: p50 / p99 per
+side, the ratio of the medians and the added p50 (the issue's targets: ratio <= 1.2, added p50 <= 1 ms).
 """
 
 from __future__ import annotations

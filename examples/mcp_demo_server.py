@@ -60,8 +60,12 @@ def build(calls: str) -> MCPServer:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--calls", default=os.environ.get("MCP_DEMO_CALLS", ""), help="record each call here")
+    parser.add_argument("--http", type=int, metavar="PORT", help="serve streamable HTTP on 127.0.0.1:PORT/mcp")
     args = parser.parse_args()
-    build(args.calls).run("stdio")
+    if args.http:
+        build(args.calls).run("streamable-http", host="127.0.0.1", port=args.http)
+    else:
+        build(args.calls).run("stdio")
 
 
 if __name__ == "__main__":

@@ -36,10 +36,10 @@ def add_parser(cmd: Callable[[str, str], argparse.ArgumentParser]) -> None:
         "--upstream",
         action="append",
         default=[],
-        metavar="NAME=CMD",
-        help="an upstream MCP server started as a stdio command (repeat for more), e.g. bank='python bank.py'",
+        metavar="NAME=CMD|URL",
+        help="an upstream MCP server: a stdio command (bank='python bank.py') or a streamable-HTTP URL (repeat)",
     )
-    p.add_argument("--config", metavar="FILE", help="a TOML file with [upstream.NAME] command/args/env tables")
+    p.add_argument("--config", metavar="FILE", help="a TOML file of [upstream.NAME] tables (command/args/env or url)")
     p.add_argument("--policy", metavar="FILE", help="rules on tool calls (the same TOML; env GOLDFIVE_POLICY)")
     for flag, what in (("--gate", "ask a person"), ("--allow", "allow"), ("--deny", "deny")):
         p.add_argument(
@@ -124,15 +124,19 @@ def _config_upstreams(path: str) -> list[Upstream]:
     for name, table in tables.items():
         if not isinstance(table, dict):
             raise ConfigError(f"{path}: upstream.{name} must be a table")
-        unknown = set(table) - {"command", "args", "env", "cwd"}
+        keys = {"command", "args", "env", "cwd", "url", "headers_from_env"}
+        unknown = set(table) - keys
         if unknown:
-            raise ConfigError(f"{path}: upstream.{name} has unknown keys {sorted(unknown)} (command, args, env, cwd)")
-        command, args, env, cwd = table.get("command"), table.get("args", []), table.get("env"), table.get("cwd")
+            raise ConfigError(f"{path}: upstream.{name} has unknown keys {sorted(unknown)} ({', '.join(sorted(keys))})")
+        command, args, env, cwd = table.get("command", ""), table.get("args", []), table.get("env"), table.get("cwd")
+        url, headers = table.get("url", ""), table.get("headers_from_env", {})
         if not isinstance(command, str) or not _strings(args) or (env is not None and not _string_map(env)):
             raise ConfigError(f"{path}: upstream.{name} needs command (string), args (strings), env (strings)")
-        if cwd is not None and not isinstance(cwd, str):
-            raise ConfigError(f"{path}: upstream.{name}.cwd must be a string")
-        out.append(Upstream(name=name, command=command, args=tuple(args), env=env, cwd=cwd))
+        if not isinstance(url, str) or not _string_map(headers) or (cwd is not None and not isinstance(cwd, str)):
+            raise ConfigError(f"{path}: upstream.{name}: url and cwd are strings, headers_from_env maps strings")
+        out.append(
+            Upstream(name=name, command=command, args=tuple(args), env=env, cwd=cwd, url=url, headers_from_env=headers)
+        )
     return out
 
 

@@ -1,7 +1,7 @@
 """goldfive as an MCP gateway: a person in front of any MCP server's tools, for any MCP client.
 
 Needs ``pip install 'goldfive[mcp]'``. A :class:`MCPGateway` is an MCP server that fronts one or more upstream
-MCP servers (each a stdio command, :class:`Upstream`) and puts the core's tool-call gate between its client and
+MCP servers (each a stdio command or a streamable-HTTP URL, :class:`Upstream`) and puts the core's tool-call gate between its client and
 every ``tools/call``; it translates only — the gate, the policy, the ledger and the in-flight record are the
 core's (:func:`~goldfive_core.toolcall.gate_tool_call`, :class:`~goldfive_core.inflight.InFlight`)::
 
@@ -29,6 +29,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import os
 import shlex
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal, Unpack
@@ -43,9 +44,11 @@ from ..toolcall import Skip, ToolCall, gate_tool_call
 
 try:
     import anyio
+    import httpx2
     import mcp_types as types
     from mcp import Client, StdioServerParameters
     from mcp.client.session import MessageHandlerFnT
+    from mcp.client.streamable_http import streamable_http_client
     from mcp.server.lowlevel import NotificationOptions, Server
     from mcp.server.stdio import stdio_server
 except ImportError as exc:  # pragma: no cover - depends on what is installed
@@ -63,30 +66,45 @@ _CLIENT_INFO = types.Implementation(name="goldfive-mcp-gateway", version=_VERSIO
 
 Default = Literal["ask", "allow"]
 
+_HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)  # as the MCP SDK's own client: a response stream may stay open
+
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class Upstream:
-    """One upstream MCP server: a stdio command the gateway starts (``name`` prefixes its tools when needed)."""
+    """One upstream MCP server: a stdio ``command`` the gateway starts, or a streamable-HTTP ``url``.
+
+    ``name`` prefixes its tools when the gateway fronts several. ``headers_from_env`` (URL only) maps an HTTP
+    header to the environment variable holding its value (``{"Authorization": "BANK_AUTH"}``): secrets stay in
+    the environment, never on the command line or in the config file.
+    """
 
     name: str
-    command: str
+    command: str = ""
     args: tuple[str, ...] = ()
     env: Mapping[str, str] | None = None
     """Extra environment for the command (None: the MCP SDK's default environment)."""
     cwd: str | None = None
+    url: str = ""
+    headers_from_env: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.name or not self.name.replace("-", "").replace("_", "").isalnum() or SEPARATOR in self.name:
             raise ConfigError(f"upstream name {self.name!r} must be letters, digits, '-' or '_' (and no {SEPARATOR!r})")
-        if not self.command:
-            raise ConfigError(f"upstream {self.name!r} needs a command")
+        if bool(self.command) == bool(self.url):
+            raise ConfigError(f"upstream {self.name!r} needs a command or a url (one of them)")
+        if self.url and not self.url.startswith(("http://", "https://")):
+            raise ConfigError(f"upstream {self.name!r}: the url must start with http:// or https://")
+        if self.headers_from_env and not self.url:
+            raise ConfigError(f"upstream {self.name!r}: headers_from_env is for a url upstream")
 
     @classmethod
     def parse(cls, spec: str) -> Upstream:
-        """``NAME=COMMAND ARGS...`` (split like a shell line: quote arguments with spaces)."""
+        """``NAME=COMMAND ARGS...`` (split like a shell line: quote arguments with spaces) or ``NAME=URL``."""
         name, sep, line = spec.partition("=")
         if not sep:
-            raise ConfigError(f"--upstream takes NAME=COMMAND, got {shorten(spec, 80)!r}")
+            raise ConfigError(f"--upstream takes NAME=COMMAND or NAME=URL, got {shorten(spec, 80)!r}")
+        if line.strip().startswith(("http://", "https://")):
+            return cls(name=name.strip(), url=line.strip())
         try:
             words = shlex.split(line)
         except ValueError as exc:
@@ -95,11 +113,18 @@ class Upstream:
             raise ConfigError(f"upstream {name!r} needs a command after '='")
         return cls(name=name.strip(), command=words[0], args=tuple(words[1:]))
 
-    def parameters(self) -> StdioServerParameters:
-        """What the MCP SDK starts."""
-        return StdioServerParameters(
-            command=self.command, args=list(self.args), env=dict(self.env) if self.env else None, cwd=self.cwd
-        )
+    async def transport(self, stack: contextlib.AsyncExitStack) -> Any:
+        """What the MCP SDK's ``Client`` connects to (an HTTP client, when one is made, closes with ``stack``)."""
+        if not self.url:
+            return StdioServerParameters(
+                command=self.command, args=list(self.args), env=dict(self.env) if self.env else None, cwd=self.cwd
+            )
+        missing = [var for var in self.headers_from_env.values() if var not in os.environ]
+        if missing:
+            raise ConfigError(f"the environment has no {', '.join(missing)} (headers_from_env)")
+        headers = {header: os.environ[var] for header, var in self.headers_from_env.items()}
+        http = await stack.enter_async_context(httpx2.AsyncClient(headers=headers, timeout=_HTTP_TIMEOUT))
+        return streamable_http_client(self.url, http_client=http)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -130,14 +155,14 @@ class _Connections:
 
     async def connect(self, stack: contextlib.AsyncExitStack) -> None:
         for upstream in self.upstreams.values():
-            client = Client(
-                upstream.parameters(),
-                mode="legacy",
-                cache=None,
-                client_info=_CLIENT_INFO,
-                message_handler=self._handler(upstream.name),
-            )
             try:
+                client = Client(
+                    await upstream.transport(stack),
+                    mode="legacy",
+                    cache=None,
+                    client_info=_CLIENT_INFO,
+                    message_handler=self._handler(upstream.name),
+                )
                 self.clients[upstream.name] = await stack.enter_async_context(client)
             except Exception as exc:  # a broken upstream: its tools are unavailable, the others serve
                 self.dead[upstream.name] = f"did not start: {shorten(str(exc) or type(exc).__name__, 300)}"

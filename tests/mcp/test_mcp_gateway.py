@@ -10,9 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
-from mcp_support import gateway, text
+import pytest
+from mcp_support import DEMO, gateway, text
 
 TRANSFER = {"amount": 120, "to": "ACME"}
 
@@ -205,3 +211,52 @@ async def test_a_paused_run_holds_the_next_call_until_resumed(tmp_path: Path) ->
         result = await asyncio.wait_for(call, 30)
     assert not result.is_error and "ACME: 1000.00 EUR" in text(result)
     assert len(gw.upstream_calls()) == 2
+
+
+@pytest.fixture
+def http_bank(tmp_path: Path) -> Iterator[int]:
+    """The demo bank serving streamable HTTP on 127.0.0.1 (its port), recording calls in tmp_path/calls.jsonl."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    argv = [sys.executable, str(DEMO), "--http", str(port), "--calls", str(tmp_path / "calls.jsonl")]
+    server = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(400):  # until it listens (a handshake: the connection is accepted)
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        yield port
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
+async def test_an_upstream_over_streamable_http(tmp_path: Path, http_bank: int) -> None:
+    config = tmp_path / "gateway.toml"
+    config.write_text(
+        f'[upstream.bank]\nurl = "http://127.0.0.1:{http_bank}/mcp"\nheaders_from_env = {{ Authorization = "PATH" }}\n'
+    )
+    async with gateway(tmp_path, "--config", str(config), "--allow", "read_*", upstreams=()) as gw:
+        names = sorted(tool.name for tool in (await gw.client.list_tools()).tools)
+        assert names == ["read_balance", "transfer_funds"]
+        result = await gw.client.call_tool("read_balance", {"account": "ACME"})
+        assert not result.is_error and "ACME: 1000.00 EUR" in text(result)
+    assert gw.upstream_calls() == [{"tool": "read_balance", "args": {"account": "ACME"}}]
+
+
+async def test_an_upstream_that_cannot_start_is_named_in_the_error(tmp_path: Path) -> None:
+    config = tmp_path / "gateway.toml"
+    config.write_text(
+        '[upstream.vault]\nurl = "http://127.0.0.1:9/mcp"\nheaders_from_env = { Authorization = "NO_SUCH_TOKEN_VAR" }\n'
+    )
+    async with gateway(tmp_path, "--config", str(config), "--default", "allow") as gw:  # bank works, vault does not
+        assert sorted(t.name for t in (await gw.client.list_tools()).tools) == [
+            "bank__read_balance",
+            "bank__transfer_funds",
+        ]
+        result = await gw.client.call_tool("vault__open", {})
+    assert result.is_error
+    assert "vault did not start: the environment has no NO_SUCH_TOKEN_VAR" in text(result)
