@@ -1,9 +1,10 @@
 """goldfive as an MCP gateway: a person in front of any MCP server's tools, for any MCP client.
 
 Needs ``pip install 'goldfive[mcp]'``. A :class:`MCPGateway` is an MCP server that fronts one or more upstream
-MCP servers (each a stdio command or a streamable-HTTP URL, :class:`Upstream`) and puts the core's tool-call gate between its client and
-every ``tools/call``; it translates only — the gate, the policy, the ledger and the in-flight record are the
-core's (:func:`~goldfive_core.toolcall.gate_tool_call`, :class:`~goldfive_core.inflight.InFlight`)::
+MCP servers (each a stdio command or a streamable-HTTP URL, :class:`Upstream`) and puts the core's tool-call
+gate between its client and every ``tools/call``; it translates only — the gate, the policy, the ledger and
+the in-flight record are the core's (:func:`~goldfive_core.toolcall.gate_tool_call`,
+:class:`~goldfive_core.inflight.InFlight`)::
 
     gateway = MCPGateway([Upstream.parse("bank=python bank_server.py")], control=channel, sinks=[channel.sink])
     await gateway.serve_stdio()  # one client connection = one goldfive run
@@ -187,7 +188,7 @@ class _Connections:
             try:
                 listed = await _all_tools(client)
             except Exception as exc:
-                self._lost(name, exc)
+                self.lost(name, exc)
                 continue
             for tool in listed:
                 exposed = self.exposed(name, tool.name)
@@ -195,7 +196,7 @@ class _Connections:
                 tools[exposed] = _Route(name, tool, edit_validator(schema, tool=exposed, against="input schema"))
         self.tools = tools
 
-    def _lost(self, name: str, exc: BaseException) -> None:
+    def lost(self, name: str, exc: BaseException) -> None:
         self.clients.pop(name, None)
         self.dead[name] = f"stopped answering: {shorten(str(exc) or type(exc).__name__, 300)}"
         logger.error("upstream %s %s", name, self.dead[name])
@@ -354,6 +355,8 @@ class _Connection:
         try:
             result = await self.in_flight.run(outcome, forward)
         except Exception as exc:  # the upstream's failure is the caller's clear error, never a crash
+            if getattr(getattr(exc, "error", None), "code", None) == types.CONNECTION_CLOSED:
+                self.upstreams.lost(route.upstream, exc)  # later calls say so at once; this one is done, not re-sent
             return _refused(f"{name} failed in its MCP server {route.upstream!r}: {_upstream_error(exc)}")
         note = outcome.note
         if note:

@@ -85,3 +85,25 @@ async def gateway(tmp: Path, *flags: str, upstreams: Sequence[str] = ("bank",)) 
 def text(result: Any) -> str:
     """The text an MCP client (and its model) reads from a tool result."""
     return "\n".join(block.text for block in result.content if getattr(block, "type", "") == "text")
+
+
+DYING = """
+import os
+from mcp.server.mcpserver import MCPServer
+
+server = MCPServer("dying")
+
+
+@server.tool()
+def die() -> str:
+    os._exit(3)
+
+
+@server.tool()
+def ok() -> str:
+    return "fine"
+
+
+server.run("stdio")
+"""
+"""An upstream whose ``die`` tool kills its process mid-call."""

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from mcp_support import DEMO, gateway, text
+from mcp_support import DEMO, DYING, gateway, text
 
 TRANSFER = {"amount": 120, "to": "ACME"}
 
@@ -260,3 +260,17 @@ async def test_an_upstream_that_cannot_start_is_named_in_the_error(tmp_path: Pat
         result = await gw.client.call_tool("vault__open", {})
     assert result.is_error
     assert "vault did not start: the environment has no NO_SUCH_TOKEN_VAR" in text(result)
+
+
+async def test_an_upstream_that_dies_mid_call_is_reported_unavailable(tmp_path: Path) -> None:
+    dying = tmp_path / "dying.py"
+    dying.write_text(DYING)
+    async with gateway(tmp_path, "--default", "allow", "--upstream", f"d={sys.executable} {dying}") as gw:
+        assert not (await gw.client.call_tool("d__ok", {})).is_error
+        died = await gw.client.call_tool("d__die", {})
+        assert died.is_error and "d__die failed in its MCP server 'd'" in text(died)
+        after = await gw.client.call_tool("d__ok", {})
+        assert after.is_error and "its MCP server 'd' stopped answering" in text(after)
+        assert not (await gw.client.call_tool("bank__read_balance", {})).is_error  # the other upstream serves
+    done = [e["execution_recorded"] for e in await gw.events() if "execution_recorded" in e]
+    assert done == []  # allowed calls need no ledger; an approved one would be recorded done (with its error)
