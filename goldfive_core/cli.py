@@ -730,6 +730,7 @@ COMMANDS: Mapping[str, _Command] = {
     "serve": _Command(local=_serve, remote=None, store="create"),
     "users": _Command(local=_users, remote=None, store="create"),
     "grants": _Command(local=_grants, remote=cli_remote.grants),
+    "mcp": _Command(local=cli_mcp.mcp_command, remote=None, store="create"),
 }
 """Every command of the parser, by name."""
 
@@ -789,10 +790,8 @@ def _main(argv: Sequence[str] | None) -> int:
     try:
         limits = Limits.from_env()
         _check_args(args, limits)
-        command = COMMANDS.get(args.command)
-        if command is None:  # goldfive mcp: an agent process, it opens (and may create) its store itself
-            code = cli_mcp.mcp_command(args)
-        elif url and command.store != "create":
+        command = COMMANDS[args.command]
+        if url and command.store != "create":
             code = _run_remote(command, args, out, url)
         else:
             code = _run_local(command, args, out)

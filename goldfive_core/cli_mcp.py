@@ -1,15 +1,16 @@
 """``goldfive mcp``: the MCP approval gateway on stdio, wired to a store (see docs/mcp.md).
 
 The gateway (:mod:`goldfive_core.adapters.mcp_gateway`) is an adapter; this module only reads the command line
-and a TOML config, opens the store (``--db`` / ``--dsn``, created if missing, as an agent's is) and hands the
-gateway a :class:`~goldfive_core.store.StoreChannel`, so its requests appear in ``goldfive pending``, the inbox
-and notifications. Nothing but MCP is written to stdout; messages go to stderr.
+and a TOML config and hands the gateway a :class:`~goldfive_core.store.StoreChannel` on the store the command
+table opened (``--db`` / ``--dsn``, created if missing, as an agent's is), so its requests appear in
+``goldfive pending``, the inbox and notifications. Nothing but MCP is written to stdout; messages go to stderr.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import math
 import os
@@ -17,12 +18,15 @@ import tomllib
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ._util import env_seconds
 from .cli_text import EXIT_USAGE, _Exit
 from .errors import ConfigError
 from .policy import Allow, Ask, Deny, Policy, PolicyError, Rule, load_policy, load_policy_from_env
+from .store._sql import DEFAULT_RETRY_BUDGET_S
 
 if TYPE_CHECKING:
     from .adapters.mcp_gateway import Upstream
+    from .store import Store
 
 __all__ = ["add_parser", "mcp_command", "quick_policy"]
 
@@ -166,15 +170,14 @@ def _seconds_ms(value: float | None, flag: str) -> int | None:
     return round(value * 1000)
 
 
-def mcp_command(args: argparse.Namespace) -> int:
-    """Run the gateway until its client disconnects; 0 when it ended normally."""
-    from .store import StoreChannel, open_store
+def mcp_command(store: Store, args: argparse.Namespace, out: object = None) -> int:
+    """Run the gateway on ``store`` until its client disconnects; 0 when it ended normally."""
+    from .store import StoreChannel
 
     try:
         from .adapters.mcp_gateway import MCPGateway
     except ImportError as exc:  # the extra is missing: say how to install it (exit 2)
         raise _Exit(EXIT_USAGE, str(exc)) from None
-
     if getattr(args, "url", None):
         raise ConfigError("goldfive mcp takes --db or --dsn; --url (a goldfive serve) is not supported yet")
     if not math.isfinite(args.progress_every) or args.progress_every < 0:
@@ -185,12 +188,9 @@ def mcp_command(args: argparse.Namespace) -> int:
         raise ConfigError(str(exc)) from None
     upstreams = upstreams_of(args)
     timeout_ms = _seconds_ms(args.approval_timeout, "--approval-timeout")
-    dsn = getattr(args, "dsn", None) or None
-    db = getattr(args, "db", None) or None
-    if dsn and db:
-        raise ConfigError("give --db or --dsn, not both")
     logging.basicConfig(level=os.environ.get("GOLDFIVE_LOG_LEVEL", "WARNING").upper())  # stderr: stdout is MCP's
-    store = open_store(dsn or db, schema=getattr(args, "schema", None))
+    # An agent process rides out a short store outage as every agent does (the command line opened it with none).
+    store.retry_budget_s = env_seconds("GOLDFIVE_STORE_RETRY_S", DEFAULT_RETRY_BUDGET_S, zero_ok=True)
     channel = StoreChannel(store)
     gateway = MCPGateway(
         upstreams,
@@ -209,10 +209,6 @@ def mcp_command(args: argparse.Namespace) -> int:
         finally:
             await channel.aclose()
 
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(run())
-    except KeyboardInterrupt:
-        pass
-    finally:
-        store.close()
     return 0
