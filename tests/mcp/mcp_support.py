@@ -107,3 +107,25 @@ def ok() -> str:
 server.run("stdio")
 """
 """An upstream whose ``die`` tool kills its process mid-call."""
+
+
+GROWING = """
+from mcp.server.mcpserver import Context, MCPServer
+
+server = MCPServer("growing")
+
+
+def shiny() -> str:
+    return "new"
+
+
+@server.tool()
+async def grow(ctx: Context) -> str:
+    server.add_tool(shiny)
+    await ctx.session.send_tool_list_changed()
+    return "grown"
+
+
+server.run("stdio")
+"""
+"""An upstream whose ``grow`` tool adds a tool and announces ``notifications/tools/list_changed``."""

@@ -17,8 +17,10 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import mcp_types as types
 import pytest
-from mcp_support import DEMO, DYING, gateway, text
+from mcp import Client, StdioServerParameters
+from mcp_support import DEMO, DYING, GROWING, gateway, text
 
 TRANSFER = {"amount": 120, "to": "ACME"}
 
@@ -274,3 +276,22 @@ async def test_an_upstream_that_dies_mid_call_is_reported_unavailable(tmp_path: 
         assert not (await gw.client.call_tool("bank__read_balance", {})).is_error  # the other upstream serves
     done = [e["execution_recorded"] for e in await gw.events() if "execution_recorded" in e]
     assert done == []  # allowed calls need no ledger; an approved one would be recorded done (with its error)
+
+
+async def test_an_upstreams_tool_list_change_reaches_the_client(tmp_path: Path) -> None:
+    growing = tmp_path / "growing.py"
+    growing.write_text(GROWING)
+    changed = asyncio.Event()
+
+    async def on_message(message: object) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            changed.set()
+
+    argv = ["-m", "goldfive_core.cli", "mcp", "--db", str(tmp_path / "g.db"), "--default", "allow"]
+    params = StdioServerParameters(command=sys.executable, args=[*argv, "--upstream", f"g={sys.executable} {growing}"])
+    async with Client(params, mode="legacy", message_handler=on_message, cache=None) as client:
+        assert [t.name for t in (await client.list_tools()).tools] == ["grow"]
+        assert text(await client.call_tool("grow", {})) == "grown"
+        await asyncio.wait_for(changed.wait(), 30)
+        assert sorted(t.name for t in (await client.list_tools()).tools) == ["grow", "shiny"]
+        assert text(await client.call_tool("shiny", {})) == "new"
