@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +24,18 @@ from mcp.server.mcpserver import MCPServer
 BALANCES = {"ACME": 1_000.0, "checking": 5_230.5}
 
 
+STAMP = False
+"""With ``--stamp``, each record also says when the call reached the server (``at``, seconds since the epoch)."""
+
+
 def _record(path: str, tool: str, args: dict[str, Any]) -> None:
     if not path:
         return
+    line: dict[str, Any] = {"tool": tool, "args": args}
+    if STAMP:
+        line["at"] = time.time()
     with Path(path).open("a", encoding="utf-8") as out:
-        out.write(json.dumps({"tool": tool, "args": args}, sort_keys=True) + "\n")
+        out.write(json.dumps(line, sort_keys=True) + "\n")
 
 
 def build(calls: str) -> MCPServer:
@@ -61,7 +69,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--calls", default=os.environ.get("MCP_DEMO_CALLS", ""), help="record each call here")
     parser.add_argument("--http", type=int, metavar="PORT", help="serve streamable HTTP on 127.0.0.1:PORT/mcp")
+    parser.add_argument("--stamp", action="store_true", help="record when each call arrived (bench/mcp_gateway.py)")
     args = parser.parse_args()
+    global STAMP
+    STAMP = args.stamp
     if args.http:
         build(args.calls).run("streamable-http", host="127.0.0.1", port=args.http)
     else:
