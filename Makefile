@@ -52,6 +52,7 @@ bench: $(STAMP)
 	$(PY) bench/store.py
 	$(PY) bench/policy.py
 	$(PY) bench/serve.py
+	$(PY) bench/mcp_gateway.py
 
 clean:
 	rm -rf $(VENV) site

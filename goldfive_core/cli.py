@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, NoReturn
 
-from . import cli_grants, cli_remote
+from . import cli_grants, cli_mcp, cli_remote
 from ._text import inert
 from .approvals import Principal
 from .cli_text import (
@@ -253,6 +253,7 @@ def _parser() -> argparse.ArgumentParser:
         help="sign the audit chain head this often while it moves (default 60; 0: never)",
     )
     cli_grants.add_parser(cmd)
+    cli_mcp.add_parser(cmd)
     p = cmd("users", "manage who may log in to goldfive serve")
     p.add_argument("action", choices=["add", "list", "disable", "enable", "rotate", "groups"], help="what to do")
     p.add_argument("name", nargs="?", help="the user's name (add, disable, enable, rotate, groups)")
@@ -728,6 +729,7 @@ COMMANDS: Mapping[str, _Command] = {
     "serve": _Command(local=_serve, remote=None, store="create"),
     "users": _Command(local=_users, remote=None, store="create"),
     "grants": _Command(local=_grants, remote=cli_remote.grants),
+    "mcp": _Command(local=cli_mcp.mcp_command, remote=None, store="create"),
 }
 """Every command of the parser, by name."""
 

@@ -1,0 +1,114 @@
+"""What ``goldfive mcp`` adds to a tools/call that needs no person (offline, stdio, the bundled demo server).
+
+    python bench/mcp_gateway.py [--calls 300] [--warmup 30]
+
+Two MCP SDK clients in the same process and run: one talks to the demo bank straight (its stdio command), one
+to ``goldfive mcp --default allow --db <tmp>`` in front of the same command. ``read_balance`` is called on each
+in alternation, one at a time (another account each time), so both see the same load. Printed: p50 / p99 per
+side, the ratio of the medians and the added p50 (the issue's targets: ratio <= 1.2, added p50 <= 1 ms).
+
+Then ``--approvals`` gated calls (``--gate transfer_funds``) on a SQLite store: each is approved in this process
+with ``decide()`` (what ``goldfive approve`` calls) once it is pending; timed from the decision to the moment the
+upstream's tool body starts (the demo bank's ``--stamp``). Target: p50 <= 5 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from _support import REPO, ms_line, pct
+from mcp import Client, StdioServerParameters
+
+from goldfive_core.approvals import Principal
+from goldfive_core.store import Store, open_store
+from goldfive_core.store.base import OPEN_STATUSES
+from goldfive_core.store.decide import decide
+
+DEMO = REPO / "examples" / "mcp_demo_server.py"
+
+
+async def timed(client: Client, i: int) -> float:
+    # Other arguments each time: the same call again and again is what goldfive's loop detector stops.
+    start = time.perf_counter()
+    result = await client.call_tool("read_balance", {"account": f"acct-{i}"})
+    elapsed = time.perf_counter() - start
+    if result.is_error:
+        raise SystemExit(f"the call failed: {result.content}")
+    return elapsed
+
+
+async def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--calls", type=int, default=300)
+    parser.add_argument("--warmup", type=int, default=30)
+    parser.add_argument("--approvals", type=int, default=40)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        direct = StdioServerParameters(command=sys.executable, args=[str(DEMO)])
+        db = str(Path(tmp) / "goldfive.db")
+        upstream = f"bank={sys.executable} {DEMO}"
+        gateway = StdioServerParameters(
+            command=sys.executable,
+            args=["-m", "goldfive_core.cli", "mcp", "--db", db, "--default", "allow", "--upstream", upstream],
+        )
+        async with Client(direct, mode="legacy") as straight, Client(gateway, mode="legacy") as through:
+            for i in range(args.warmup):
+                await timed(straight, i)
+                await timed(through, i)
+            bare: list[float] = []
+            gated: list[float] = []
+            for i in range(args.calls):
+                pair = (straight, through) if i % 2 == 0 else (through, straight)
+                for client in pair:
+                    (bare if client is straight else gated).append(await timed(client, args.warmup + i))
+        starts = await approve_to_start(Path(tmp), args.approvals)
+    ratio = pct(gated, 0.5) / pct(bare, 0.5)
+    added_ms = (pct(gated, 0.5) - pct(bare, 0.5)) * 1000
+    print("tools/call that needs no person, over stdio (read_balance on the demo bank):")
+    print(f"  straight to the upstream   {ms_line(bare)}")
+    print(f"  through goldfive mcp       {ms_line(gated)}")
+    print(f"  ratio of medians {ratio:.2f} (target <= 1.2), added p50 {added_ms:.2f} ms (target <= 1 ms)")
+    print("approve (decide() on SQLite) -> the upstream's tool body starts:")
+    print(f"  {ms_line(starts)}   (target p50 <= 5 ms)")
+    return 0
+
+
+async def _first_pending(store: Store) -> str:
+    for _ in range(10_000):
+        page = store.approval_page(statuses=OPEN_STATUSES, limit=1)
+        if page.rows:
+            return page.rows[0].target_id
+        await asyncio.sleep(0.002)
+    raise SystemExit("no approval request appeared")
+
+
+async def approve_to_start(tmp: Path, count: int) -> list[float]:
+    """Seconds from each decision to the upstream's body starting, for ``count`` gated calls."""
+    db, calls = str(tmp / "gated.db"), tmp / "stamps.jsonl"
+    upstream = f"bank={sys.executable} {DEMO} --stamp --calls {calls}"
+    argv = ["-m", "goldfive_core.cli", "mcp", "--db", db, "--gate", "transfer_funds", "--upstream", upstream]
+    out: list[float] = []
+    async with Client(StdioServerParameters(command=sys.executable, args=argv), mode="legacy") as client:
+        await client.list_tools()  # the gateway made the store by now
+        store = open_store(db)
+        try:
+            for i in range(count):
+                call = asyncio.create_task(client.call_tool("transfer_funds", {"amount": i + 1, "to": "ACME"}))
+                target = await _first_pending(store)
+                started = time.time()
+                await asyncio.to_thread(decide, store, target, approve=True, principal=Principal(name="bench"))
+                await call
+                out.append(json.loads(calls.read_text().splitlines()[-1])["at"] - started)
+        finally:
+            store.close()
+    return out
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))

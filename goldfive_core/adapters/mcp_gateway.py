@@ -1,0 +1,525 @@
+"""goldfive as an MCP gateway: a person in front of any MCP server's tools, for any MCP client.
+
+Needs ``pip install 'goldfive[mcp]'``. A :class:`MCPGateway` is an MCP server that fronts one or more upstream
+MCP servers (each a stdio command or a streamable-HTTP URL, :class:`Upstream`) and puts the core's tool-call
+gate between its client and every ``tools/call``; it translates only — the gate, the policy, the ledger and
+the in-flight record are the core's (:func:`~goldfive_core.toolcall.gate_tool_call`,
+:class:`~goldfive_core.inflight.InFlight`)::
+
+    gateway = MCPGateway([Upstream.parse("bank=python bank_server.py")], control=channel, sinks=[channel.sink])
+    await gateway.serve_stdio()  # one client connection = one goldfive run
+
+What the client sees:
+
+* ``tools/list``: the upstreams' tools, descriptions and input schemas unchanged. With one upstream the names
+  are unchanged; with several every tool is ``NAME__tool`` (so no two can clash). ``listChanged`` from an
+  upstream is forwarded. Resources, resource templates and prompts pass through (prompts named like tools).
+* ``tools/call``: an unknown tool or arguments that do not fit the tool's input schema are an error result at
+  once (nobody is asked, nothing runs). Otherwise the gate decides: the run's policy (``--policy`` / ``--gate``;
+  a tool no rule names asks a person unless ``default="allow"``) allows (forwarded), denies (an ``isError``
+  result with the reason) or asks (``ApprovalRequested{kind="tool"}`` with the tool, the arguments, the input
+  schema and the client's identity). Approved (edits checked against the input schema) → forwarded upstream
+  once, recorded in the execution ledger; rejected → an ``isError`` result with the person's reason; no
+  decision in time → an ``isError`` result saying so. While a call waits, a client that gave a
+  ``progressToken`` gets ``notifications/progress``; ``notifications/cancelled`` withdraws the request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import os
+import shlex
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import Any, Literal, Unpack
+
+from .._util import canonical_json, new_id, shorten
+from ..argschema import edit_validator, schema_problem
+from ..errors import ConfigError, MissingExtraError
+from ..inflight import InFlight
+from ..lifecycle import RunResult
+from ..supervision import Supervised, Supervision, SupervisionOptions
+from ..toolcall import Skip, ToolCall, gate_tool_call
+
+try:
+    import anyio
+    import httpx2
+    import mcp_types as types
+    from mcp import Client, StdioServerParameters
+    from mcp.client.session import MessageHandlerFnT
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.server.lowlevel import NotificationOptions, Server
+    from mcp.server.stdio import stdio_server
+except ImportError as exc:  # pragma: no cover - depends on what is installed
+    raise MissingExtraError("goldfive_core.adapters.mcp_gateway", "mcp") from exc
+
+__all__ = ["SEPARATOR", "MCPGateway", "Upstream"]
+
+logger = logging.getLogger(__name__)
+
+SEPARATOR = "__"
+"""Between an upstream's name and its tool's name when the gateway fronts several upstreams (``bank__pay``)."""
+
+_VERSION = "0.1.0"
+_CLIENT_INFO = types.Implementation(name="goldfive-mcp-gateway", version=_VERSION)
+
+Default = Literal["ask", "allow"]
+
+_HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)  # as the MCP SDK's own client: a response stream may stay open
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Upstream:
+    """One upstream MCP server: a stdio ``command`` the gateway starts, or a streamable-HTTP ``url``.
+
+    ``name`` prefixes its tools when the gateway fronts several. ``headers_from_env`` (URL only) maps an HTTP
+    header to the environment variable holding its value (``{"Authorization": "BANK_AUTH"}``): secrets stay in
+    the environment, never on the command line or in the config file.
+    """
+
+    name: str
+    command: str = ""
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] | None = None
+    """Extra environment for the command (None: the MCP SDK's default environment)."""
+    cwd: str | None = None
+    url: str = ""
+    headers_from_env: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.name or not self.name.replace("-", "").replace("_", "").isalnum() or SEPARATOR in self.name:
+            raise ConfigError(f"upstream name {self.name!r} must be letters, digits, '-' or '_' (and no {SEPARATOR!r})")
+        if bool(self.command) == bool(self.url):
+            raise ConfigError(f"upstream {self.name!r} needs a command or a url (one of them)")
+        if self.url and not self.url.startswith(("http://", "https://")):
+            raise ConfigError(f"upstream {self.name!r}: the url must start with http:// or https://")
+        if self.headers_from_env and not self.url:
+            raise ConfigError(f"upstream {self.name!r}: headers_from_env is for a url upstream")
+
+    @classmethod
+    def parse(cls, spec: str) -> Upstream:
+        """``NAME=COMMAND ARGS...`` (split like a shell line: quote arguments with spaces) or ``NAME=URL``."""
+        name, sep, line = spec.partition("=")
+        if not sep:
+            raise ConfigError(f"--upstream takes NAME=COMMAND or NAME=URL, got {shorten(spec, 80)!r}")
+        if line.strip().startswith(("http://", "https://")):
+            return cls(name=name.strip(), url=line.strip())
+        try:
+            words = shlex.split(line)
+        except ValueError as exc:
+            raise ConfigError(f"upstream {name!r}: cannot split the command: {exc}") from None
+        if not words:
+            raise ConfigError(f"upstream {name!r} needs a command after '='")
+        return cls(name=name.strip(), command=words[0], args=tuple(words[1:]))
+
+    async def transport(self, stack: contextlib.AsyncExitStack) -> Any:
+        """What the MCP SDK's ``Client`` connects to (an HTTP client, when one is made, closes with ``stack``)."""
+        if not self.url:
+            return StdioServerParameters(
+                command=self.command, args=list(self.args), env=dict(self.env) if self.env else None, cwd=self.cwd
+            )
+        missing = [var for var in self.headers_from_env.values() if var not in os.environ]
+        if missing:
+            raise ConfigError(f"the environment has no {', '.join(missing)} (headers_from_env)")
+        headers = {header: os.environ[var] for header, var in self.headers_from_env.items()}
+        http = await stack.enter_async_context(httpx2.AsyncClient(headers=headers, timeout=_HTTP_TIMEOUT))
+        return streamable_http_client(self.url, http_client=http)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Route:
+    """An exposed tool: where it lives, its upstream name and its input schema's checker."""
+
+    upstream: str
+    tool: types.Tool
+    check: Callable[[Mapping[str, Any]], str | None]
+
+
+class _Connections:
+    """The connected upstreams and what they offer, under the names the client sees."""
+
+    def __init__(self, upstreams: Sequence[Upstream]) -> None:
+        self.upstreams = {u.name: u for u in upstreams}
+        self.clients: dict[str, Client] = {}
+        self.dead: dict[str, str] = {}
+        """Upstreams that failed (to start, or later), with why."""
+        self.tools: dict[str, _Route] = {}
+        self.prompts: dict[str, tuple[str, types.Prompt]] = {}
+        self.resources: dict[str, str] = {}
+        self.prefixed = len(upstreams) > 1
+        self.on_tools_changed: Callable[[], Awaitable[None]] | None = None
+
+    def exposed(self, upstream: str, name: str) -> str:
+        return f"{upstream}{SEPARATOR}{name}" if self.prefixed else name
+
+    async def connect(self, stack: contextlib.AsyncExitStack) -> None:
+        for upstream in self.upstreams.values():
+            try:
+                client = Client(
+                    await upstream.transport(stack),
+                    mode="legacy",
+                    cache=None,
+                    client_info=_CLIENT_INFO,
+                    message_handler=self._handler(upstream.name),
+                )
+                self.clients[upstream.name] = await stack.enter_async_context(client)
+            except Exception as exc:  # a broken upstream: its tools are unavailable, the others serve
+                self.dead[upstream.name] = f"did not start: {shorten(str(exc) or type(exc).__name__, 300)}"
+                logger.error("upstream %s %s", upstream.name, self.dead[upstream.name])
+
+    def _handler(self, name: str) -> MessageHandlerFnT:
+        async def handle(message: Any) -> None:
+            if isinstance(message, Exception):
+                logger.warning("upstream %s: %s", name, shorten(str(message), 300))
+                return
+            root = getattr(message, "root", message)
+            if isinstance(root, types.ToolListChangedNotification):
+                await self.refresh_tools()
+                if self.on_tools_changed is not None:
+                    await self.on_tools_changed()
+
+        return handle
+
+    async def refresh_tools(self) -> None:
+        tools: dict[str, _Route] = {}
+        for name, client in list(self.clients.items()):
+            try:
+                listed = await _all_tools(client)
+            except Exception as exc:
+                self.lost(name, exc)
+                continue
+            for tool in listed:
+                exposed = self.exposed(name, tool.name)
+                schema = tool.input_schema if schema_problem(tool.input_schema) is None else None
+                tools[exposed] = _Route(name, tool, edit_validator(schema, tool=exposed, against="input schema"))
+        self.tools = tools
+
+    def lost(self, name: str, exc: BaseException) -> None:
+        self.clients.pop(name, None)
+        self.dead[name] = f"stopped answering: {shorten(str(exc) or type(exc).__name__, 300)}"
+        logger.error("upstream %s %s", name, self.dead[name])
+
+    def client(self, name: str) -> Client | None:
+        return self.clients.get(name)
+
+
+async def _all_tools(client: Client) -> list[types.Tool]:
+    """Every page of an upstream's ``tools/list``."""
+    tools: list[types.Tool] = []
+    cursor: str | None = None
+    for _ in range(1000):  # bounded: a server whose cursor never ends is cut off
+        page = await client.session.list_tools(
+            params=types.PaginatedRequestParams(cursor=cursor) if cursor is not None else None
+        )
+        tools.extend(page.tools)
+        cursor = page.next_cursor
+        if not cursor:
+            break
+    return tools
+
+
+class MCPGateway(Supervised):
+    """An MCP server in front of ``upstreams``: every ``tools/call`` goes through the tool-call gate.
+
+    ``default``: what a call no policy rule names gets — ``"ask"`` a person (the default: fail closed) or
+    ``"allow"``. ``approval_timeout_ms``: how long a call waits for a person (default: the config's tool
+    approval timeout). ``progress_every_s``: how often a waiting call sends ``notifications/progress`` (when the
+    client asked for progress; 0: never). ``supervision``: every adapter's options (``control``, ``sinks``,
+    ``config``, ``policy``, ``labels``, ``session_setup``, ``ledger``).
+    """
+
+    def __init__(
+        self,
+        upstreams: Iterable[Upstream],
+        *,
+        default: Default = "ask",
+        approval_timeout_ms: int | None = None,
+        progress_every_s: float = 10.0,
+        name: str = "goldfive",
+        **supervision: Unpack[SupervisionOptions],
+    ) -> None:
+        listed = list(upstreams)
+        if not listed:
+            raise ConfigError("the MCP gateway needs at least one upstream")
+        names = [u.name for u in listed]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"upstream names must differ, got {names}")
+        if default not in ("ask", "allow"):
+            raise ConfigError(f"default must be 'ask' or 'allow', got {default!r}")
+        if progress_every_s < 0:
+            raise ConfigError(f"progress_every_s must be >= 0, got {progress_every_s}")
+        self.supervision = Supervision(**supervision)
+        self.upstreams = tuple(listed)
+        self.default: Default = default
+        self.approval_timeout_ms = approval_timeout_ms
+        self.progress_every_s = progress_every_s
+        self.name = name
+
+    async def serve_stdio(self) -> RunResult:
+        """Serve one client on this process's stdin/stdout until it disconnects; returns how the run ended."""
+        async with stdio_server() as (read_stream, write_stream):
+            return await self.serve(read_stream, write_stream)
+
+    async def serve(self, read_stream: Any, write_stream: Any) -> RunResult:
+        """Serve one client connection (one goldfive run) over an MCP stream pair until it closes."""
+        connection = _Connection(self)
+        return await connection.serve(read_stream, write_stream)
+
+
+class _Connection:
+    """One client connection: its goldfive run, its upstream connections, its MCP server."""
+
+    def __init__(self, gateway: MCPGateway) -> None:
+        self.gateway = gateway
+        self.session_id = new_id("mcp-session")
+        self.handle = gateway.supervision.new_run(
+            adapter="mcp",
+            title=f"MCP gateway ({', '.join(u.name for u in gateway.upstreams)})",
+            input=f"MCP client session {self.session_id}",
+            session_id=self.session_id,
+        )
+        self.session = self.handle.session
+        self.upstreams = _Connections(gateway.upstreams)
+        self.in_flight = InFlight()
+        self.notify: Any = None
+        """The client's session, kept from a request so upstream list changes can be forwarded."""
+
+    async def serve(self, read_stream: Any, write_stream: Any) -> RunResult:
+        server: Server[Any] = Server(
+            self.gateway.name,
+            version=_VERSION,
+            on_list_tools=self.list_tools,
+            on_call_tool=self.call_tool,
+            on_list_resources=self.list_resources,
+            on_list_resource_templates=self.list_resource_templates,
+            on_read_resource=self.read_resource,
+            on_list_prompts=self.list_prompts,
+            on_get_prompt=self.get_prompt,
+        )
+        self.upstreams.on_tools_changed = self._tools_changed
+        error: BaseException | None = None
+        self.handle.open()
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                await self.upstreams.connect(stack)
+                await self.upstreams.refresh_tools()
+                options = server.create_initialization_options(NotificationOptions(tools_changed=True))
+                await server.run(read_stream, write_stream, options)
+        except BaseException as exc:
+            error = exc
+            raise
+        finally:
+            result = self.handle.close(error=_unwrap(error))
+        return result
+
+    # -- tools -------------------------------------------------------------------------------------------
+    async def list_tools(self, ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        self.notify = ctx.session
+        tools = [route.tool.model_copy(update={"name": name}) for name, route in self.upstreams.tools.items()]
+        return types.ListToolsResult(tools=tools)
+
+    async def _tools_changed(self) -> None:
+        if self.notify is not None:
+            await self.notify.send_tool_list_changed()
+
+    async def call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        name = params.name
+        args: dict[str, Any] = dict(params.arguments or {})
+        route = self.upstreams.tools.get(name)
+        if route is None:
+            return _refused(self._unknown(name))
+        client = self.upstreams.client(route.upstream)
+        if client is None:
+            why = self.upstreams.dead.get(route.upstream, "is not connected")
+            return _refused(f"{name} was not run: its MCP server {route.upstream!r} {why}")
+        problem = route.check(args)
+        if problem is not None:
+            return _refused(f"{name} was not run: the arguments do not fit its input schema: {problem}")
+        call = ToolCall(
+            call_id=new_id("mcp"),
+            tool_name=name,
+            args=args,
+            prompt=f"Allow {name}({_shown(args)})? — asked by {_client_name(ctx)} over MCP",
+            metadata=self._identity(ctx, route),
+            args_schema=route.tool.input_schema,
+        )
+        outcome = await self._gate(ctx, call, route)
+        if isinstance(outcome, Skip):
+            return _refused(_refusal(name, outcome))
+
+        async def forward(approved: Mapping[str, Any]) -> types.CallToolResult:
+            return await client.session.call_tool(route.tool.name, dict(approved))
+
+        try:
+            result = await self.in_flight.run(outcome, forward)
+        except Exception as exc:  # the upstream's failure is the caller's clear error, never a crash
+            if getattr(getattr(exc, "error", None), "code", None) == types.CONNECTION_CLOSED:
+                self.upstreams.lost(route.upstream, exc)  # later calls say so at once; this one is done, not re-sent
+            return _refused(f"{name} failed in its MCP server {route.upstream!r}: {_upstream_error(exc)}")
+        note = outcome.note
+        if note:
+            result = result.model_copy(update={"content": [*result.content, types.TextContent(type="text", text=note)]})
+        return result
+
+    async def _gate(self, ctx: Any, call: ToolCall, route: _Route) -> Any:
+        ticker = None
+        if self.gateway.progress_every_s > 0 and _progress_token(ctx) is not None:
+            ticker = asyncio.ensure_future(self._tick(ctx, call.call_id))
+        try:
+            return await gate_tool_call(
+                self.session,
+                call,
+                needs_person=self.gateway.default == "ask",
+                validate_edit=route.check,
+                ledger=self.gateway.ledger,
+                timeout_ms=self.gateway.approval_timeout_ms,
+            )
+        finally:
+            if ticker is not None:
+                ticker.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await ticker
+
+    async def _tick(self, ctx: Any, call_id: str) -> None:
+        """``notifications/progress`` while the call waits (for a person, or in a paused run)."""
+        count = 0
+        while True:
+            await asyncio.sleep(self.gateway.progress_every_s)
+            count += 1
+            if self.session.approvals.is_open(call_id):
+                message = f"waiting for a person to approve (goldfive approve {call_id})"
+            else:
+                message = f"held by goldfive (run {self.session.state})"
+            try:
+                await ctx.session.report_progress(count, None, message)
+            except Exception:  # progress is advisory: a client that went away is found by the call itself
+                logger.debug("could not send progress for %s", call_id, exc_info=True)
+                return
+
+    def _identity(self, ctx: Any, route: _Route) -> dict[str, str]:
+        return {
+            "mcp_client": _client_name(ctx),
+            "mcp_session": self.session_id,
+            "mcp_upstream": route.upstream,
+            "mcp_tool": route.tool.name,
+        }
+
+    def _unknown(self, name: str) -> str:
+        offered = ", ".join(sorted(self.upstreams.tools)[:20]) or "none"
+        dead = "; ".join(f"{n} {why}" for n, why in self.upstreams.dead.items())
+        return f"unknown tool {shorten(name, 80)!r}: nothing was run (tools: {offered})" + (
+            f"; unavailable upstreams: {dead}" if dead else ""
+        )
+
+    # -- resources and prompts: passed through --------------------------------------------------------------
+    async def list_resources(self, ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
+        resources: list[types.Resource] = []
+        for name, client in self._serving("resources"):
+            listed = await client.session.list_resources()
+            for resource in listed.resources:
+                self.upstreams.resources[str(resource.uri)] = name
+                resources.append(resource)
+        return types.ListResourcesResult(resources=resources)
+
+    async def list_resource_templates(
+        self, ctx: Any, params: types.PaginatedRequestParams | None
+    ) -> types.ListResourceTemplatesResult:
+        templates: list[types.ResourceTemplate] = []
+        for _name, client in self._serving("resources"):
+            templates.extend((await client.session.list_resource_templates()).resource_templates)
+        return types.ListResourceTemplatesResult(resource_templates=templates)
+
+    async def read_resource(self, ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+        uri = str(params.uri)
+        serving = self._serving("resources")
+        owner = self.upstreams.resources.get(uri)
+        client = self.upstreams.client(owner) if owner else (serving[0][1] if len(serving) == 1 else None)
+        if client is None:
+            raise _mcp_error(types.INVALID_PARAMS, f"unknown resource {shorten(uri, 120)!r} (list resources first)")
+        return await client.session.read_resource(uri)
+
+    async def list_prompts(self, ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListPromptsResult:
+        prompts: list[types.Prompt] = []
+        for name, client in self._serving("prompts"):
+            for prompt in (await client.session.list_prompts()).prompts:
+                exposed = self.upstreams.exposed(name, prompt.name)
+                self.upstreams.prompts[exposed] = (name, prompt)
+                prompts.append(prompt.model_copy(update={"name": exposed}))
+        return types.ListPromptsResult(prompts=prompts)
+
+    async def get_prompt(self, ctx: Any, params: types.GetPromptRequestParams) -> types.GetPromptResult:
+        found = self.upstreams.prompts.get(params.name)
+        client = self.upstreams.client(found[0]) if found else None
+        if found is None or client is None:
+            raise _mcp_error(types.INVALID_PARAMS, f"unknown prompt {shorten(params.name, 80)!r} (list prompts first)")
+        return await client.session.get_prompt(found[1].name, params.arguments)
+
+    def _serving(self, what: Literal["resources", "prompts"]) -> list[tuple[str, Client]]:
+        """The live upstreams that declared ``what``."""
+        out = []
+        for name, client in self.upstreams.clients.items():
+            caps = client.session.server_capabilities
+            if caps is not None and getattr(caps, what) is not None:
+                out.append((name, client))
+        return out
+
+
+# -- what the client is told ------------------------------------------------------------------------------
+def _refused(text: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
+
+
+def _refusal(tool: str, outcome: Skip) -> str:
+    """The text of an ``isError`` result for a call the gate did not let through (the model reads it)."""
+    reason = outcome.reason
+    if reason == "user_rejected":
+        by = f" ({outcome.decided_by})" if outcome.decided_by else ""
+        return f"A person{by} rejected this {tool} call; it was not run. Their reason: {outcome.detail}"
+    if reason == "policy_denied":
+        return f"{tool} was not run: goldfive's policy denies it: {outcome.detail}"
+    if reason == "goldfive_intervention" and outcome.guidance:
+        notes = "\n".join(f"- {note.text}" for note in outcome.guidance)
+        return f"{tool} was not run. The people supervising this session say:\n{notes}"
+    return f"{tool} was not run ({reason}): {outcome.detail}"
+
+
+def _client_name(ctx: Any) -> str:
+    params = getattr(ctx.session, "client_params", None)
+    info = getattr(params, "client_info", None)
+    if info is None:
+        return "an unnamed MCP client"
+    return shorten(f"{info.name} {info.version}".strip(), 120)
+
+
+def _progress_token(ctx: Any) -> object:
+    params = ctx.params if isinstance(ctx.params, Mapping) else {}
+    meta = params.get("_meta")
+    return meta.get("progressToken") if isinstance(meta, Mapping) else None
+
+
+def _shown(args: Mapping[str, Any]) -> str:
+    try:
+        return shorten(canonical_json(args), 300)
+    except (TypeError, ValueError):
+        return "…"
+
+
+def _upstream_error(exc: BaseException) -> str:
+    error = getattr(exc, "error", None)
+    message = getattr(error, "message", None)
+    return shorten(str(message or exc) or type(exc).__name__, 500)
+
+
+def _mcp_error(code: int, message: str) -> Exception:
+    from mcp import MCPError
+
+    return MCPError(code=code, message=message)
+
+
+def _unwrap(error: BaseException | None) -> BaseException | None:
+    """The run's outcome: a client that hung up (the stream closed) ends the run normally."""
+    if error is None or isinstance(error, anyio.EndOfStream | anyio.ClosedResourceError | anyio.BrokenResourceError):
+        return None
+    return error

@@ -1,0 +1,131 @@
+"""The gateway under test: ``goldfive mcp`` as a subprocess, driven by the real ``mcp`` SDK client over stdio.
+
+The upstream is the bundled demo server (examples/mcp_demo_server.py), which appends one JSON line per call to
+a file: what reached it, and how often. Decisions come from another process: the ``goldfive`` command on the
+same SQLite store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from mcp import Client, StdioServerParameters
+
+ROOT = Path(__file__).resolve().parents[2]
+DEMO = ROOT / "examples" / "mcp_demo_server.py"
+
+
+class Gateway:
+    """One gateway process, its store and the demo upstream's call record."""
+
+    def __init__(self, tmp: Path, client: Client) -> None:
+        self.db = tmp / "goldfive.db"
+        self.calls = tmp / "calls.jsonl"
+        self.client = client
+
+    def upstream_calls(self) -> list[dict[str, Any]]:
+        """What reached the demo server, in order."""
+        if not self.calls.exists():
+            return []
+        return [json.loads(line) for line in self.calls.read_text().splitlines()]
+
+    async def goldfive(self, *argv: str) -> subprocess.CompletedProcess[str]:
+        """The ``goldfive`` command in another process, on the gateway's store."""
+        cmd = [sys.executable, "-m", "goldfive_core.cli", "--db", str(self.db), *argv]
+        return await asyncio.to_thread(subprocess.run, cmd, capture_output=True, text=True, timeout=60)
+
+    async def pending(self) -> list[dict[str, Any]]:
+        out = await self.goldfive("pending", "--json")
+        assert out.returncode == 0, out.stderr
+        items: list[dict[str, Any]] = json.loads(out.stdout)["pending"]
+        return items
+
+    async def wait_pending(self) -> dict[str, Any]:
+        """The first request a person is asked, once the gateway has opened it (a handshake, not a sleep)."""
+        for _ in range(600):
+            items = await self.pending()
+            if items:
+                return items[0]
+            await asyncio.sleep(0.05)
+        raise AssertionError("no approval request appeared")
+
+    async def wait_no_pending(self) -> None:
+        for _ in range(600):
+            if not await self.pending():
+                return
+            await asyncio.sleep(0.05)
+        raise AssertionError("the approval request is still pending")
+
+    async def events(self) -> list[dict[str, Any]]:
+        """The audit log's events, oldest first (as ``goldfive events --json`` prints them)."""
+        out = await self.goldfive("events", "--json", "--limit", "0")
+        assert out.returncode == 0, out.stderr
+        return [row["event"] for row in json.loads(out.stdout)["events"]]
+
+
+@contextlib.asynccontextmanager
+async def gateway(tmp: Path, *flags: str, upstreams: Sequence[str] = ("bank",)) -> AsyncIterator[Gateway]:
+    """``goldfive mcp --db tmp/goldfive.db --upstream NAME=demo ... flags`` with an SDK client connected to it."""
+    calls = tmp / "calls.jsonl"
+    argv = ["-m", "goldfive_core.cli", "mcp", "--db", str(tmp / "goldfive.db")]
+    for name in upstreams:
+        argv += ["--upstream", f"{name}={sys.executable} {DEMO} --calls {calls}"]
+    params = StdioServerParameters(command=sys.executable, args=[*argv, *flags], cwd=str(ROOT))
+    async with Client(params, mode="legacy") as client:
+        yield Gateway(tmp, client)
+
+
+def text(result: Any) -> str:
+    """The text an MCP client (and its model) reads from a tool result."""
+    return "\n".join(block.text for block in result.content if getattr(block, "type", "") == "text")
+
+
+DYING = """
+import os
+from mcp.server.mcpserver import MCPServer
+
+server = MCPServer("dying")
+
+
+@server.tool()
+def die() -> str:
+    os._exit(3)
+
+
+@server.tool()
+def ok() -> str:
+    return "fine"
+
+
+server.run("stdio")
+"""
+"""An upstream whose ``die`` tool kills its process mid-call."""
+
+
+GROWING = """
+from mcp.server.mcpserver import Context, MCPServer
+
+server = MCPServer("growing")
+
+
+def shiny() -> str:
+    return "new"
+
+
+@server.tool()
+async def grow(ctx: Context) -> str:
+    server.add_tool(shiny)
+    await ctx.session.send_tool_list_changed()
+    return "grown"
+
+
+server.run("stdio")
+"""
+"""An upstream whose ``grow`` tool adds a tool and announces ``notifications/tools/list_changed``."""
