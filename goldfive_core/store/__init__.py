@@ -48,6 +48,7 @@ from .decide import (
     find_approval,
 )
 from .execution import GuardedResult, run_approved
+from .sender import StoreSender, send_control
 from .sink import SinkStatistics, StoreSink
 from .sqlite import DEFAULT_DB_PATH, SqliteStore
 
@@ -81,6 +82,7 @@ __all__ = [
     "Store",
     "StoreChannel",
     "StoreError",
+    "StoreSender",
     "StoreSink",
     "StoreUnavailableError",
     "StoredDecision",
@@ -90,6 +92,7 @@ __all__ = [
     "open_store",
     "run_approved",
     "run_liveness",
+    "send_control",
 ]
 
 

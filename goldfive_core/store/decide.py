@@ -29,8 +29,8 @@ from ..errors import GoldfiveError
 from ..policy import Ask, PolicyAuthority, Refusal
 from ..signing import DecisionSigner, SignedDecision
 from .base import DETACHED_LIVENESS, ApprovalRow, Store
-from .channel import DeliveryTimeout, RunGone, StoreChannel
 from .grants import audit_refusal
+from .sender import DeliveryTimeout, RunGone, StoreSender
 
 __all__ = [
     "DEFAULT_DECIDE_TIMEOUT_S",
@@ -216,7 +216,7 @@ def decide(
     kind = ControlKind.APPROVE if approve else ControlKind.REJECT
     try:
         msg = ControlMessage(kind, attempt.payload())
-        ack = StoreChannel(store).deliver(msg, timeout_s=timeout_s, run_id=row.run_id)
+        ack = StoreSender(store).deliver(msg, timeout_s=timeout_s, run_id=row.run_id)
     except RunGone as exc:  # it ended or died while we waited: record it under the same checks
         return attempt.record(str(exc))
     except DeliveryTimeout as exc:
@@ -349,7 +349,7 @@ def expire(
     attempt = _Attempt(store, row, False, sender, why, None, row.args_digest, signer)
     msg = ControlMessage(ControlKind.REJECT, {**attempt.payload(), "expired": True})
     try:
-        ack = StoreChannel(store).deliver(msg, timeout_s=timeout_s, run_id=row.run_id)
+        ack = StoreSender(store).deliver(msg, timeout_s=timeout_s, run_id=row.run_id)
     except (RunGone, DeliveryTimeout) as exc:
         no_answer = DecideVerdict.NO_ANSWER
         return DecideResult(verdict=no_answer, detail=str(exc), target_id=row.target_id, run_id=row.run_id)
