@@ -933,6 +933,13 @@ MUTATIONS: tuple[Mutation, ...] = (
         "a rejection recorded while the run was cut off is applied as an approval",
         CHANNEL,
     ),
+    M(
+        ("goldfive_core/store/sender.py",),
+        '        if liveness != "live":\n            raise RunNotLiveError',
+        "        if False:\n            raise RunNotLiveError",
+        "a run control for a run that is not running is posted anyway (and waits for nobody)",
+        ("tests/store/test_store_send_control.py",),
+    ),
     # -- goldfive serve at its boundary: junk is a 4xx, slow clients are let go, nothing leaks to spans --------------
     M(
         ("goldfive_core/limits.py",),
