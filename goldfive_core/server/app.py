@@ -381,6 +381,7 @@ class _Api:
                 authority=self.config.authority or self.policy_authority,
                 signer=self.config.signer,
                 grant=grant,
+                approval=row,
             )
         except ApprovalLookupError as exc:
             raise ApiError(404, str(exc)) from None

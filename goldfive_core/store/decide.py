@@ -143,6 +143,7 @@ def decide(
     authority: DecisionAuthority | None = None,
     signer: DecisionSigner | None = None,
     grant: str | None = None,
+    approval: ApprovalRow | None = None,
 ) -> DecideResult:
     """Decide one approval from outside the agent; never raises for a refusal (see :class:`DecideVerdict`).
 
@@ -156,8 +157,11 @@ def decide(
     ``grant`` (``run``, ``session`` or a duration the request's rule offers) asks the live run to
     also allow the rule's later matching calls within that scope: a standing grant, kept in the store
     (``goldfive grants``). Never with edited arguments or a rejection.
+
+    ``approval`` is the record the caller just found with :func:`find_approval` for ``target_id`` (goldfive
+    serve looks it up to answer 404/409 first), so it is not looked up twice.
     """
-    row = find_approval(store, target_id, run_id=run_id)
+    row = approval if approval is not None else find_approval(store, target_id, run_id=run_id)
     nul = _nul_field(reason=reason, decided_by=principal.name, grant=grant or "")
     if nul is not None:  # refused, never altered: the decision would be signed and recorded as something else
         return DecideResult(
