@@ -55,7 +55,7 @@ from .cli_text import (
     _show_text,
     _when,
 )
-from .control import ControlAck, ControlKind, ControlMessage
+from .control import ControlAck, ControlKind
 from .errors import ConfigError
 from .events import event_to_dict
 from .limits import LimitError, Limits
@@ -68,7 +68,6 @@ from .store import (
     RunGone,
     SchemaVersionError,
     Store,
-    StoreChannel,
     StoreError,
     StoreUnavailableError,
     open_store,
@@ -82,6 +81,7 @@ from .store.decide import (
     decide,
     find_approval,
 )
+from .store.sender import AmbiguousRunError, RunNotLiveError, UnknownRunError, send_control
 from .store.views import approval_json, approvals_json, cli_approval, in_doubt_json, run_json
 
 __all__ = ["EXIT_FAILURE", "EXIT_OK", "EXIT_TIMEOUT", "EXIT_UNREACHABLE", "EXIT_USAGE", "main"]
@@ -369,15 +369,6 @@ def _timeout(args: argparse.Namespace) -> float:
     return DEFAULT_DECIDE_TIMEOUT_S if timeout is None else float(timeout)
 
 
-def _deliver(store: Store, msg: ControlMessage, run_id: str, args: argparse.Namespace) -> ControlAck:
-    try:
-        return StoreChannel(store).deliver(msg, timeout_s=_timeout(args), run_id=run_id)
-    except RunGone:
-        raise
-    except DeliveryTimeout as exc:
-        raise _Exit(EXIT_TIMEOUT, f"no answer: {exc}") from None
-
-
 def _authority(args: argparse.Namespace) -> PolicyAuthority:
     """Who may decide: the deciding side's policy (--policy / GOLDFIVE_POLICY), else the request's own fields."""
     try:
@@ -421,35 +412,22 @@ def _decide(store: Store, args: argparse.Namespace, out: _Out, *, approve: bool)
     raise _Exit(EXIT_FAILURE, result.detail)
 
 
-def _live_run(store: Store, run: str | None) -> str:
-    if run:
-        found = store.run(run)
-        if found is None:
-            raise _Exit(EXIT_FAILURE, f"no run {_t(run, 80)!r} in this store (goldfive runs lists them)")
-        liveness = store.liveness_of(found)
-        if not liveness.live:
-            raise _Exit(EXIT_FAILURE, f"run {_t(run, 80)} is not running: {liveness.reason}")
-        return run
-    live = [r.run_id for r in store.runs(limit=1000) if store.liveness_of(r).live]
-    if not live:
-        raise _Exit(EXIT_FAILURE, "no live run in this store (is the agent running with a StoreChannel?)")
-    if len(live) > 1:
-        shown = ", ".join(_t(r, 60) for r in live[:10]) + (f" and {len(live) - 10} more" if len(live) > 10 else "")
-        raise _Exit(EXIT_USAGE, f"several runs are live ({shown}); name one with --run")
-    return live[0]
-
-
 def _run_control(store: Store, args: argparse.Namespace, out: _Out, kind: ControlKind) -> int:
-    run_id = _live_run(store, args.run)
-    payload: dict[str, Any] = {"run_id": run_id, "decided_by": _os_user(), "channel": "cli"}
+    payload: dict[str, Any] = {"decided_by": _os_user(), "channel": "cli"}
     if kind is ControlKind.STEER:
         payload["text"] = args.text
     elif getattr(args, "reason", ""):
         payload["reason"] = args.reason
     try:
-        ack = _deliver(store, ControlMessage(kind, payload), run_id, args)
+        ack = send_control(store, kind, payload, run=args.run, timeout_s=_timeout(args))
+    except AmbiguousRunError as exc:
+        raise _Exit(EXIT_USAGE, str(exc)) from None
+    except (UnknownRunError, RunNotLiveError) as exc:
+        raise _Exit(EXIT_FAILURE, str(exc)) from None
     except RunGone as exc:
         raise _Exit(EXIT_FAILURE, f"not delivered: {exc}") from None
+    except DeliveryTimeout as exc:
+        raise _Exit(EXIT_TIMEOUT, f"no answer: {exc}") from None
     return _ack_exit(ack, out)
 
 

@@ -22,7 +22,7 @@ from ._util import env_seconds
 from .cli_text import EXIT_USAGE, _Exit
 from .errors import ConfigError
 from .policy import Allow, Ask, Deny, Policy, PolicyError, Rule, load_policy, load_policy_from_env
-from .store._sql import DEFAULT_RETRY_BUDGET_S
+from .store.sql import DEFAULT_RETRY_BUDGET_S
 
 if TYPE_CHECKING:
     from .adapters.mcp_gateway import Upstream

@@ -100,7 +100,7 @@ GATE = ("goldfive_core/toolcall.py",)
 TALLY = ("goldfive_core/policy/_quorum.py",)
 SIGNING = ("goldfive_core/signing.py",)
 TRUST = ("goldfive_core/store/trust.py",)
-CHANNEL_FILE = ("goldfive_core/store/channel.py",)
+CHANNEL_FILE = ("goldfive_core/store/serving.py",)
 REPLAY_FILE = ("goldfive_core/store/execution.py",)
 INFLIGHT = "goldfive_core/inflight.py"
 
@@ -931,11 +931,18 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     # -- the store channel: decisions recorded while a live run was cut off -----------------------------------------
     M(
-        ("goldfive_core/store/channel.py",),
+        CHANNEL_FILE,
         'kind = ControlKind.APPROVE if row.decision == "approve" else ControlKind.REJECT',
         "kind = ControlKind.APPROVE",
         "a rejection recorded while the run was cut off is applied as an approval",
         CHANNEL,
+    ),
+    M(
+        ("goldfive_core/store/sender.py",),
+        '        if liveness != "live":\n            raise RunNotLiveError',
+        "        if False:\n            raise RunNotLiveError",
+        "a run control for a run that is not running is posted anyway (and waits for nobody)",
+        ("tests/store/test_store_send_control.py",),
     ),
     # -- goldfive serve at its boundary: junk is a 4xx, slow clients are let go, nothing leaks to spans --------------
     M(
@@ -1398,22 +1405,23 @@ MUTATIONS: tuple[Mutation, ...] = (
     # -- the store channel: which decisions are checked, against which run ---------------------------------------------
     M(
         CHANNEL_FILE,
-        "if self.trust_key is None or msg.kind not in (ControlKind.APPROVE, ControlKind.REJECT):",
-        "if self.trust_key is None or msg.kind is not ControlKind.APPROVE:",
+        "if trust_key is None or msg.kind not in (ControlKind.APPROVE, ControlKind.REJECT):",
+        "if trust_key is None or msg.kind is not ControlKind.APPROVE:",
         "only APPROVE messages are signature-checked: REJECTs are applied unsigned",
         TRUSTED,
     ),
     M(
         CHANNEL_FILE,
-        "        if session is not None:\n            run_id = session.run_id",
-        "        if False:\n            run_id = session.run_id",
+        "    if session is not None:\n        run_id = session.run_id",
+        "    if False:\n        run_id = session.run_id",
         "the signature is checked against the run id the payload claims, not the session's",
         TRUSTED,
     ),
     M(
         CHANNEL_FILE,
-        "        refused = self._unverified(msg)\n        if refused is not None:\n            return refused",
-        "        refused = self._unverified(msg)",
+        "        refused = _unverified(self.trust_key, self._owner, msg)\n"
+        "        if refused is not None:\n            return refused",
+        "        refused = _unverified(self.trust_key, self._owner, msg)",
         "an unsigned decision's refusal is computed and dropped: it is dispatched",
         TRUSTED,
     ),
@@ -1426,8 +1434,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     M(
         CHANNEL_FILE,
-        "                if row.edited_args_json:\n"
-        '                    payload["edited_args"] = json.loads(row.edited_args_json)\n',
+        '    if row.edited_args_json:\n        payload["edited_args"] = json.loads(row.edited_args_json)\n',
         "",
         "an edit recorded in the store while the run was cut off is applied as a plain approval (original arguments)",
         TRUSTED,
@@ -1590,14 +1597,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         REQUEST,
     ),
     M(
-        ("goldfive_core/store/channel.py",),
+        CHANNEL_FILE,
         'request_digest=request.digest if request is not None else "",',
         'request_digest=str(msg.payload.get("request_digest") or ""),',
         "the trust check takes the request digest the payload claims, not the run's own request",
         REQUEST,
     ),
     M(
-        ("goldfive_core/store/channel.py",),
+        CHANNEL_FILE,
         'request_id=request.request_id if request is not None else "",',
         'request_id=str(msg.payload.get("request_id") or ""),',
         "the trust check takes the request id the payload claims, not the run's own request",

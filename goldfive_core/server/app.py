@@ -30,7 +30,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .._util import shorten
 from ..approvals import Principal
-from ..control import ControlAck, ControlKind, ControlMessage
+from ..control import ControlAck, ControlKind
 from ..events import event_to_dict
 from ..policy import Ask, Policy, PolicyAuthority
 from ..signing import DecisionSigner
@@ -44,7 +44,6 @@ from ..store.base import (
     StoreError,
     StoreUnavailableError,
 )
-from ..store.channel import DeliveryTimeout, RunGone, StoreChannel
 from ..store.checkpoint import CheckpointWriter
 from ..store.decide import (
     AmbiguousApprovalError,
@@ -56,6 +55,7 @@ from ..store.decide import (
 )
 from ..store.liveness import DETACHED_LIVENESS, Liveness, RunLiveness, judge_liveness
 from ..store.outbox import outbox_rows, outbox_summary
+from ..store.sender import DeliveryTimeout, RunGone, RunNotLiveError, UnknownRunError, send_control
 from ..store.sql import SqlStore
 from ..store.views import approval_json, approvals_json, in_doubt_json, run_json
 from .agents import AgentApi, agent_routes, audit_refusal
@@ -380,6 +380,7 @@ class _Api:
                 authority=self.config.authority or self.policy_authority,
                 signer=self.config.signer,
                 grant=grant,
+                approval=row,
             )
         except ApprovalLookupError as exc:
             raise ApiError(404, str(exc)) from None
@@ -504,21 +505,21 @@ class _Api:
             if reason:
                 payload["reason"] = reason
         run = await self._run_row(request)
-        liveness = await _run(self.store.liveness_of, run)
-        if not liveness.live:
-            raise ApiError(409, f"run {run.run_id} is not running ({liveness.reason}); nothing was sent")
-        payload.update(run_id=run.run_id, decided_by=user.name, channel=user.channel)
-        msg = ControlMessage(kind, payload)
+        payload.update(decided_by=user.name, channel=user.channel)
         try:
             ack = await _run_in(
                 self.waits,
-                StoreChannel(self.store).deliver,
-                msg,
+                send_control,
+                self.store,
+                kind,
+                payload,
+                run=run.run_id,
                 timeout_s=self.config.control_timeout_s,
-                run_id=run.run_id,
             )
-        except RunGone as exc:
+        except (RunNotLiveError, RunGone) as exc:
             raise ApiError(409, str(exc)) from None
+        except UnknownRunError as exc:  # removed since it was read
+            raise ApiError(404, str(exc)) from None
         except DeliveryTimeout as exc:
             return JSONResponse({"result": "FAILURE", "detail": str(exc), "error": str(exc)}, status_code=504)
         data = _ack_json(ack)

@@ -65,6 +65,7 @@ from .roles import (
     StoreHandle,
     UserDirectory,
 )
+from .sender import StoreSender, send_control
 from .sink import SinkStatistics, StoreSink
 from .sqlite import DEFAULT_DB_PATH, SqliteStore
 
@@ -113,6 +114,7 @@ __all__ = [
     "StoreChannel",
     "StoreError",
     "StoreHandle",
+    "StoreSender",
     "StoreSink",
     "StoreUnavailableError",
     "StoredDecision",
@@ -125,6 +127,7 @@ __all__ = [
     "open_store",
     "run_approved",
     "run_liveness",
+    "send_control",
 ]
 
 

@@ -29,9 +29,9 @@ from ..errors import GoldfiveError
 from ..policy import Ask, PolicyAuthority, Refusal
 from ..signing import DecisionSigner, SignedDecision
 from .base import ApprovalRow, Store
-from .channel import DeliveryTimeout, RunGone, StoreChannel
 from .grants import audit_refusal
 from .liveness import Liveness
+from .sender import DeliveryTimeout, RunGone, StoreSender
 
 __all__ = [
     "DEFAULT_DECIDE_TIMEOUT_S",
@@ -144,6 +144,7 @@ def decide(
     authority: DecisionAuthority | None = None,
     signer: DecisionSigner | None = None,
     grant: str | None = None,
+    approval: ApprovalRow | None = None,
 ) -> DecideResult:
     """Decide one approval from outside the agent; never raises for a refusal (see :class:`DecideVerdict`).
 
@@ -157,8 +158,11 @@ def decide(
     ``grant`` (``run``, ``session`` or a duration the request's rule offers) asks the live run to
     also allow the rule's later matching calls within that scope: a standing grant, kept in the store
     (``goldfive grants``). Never with edited arguments or a rejection.
+
+    ``approval`` is the record the caller just found with :func:`find_approval` for ``target_id`` (goldfive
+    serve looks it up to answer 404/409 first), so it is not looked up twice.
     """
-    row = find_approval(store, target_id, run_id=run_id)
+    row = approval if approval is not None else find_approval(store, target_id, run_id=run_id)
     nul = _nul_field(reason=reason, decided_by=principal.name, grant=grant or "")
     if nul is not None:  # refused, never altered: the decision would be signed and recorded as something else
         return DecideResult(
@@ -219,7 +223,7 @@ def decide(
     kind = ControlKind.APPROVE if approve else ControlKind.REJECT
     try:
         msg = ControlMessage(kind, attempt.payload())
-        ack = StoreChannel(store).deliver(msg, timeout_s=timeout_s, run_id=row.run_id)
+        ack = StoreSender(store).deliver(msg, timeout_s=timeout_s, run_id=row.run_id)
     except RunGone as exc:  # it ended or died while we waited: record it under the same checks
         detached = exc.liveness is not None and exc.liveness.state is Liveness.DETACHED
         return attempt.record(str(exc), detached=detached)
@@ -353,7 +357,7 @@ def expire(
     attempt = _Attempt(store, row, False, sender, why, None, row.args_digest, signer)
     msg = ControlMessage(ControlKind.REJECT, {**attempt.payload(), "expired": True})
     try:
-        ack = StoreChannel(store).deliver(msg, timeout_s=timeout_s, run_id=row.run_id)
+        ack = StoreSender(store).deliver(msg, timeout_s=timeout_s, run_id=row.run_id)
     except (RunGone, DeliveryTimeout) as exc:
         no_answer = DecideVerdict.NO_ANSWER
         return DecideResult(verdict=no_answer, detail=str(exc), target_id=row.target_id, run_id=row.run_id)

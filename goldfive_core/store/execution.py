@@ -95,12 +95,12 @@ class StoreLedger:
         """What the store knows about the call (see :func:`check_replay`); ``unavailable`` through an outage
         that outlasts the store's retry budget (the gate then skips the call: fail closed)."""
         try:
-            return await self._lookup(session, call, digest)
+            return await self.check(session, call, digest)
         except StoreError as exc:
             return _unavailable(self.store, call.tool_name, "could not look up whether it already ran", exc)
 
-    async def _lookup(self, session: Session, call: ToolCall, digest: str) -> Replay:
-        """:meth:`lookup` that raises StoreError (a subclass may retry it its own way)."""
+    async def check(self, session: Session, call: ToolCall, digest: str) -> Replay:
+        """:meth:`lookup` that raises StoreError (a ledger composed over this one retries it its own way)."""
         return await check_replay(
             session, self.store, call_id=call.call_id, tool_name=call.tool_name, digest=digest, trust=self.trust
         )
@@ -108,12 +108,12 @@ class StoreLedger:
     async def begin(self, session: Session, call: ToolCall, digest: str) -> Replay | None:
         """Record "executing" (see :func:`begin_execution`); ``unavailable`` when the store stays out of reach."""
         try:
-            return await self._begin(session, call, digest)
+            return await self.claim(session, call, digest)
         except StoreError as exc:
             return _unavailable(self.store, call.tool_name, "could not record that it starts", exc)
 
-    async def _begin(self, session: Session, call: ToolCall, digest: str) -> Replay | None:
-        """:meth:`begin` that raises StoreError (a subclass may retry it its own way)."""
+    async def claim(self, session: Session, call: ToolCall, digest: str) -> Replay | None:
+        """:meth:`begin` that raises StoreError (a ledger composed over this one retries it its own way)."""
         refused = await begin_execution(
             session, self.store, call_id=call.call_id, tool_name=call.tool_name, digest=digest
         )

@@ -467,7 +467,7 @@ async def test_a_decision_recorded_in_the_store_is_swept_up_after_a_poke_or_quie
     # after a poke, or, with no poke (a writer with wake-ups off), every _QUIET_SWEEP_S. With a poke the quiet
     # sweep is set far beyond the test's bound, so only the poke can have brought the decision in.
     from goldfive_core.store import StoreSink
-    from goldfive_core.store import channel as channel_module
+    from goldfive_core.store import inbox as channel_module
 
     monkeypatch.setattr(channel_module, "_QUIET_SWEEP_S", LONG_FALLBACK_S if pokes else 0.3)
     monkeypatch.setattr(_Counted, "sweeps", 0)
