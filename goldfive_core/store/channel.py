@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 
 from .._util import new_id, shorten
 from ..control import DEFAULT_SEND_TIMEOUT_S, ChannelStatistics, ControlAck, ControlKind, ControlMessage, Dispatcher
-from ..errors import ChannelBusyError
+from ..errors import AmbiguousRunError, ChannelBusyError, DeliveryTimeout, RunGone
 from ..routing import ControlRouter
 from ..session import Session
 from ..signing import TrustKey, trust_key_from_env
@@ -60,18 +60,6 @@ _QUIET_SWEEP_S = 60.0
 _WAIT_SLICE_S = 0.5
 """Longest single wait for the inbox in the I/O thread (stores without a wake socket for the loop, such as
 PostgreSQL's LISTEN); bounds how long an unbind takes to be noticed."""
-
-
-class DeliveryTimeout(StoreError):
-    """No agent took the message within the timeout; it was withdrawn and will never be dispatched."""
-
-
-class RunGone(DeliveryTimeout):
-    """The addressed run ended (or its process died) before taking the message; it was withdrawn."""
-
-
-class AmbiguousRunError(StoreError):
-    """A run-level message named no run while several runs are live on the store; nothing was posted."""
 
 
 RUN_LEVEL_KINDS = frozenset(

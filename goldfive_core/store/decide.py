@@ -25,7 +25,7 @@ from .._util import canonical_json
 from ..approvals import ApprovalStatus, Principal, already_decided_text
 from ..argschema import edit_problem
 from ..control import ControlAck, ControlKind, ControlMessage
-from ..errors import GoldfiveError
+from ..errors import AmbiguousApprovalError, ApprovalLookupError, UnknownApprovalError
 from ..policy import Ask, PolicyAuthority, Refusal
 from ..signing import DecisionSigner, SignedDecision
 from .base import DETACHED_LIVENESS, ApprovalRow, Store
@@ -49,18 +49,6 @@ __all__ = [
 
 DEFAULT_DECIDE_TIMEOUT_S = 30.0
 """How long :func:`decide` waits for a live run's ack by default."""
-
-
-class ApprovalLookupError(GoldfiveError):
-    """The approval a decider named cannot be picked out of the store."""
-
-
-class UnknownApprovalError(ApprovalLookupError):
-    """No approval has that target id (in that run)."""
-
-
-class AmbiguousApprovalError(ApprovalLookupError):
-    """The target id is open in several runs; the decider must name one."""
 
 
 class DecisionAuthority(Protocol):
