@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._util import canonical_json, safe_repr, shorten
 from .approvals import ApprovalRequest, Decision, DecisionResult, DecisionVerdict
-from .control import ControlAck, ControlKind, ControlMessage, check_message
+from .control import AckVerdict, ControlAck, ControlKind, ControlMessage, check_message
 from .payloads import BadPayload, decision_from_payload, text_field
 from .pb.v1 import events_pb2
 
@@ -140,7 +140,7 @@ def _decision(session: Session, msg: ControlMessage) -> ControlAck:
         if tally is not None and final is not None:
             # The last vote of a quorum: the decision is everyone's ("ana, bo"), not only this voter's.
             data: dict[str, Any] = {
-                "decision": "quorum",
+                "decision": AckVerdict.QUORUM.value,
                 "decided_by": final.decided_by,
                 "detail": final.detail,
                 "quorum_progress": tally.progress(),
@@ -154,7 +154,7 @@ def _decision(session: Session, msg: ControlMessage) -> ControlAck:
     if result.verdict is DecisionVerdict.COUNTED and tally is not None:
         # A vote, not the decision: the ack says so, so whoever records acks (the store) keeps it pending.
         counted: dict[str, Any] = {
-            "decision": "counted",
+            "decision": AckVerdict.COUNTED.value,
             "quorum_progress": tally.progress(),
             "request_id": _request_of(result),
         }
@@ -190,7 +190,9 @@ def _expired(session: Session, msg: ControlMessage) -> ControlAck:
         return ControlAck.failure(msg.id, why)
     if session.expire_approval(target_id, detail):
         # Not a decision: whoever records acks (the store) leaves the record to the run's approval_timed_out.
-        return ControlAck.success(msg.id, f"expired {target_id!r}: {detail}", data={"decision": "expired"})
+        return ControlAck.success(
+            msg.id, f"expired {target_id!r}: {detail}", data={"decision": AckVerdict.EXPIRED.value}
+        )
     why = f"{target_id!r} is not a pending request of run {session.run_id}; nothing expired"
     return ControlAck.failure(msg.id, why)
 

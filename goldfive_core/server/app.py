@@ -30,7 +30,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .._util import shorten
 from ..approvals import Principal
-from ..control import ControlAck, ControlKind, ControlMessage
+from ..control import AckVerdict, ControlAck, ControlKind, ControlMessage
 from ..errors import (
     AmbiguousApprovalError,
     ApiError,
@@ -389,7 +389,7 @@ class _Api:
         if result.ack is not None:
             data["control_id"] = result.ack.control_id
             vote = result.ack.data or {}
-            if vote.get("decision") == "counted":  # one vote of a quorum: the request is still pending
+            if result.ack.verdict is AckVerdict.COUNTED:  # one vote of a quorum: the request is still pending
                 data["counted"] = True
                 data["quorum_progress"] = str(vote.get("quorum_progress") or "")
                 if isinstance(vote.get("args_digest"), str):  # an edit restarted the count: vote on these now
