@@ -17,6 +17,7 @@ from .approvals import ApprovalRequest, Decision, DecisionResult, DecisionVerdic
 from .control import AckVerdict, ControlAck, ControlKind, ControlMessage, check_message
 from .payloads import BadPayload, decision_from_payload, text_field
 from .pb.v1 import events_pb2
+from .run_state import is_over
 
 if TYPE_CHECKING:
     from .session import RunState, Session
@@ -69,7 +70,7 @@ def _resume(session: Session, msg: ControlMessage) -> ControlAck:
 
 
 def _cancel(session: Session, msg: ControlMessage) -> ControlAck:
-    if session.state in ("cancelled", "terminated", "finished"):
+    if is_over(session.state):
         return ControlAck.success(msg.id, f"run {session.run_id} is already {session.state}")
     session.cancel(text_field(msg.payload, "reason") or "cancelled by a person")
     return ControlAck.success(msg.id, "cancelled: the run stops at its next step boundary")
@@ -105,7 +106,7 @@ def _text(session: Session, msg: ControlMessage) -> ControlAck:
     author = text_field(msg.payload, "author")
     if author:
         text = f"{text} (from {author})"
-    if session.state not in ("running", "paused"):
+    if is_over(session.state):
         return ControlAck.failure(msg.id, f"run {session.run_id} is {session.state}; nobody will read this")
     if msg.kind is ControlKind.INJECT_MESSAGE:
         session.add_guidance(text, "inject", msg.id)
