@@ -29,7 +29,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .._util import shorten
-from ..approvals import Principal
+from ..approvals import DECIDED_STATUSES, OPEN_STATUSES, ApprovalStatus, Principal
 from ..control import AckVerdict, ControlAck, ControlKind, ControlMessage
 from ..errors import (
     AmbiguousApprovalError,
@@ -62,7 +62,7 @@ from ..store.channel import StoreChannel
 from ..store.checkpoint import CheckpointWriter
 from ..store.decide import DecideVerdict, DecisionAuthority, decide, find_approval
 from ..store.outbox import outbox_rows, outbox_summary
-from ..store.views import approval_json, approvals_json, in_doubt_json, run_json
+from ..store.views import InboxState, approval_json, approvals_json, in_doubt_json, run_json
 from .agents import AgentApi, agent_routes, audit_refusal
 from .auth import COOKIE, SESSION_TTL_MS, Authenticator, User, derive_cookie_key
 from .expiry import Expirer, expiring
@@ -90,15 +90,16 @@ MAX_AGENT_BODY_BYTES = 4 * 1024 * 1024
 """Largest body an agent may send (a batch of events; 413 beyond)."""
 
 MAX_PAGE = 500
-STATES = ("pending", "decided", "expired", "cancelled", "orphaned", "open")
-_STATUSES_OF = {
-    "pending": ("pending", "timed_out"),
-    "orphaned": ("pending", "timed_out"),
-    "decided": ("granted", "rejected"),
-    "expired": ("expired",),
-    "cancelled": ("cancelled",),
-    "open": ("pending", "timed_out"),  # still accepting a decision, whether or not a process waits (`goldfive pending`)
+_STATUSES_OF: Mapping[str, frozenset[ApprovalStatus]] = {
+    InboxState.PENDING: OPEN_STATUSES,  # of the runs a process serves (below)
+    InboxState.DECIDED: DECIDED_STATUSES,
+    InboxState.EXPIRED: frozenset({ApprovalStatus.EXPIRED}),
+    InboxState.CANCELLED: frozenset({ApprovalStatus.CANCELLED}),
+    InboxState.ORPHANED: OPEN_STATUSES,  # of the other runs
+    "open": OPEN_STATUSES,  # still accepting a decision, whether or not a process waits (`goldfive pending`)
 }
+"""What ``GET /api/approvals?status=`` filters on: an inbox state (or ``open``) → the records' statuses."""
+STATES = tuple(_STATUSES_OF)
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -317,9 +318,9 @@ class _Api:
         live = sorted(run for run, how in liveness.items() if how in ("live", DETACHED_LIVENESS))
         page = await _run(
             self.store.approval_page,
-            statuses=_STATUSES_OF[state],
-            run_ids=live if state == "pending" else None,
-            exclude_run_ids=live if state == "orphaned" else None,
+            statuses=sorted(s.value for s in _STATUSES_OF[state]),
+            run_ids=live if state == InboxState.PENDING else None,
+            exclude_run_ids=live if state == InboxState.ORPHANED else None,
             run_id=params.get("run") or None,
             agent=params.get("agent") or None,
             tool=params.get("tool") or None,
