@@ -31,6 +31,7 @@ from goldfive_core._util import args_digest, canonical_json, shorten
 from goldfive_core.approvals import ApprovalRequest
 from goldfive_core.errors import ApprovalError
 from goldfive_core.pb.v1 import events_pb2
+from goldfive_core.run_state import is_stopped
 from goldfive_core.session import Session, approval_timeout_drift
 
 from ._compat import end_invocation
@@ -112,7 +113,7 @@ async def confirm_asked(
         session.emit_drift(approval_timeout_drift(task_id, call_id, timeout_ms))
         return skip(name, "approval_timeout", f"no confirmation within {timeout_ms} ms; the tool did not go on")
     if outcome.decision not in ("approve", "reject"):
-        if session.state in ("cancelled", "terminated"):
+        if is_stopped(session.state):
             end_invocation(tool_context)
         return skip(name, "run_cancelled", outcome.detail or "the run was cancelled")
     approved = outcome.decision == "approve"

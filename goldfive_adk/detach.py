@@ -37,6 +37,7 @@ from google.adk.sessions.session import Session as AdkSession
 from google.genai import types
 
 from goldfive_core._util import shorten
+from goldfive_core.errors import GoldfiveError
 from goldfive_core.store.base import DetachedRow, DetachedStatus, Store, StoreError
 from goldfive_core.store.channel import StoreChannel
 
@@ -227,7 +228,7 @@ class Resumer:
             await self.aclose()
 
 
-class Unresumable(Exception):
+class Unresumable(GoldfiveError):
     """ADK cannot resume this invocation any more (the resumer stops trying)."""
 
 

@@ -595,8 +595,7 @@ class ApprovalBook:
         else:
             step = tally.reject(decision.decided_by, reason=decision.detail)
         if step.kind == "refused":
-            stale = "no longer the ones on the table" in step.detail
-            verdict = DecisionVerdict.DIGEST_MISMATCH if stale else DecisionVerdict.NOT_COUNTED
+            verdict = DecisionVerdict.DIGEST_MISMATCH if step.stale else DecisionVerdict.NOT_COUNTED
             return DecisionResult(verdict, f"{step.detail} ({step.progress}); the request stays pending", record)
         if not step.final:
             return DecisionResult(

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AckResult",
+    "AckVerdict",
     "ChannelStatistics",
     "ControlAck",
     "ControlChannel",
@@ -67,6 +68,21 @@ class AckResult(StrEnum):
     UNSUPPORTED = "UNSUPPORTED"
 
 
+class AckVerdict(StrEnum):
+    """What became of a decision (APPROVE/REJECT) its SUCCESS ack answers: the ack data's ``"decision"``."""
+
+    APPLIED = "applied"
+    """Applied as sent. Never written: an ack whose data names no other verdict says it."""
+    COUNTED = "counted"
+    """One vote of a quorum: the request stays pending (the data has ``quorum_progress``, and ``args_digest`` /
+    ``args`` when an edit restarted the count)."""
+    QUORUM = "quorum"
+    """The last vote of a quorum: decided by all who approved (the data has ``decided_by``, ``detail``,
+    ``quorum_progress`` and the ``edited_args`` they approved)."""
+    EXPIRED = "expired"
+    """Not a decision: the deciding server's expiry notice ended the wait as its timeout would."""
+
+
 @dataclasses.dataclass(frozen=True)
 class ControlMessage:
     """One instruction to a run.
@@ -102,6 +118,12 @@ class ControlAck:
     def ok(self) -> bool:
         """True when the message was applied."""
         return self.result is AckResult.SUCCESS
+
+    @property
+    def verdict(self) -> AckVerdict:
+        """What became of the decision this ack answers (:attr:`AckVerdict.APPLIED` when its data names none)."""
+        named = self.data.get("decision") if isinstance(self.data, Mapping) else None
+        return next((v for v in AckVerdict if v.value == named), AckVerdict.APPLIED)
 
     @classmethod
     def success(cls, control_id: str, detail: str = "", data: Mapping[str, Any] | None = None) -> ControlAck:

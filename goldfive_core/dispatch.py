@@ -14,9 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 from ._util import canonical_json, safe_repr, shorten
 from .approvals import ApprovalRequest, Decision, DecisionResult, DecisionVerdict
-from .control import ControlAck, ControlKind, ControlMessage, check_message
+from .control import AckVerdict, ControlAck, ControlKind, ControlMessage, check_message
 from .payloads import BadPayload, decision_from_payload, text_field
 from .pb.v1 import events_pb2
+from .run_state import is_over
 
 if TYPE_CHECKING:
     from .session import RunState, Session
@@ -69,7 +70,7 @@ def _resume(session: Session, msg: ControlMessage) -> ControlAck:
 
 
 def _cancel(session: Session, msg: ControlMessage) -> ControlAck:
-    if session.state in ("cancelled", "terminated", "finished"):
+    if is_over(session.state):
         return ControlAck.success(msg.id, f"run {session.run_id} is already {session.state}")
     session.cancel(text_field(msg.payload, "reason") or "cancelled by a person")
     return ControlAck.success(msg.id, "cancelled: the run stops at its next step boundary")
@@ -105,7 +106,7 @@ def _text(session: Session, msg: ControlMessage) -> ControlAck:
     author = text_field(msg.payload, "author")
     if author:
         text = f"{text} (from {author})"
-    if session.state not in ("running", "paused"):
+    if is_over(session.state):
         return ControlAck.failure(msg.id, f"run {session.run_id} is {session.state}; nobody will read this")
     if msg.kind is ControlKind.INJECT_MESSAGE:
         session.add_guidance(text, "inject", msg.id)
@@ -140,7 +141,7 @@ def _decision(session: Session, msg: ControlMessage) -> ControlAck:
         if tally is not None and final is not None:
             # The last vote of a quorum: the decision is everyone's ("ana, bo"), not only this voter's.
             data: dict[str, Any] = {
-                "decision": "quorum",
+                "decision": AckVerdict.QUORUM.value,
                 "decided_by": final.decided_by,
                 "detail": final.detail,
                 "quorum_progress": tally.progress(),
@@ -154,7 +155,7 @@ def _decision(session: Session, msg: ControlMessage) -> ControlAck:
     if result.verdict is DecisionVerdict.COUNTED and tally is not None:
         # A vote, not the decision: the ack says so, so whoever records acks (the store) keeps it pending.
         counted: dict[str, Any] = {
-            "decision": "counted",
+            "decision": AckVerdict.COUNTED.value,
             "quorum_progress": tally.progress(),
             "request_id": _request_of(result),
         }
@@ -190,7 +191,9 @@ def _expired(session: Session, msg: ControlMessage) -> ControlAck:
         return ControlAck.failure(msg.id, why)
     if session.expire_approval(target_id, detail):
         # Not a decision: whoever records acks (the store) leaves the record to the run's approval_timed_out.
-        return ControlAck.success(msg.id, f"expired {target_id!r}: {detail}", data={"decision": "expired"})
+        return ControlAck.success(
+            msg.id, f"expired {target_id!r}: {detail}", data={"decision": AckVerdict.EXPIRED.value}
+        )
     why = f"{target_id!r} is not a pending request of run {session.run_id}; nothing expired"
     return ControlAck.failure(msg.id, why)
 

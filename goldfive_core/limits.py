@@ -19,7 +19,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from .errors import ConfigError
+from .errors import ConfigError, LimitError
 
 __all__ = [
     "MAX_JSON_INT_DIGITS",
@@ -32,10 +32,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-
-class LimitError(ValueError):
-    """A value is bigger (or deeper) than its configured limit; the message names the limit."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)

@@ -43,6 +43,7 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise MissingExtraError("goldfive_core.otel", "otel") from exc
 
+from .approvals import DECIDED_STATUSES, ApprovalStatus
 from .convert import timestamp_to_ms
 from .events import payload_name
 from .pb.v1 import events_pb2
@@ -50,10 +51,10 @@ from .pb.v1 import events_pb2
 __all__ = ["OtelSink"]
 
 _ENDINGS = {
-    "approval_granted": "granted",
-    "approval_rejected": "rejected",
-    "approval_timed_out": "timed_out",
-    "approval_cancelled": "cancelled",
+    "approval_granted": ApprovalStatus.GRANTED,
+    "approval_rejected": ApprovalStatus.REJECTED,
+    "approval_timed_out": ApprovalStatus.TIMED_OUT,
+    "approval_cancelled": ApprovalStatus.CANCELLED,
 }
 _ESCALATION_LEVEL = 4
 _HUMAN_INTERVENTION_REQUIRED = 37
@@ -111,7 +112,7 @@ class OtelSink:
             )
         elif kind in ("run_completed", "run_aborted"):
             for key in [k for k in self._approvals if k[0] == run_id]:
-                self._end_approval(key, "cancelled", at_ms, {})
+                self._end_approval(key, ApprovalStatus.CANCELLED.value, at_ms, {})
             span = self._runs.pop(run_id, None)
             if span is not None:
                 status = event.run_completed.status if kind == "run_completed" else event.run_aborted.status
@@ -124,7 +125,7 @@ class OtelSink:
             self._start_approval(event, at_ms)
         elif kind in _ENDINGS:
             body = getattr(event, kind)
-            outcome = _ENDINGS[kind]
+            outcome = _ENDINGS[kind].value
             attrs = {"goldfive.decided_by": getattr(body, "decided_by", "")}
             self._end_approval((run_id, body.target_id), outcome, at_ms, attrs)
         elif kind == "drift_detected":
@@ -172,8 +173,8 @@ class OtelSink:
         wait_ms = max(0, at_ms - opened.started_ms)
         span = opened.span
         span.set_attribute("goldfive.outcome", outcome)
-        if outcome in ("granted", "rejected"):
-            span.set_attribute("goldfive.decision", "approve" if outcome == "granted" else "reject")
+        if outcome in DECIDED_STATUSES:
+            span.set_attribute("goldfive.decision", "approve" if outcome == ApprovalStatus.GRANTED else "reject")
         for name, value in attrs.items():
             if value:
                 span.set_attribute(name, value)

@@ -13,6 +13,7 @@ from typing import Any
 from ._util import canonical_json, safe_repr
 from .approvals import Decision
 from .control import ControlKind
+from .errors import BadPayload
 
 __all__ = [
     "MAX_DEADLINE_S",
@@ -25,10 +26,6 @@ __all__ = [
 
 MAX_TEXT = 65_536
 """Longest free text (detail, steer text) a control message may carry."""
-
-
-class BadPayload(Exception):
-    """A control message's payload is malformed; the message says which key and what is expected."""
 
 
 def text_field(payload: Mapping[str, Any], key: str, *, required: bool = False) -> str:

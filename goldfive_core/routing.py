@@ -15,6 +15,7 @@ from ._util import safe_repr
 from .control import AckResult, ControlAck, ControlKind, ControlMessage, ControlTransport, check_message
 from .dispatch import dispatch_checked
 from .payloads import decision_from_payload
+from .run_state import is_over
 from .session import Session
 
 __all__ = ["ControlRouter"]
@@ -61,7 +62,7 @@ class ControlRouter:
         self._sessions.pop(session.run_id, None)
         if self.channel is None:
             return
-        if session.state in ("finished", "cancelled", "terminated"):
+        if is_over(session.state):
             names = [session.run_id, session.session_id, *session.approvals.asked_targets()]
             self.channel.run_ended(names, f"run {session.run_id} ended ({session.state}); nothing was changed")
         if not self._sessions:

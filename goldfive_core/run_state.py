@@ -23,11 +23,29 @@ from .events import EventEmitter
 from .payloads import MAX_TEXT, escalation_deadline_s
 from .pb.v1 import events_pb2
 
-__all__ = ["Guidance", "RunLifecycle", "RunState"]
+__all__ = ["OVER_STATES", "STOPPED_STATES", "Guidance", "RunLifecycle", "RunState", "is_over", "is_stopped"]
 
 logger = logging.getLogger(__name__)
 
 RunState = Literal["running", "paused", "cancelled", "terminated", "finished"]
+"""``running`` ⇄ ``paused`` (PAUSE / RESUME, an escalation); then ``cancelled`` (a person's CANCEL), ``terminated``
+(goldfive: ladder TERMINATE, a deadline) or ``finished`` (the run ended by itself), which are final."""
+
+STOPPED_STATES: frozenset[RunState] = frozenset({"cancelled", "terminated"})
+"""Stopped from outside the agent: cancelled by a person, or terminated by goldfive (ladder, deadline)."""
+
+OVER_STATES: frozenset[RunState] = frozenset({"cancelled", "terminated", "finished"})
+"""States a run never leaves: it is neither running nor paused, and nothing more is asked of it or sent to it."""
+
+
+def is_over(state: RunState) -> bool:
+    """True once the run is cancelled, terminated or finished (no longer running or paused)."""
+    return state in OVER_STATES
+
+
+def is_stopped(state: RunState) -> bool:
+    """True when the run was stopped from outside the agent (cancelled or terminated), not finished by itself."""
+    return state in STOPPED_STATES
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -95,7 +113,7 @@ class RunLifecycle:
         so does an escalation of a run a person had paused.
         """
         deadline_s = escalation_deadline_s(escalation) if escalation is not None else None
-        if self._state not in ("running", "paused"):
+        if is_over(self._state):
             return
         announce = self._state == "running" or (escalation is not None and self.pending_drift is None)
         self._state = "paused"
@@ -124,13 +142,13 @@ class RunLifecycle:
 
     def terminate(self, reason: str, *, drift_id: str = "") -> None:
         """Abort the run on goldfive's own decision (ladder TERMINATE, deadline); ``drift_id`` names the cause."""
-        if self._state in ("running", "paused"):
+        if not is_over(self._state):
             self._stop_drift_id = drift_id
         self._stop("terminated", reason)
 
     def finish(self) -> None:
         """Mark the run over; withdraw anything still open."""
-        if self._state in ("running", "paused"):
+        if not is_over(self._state):
             self._state = "finished"
         self._withdraw("the run ended")
         self._notify()
@@ -207,7 +225,7 @@ class RunLifecycle:
         self.events.emit(event)
 
     def _stop(self, state: Literal["cancelled", "terminated"], reason: str) -> None:
-        if self._state in ("cancelled", "terminated", "finished"):
+        if is_over(self._state):
             return
         self._state = state
         self._stop_reason = reason

@@ -32,7 +32,7 @@ from .events import EventEmitter, EventSink
 from .payloads import MAX_TEXT, decision_from_payload
 from .pb.v1 import events_pb2
 from .protocols import Detector, Steerer
-from .run_state import Guidance, RunLifecycle, RunState
+from .run_state import Guidance, RunLifecycle, RunState, is_over
 from .tasks import TaskBoard, TaskStatus
 
 if TYPE_CHECKING:
@@ -142,7 +142,7 @@ class Session(RunLifecycle):
         ApprovalCancelled and re-raises. A run that is already over opens
         nothing and answers ``cancelled`` at once (nobody would be asked).
         """
-        if self.state in ("cancelled", "terminated", "finished"):
+        if is_over(self.state):
             return ApprovalOutcome(target_id=request.target_id, decision="cancelled", detail=f"the run is {self.state}")
         record, superseded = self.approvals.open(request)
         if superseded is not None:

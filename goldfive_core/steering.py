@@ -20,6 +20,7 @@ from .control import ControlAck, ControlKind, ControlMessage, ControlTransport
 from .detectors import default_detectors
 from .drift import Drift, DriftKind, DriftSeverity, InterventionLevel
 from .ladder import LadderTable, ladder_level, merge_ladder
+from .run_state import is_over
 
 if TYPE_CHECKING:
     from .session import Session
@@ -81,7 +82,7 @@ class DefaultSteerer:
     async def handle_drift(self, drift: Drift) -> InterventionLevel:
         """Act on ``drift`` as the ladder says and return the level applied."""
         level = self._ladder_level_for(drift.kind, drift.severity, self._count(drift))
-        if self.session.state not in ("running", "paused"):
+        if is_over(self.session.state):
             logger.debug("run %s is %s; drift %s is only recorded", self.session.run_id, self.session.state, drift)
             applied = InterventionLevel.OBSERVE
             self.session.emit_drift(drift, applied)

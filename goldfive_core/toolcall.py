@@ -49,6 +49,7 @@ from .drift import Drift, DriftKind, DriftSeverity, InterventionLevel
 from .errors import ApprovalError, RunCancelledError, RunTerminatedError
 from .limits import LimitError, agent_limits, check_json_depth, env_name
 from .pb.v1 import events_pb2
+from .run_state import is_stopped
 
 if TYPE_CHECKING:
     from .session import Guidance, Session
@@ -517,7 +518,7 @@ def _record_policy(session: Session, call: ToolCall, verdict: PolicyVerdict) -> 
 
 def _stopped(session: Session, call: ToolCall, detail: str) -> Skip:
     session.approvals.forget_expected(call.call_id)
-    stop = session.state in ("cancelled", "terminated")
+    stop = is_stopped(session.state)
     return Skip(call_id=call.call_id, reason="run_cancelled", detail=detail, stop_run=stop)
 
 

@@ -50,6 +50,7 @@ from ..errors import ConfigError, MissingExtraError
 from ..inflight import InFlight
 from ..lifecycle import RunResult, SteererFactoryAlias
 from ..reporting import TOOL_SPECS, call_reporting_tool
+from ..run_state import is_over
 from ..session import Guidance
 from ..supervision import Supervised, Supervision, SupervisionOptions
 from ..toolcall import Skip, ToolCall, gate_tool_call
@@ -362,7 +363,7 @@ class ClaudeRun:
     def _deliver(self, event: str, hook_input: HookInput, *, note: str = "") -> HookJSONOutput:
         """Queued guidance (and an approver's note) for the model, as the hook's ``additionalContext``."""
         self._learn_session_id(cast("Mapping[str, Any]", hook_input).get("session_id"))
-        if self.session.state not in ("running", "paused"):
+        if is_over(self.session.state):
             return {}
         notes = self.session.take_guidance()
         parts = [note] if note else []

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from .._util import safe_repr, shorten
+from ..errors import EvalError, ExpressionError
 
 __all__ = ["EvalError", "Expression", "ExpressionError", "compile_expression"]
 
@@ -41,19 +42,6 @@ MAX_MATCH_INPUT = 10_000
 
 ROOTS = ("args", "tool", "agent", "labels")
 KEYWORDS = frozenset({"and", "or", "not", "in", "matches", "true", "false", "null", "exists", "len"})
-
-
-class ExpressionError(ValueError):
-    """A ``when`` expression that cannot be parsed; ``column`` is 1-based within the expression."""
-
-    def __init__(self, reason: str, column: int) -> None:
-        super().__init__(f"column {column}: {reason}")
-        self.reason = reason
-        self.column = column
-
-
-class EvalError(Exception):
-    """An expression could not be evaluated against a call (missing path, wrong type, ...)."""
 
 
 class CallView(Protocol):

@@ -16,7 +16,8 @@ from collections.abc import Callable, Sequence
 from typing import Literal, Protocol, runtime_checkable
 
 from .._util import now_ms, safe_repr
-from ._expr import EvalError, Expression, ExpressionError, compile_expression
+from ..errors import EvalError, ExpressionError, GrantError
+from ._expr import Expression, compile_expression
 from ._model import Ask, GrantScope, PolicyCall, format_duration
 
 __all__ = ["Grant", "GrantBook", "GrantError", "GrantRecords", "find_grant"]
@@ -24,10 +25,6 @@ __all__ = ["Grant", "GrantBook", "GrantError", "GrantRecords", "find_grant"]
 logger = logging.getLogger(__name__)
 
 MAX_GRANTS = 10_000
-
-
-class GrantError(ValueError):
-    """A grant that may not be created (not offered by the rule, an edited approval, ...)."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)

@@ -9,8 +9,8 @@ from collections.abc import Collection, Mapping
 from typing import Any, Literal
 
 from .._util import safe_repr
-from ..errors import ConfigError
-from ._expr import Expression, ExpressionError, compile_expression
+from ..errors import ExpressionError, PolicyError
+from ._expr import Expression, compile_expression
 
 __all__ = [
     "Allow",
@@ -31,17 +31,6 @@ _BARRED_SPECIAL = ("starter", "agent")
 _DURATION = re.compile(r"(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
 _DURATION_UNITS = (86_400_000, 3_600_000, 60_000, 1000)
 MAX_DURATION_MS = 366 * 86_400_000
-
-
-class PolicyError(ConfigError):
-    """A policy that cannot be used: says where (file and line when known) and why."""
-
-    def __init__(self, reason: str, *, source: str = "", line: int = 0) -> None:
-        where = f"{source}:{line}: " if source and line else f"{source}: " if source else ""
-        super().__init__(f"{where}{reason}")
-        self.reason = reason
-        self.source = source
-        self.line = line
 
 
 def parse_duration(text: str) -> int:

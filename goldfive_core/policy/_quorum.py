@@ -22,6 +22,8 @@ class QuorumStep:
     detail: str
     progress: str
     args_digest: str
+    stale: bool = False
+    """A refused approval of arguments that are no longer the ones on the table (an edit replaced them)."""
 
     @property
     def final(self) -> bool:
@@ -70,8 +72,8 @@ class QuorumTally:
             text += f"; rejected by {', '.join(self._rejecters)}"
         return text
 
-    def _step(self, kind: StepKind, detail: str) -> QuorumStep:
-        return QuorumStep(kind=kind, detail=detail, progress=self.progress(), args_digest=self.args_digest)
+    def _step(self, kind: StepKind, detail: str, *, stale: bool = False) -> QuorumStep:
+        return QuorumStep(kind=kind, detail=detail, progress=self.progress(), args_digest=self.args_digest, stale=stale)
 
     def approve(self, user: str, *, args_digest: str, edited: bool = False) -> QuorumStep:
         """Count ``user``'s approval of the arguments with ``args_digest`` (``edited``: they changed them)."""
@@ -92,6 +94,7 @@ class QuorumTally:
                 "refused",
                 f"refused: {user} approved arguments ({args_digest}) that are no longer the ones on the table "
                 f"({self.args_digest}); look again",
+                stale=True,
             )
         if user in self._approvers:
             return self._step("duplicate", f"{user} already approved; the same person counts once")

@@ -31,6 +31,7 @@ from google.protobuf import json_format
 from .._util import shorten
 from ..control import ControlAck
 from ..convert import ack_from_proto, message_to_proto
+from ..errors import ApiError
 from ..events import payload_name
 from ..limits import Limits, env_name
 from ..pb.v1 import control_pb2, events_pb2
@@ -39,7 +40,7 @@ from ..store import agents as owners
 from ..store import grants as grants_mod
 from ..store.base import ExecutionRow, InboxRow, Store, StoreError
 from .auth import User
-from .inputs import BODY_TIMEOUT_S, ApiError, json_body
+from .inputs import BODY_TIMEOUT_S, json_body
 from .threads import AGENTS, HUB, ServerThreads
 
 if TYPE_CHECKING:
@@ -227,11 +228,8 @@ class InboxHub:
 
 
 # -- request parsing ---------------------------------------------------------------------------------------------
-class AgentError(ApiError):
-    """A refused agent request: HTTP status and a sentence (answered by the app's handler for ApiError)."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(status, message)
+AgentError = ApiError
+"""A refused agent request: the server's one refusal type under the name the agent routes raise it by."""
 
 
 _NAME_FIELDS = frozenset({"tool_name", "tool", "agent", "rule"})

@@ -29,8 +29,23 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .._util import shorten
-from ..approvals import Principal
-from ..control import ControlAck, ControlKind
+from ..approvals import DECIDED_STATUSES, OPEN_STATUSES, ApprovalStatus, Principal
+from ..control import AckVerdict, ControlAck, ControlKind
+from ..errors import (
+    AmbiguousApprovalError,
+    ApiError,
+    ApprovalLookupError,
+    DeliveryTimeout,
+    GrantNotFound,
+    RunGone,
+    RunNotLiveError,
+    StoreError,
+    StoreUnavailableError,
+    UnknownRunError,
+    UnknownUserError,
+    UserError,
+    UserExistsError,
+)
 from ..events import event_to_dict
 from ..policy import Ask, Policy, PolicyAuthority
 from ..signing import DecisionSigner
@@ -41,27 +56,18 @@ from ..store.base import (
     DetachedStatus,
     RunRow,
     Store,
-    StoreError,
-    StoreUnavailableError,
 )
 from ..store.checkpoint import CheckpointWriter
-from ..store.decide import (
-    AmbiguousApprovalError,
-    ApprovalLookupError,
-    DecideVerdict,
-    DecisionAuthority,
-    decide,
-    find_approval,
-)
+from ..store.decide import DecideVerdict, DecisionAuthority, decide, find_approval
 from ..store.liveness import DETACHED_LIVENESS, Liveness, RunLiveness, judge_liveness
 from ..store.outbox import outbox_rows, outbox_summary
-from ..store.sender import DeliveryTimeout, RunGone, RunNotLiveError, UnknownRunError, send_control
+from ..store.sender import send_control
 from ..store.sql import SqlStore
-from ..store.views import approval_json, approvals_json, in_doubt_json, run_json
+from ..store.views import InboxState, approval_json, approvals_json, in_doubt_json, run_json
 from .agents import AgentApi, agent_routes, audit_refusal
-from .auth import COOKIE, SESSION_TTL_MS, Authenticator, AuthError, User, derive_cookie_key
+from .auth import COOKIE, SESSION_TTL_MS, Authenticator, User, derive_cookie_key
 from .expiry import Expirer, expiring
-from .inputs import BODY_TIMEOUT_S, MAX_SEQ, ApiError, int_param, json_body, seq_param
+from .inputs import BODY_TIMEOUT_S, MAX_SEQ, int_param, json_body, seq_param
 from .notify import Notifier, NotifyConfig
 from .sessions import SessionWatch
 from .stream import Broadcaster
@@ -85,15 +91,16 @@ MAX_AGENT_BODY_BYTES = 4 * 1024 * 1024
 """Largest body an agent may send (a batch of events; 413 beyond)."""
 
 MAX_PAGE = 500
-STATES = ("pending", "decided", "expired", "cancelled", "orphaned", "open")
-_STATUSES_OF = {
-    "pending": ("pending", "timed_out"),
-    "orphaned": ("pending", "timed_out"),
-    "decided": ("granted", "rejected"),
-    "expired": ("expired",),
-    "cancelled": ("cancelled",),
-    "open": ("pending", "timed_out"),  # still accepting a decision, whether or not a process waits (`goldfive pending`)
+_STATUSES_OF: Mapping[str, frozenset[ApprovalStatus]] = {
+    InboxState.PENDING: OPEN_STATUSES,  # of the runs a process serves (below)
+    InboxState.DECIDED: DECIDED_STATUSES,
+    InboxState.EXPIRED: frozenset({ApprovalStatus.EXPIRED}),
+    InboxState.CANCELLED: frozenset({ApprovalStatus.CANCELLED}),
+    InboxState.ORPHANED: OPEN_STATUSES,  # of the other runs
+    "open": OPEN_STATUSES,  # still accepting a decision, whether or not a process waits (`goldfive pending`)
 }
+"""What ``GET /api/approvals?status=`` filters on: an inbox state (or ``open``) → the records' statuses."""
+STATES = tuple(_STATUSES_OF)
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -235,7 +242,7 @@ class _Api:
             if not user.can(permission):
                 if user.role == "agent":  # an agent token reaching for the inbox or a decision: on the record
                     await audit_refusal(self.store, user, request, permission, threads=self.threads)
-                raise AuthError(403, f"{user.name!r} has role {user.role!r}, which may not {permission}")
+                raise ApiError(403, f"{user.name!r} has role {user.role!r}, which may not {permission}")
             response = await handler(request, user)
             if isinstance(response, StreamingResponse):  # open for long: it ends when the user's access does
                 response.body_iterator = self.sessions.guard(user, permission, response.body_iterator)
@@ -312,9 +319,9 @@ class _Api:
         live = sorted(run for run, how in liveness.items() if how.waits)
         page = await _run(
             self.store.approval_page,
-            statuses=_STATUSES_OF[state],
-            run_ids=live if state == "pending" else None,
-            exclude_run_ids=live if state == "orphaned" else None,
+            statuses=sorted(s.value for s in _STATUSES_OF[state]),
+            run_ids=live if state == InboxState.PENDING else None,
+            exclude_run_ids=live if state == InboxState.ORPHANED else None,
             run_id=params.get("run") or None,
             agent=params.get("agent") or None,
             tool=params.get("tool") or None,
@@ -326,15 +333,8 @@ class _Api:
 
     async def _find(self, request: Request) -> ApprovalRow:
         target = request.path_params["target_id"]
-        try:
-            row: ApprovalRow = await _run(
-                find_approval, self.store, target, run_id=request.query_params.get("run") or None
-            )
-            return row
-        except AmbiguousApprovalError as exc:
-            raise ApiError(409, f"{exc} (add ?run=RUN_ID)") from None
-        except ApprovalLookupError as exc:
-            raise ApiError(404, str(exc)) from None
+        row: ApprovalRow = await _run(find_approval, self.store, target, run_id=request.query_params.get("run") or None)
+        return row
 
     async def approval(self, request: Request, user: User) -> Response:
         row = await self._find(request)
@@ -364,26 +364,23 @@ class _Api:
         if edited is not None and not isinstance(edited, dict):
             raise ApiError(400, f"'edited_args' must be a JSON object, got {type(edited).__name__}")
         row = await self._find(request)
-        try:
-            result = await _run_in(
-                self.waits,
-                decide,
-                self.store,
-                row.target_id,
-                approve=approve,
-                principal=Principal(name=user.name, channel="web" if user.channel == "web" else "api"),
-                reason=reason,
-                edited_args=edited,
-                args_digest=digest,
-                run_id=row.run_id,
-                timeout_s=self.config.decide_timeout_s,
-                authority=self.config.authority or self.policy_authority,
-                signer=self.config.signer,
-                grant=grant,
-                approval=row,
-            )
-        except ApprovalLookupError as exc:
-            raise ApiError(404, str(exc)) from None
+        result = await _run_in(
+            self.waits,
+            decide,
+            self.store,
+            row.target_id,
+            approve=approve,
+            principal=Principal(name=user.name, channel="web" if user.channel == "web" else "api"),
+            reason=reason,
+            edited_args=edited,
+            args_digest=digest,
+            run_id=row.run_id,
+            timeout_s=self.config.decide_timeout_s,
+            authority=self.config.authority or self.policy_authority,
+            signer=self.config.signer,
+            grant=grant,
+            approval=row,
+        )
         data: dict[str, Any] = {
             "result": "SUCCESS" if result.ok else "FAILURE",
             "detail": result.detail,
@@ -395,7 +392,7 @@ class _Api:
         if result.ack is not None:
             data["control_id"] = result.ack.control_id
             vote = result.ack.data or {}
-            if vote.get("decision") == "counted":  # one vote of a quorum: the request is still pending
+            if result.ack.verdict is AckVerdict.COUNTED:  # one vote of a quorum: the request is still pending
                 data["counted"] = True
                 data["quorum_progress"] = str(vote.get("quorum_progress") or "")
                 if isinstance(vote.get("args_digest"), str):  # an edit restarted the count: vote on these now
@@ -440,12 +437,9 @@ class _Api:
         why = await self._may_revoke(user, row)
         if why:
             raise ApiError(403, why)
-        try:
-            revoked = await _run(
-                grants_mod.revoke_grant, self.store, row.grant_id, by=user.name, reason=reason, channel=user.channel
-            )
-        except grants_mod.GrantNotFound as exc:
-            raise ApiError(409, str(exc)) from None
+        revoked = await _run(
+            grants_mod.revoke_grant, self.store, row.grant_id, by=user.name, reason=reason, channel=user.channel
+        )
         return JSONResponse({"result": "REVOKED", "grant": revoked.as_dict(await _run(self.store.clock_ms))})
 
     async def _may_revoke(self, user: User, row: grants_mod.GrantRow) -> str:
@@ -506,22 +500,15 @@ class _Api:
                 payload["reason"] = reason
         run = await self._run_row(request)
         payload.update(decided_by=user.name, channel=user.channel)
-        try:
-            ack = await _run_in(
-                self.waits,
-                send_control,
-                self.store,
-                kind,
-                payload,
-                run=run.run_id,
-                timeout_s=self.config.control_timeout_s,
-            )
-        except (RunNotLiveError, RunGone) as exc:
-            raise ApiError(409, str(exc)) from None
-        except UnknownRunError as exc:  # removed since it was read
-            raise ApiError(404, str(exc)) from None
-        except DeliveryTimeout as exc:
-            return JSONResponse({"result": "FAILURE", "detail": str(exc), "error": str(exc)}, status_code=504)
+        ack = await _run_in(
+            self.waits,
+            send_control,
+            self.store,
+            kind,
+            payload,
+            run=run.run_id,
+            timeout_s=self.config.control_timeout_s,
+        )
         data = _ack_json(ack)
         return JSONResponse(data if ack.ok else {**data, "error": ack.detail}, status_code=200 if ack.ok else 409)
 
@@ -557,10 +544,7 @@ class _Api:
         groups = body.get("groups", [])
         if not isinstance(groups, list) or not all(isinstance(g, str) for g in groups):
             raise ApiError(400, "groups is a list of group names")
-        try:
-            made = await _run(users_mod.add_user, self.store, name, role, groups)
-        except users_mod.UserError as exc:
-            raise ApiError(409 if "exists" in str(exc) else 400, str(exc)) from None
+        made = await _run(users_mod.add_user, self.store, name, role, groups)
         return JSONResponse(
             {"name": made.user.name, "role": made.user.role, "groups": list(made.user.groups), "token": made.token},
             status_code=201,
@@ -569,32 +553,25 @@ class _Api:
     async def user_action(self, request: Request, user: User) -> Response:
         body = await self._body(request)
         name, action = request.path_params["name"], request.path_params["action"]
-        try:
-            if action == "groups":
-                _only(body, ("add", "remove"))
-                add, remove = _names(body, "add"), _names(body, "remove")
-                if not add and not remove:
-                    raise ApiError(400, 'say which groups to "add" and/or "remove" (lists of names)')
-                try:
-                    row = await _run(users_mod.set_groups, self.store, name, add=add, remove=remove)
-                except users_mod.UserError as exc:
-                    status = 404 if str(exc).startswith("unknown user") else 400
-                    raise ApiError(status, str(exc)) from None
-                return JSONResponse({"name": row.name, "role": row.role, "groups": list(row.groups)})
-            if action == "rotate":  # the old token stops working: so do the streams opened with it
-                made = await _run(users_mod.rotate_user, self.store, name)
-                self.sessions.end_user(name)
-                shown = {"name": made.user.name, "role": made.user.role, "disabled": made.user.disabled}
-                return JSONResponse({**shown, "token": made.token})
-            if action == "disable":
-                row = await _run(users_mod.disable_user, self.store, name)
-                self.sessions.end_user(name)
-                return JSONResponse({"name": row.name, "role": row.role, "disabled": row.disabled})
-            if action == "enable":  # never implied by a rotate: giving access back is a step of its own
-                row = await _run(users_mod.enable_user, self.store, name)
-                return JSONResponse({"name": row.name, "role": row.role, "disabled": row.disabled})
-        except users_mod.UserError as exc:
-            raise ApiError(404, str(exc)) from None
+        if action == "groups":
+            _only(body, ("add", "remove"))
+            add, remove = _names(body, "add"), _names(body, "remove")
+            if not add and not remove:
+                raise ApiError(400, 'say which groups to "add" and/or "remove" (lists of names)')
+            row = await _run(users_mod.set_groups, self.store, name, add=add, remove=remove)
+            return JSONResponse({"name": row.name, "role": row.role, "groups": list(row.groups)})
+        if action == "rotate":  # the old token stops working: so do the streams opened with it
+            made = await _run(users_mod.rotate_user, self.store, name)
+            self.sessions.end_user(name)
+            shown = {"name": made.user.name, "role": made.user.role, "disabled": made.user.disabled}
+            return JSONResponse({**shown, "token": made.token})
+        if action == "disable":
+            row = await _run(users_mod.disable_user, self.store, name)
+            self.sessions.end_user(name)
+            return JSONResponse({"name": row.name, "role": row.role, "disabled": row.disabled})
+        if action == "enable":  # never implied by a rotate: giving access back is a step of its own
+            row = await _run(users_mod.enable_user, self.store, name)
+            return JSONResponse({"name": row.name, "role": row.role, "disabled": row.disabled})
         raise ApiError(404, f"unknown user action {shorten(action, 40)!r}: use rotate, disable, enable or groups")
 
     # -- audit and the stream ---------------------------------------------------------------------------------------
@@ -709,15 +686,24 @@ def _refused(status: int, message: str, *, headers: Mapping[str, str] | None = N
 
 async def _api_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, ApiError)
-    return _refused(exc.status, exc.message, **exc.extra)
-
-
-async def _auth_error(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, AuthError)
     headers = {"Retry-After": str(exc.retry_after_s)} if exc.retry_after_s else {}
     if exc.status == 401 and request.url.path != "/api/login":  # a failed login is not a missing credential
         headers["WWW-Authenticate"] = 'Bearer realm="goldfive"'
-    return _refused(exc.status, exc.message, headers=headers)
+    return _refused(exc.status, exc.message, headers=headers, **exc.extra)
+
+
+def _status(status: int, suffix: str = "") -> Callable[[Request, Exception], Awaitable[Response]]:
+    """The answer to a refusal a route lets through: ``status`` and the error's own words (then ``suffix``)."""
+
+    async def answer(request: Request, exc: Exception) -> Response:
+        return _refused(status, f"{exc}{suffix}")
+
+    return answer
+
+
+async def _no_delivery(request: Request, exc: Exception) -> Response:
+    """No agent took (or acked) a control in time: it was withdrawn, and the answer is a FAILURE as an ack's."""
+    return JSONResponse({"result": "FAILURE", "detail": str(exc), "error": str(exc)}, status_code=504)
 
 
 async def _store_unavailable(request: Request, exc: Exception) -> Response:
@@ -747,9 +733,19 @@ async def _bad_method(request: Request, exc: Exception) -> Response:
 
 
 _HANDLERS: Mapping[Any, Callable[[Request, Exception], Awaitable[Response]]] = {
-    ApiError: _api_error,  # AgentError (the agent routes') is one too
-    AuthError: _auth_error,
-    StoreUnavailableError: _store_unavailable,  # before StoreError: Starlette picks the nearest class in the MRO
+    ApiError: _api_error,  # AuthError and AgentError are its other names
+    # Starlette picks the nearest class in the exception's MRO: a leaf's entry wins over its base's.
+    AmbiguousApprovalError: _status(409, " (add ?run=RUN_ID)"),
+    ApprovalLookupError: _status(404),
+    UnknownUserError: _status(404),
+    UserExistsError: _status(409),
+    UserError: _status(400),
+    GrantNotFound: _status(409),  # a grant revoked since it was read
+    UnknownRunError: _status(404),  # a run control's run removed since it was read
+    RunNotLiveError: _status(409),
+    RunGone: _status(409),  # before DeliveryTimeout, its base
+    DeliveryTimeout: _no_delivery,
+    StoreUnavailableError: _store_unavailable,
     StoreError: _store_error,
     ClientDisconnect: _client_gone,
     404: _not_found,

@@ -32,6 +32,7 @@ from collections.abc import Mapping
 from starlette.requests import HTTPConnection
 
 from .._util import now_ms
+from ..errors import ApiError
 from ..store.base import Store, StoreError, UserRow, WebSession
 from ..store.users import ROLES, parse_token, role_allows, verify_token
 from .threads import AUTH, ServerThreads
@@ -73,14 +74,9 @@ def _refuse_if_limited(token_id: str, wait: int) -> None:
         )
 
 
-class AuthError(Exception):
-    """A request is refused: ``status`` 401 (who are you), 403 (not allowed) or 429 (slow down)."""
-
-    def __init__(self, status: int, message: str, *, retry_after_s: int = 0) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.retry_after_s = retry_after_s
+AuthError = ApiError
+"""A refused login or request: ``status`` 401 (who are you), 403 (not allowed) or 429 (slow down, with
+``retry_after_s``). The server's one refusal type under the name authentication code raises it by."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)

@@ -14,6 +14,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from .._util import shorten
+from ..errors import ApiError
 from ..limits import LimitError, parse_json_strict
 
 if TYPE_CHECKING:
@@ -29,16 +30,6 @@ MAX_SEQ = 2**62
 
 _INTEGER = re.compile(r"-?[0-9]{1,19}")
 """ASCII digits only: ``int()`` also takes ``²``-free Unicode digits, ``_`` and spaces, a query must not."""
-
-
-class ApiError(Exception):
-    """A refused request: HTTP ``status`` and a sentence for the client (``extra``: more JSON fields)."""
-
-    def __init__(self, status: int, message: str, **extra: Any) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.extra = extra
 
 
 async def _read(request: Request, *, max_bytes: int, timeout_s: float) -> bytes:

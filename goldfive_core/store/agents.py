@@ -14,6 +14,7 @@ from typing import Any
 
 from .._stored import storable
 from .._util import now_ms
+from ..approvals import OPEN_STATUSES
 from ..events import payload_name
 from ..pb.v1 import events_pb2
 from ._schema import INBOX_COLS, inbox_row
@@ -137,7 +138,7 @@ def decision_delivered(store: Store, run_id: str, target_id: str, *, approved: b
         ).fetchone()
         if row is None:
             return True  # no request on record: the event changes no approval (e.g. a replay's note)
-        if row[0] not in ("pending", "timed_out"):
+        if row[0] not in OPEN_STATUSES:
             return str(row[1]) == decision or not row[1]
     return _delivered(store, run_id, target_id, "APPROVE" if approved else "REJECT")
 

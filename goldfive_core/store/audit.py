@@ -20,7 +20,7 @@ from google.protobuf.message import DecodeError
 
 from .._stored import NUL_MARK
 from .._util import args_digest, canonical_json
-from ..approvals import ApprovalStatus, sources
+from ..approvals import DECIDED_STATUSES, OPEN_STATUSES, ApprovalStatus, sources
 from ..convert import timestamp_to_ms
 from ..events import payload_name
 from ..pb.v1 import events_pb2, types_pb2
@@ -194,8 +194,8 @@ class _ApprovalHistory:
         times: dict[bool, set[int]],
     ) -> list[str]:
         status = row.status.value
-        if status not in ("granted", "rejected"):
-            if logged is not None and status in ("pending", "timed_out"):
+        if row.status not in DECIDED_STATUSES:
+            if logged is not None and row.status in OPEN_STATUSES:
                 return [f"{name} is {status} but the audit log has its decision (edited)"]
             want_status, want_detail = closed or (ApprovalStatus.PENDING, "")
             undecided = {
@@ -227,7 +227,7 @@ class _ApprovalHistory:
         differs = [
             column
             for column, ok in (
-                ("status", (status == "granted") == granted),
+                ("status", (row.status is ApprovalStatus.GRANTED) == granted),
                 ("decision", row.decision == ("approve" if granted else "reject")),
                 ("decided_via", row.decided_via == ("store" if in_store else "run")),
                 ("decided_channel", row.decided_channel == msg.channel),
@@ -328,7 +328,7 @@ def signature_problems(name: str, row: ApprovalRow, trust: TrustKey, grants: str
     An unsigned ``cli`` decision is what the local command line records without a key (see
     :class:`~goldfive_core.store.checkpoint.CheckpointWriter` for how a relabel to one is caught).
     """
-    if row.status.value not in ("granted", "rejected"):
+    if row.status not in DECIDED_STATUSES:
         return []
     if not row.decision_sig:
         if row.decided_channel not in SERVER_CHANNELS:
@@ -846,7 +846,7 @@ def _recent_record_problems(history: _ApprovalHistory, key: _Key, row: ApprovalR
     else:  # asked before the last checkpoint: only what the rows since say of it
         closed = None
         seen_at = {at for ats in times.values() for at in ats}
-        if row.status.value in ("granted", "rejected") and row.decided_at_ms not in seen_at:
+        if row.status in DECIDED_STATUSES and row.decided_at_ms not in seen_at:
             return []  # decided by an earlier event (already checked); a later one (the run's own) says it again
     problems.extend(_ApprovalHistory._check_decision(name, row, history.decisions.get(key), closed, times))
     if history.trust is not None:
@@ -861,7 +861,7 @@ def _vouched_problems(row: ApprovalRow | None, run_id: str, target_id: str, at: 
         return [f"{name} has no record any more (deleted)"]
     if at >= 0 and row.requested_at_ms != at:
         return []  # asked again since: a new record (the old decision's event is checked with the chain)
-    if row.status.value not in ("granted", "rejected"):
+    if row.status not in DECIDED_STATUSES:
         return [f"{name} is {row.status.value} on its record (edited)"]
     if not row.decision_sig or row.decided_channel not in SERVER_CHANNELS:
         channel = row.decided_channel or "none"

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ..approvals import OPEN_STATUSES as _OPEN
 from ..approvals import ApprovalStatus, request_digest
 from ..control import AckResult, ControlAck, ControlMessage
-from ..errors import GoldfiveError
+from ..errors import SchemaVersionError, StoreError, StoreUnavailableError
 from ..limits import Limits
 from ..pb.v1 import events_pb2
 from .liveness import (
@@ -71,18 +71,6 @@ __all__ = [
 HEARTBEAT_INTERVAL_S = 5.0
 """How often a process with live runs refreshes their heartbeat: three chances within DEFAULT_STALE_AFTER_MS
 (a lease renewed at a third of its length), and an idle agent's thread wakes seldom."""
-
-
-class StoreError(GoldfiveError):
-    """A store operation failed (bad input or a backend error)."""
-
-
-class StoreUnavailableError(StoreError):
-    """The store cannot be reached or opened (missing file, server down, locked too long)."""
-
-
-class SchemaVersionError(StoreError):
-    """The database was written by a newer goldfive (or is not a goldfive store)."""
 
 
 OPEN_STATUSES: tuple[ApprovalStatus, ...] = tuple(sorted(_OPEN))

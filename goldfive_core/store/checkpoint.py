@@ -44,7 +44,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-from ..errors import GoldfiveError, MissingExtraError
+from ..errors import CheckpointError, MissingExtraError
 from ..pb.v1 import events_pb2
 from ..signing import DecisionSigner, TrustKey
 from .agents import append_server_event
@@ -72,10 +72,6 @@ logger = logging.getLogger(__name__)
 
 SigningKey: TypeAlias = "Ed25519PrivateKey | DecisionSigner"
 """What signs a checkpoint: an Ed25519 private key, or ``goldfive serve``'s :class:`DecisionSigner`."""
-
-
-class CheckpointError(GoldfiveError):
-    """A checkpoint is malformed, signed by another key, or for another log."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)

@@ -25,12 +25,12 @@ from .._util import canonical_json
 from ..approvals import ApprovalStatus, Principal, already_decided_text
 from ..argschema import edit_problem
 from ..control import ControlAck, ControlKind, ControlMessage
-from ..errors import GoldfiveError
+from ..errors import AmbiguousApprovalError, ApprovalLookupError, UnknownApprovalError
 from ..policy import Ask, PolicyAuthority, Refusal
 from ..signing import DecisionSigner, SignedDecision
 from .base import ApprovalRow, Store
 from .grants import audit_refusal
-from .liveness import Liveness
+from .liveness import Liveness, RunLiveness
 from .sender import DeliveryTimeout, RunGone, StoreSender
 
 __all__ = [
@@ -50,18 +50,6 @@ __all__ = [
 
 DEFAULT_DECIDE_TIMEOUT_S = 30.0
 """How long :func:`decide` waits for a live run's ack by default."""
-
-
-class ApprovalLookupError(GoldfiveError):
-    """The approval a decider named cannot be picked out of the store."""
-
-
-class UnknownApprovalError(ApprovalLookupError):
-    """No approval has that target id (in that run)."""
-
-
-class AmbiguousApprovalError(ApprovalLookupError):
-    """The target id is open in several runs; the decider must name one."""
 
 
 class DecisionAuthority(Protocol):
@@ -225,7 +213,7 @@ def decide(
         msg = ControlMessage(kind, attempt.payload())
         ack = StoreSender(store).deliver(msg, timeout_s=timeout_s, run_id=row.run_id)
     except RunGone as exc:  # it ended or died while we waited: record it under the same checks
-        detached = exc.liveness is not None and exc.liveness.state is Liveness.DETACHED
+        detached = isinstance(exc.liveness, RunLiveness) and exc.liveness.state is Liveness.DETACHED
         return attempt.record(str(exc), detached=detached)
     except DeliveryTimeout as exc:
         detail = f"no answer: {exc}"

@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._util import now_ms
+from ..errors import GrantNotFound
 from ..pb.v1 import events_pb2
 from ..policy import Grant
 from .agents import SERVER_AUDIT_RUN, append_server_event
@@ -31,6 +32,7 @@ from .sql import SqlStore
 
 __all__ = [
     "DECIDERS_STREAM",
+    "GrantNotFound",
     "GrantRow",
     "append_decider_event",
     "audit_refusal",
@@ -269,7 +271,3 @@ def revoke_grant(store: Store, grant_id: str, *, by: str, reason: str = "", chan
             f"grant {grant_id!r} was already revoked by {row.revoked_by or 'someone'}; nothing was changed"
         )
     return row
-
-
-class GrantNotFound(StoreError):
-    """No such grant, or it was already revoked."""

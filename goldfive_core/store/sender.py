@@ -18,6 +18,7 @@ from typing import Any
 
 from .._util import shorten
 from ..control import DEFAULT_SEND_TIMEOUT_S, ControlAck, ControlKind, ControlMessage
+from ..errors import AmbiguousRunError, DeliveryTimeout, RunGone, RunNotLiveError, UnknownRunError
 from ..retry import Backoff, retry
 from .base import Store, StoreError, StoreUnavailableError
 from .liveness import RunLiveness
@@ -48,31 +49,6 @@ _LATE_ACK_S = 5.0
 
 _STORE_BACK = Backoff(first_s=0.05, cap_s=1.0)
 """Retries of the ack wait while the store is out of reach (the message is durable in the inbox)."""
-
-
-class DeliveryTimeout(StoreError):
-    """No agent took the message within the timeout; it was withdrawn and will never be dispatched."""
-
-
-class RunGone(DeliveryTimeout):
-    """The addressed run ended (or its process died) before taking the message; it was withdrawn."""
-
-    def __init__(self, message: str, *, liveness: RunLiveness | None = None) -> None:
-        super().__init__(message)
-        self.liveness = liveness
-        """How the run stood when the message was withdrawn (None: not said)."""
-
-
-class AmbiguousRunError(StoreError):
-    """A run-level message named no run while several runs are live on the store; nothing was posted."""
-
-
-class UnknownRunError(StoreError):
-    """A run control named a run the store has never seen; nothing was posted."""
-
-
-class RunNotLiveError(StoreError):
-    """A run control's run is not running (or no run is); nothing was posted."""
 
 
 RUN_LEVEL_KINDS = frozenset(

@@ -21,14 +21,16 @@ import secrets
 from collections.abc import Iterable, Mapping
 
 from .._util import now_ms
-from ..errors import GoldfiveError
+from ..errors import UnknownUserError, UserError, UserExistsError
 from .base import Store, UserRow
 
 __all__ = [
     "PERMISSIONS",
     "ROLES",
     "NewToken",
+    "UnknownUserError",
     "UserError",
+    "UserExistsError",
     "MAX_GROUPS",
     "add_user",
     "check_group",
@@ -67,10 +69,6 @@ _TOKEN = re.compile(r"^gf5_([0-9a-f]{16})_([A-Za-z0-9_-]{43})$")
 # scrypt cost: 16 MiB and ~50 ms per check. The secret has 256 random bits, so the cost is a
 # guard against a stolen table, not against guessing; verified tokens are cached by the server.
 _SCRYPT_N, _SCRYPT_R, _SCRYPT_P = 2**14, 8, 1
-
-
-class UserError(GoldfiveError):
-    """A user command was refused (bad name, unknown role, name taken, unknown user)."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -186,7 +184,7 @@ def add_user(store: Store, name: str, role: str, groups: Iterable[str] = ()) -> 
         groups=in_groups,
     )
     if not store.add_user(user):
-        raise UserError(f"user {name!r} exists already (goldfive users rotate {name} gives a new token)")
+        raise UserExistsError(f"user {name!r} exists already (goldfive users rotate {name} gives a new token)")
     return NewToken(user=user, token=token)
 
 
@@ -195,10 +193,10 @@ def rotate_user(store: Store, name: str) -> NewToken:
     disabled (the new token works only after :func:`enable_user`): a rotate never gives access back."""
     token_id, secret, token = _mint()
     if not store.update_user(name, token_id=token_id, token_hash=hash_token(secret)):
-        raise UserError(f"unknown user {name!r}")
+        raise UnknownUserError(f"unknown user {name!r}")
     user = store.user(name)
     if user is None:  # deleted in between
-        raise UserError(f"unknown user {name!r}")
+        raise UnknownUserError(f"unknown user {name!r}")
     return NewToken(user=user, token=token)
 
 
@@ -214,10 +212,10 @@ def enable_user(store: Store, name: str) -> UserRow:
 
 def _set_disabled(store: Store, name: str, *, disabled: bool) -> UserRow:
     if not store.update_user(name, disabled=disabled):
-        raise UserError(f"unknown user {name!r}")
+        raise UnknownUserError(f"unknown user {name!r}")
     user = store.user(name)
     if user is None:  # deleted in between
-        raise UserError(f"unknown user {name!r}")
+        raise UnknownUserError(f"unknown user {name!r}")
     return user
 
 
@@ -227,8 +225,8 @@ def set_groups(store: Store, name: str, *, add: Iterable[str] = (), remove: Iter
     added, removed = _check_groups(add), _check_groups(remove)
     # Read, change and write in one transaction: two admins changing one user's groups at once both count.
     if store.change_user_groups(name, lambda now: _check_groups((set(now) | set(added)) - set(removed))) is None:
-        raise UserError(f"unknown user {name!r}")
+        raise UnknownUserError(f"unknown user {name!r}")
     after = store.user(name)
     if after is None:
-        raise UserError(f"unknown user {name!r}")
+        raise UnknownUserError(f"unknown user {name!r}")
     return after

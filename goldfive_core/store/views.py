@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from enum import StrEnum
 from typing import Any
 
 from .._util import now_ms
+from ..approvals import DECIDED_STATUSES, ApprovalStatus
 from ..convert import timestamp_to_ms
 from ..pb.v1 import events_pb2
 from ..policy import Ask, PolicyAuthority, format_duration
@@ -19,6 +21,8 @@ from .base import ApprovalRow, ExecutionState, RunRow, Store
 from .liveness import DETACHED_LIVENESS, RunLiveness, judge_liveness
 
 __all__ = [
+    "InboxState",
+    "inbox_state",
     "approval_json",
     "approvals_json",
     "cli_approval",
@@ -28,6 +32,29 @@ __all__ = [
     "policy_json",
     "run_json",
 ]
+
+
+class InboxState(StrEnum):
+    """Where an approval stands for a person: the ``state`` of :func:`approval_json` (the inbox's tabs)."""
+
+    PENDING = "pending"
+    """Open, and a process waits for the decision (or a parked run resumes by itself when decided)."""
+    DECIDED = "decided"
+    EXPIRED = "expired"
+    CANCELLED = "cancelled"
+    """Withdrawn before a decision, superseded by a new request, or ended with its run."""
+    ORPHANED = "orphaned"
+    """Open, but no process waits for it any more (its run's process is gone)."""
+
+
+def inbox_state(row: ApprovalRow, *, liveness: RunLiveness) -> InboxState:
+    """Where ``row`` stands for a person, given its run's liveness."""
+    if row.open:
+        # A run parked by detach_after still waits: it resumes by itself when decided.
+        return InboxState.PENDING if liveness.waits else InboxState.ORPHANED
+    if row.status in DECIDED_STATUSES:
+        return InboxState.DECIDED
+    return InboxState.EXPIRED if row.status is ApprovalStatus.EXPIRED else InboxState.CANCELLED
 
 
 def json_or_none(text: str) -> Any:
@@ -51,16 +78,7 @@ def approval_json(
     """
     policy = policy_json(row.metadata, requested_at_ms=row.requested_at_ms, rules=rules)
     run = liveness if isinstance(liveness, RunLiveness) else RunLiveness.of_words(liveness)
-    state: str
-    if row.open:
-        # A run parked by detach_after still waits: it resumes by itself when decided.
-        state = "pending" if run.waits else "orphaned"
-    elif row.status in ("granted", "rejected"):
-        state = "decided"
-    elif row.status == "expired":
-        state = "expired"
-    else:
-        state = "cancelled"
+    state = inbox_state(row, liveness=run)
     return {
         "id": row.id,
         "target_id": row.target_id,
@@ -80,9 +98,9 @@ def approval_json(
         "original_args_digest": row.original_args_digest,
         "original_args_json": row.original_args_json,
         "metadata": dict(row.metadata),
-        "state": state,
+        "state": state.value,
         "status": row.status,
-        "orphaned_reason": "" if state != "orphaned" else f"run {row.run_id} is not running: {run.reason}",
+        "orphaned_reason": "" if state is not InboxState.ORPHANED else f"run {row.run_id} is not running: {run.reason}",
         "liveness": run.reason,
         "requested_at_ms": row.requested_at_ms,
         "expires_at_ms": _expires_at(row, policy),
@@ -224,9 +242,9 @@ def cli_approval(item: Mapping[str, Any]) -> dict[str, Any]:
     """An :func:`approval_json` object as the ``goldfive`` command shows it: ``status`` says whether a person
     can still help (``detached``: a parked run resumes when decided; ``orphaned``: no process waits)."""
     shown = dict(item)
-    if item["state"] == "orphaned":
-        shown["status"] = "orphaned"
-    elif item["state"] == "pending" and item.get("liveness") == DETACHED_LIVENESS:
+    if item["state"] == InboxState.ORPHANED:
+        shown["status"] = InboxState.ORPHANED.value
+    elif item["state"] == InboxState.PENDING and item.get("liveness") == DETACHED_LIVENESS:
         shown["status"] = "detached"
         shown["orphaned_reason"] = f"run {item['run_id']} is {DETACHED_LIVENESS}"
     return shown

@@ -94,6 +94,19 @@ def test_the_completed_quorum_carries_the_arguments_all_approved() -> None:
     assert step.final and step.args_digest == B and tally.approvers == ("bo", "ana")
 
 
+def test_a_refused_vote_says_by_a_flag_whether_it_was_for_arguments_replaced_since() -> None:
+    tally = QuorumTally(quorum=3, args_digest=A)
+    tally.approve("ana", args_digest=A)
+    assert not tally.approve("", args_digest=A).stale  # refused: no name, but not stale
+    tally.approve("bo", args_digest=B, edited=True)
+    stale = tally.approve("cy", args_digest=A)
+    assert (stale.kind, stale.stale) == ("refused", True)
+    assert tally.approve("ana", args_digest=B).kind == "counted"
+    tally.approve("cy", args_digest=B)
+    late = tally.approve("dee", args_digest=A)  # refused because it is over, whatever it approved
+    assert (late.kind, late.stale) == ("refused", False)
+
+
 # -- grants -----------------------------------------------------------------------------------------------
 
 

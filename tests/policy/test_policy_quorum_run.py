@@ -10,6 +10,7 @@ from typing import Any
 
 from goldfive_core import AckResult, ApprovalRequest, ControlKind, ControlMessage, InMemorySink, Session, SteeringConfig
 from goldfive_core._util import args_digest
+from goldfive_core.control import AckVerdict
 from goldfive_core.policy import Ask, Policy, PolicyCall, Rule
 
 TWO_OF_FINANCE = Policy([Rule(name="large transfers", tool="transfer_funds", action=Ask(quorum=2))])
@@ -104,3 +105,22 @@ async def test_a_vote_must_name_who_votes() -> None:
     with contextlib.suppress(asyncio.CancelledError):
         await waiting
     assert session.approvals.statistics().live == 0
+
+
+async def test_each_vote_s_ack_says_by_its_verdict_what_became_of_it_with_the_same_wire_values() -> None:
+    sink = InMemorySink()
+    session, waiting = await start(sink)
+    first = vote(session, ControlKind.APPROVE, decided_by="ana")
+    assert first.verdict is AckVerdict.COUNTED and first.data is not None and first.data["decision"] == "counted"
+    last = vote(session, ControlKind.APPROVE, decided_by="bo")
+    assert last.verdict is AckVerdict.QUORUM and last.data is not None and last.data["decision"] == "quorum"
+    assert (await waiting).decided_by == "ana, bo"
+
+    sink = InMemorySink()
+    plain = Session(sinks=[sink], config=SteeringConfig(), has_channel=True)
+    one = ApprovalRequest(target_id="call-1", kind="task", prompt="go?", timeout_ms=60_000)
+    waiting = asyncio.create_task(plain.request_approval(one))
+    await sink.wait_for("approval_requested")
+    applied = vote(plain, ControlKind.APPROVE, decided_by="ana")
+    assert applied.verdict is AckVerdict.APPLIED and "decision" not in (applied.data or {})  # never written
+    assert (await waiting).decision == "approve"

@@ -409,3 +409,30 @@ def test_an_approval_whose_arguments_nest_too_deep_is_still_listed() -> None:
     )
     shown = approval_json(row, liveness="live")
     assert shown["args"] is None and shown["args_json"] == deep and shown["edited_args"] is None
+
+
+async def test_each_status_filter_lists_the_records_in_that_state_and_an_unknown_one_names_them(server: Server) -> None:
+    dead_pid = 2**22 + 12346  # above pid_max on Linux: no such process on this host
+    asks = [
+        events_pb2.ApprovalRequested(target_id=target, kind="task", prompt=f"{target}?", task_id=target)
+        for target in ("call-a", "call-b")
+    ]
+    events = [make_event("run-gone", 0, events_pb2.RunStarted(adapter="adk"))]
+    events += [make_event("run-gone", i + 1, ask) for i, ask in enumerate(asks)]
+    server.store.append_events(events, pid=dead_pid, host=HOST)
+    await server.pending("call-b", state="orphaned")
+    assert (await server.post("/api/approvals/call-b/reject", {"reason": "no"})).status_code == 200
+    expected = {
+        "pending": [],
+        "decided": [("call-b", "decided")],
+        "expired": [],
+        "cancelled": [],
+        "orphaned": [("call-a", "orphaned")],
+        "open": [("call-a", "orphaned")],
+    }
+    for status, items in expected.items():
+        listed = (await server.get(f"/api/approvals?status={status}")).json()["approvals"]
+        assert [(a["target_id"], a["state"]) for a in listed] == items, status
+    refused = await server.get("/api/approvals?status=granted")
+    assert refused.status_code == 400
+    assert refused.json()["error"] == "unknown status 'granted': use one of " + ", ".join(expected)

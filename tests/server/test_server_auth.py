@@ -215,6 +215,16 @@ async def test_only_admins_manage_users(sqlite_server: Server) -> None:
     assert (await srv.post("/api/users", {"name": "z", "role": "god"}, user="root")).status_code == 400
 
 
+async def test_a_refused_user_command_is_answered_by_its_kind_not_by_its_words(sqlite_server: Server) -> None:
+    # A bad role or name that holds the word "exists" is a bad request (400), not a name taken (409).
+    srv = sqlite_server
+    for body in ({"name": "z", "role": "exists"}, {"name": "exists already!", "role": "approver"}):
+        refused = await srv.post("/api/users", body, user="root")
+        assert refused.status_code == 400, (body, refused.text)
+    assert [u["name"] for u in (await srv.get("/api/users", user="root")).json()["users"]] == ["ana", "root", "vic"]
+    assert (await srv.post("/api/users", {"name": "ana", "role": "approver"}, user="root")).status_code == 409
+
+
 async def test_admins_change_policy_groups_over_the_api(sqlite_server: Server) -> None:
     srv = sqlite_server
     assert (await srv.post("/api/users/bob/groups", {"add": ["finance"]}, user="ana")).status_code == 403

@@ -17,16 +17,12 @@ import ssl
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from ...errors import GoldfiveError
+from ...errors import DeliveryError
 from ._config import EmailTarget, SlackTarget, Target, WebhookTarget
 from ._notice import Notice
 from ._signing import IDEMPOTENCY_HEADER, sign_webhook
 
 __all__ = ["DeliveryError", "HttpPost", "deliver"]
-
-
-class DeliveryError(GoldfiveError):
-    """A channel did not take a notice (it is retried with backoff, then marked failed)."""
 
 
 class HttpPost(Protocol):

@@ -27,6 +27,7 @@ from google.protobuf import json_format
 from ..._util import now_ms, shorten
 from ...approvals import ApprovalStatus
 from ...control import ControlMessage
+from ...errors import AgentRefused
 from ...pb.v1 import events_pb2
 from ..base import (
     DEFAULT_STALE_AFTER_MS,
@@ -42,14 +43,6 @@ from ..grants import GrantRow
 __all__ = ["AgentRefused", "RemoteStore"]
 
 logger = logging.getLogger(__name__)
-
-
-class AgentRefused(StoreError):
-    """The server refused an agent request (4xx): a bad token, a run of another agent, a malformed request."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 def _event_json(event: events_pb2.Event) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..._util import canonical_json, now_ms, shorten
-from ...control import ControlAck, ControlMessage, check_message
+from ...control import AckVerdict, ControlAck, ControlMessage, check_message
 from .._schema import (
     INBOX_COLS,
     inbox_row,
@@ -147,12 +147,12 @@ class SqlControlInbox(SqlRole):
         target = payload.get("target_id")
         if not run_id or not isinstance(target, str):
             return  # unaddressed: the sink records it from the run's events
-        if isinstance(ack.data, Mapping) and ack.data.get("decision") == "expired":
+        if ack.verdict is AckVerdict.EXPIRED:
             return  # the server's expiry notice, not a decision: the run's approval_timed_out records it
         # Written to the request the agent resolved only: if the target was asked again since (a new request),
         # a late ack never lands on the new one (the run's event already recorded the old one's decision).
         where, params = request_where(run_id, target, acked_request(ack, payload))
-        if isinstance(ack.data, Mapping) and ack.data.get("decision") == "counted":
+        if ack.verdict is AckVerdict.COUNTED and isinstance(ack.data, Mapping):
             # One vote of a quorum: the request stays pending; only the tally changes ("1 of 2: ana").
             self.db.execute(
                 conn,
@@ -164,7 +164,7 @@ class SqlControlInbox(SqlRole):
             return
         approved = row[0] == "APPROVE"
         edited = payload.get("edited_args")
-        quorum = isinstance(ack.data, Mapping) and ack.data.get("decision") == "quorum"
+        quorum = ack.verdict is AckVerdict.QUORUM
         decided_by = payload.get("decided_by")
         detail = payload.get("detail") or payload.get("reason") or ""
         if quorum:  # the last vote of a quorum: decided by all who approved, with the tally
