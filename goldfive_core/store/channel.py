@@ -39,6 +39,9 @@ class StoreChannel(AgentChannel):
     for an ended run fails at once (``RunGone``).
     """
 
+    store: Store
+    """The whole store (an agent channel over the server types its store by the role it uses)."""
+
     def __init__(
         self,
         store: Store | str | Path,

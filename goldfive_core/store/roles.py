@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from .liveness import RunLiveness
 
 __all__ = [
+    "AgentStore",
     "ApprovalRecords",
     "AuditLog",
     "CallLedger",
@@ -273,6 +274,11 @@ class ExecutionRecords(CallLedger, Protocol):
 
 class LedgerStore(CallLedger, DecisionSource, Protocol):
     """What the tool-call gate's ledger needs: the call ledger and the decisions recorded for a replay."""
+
+
+class AgentStore(RunWriter, LedgerStore, Protocol):
+    """What an agent's control channel needs of its store: its runs' events and heartbeats, the ledger, and
+    its runs' approval records (decisions recorded there while the run looked gone)."""
 
 
 class ParkedCalls(Protocol):

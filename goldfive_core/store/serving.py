@@ -28,8 +28,9 @@ from ..routing import ControlRouter
 from ..session import Session
 from ..signing import TrustKey, trust_key_from_env
 from ..toolcall import ExecutionLedger
-from .base import HOST, ApprovalRow, InboxRow, Store
+from .base import HOST, ApprovalRow, InboxRow
 from .keeper import drain_seconds, keeper_for
+from .roles import AgentStore
 from .sink import StoreSink
 from .trust import verify_decision
 
@@ -81,7 +82,7 @@ class AgentChannel:
 
     def __init__(
         self,
-        store: Store,
+        store: AgentStore,
         source: InboxSource,
         *,
         endpoint: str,
@@ -289,7 +290,7 @@ def _sessions(owner: object | None) -> list[Session]:
     return list(owner.sessions) if isinstance(owner, ControlRouter) else []
 
 
-def _warn_without_sink(owner: object | None, store: Store) -> None:
+def _warn_without_sink(owner: object | None, store: AgentStore) -> None:
     for session in _sessions(owner):
         if not any(isinstance(s, StoreSink) and s.store is store for s in session.events.sinks):
             logger.warning(

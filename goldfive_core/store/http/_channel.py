@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 from ..._util import shorten
 from ...control import ControlAck, ControlMessage
@@ -21,7 +21,7 @@ from ...retry import Backoff, aretry
 from ...session import Session
 from ...signing import TrustKey
 from ...toolcall import Replay, ToolCall
-from ..base import Store, StoreError, StoreUnavailableError
+from ..base import StoreError, StoreUnavailableError
 from ..execution import StoreLedger
 from ..serving import AgentChannel, new_endpoint, trust_key_of
 from ._inbox import HttpInbox
@@ -78,7 +78,7 @@ class HttpChannel(AgentChannel):
             unreachable_after_s=unreachable_after_s,
         )
         super().__init__(
-            cast(Store, remote),
+            remote,
             inbox,
             endpoint=inbox.endpoint,
             forward=_refuse_others,
