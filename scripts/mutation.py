@@ -426,7 +426,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     M(
         DECIDE,
         "    except RunGone as exc:  # it ended or died while we waited: record it under the same checks\n"
-        "        detached = exc.liveness is not None and exc.liveness.state is Liveness.DETACHED\n"
+        "        detached = isinstance(exc.liveness, RunLiveness) and exc.liveness.state is Liveness.DETACHED\n"
         "        return attempt.record(str(exc), detached=detached)",
         "    except RunGone as exc:\n        return _refused(row, str(exc))",
         "a decision whose run died during the wait is lost instead of recorded",
@@ -658,8 +658,9 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     M(
         AUTH,
-        "        user = await _lookup(self.store.user, session.user_name)\n        if user is None or user.disabled:",
-        "        user = await _lookup(self.store.user, session.user_name)\n        if user is None:",
+        "        user = await self.threads.run(AUTH, self.store.user, session.user_name)\n"
+        "        if user is None or user.disabled:",
+        "        user = await self.threads.run(AUTH, self.store.user, session.user_name)\n        if user is None:",
         "auth: a disabled user's web session cookie still works",
         AUTHZ,
     ),
@@ -728,11 +729,11 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     M(
         AUTH,
-        "        user = await _lookup(self.store.user, name) if name else None\n",
+        "        user = await self.threads.run(AUTH, self.store.user, name) if name else None\n",
         "        if self.failed_logins.take(client_key(addr)):\n"
         '            raise AuthError(429, "too many failed logins from this address")\n'
         "        self.failed_logins.give_back(client_key(addr))\n"
-        "        user = await _lookup(self.store.user, name) if name else None\n",
+        "        user = await self.threads.run(AUTH, self.store.user, name) if name else None\n",
         "lockout: the failed-login limit of a noisy address is applied before the token is looked at",
         AUTHZ,
     ),
@@ -744,18 +745,18 @@ MUTATIONS: tuple[Mutation, ...] = (
         SESSIONS,
     ),
     M(
-        APP,
-        "                row = await _run(users_mod.disable_user, self.store, name)\n"
-        "                self.sessions.end_user(name)",
-        "                row = await _run(users_mod.disable_user, self.store, name)",
+        ("goldfive_core/server/users_api.py",),
+        "            row = await asyncio.to_thread(users_mod.disable_user, self.store, name)\n"
+        "            self.sessions.end_user(name)",
+        "            row = await asyncio.to_thread(users_mod.disable_user, self.store, name)",
         "disable/rotate: disabling a user here leaves their open event streams running",
         SESSIONS,
     ),
     M(
-        APP,
-        "                made = await _run(users_mod.rotate_user, self.store, name)\n"
-        "                self.sessions.end_user(name)",
-        "                made = await _run(users_mod.rotate_user, self.store, name)",
+        ("goldfive_core/server/users_api.py",),
+        "            made = await asyncio.to_thread(users_mod.rotate_user, self.store, name)\n"
+        "            self.sessions.end_user(name)",
+        "            made = await asyncio.to_thread(users_mod.rotate_user, self.store, name)",
         "disable/rotate: rotating a user's token here leaves streams opened with the old one running",
         SESSIONS,
     ),
@@ -895,7 +896,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         NUL_STORE,
     ),
     M(
-        ("goldfive_core/server/app.py",),
+        ("goldfive_core/server/inputs.py",),
         '    at = value.find("\\x00")\n    if at >= 0:',
         '    at = value.find("\\x00")\n    if False:',
         "the server takes a person's text with NUL (reason, steer text, login name) instead of a 400 naming it",
@@ -939,7 +940,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     M(
         ("goldfive_core/store/sender.py",),
-        '        if liveness != "live":\n            raise RunNotLiveError',
+        "        if not liveness.live:\n            raise RunNotLiveError",
         "        if False:\n            raise RunNotLiveError",
         "a run control for a run that is not running is posted anyway (and waits for nobody)",
         ("tests/store/test_store_send_control.py",),
@@ -1240,9 +1241,9 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     # -- the session: events and the end of a run ----------------------------------------------------------------------
     M(
-        SESSION,
-        '        if self._state in ("cancelled", "terminated", "finished"):\n            return ApprovalOutcome(',
-        '        if self._state in ("cancelled",):\n            return ApprovalOutcome(',
+        ("goldfive_core/run_state.py",),
+        'OVER_STATES: frozenset[RunState] = frozenset({"cancelled", "terminated", "finished"})',
+        'OVER_STATES: frozenset[RunState] = frozenset({"cancelled"})',
         "a run that terminated or finished still opens a request",
         APPROVALS,
     ),
@@ -1271,8 +1272,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         APPROVALS + PATHS,
     ),
     M(
-        SESSION,
-        '        self._close_open_approvals(f"the run was {state}: {shorten(reason)}")\n',
+        ("goldfive_core/run_state.py",),
+        '        self._withdraw(f"the run was {state}: {shorten(reason)}")\n',
         "",
         "a cancelled run leaves its open requests open (a later decision still lands)",
         (*APPROVALS, "tests/core/test_core_runner.py"),

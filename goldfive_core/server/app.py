@@ -50,7 +50,6 @@ from ..events import event_to_dict
 from ..policy import Ask, Policy, PolicyAuthority
 from ..signing import DecisionSigner
 from ..store import grants as grants_mod
-from ..store import users as users_mod
 from ..store.base import (
     ApprovalRow,
     DetachedStatus,
@@ -67,11 +66,12 @@ from ..store.views import InboxState, approval_json, approvals_json, in_doubt_js
 from .agents import AgentApi, agent_routes, audit_refusal
 from .auth import COOKIE, SESSION_TTL_MS, Authenticator, User, derive_cookie_key
 from .expiry import Expirer, expiring
-from .inputs import BODY_TIMEOUT_S, MAX_SEQ, int_param, json_body, seq_param
+from .inputs import BODY_TIMEOUT_S, MAX_SEQ, int_param, json_body, only_fields, seq_param, text_field
 from .notify import Notifier, NotifyConfig
 from .sessions import SessionWatch
 from .stream import Broadcaster
 from .threads import ACKS, SERVE, ServerThreads
+from .users_api import UsersApi
 
 __all__ = ["MAX_BODY_BYTES", "ApiError", "ServerConfig", "create_app"]
 
@@ -149,46 +149,6 @@ def _ack_json(ack: ControlAck) -> dict[str, Any]:
     return {"result": ack.result.value, "detail": ack.detail, "control_id": ack.control_id, "data": ack.data}
 
 
-def _names(body: Mapping[str, Any], key: str) -> list[str]:
-    """A list of short names in the body (absent = none); 400 for anything else."""
-    value = body.get(key, [])
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value) or len(value) > 100:
-        raise ApiError(400, f"{key!r} must be a list of names (at most 100)")
-    for name in value:
-        _refuse_nul(key, name)
-    return [str(v) for v in value]
-
-
-def _refuse_nul(key: str, value: str) -> None:
-    """400 naming ``key`` when a person's text holds NUL: refused, never altered after they sent (and the server
-    signed) it. (Text from agents is stored with NUL as ␀ instead, see ``goldfive_core.store``.)"""
-    at = value.find("\x00")
-    if at >= 0:
-        raise ApiError(400, f"{key!r} holds a NUL character (\\u0000, at position {at}), which text may not hold")
-
-
-def _text_field(body: Mapping[str, Any], key: str, *, required: bool = False, limit: int = 4000) -> str:
-    value = body.get(key)
-    if value is None:
-        if required:
-            raise ApiError(400, f"missing {key!r}: a non-empty string is required")
-        return ""
-    if not isinstance(value, str):
-        raise ApiError(400, f"{key!r} must be a string, got {type(value).__name__}")
-    if required and not value.strip():
-        raise ApiError(400, f"{key!r} must not be empty")
-    if len(value) > limit:
-        raise ApiError(400, f"{key!r} is {len(value)} characters; the limit is {limit}")
-    _refuse_nul(key, value)
-    return value
-
-
-def _only(body: Mapping[str, Any], allowed: tuple[str, ...]) -> None:
-    unknown = sorted(set(body) - set(allowed))
-    if unknown:
-        raise ApiError(400, f"unknown field(s) {', '.join(map(repr, unknown))}; allowed: {', '.join(allowed)}")
-
-
 # -- the app ---------------------------------------------------------------------------------------------------------
 class _Api:
     def __init__(self, store: Store, config: ServerConfig) -> None:
@@ -205,6 +165,8 @@ class _Api:
         self.events = Broadcaster(store, poll_interval_s=config.poll_interval_s)
         self.sessions = SessionWatch(self.auth.still_valid, every_s=config.session_recheck_s)
         """The open streams' leases: they end when their user's access does."""
+        self.users = UsersApi(store, self.sessions, self._body)
+        """The admins' user routes."""
         self.agents = AgentApi(
             store, max_body_bytes=MAX_AGENT_BODY_BYTES, body_timeout_s=config.body_timeout_s, threads=self.threads
         )
@@ -262,9 +224,9 @@ class _Api:
     async def login(self, request: Request) -> Response:
         Authenticator.check_same_origin(request)
         body = await self._body(request)
-        _only(body, ("name", "token"))
-        name = _text_field(body, "name", required=True, limit=64)
-        token = _text_field(body, "token", required=True, limit=200)
+        only_fields(body, ("name", "token"))
+        name = text_field(body, "name", required=True, limit=64)
+        token = text_field(body, "token", required=True, limit=200)
         addr = request.client.host if request.client else "?"
         user, cookie = await self.auth.login(name, token, addr=addr)
         response = JSONResponse({"name": user.name, "role": user.role, "csrf": user.csrf})
@@ -354,12 +316,12 @@ class _Api:
     async def _decide(self, request: Request, user: User, *, approve: bool) -> Response:
         body = await self._body(request)
         if approve:
-            _only(body, ("reason", "edited_args", "args_digest", "grant"))
+            only_fields(body, ("reason", "edited_args", "args_digest", "grant"))
         else:
-            _only(body, ("reason", "args_digest"))
-        reason = _text_field(body, "reason", required=not approve)
-        grant = _text_field(body, "grant", limit=40) or None
-        digest = _text_field(body, "args_digest", limit=200) or None
+            only_fields(body, ("reason", "args_digest"))
+        reason = text_field(body, "reason", required=not approve)
+        grant = text_field(body, "grant", limit=40) or None
+        digest = text_field(body, "args_digest", limit=200) or None
         edited = body.get("edited_args")
         if edited is not None and not isinstance(edited, dict):
             raise ApiError(400, f"'edited_args' must be a JSON object, got {type(edited).__name__}")
@@ -428,8 +390,8 @@ class _Api:
 
     async def revoke_grant(self, request: Request, user: User) -> Response:
         body = await self._body(request)
-        _only(body, ("reason",))
-        reason = _text_field(body, "reason", limit=1000)
+        only_fields(body, ("reason",))
+        reason = text_field(body, "reason", limit=1000)
         grant_id = request.path_params["grant_id"]
         row = await _run(grants_mod.grant_row, self.store, grant_id)
         if row is None:
@@ -489,13 +451,13 @@ class _Api:
         body = await self._body(request)
         payload: dict[str, Any] = {}
         if kind is ControlKind.STEER:
-            _only(body, ("text",))
-            payload["text"] = _text_field(body, "text", required=True)
+            only_fields(body, ("text",))
+            payload["text"] = text_field(body, "text", required=True)
         elif kind is ControlKind.RESUME:
-            _only(body, ())
+            only_fields(body, ())
         else:
-            _only(body, ("reason",))
-            reason = _text_field(body, "reason")
+            only_fields(body, ("reason",))
+            reason = text_field(body, "reason")
             if reason:
                 payload["reason"] = reason
         run = await self._run_row(request)
@@ -517,62 +479,6 @@ class _Api:
             return await self._control(request, user, kind)
 
         return handler
-
-    # -- users (admins) ----------------------------------------------------------------------------------------
-    async def users(self, request: Request, user: User) -> Response:
-        rows = await _run(self.store.users)
-        return JSONResponse(
-            {
-                "users": [
-                    {
-                        "name": u.name,
-                        "role": u.role,
-                        "groups": list(u.groups),
-                        "disabled": u.disabled,
-                        "created_at_ms": u.created_at_ms,
-                    }
-                    for u in rows
-                ]
-            }
-        )
-
-    async def add_user(self, request: Request, user: User) -> Response:
-        body = await self._body(request)
-        _only(body, ("name", "role", "groups"))
-        name = _text_field(body, "name", required=True, limit=64)
-        role = _text_field(body, "role", required=True, limit=32)
-        groups = body.get("groups", [])
-        if not isinstance(groups, list) or not all(isinstance(g, str) for g in groups):
-            raise ApiError(400, "groups is a list of group names")
-        made = await _run(users_mod.add_user, self.store, name, role, groups)
-        return JSONResponse(
-            {"name": made.user.name, "role": made.user.role, "groups": list(made.user.groups), "token": made.token},
-            status_code=201,
-        )
-
-    async def user_action(self, request: Request, user: User) -> Response:
-        body = await self._body(request)
-        name, action = request.path_params["name"], request.path_params["action"]
-        if action == "groups":
-            _only(body, ("add", "remove"))
-            add, remove = _names(body, "add"), _names(body, "remove")
-            if not add and not remove:
-                raise ApiError(400, 'say which groups to "add" and/or "remove" (lists of names)')
-            row = await _run(users_mod.set_groups, self.store, name, add=add, remove=remove)
-            return JSONResponse({"name": row.name, "role": row.role, "groups": list(row.groups)})
-        if action == "rotate":  # the old token stops working: so do the streams opened with it
-            made = await _run(users_mod.rotate_user, self.store, name)
-            self.sessions.end_user(name)
-            shown = {"name": made.user.name, "role": made.user.role, "disabled": made.user.disabled}
-            return JSONResponse({**shown, "token": made.token})
-        if action == "disable":
-            row = await _run(users_mod.disable_user, self.store, name)
-            self.sessions.end_user(name)
-            return JSONResponse({"name": row.name, "role": row.role, "disabled": row.disabled})
-        if action == "enable":  # never implied by a rotate: giving access back is a step of its own
-            row = await _run(users_mod.enable_user, self.store, name)
-            return JSONResponse({"name": row.name, "role": row.role, "disabled": row.disabled})
-        raise ApiError(404, f"unknown user action {shorten(action, 40)!r}: use rotate, disable, enable or groups")
 
     # -- audit and the stream ---------------------------------------------------------------------------------------
     async def audit_verify(self, request: Request, user: User) -> Response:
@@ -816,9 +722,9 @@ def create_app(store: Store, config: ServerConfig) -> Starlette:
         Route("/api/notifications", r(api.notifications), methods=["GET"]),
         Route("/api/audit/events", r(api.audit_events), methods=["GET"]),
         Route("/api/in-doubt", r(api.in_doubt), methods=["GET"]),
-        Route("/api/users", r(api.users, "manage_users"), methods=["GET"]),
-        Route("/api/users", r(api.add_user, "manage_users"), methods=["POST"]),
-        Route("/api/users/{name}/{action}", r(api.user_action, "manage_users"), methods=["POST"]),
+        Route("/api/users", r(api.users.list, "manage_users"), methods=["GET"]),
+        Route("/api/users", r(api.users.add, "manage_users"), methods=["POST"]),
+        Route("/api/users/{name}/{action}", r(api.users.act, "manage_users"), methods=["POST"]),
         Route("/api/events", r(api.stream), methods=["GET"]),
         *agent_routes(api.agents, r),
     ]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from .._util import shorten
@@ -20,7 +21,19 @@ from ..limits import LimitError, parse_json_strict
 if TYPE_CHECKING:
     from starlette.requests import Request
 
-__all__ = ["BODY_TIMEOUT_S", "ApiError", "int_param", "json_body", "parse_object", "parse_int", "seq_param"]
+__all__ = [
+    "BODY_TIMEOUT_S",
+    "ApiError",
+    "int_param",
+    "json_body",
+    "names_field",
+    "only_fields",
+    "parse_int",
+    "parse_object",
+    "refuse_nul",
+    "seq_param",
+    "text_field",
+]
 
 BODY_TIMEOUT_S = 30.0
 """Longest a client may take to send a request's body once its headers arrived (408 beyond)."""
@@ -101,3 +114,45 @@ def seq_param(request: Request) -> int | None:
     if not raw:
         return None
     return parse_int(raw, f"{what} (an event seq)", low=0, high=MAX_SEQ)
+
+
+def names_field(body: Mapping[str, Any], key: str) -> list[str]:
+    """A list of short names in the body (absent = none); 400 for anything else."""
+    value = body.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value) or len(value) > 100:
+        raise ApiError(400, f"{key!r} must be a list of names (at most 100)")
+    for name in value:
+        refuse_nul(key, name)
+    return [str(v) for v in value]
+
+
+def refuse_nul(key: str, value: str) -> None:
+    """400 naming ``key`` when a person's text holds NUL: refused, never altered after they sent (and the server
+    signed) it. (Text from agents is stored with NUL as ␀ instead, see ``goldfive_core.store``.)"""
+    at = value.find("\x00")
+    if at >= 0:
+        raise ApiError(400, f"{key!r} holds a NUL character (\\u0000, at position {at}), which text may not hold")
+
+
+def text_field(body: Mapping[str, Any], key: str, *, required: bool = False, limit: int = 4000) -> str:
+    """The string at ``key`` ('' when absent and not ``required``), bounded and NUL-free; 400 otherwise."""
+    value = body.get(key)
+    if value is None:
+        if required:
+            raise ApiError(400, f"missing {key!r}: a non-empty string is required")
+        return ""
+    if not isinstance(value, str):
+        raise ApiError(400, f"{key!r} must be a string, got {type(value).__name__}")
+    if required and not value.strip():
+        raise ApiError(400, f"{key!r} must not be empty")
+    if len(value) > limit:
+        raise ApiError(400, f"{key!r} is {len(value)} characters; the limit is {limit}")
+    refuse_nul(key, value)
+    return value
+
+
+def only_fields(body: Mapping[str, Any], allowed: tuple[str, ...]) -> None:
+    """400 naming the fields of ``body`` outside ``allowed``."""
+    unknown = sorted(set(body) - set(allowed))
+    if unknown:
+        raise ApiError(400, f"unknown field(s) {', '.join(map(repr, unknown))}; allowed: {', '.join(allowed)}")
