@@ -297,6 +297,8 @@ class DecisionResult:
     verdict: DecisionVerdict
     detail: str
     record: ApprovalRecord | None = None
+    repeated: bool = False
+    """A quorum vote this person had already cast: counted once, nothing changed (the verdict says COUNTED)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -602,6 +604,7 @@ class ApprovalBook:
                 DecisionVerdict.COUNTED,
                 f"counted for {target!r}: {step.detail} ({step.progress}); the request stays pending",
                 record,
+                repeated=step.kind == "duplicate",
             )
         late = record.status is ApprovalStatus.TIMED_OUT
         if step.kind == "complete":

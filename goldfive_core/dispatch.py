@@ -159,6 +159,8 @@ def _decision(session: Session, msg: ControlMessage) -> ControlAck:
             "quorum_progress": tally.progress(),
             "request_id": _request_of(result),
         }
+        if result.repeated:  # the same person again: their earlier vote stands, this one changed nothing
+            counted["repeated"] = True
         quorum_args = result.record.quorum_args if result.record is not None else None
         if quorum_args is not None:
             # An edit restarted the count: the edited arguments are on the table, and the next approver must

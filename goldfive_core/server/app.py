@@ -357,6 +357,8 @@ class _Api:
             if result.ack.verdict is AckVerdict.COUNTED:  # one vote of a quorum: the request is still pending
                 data["counted"] = True
                 data["quorum_progress"] = str(vote.get("quorum_progress") or "")
+                if vote.get("repeated") is True:  # this person had voted already: nothing changed
+                    data["repeated"] = True
                 if isinstance(vote.get("args_digest"), str):  # an edit restarted the count: vote on these now
                     data["args_digest"] = vote["args_digest"]
         if result.ok:

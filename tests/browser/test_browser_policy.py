@@ -61,6 +61,11 @@ def test_quorum_progress_and_a_grant_with_its_scope_listed_and_revoked(
     expect(card.locator(".policy .quorum")).to_have_text("1 of 2 approvals: ana")
     expect(_card(ben, big_id).locator(".policy .quorum")).to_have_text("1 of 2 approvals: ana")
     expect(ana.locator(".toast").last).to_contain_text("was counted: 1 of 2 approvals: ana")
+    # Approving again says it changed nothing (it said "was counted" again).
+    card.get_by_role("button", name="Approve", exact=True).click()
+    expect(ana.locator(".toast").last).to_contain_text(
+        "You had already approved transfer_funds; the same person counts once, so nothing changed: 1 of 2 approvals"
+    )
     # Nobody finished answering within the rule's escalate.after: the card says who may answer now too.
     expect(card.locator(".policy .escalated")).to_have_text("escalated: role:admin may answer now too")
 

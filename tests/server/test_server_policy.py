@@ -141,6 +141,7 @@ async def test_a_quorum_of_two_distinct_users_through_the_api(backend: Backend, 
             first = await srv.post("/api/approvals/call-0/approve", {}, user="ana")
             assert first.status_code == 200, first.text
             assert "(1 of 2: ana)" in first.json()["detail"] and "the request stays pending" in first.json()["detail"]
+            assert first.json()["counted"] is True and "repeated" not in first.json()
             await eventually(lambda: _wait_for(srv, "call-0", "1 of 2: ana"), "the progress on the record")
             shown = (await _cli(backend, "show", "call-0")).stdout  # goldfive show says it too
             assert "policy     rule 'large transfers' (ask) · approvers user:ana,user:bo,role:admin" in shown
@@ -150,6 +151,7 @@ async def test_a_quorum_of_two_distinct_users_through_the_api(backend: Backend, 
             again = await srv.post("/api/approvals/call-0/approve", {}, user="ana")
             assert "ana already approved; the same person counts once" in again.json()["detail"]
             assert "(1 of 2: ana)" in again.json()["detail"]
+            assert again.json()["repeated"] is True  # the inbox says "already approved", not "was counted"
             assert agent.ran == [] and (await srv.pending("call-0"))["state"] == "pending"
 
             # root holds role admin, one of the rule's approvers: the second distinct approver.

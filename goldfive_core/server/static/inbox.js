@@ -911,8 +911,11 @@
     const ok = ack.result === "SUCCESS" || ack.result === "RECORDED";
     if (ok && ack.counted) {
       // One vote of several: the request still waits for the others; the card stays and shows the count.
-      const text = `Your approval of ${pick(item, "tool_name") || "the request"} was counted: ` +
-        clip(String(ack.quorum_progress || "").replace(/^(\d+ of \d+)/, "$1 approvals"), 300);
+      const progress = clip(String(ack.quorum_progress || "").replace(/^(\d+ of \d+)/, "$1 approvals"), 300);
+      const tool = pick(item, "tool_name") || "the request";
+      const text = ack.repeated
+        ? `You had already approved ${tool}; the same person counts once, so nothing changed: ${progress}`
+        : `Your approval of ${tool} was counted: ${progress}`;
       say(text);
       enableActions(card);
       refreshSoon();
