@@ -602,16 +602,7 @@ def _users(store: Store, args: argparse.Namespace, out: _Out) -> int:
     try:
         if args.action == "list":
             rows = store.users()
-            items: list[dict[str, Any]] = [
-                {
-                    "name": u.name,
-                    "role": u.role,
-                    "groups": list(u.groups),
-                    "disabled": u.disabled,
-                    "created_at_ms": u.created_at_ms,
-                }
-                for u in rows
-            ]
+            items: list[dict[str, Any]] = [users.user_json(u) for u in rows]
             if out.json:
                 out.emit("", {"users": items})
             elif not items:

@@ -36,20 +36,7 @@ class UsersApi:
     async def list(self, request: Request, user: User) -> Response:
         """Every user: name, role, groups, whether disabled (never a token)."""
         rows = await asyncio.to_thread(self.store.users)
-        return JSONResponse(
-            {
-                "users": [
-                    {
-                        "name": u.name,
-                        "role": u.role,
-                        "groups": list(u.groups),
-                        "disabled": u.disabled,
-                        "created_at_ms": u.created_at_ms,
-                    }
-                    for u in rows
-                ]
-            }
-        )
+        return JSONResponse({"users": [users_mod.user_json(u) for u in rows]})
 
     async def add(self, request: Request, user: User) -> Response:
         """A new user; its token is in this answer only."""

@@ -19,6 +19,7 @@ import hmac
 import re
 import secrets
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from .._util import now_ms
 from ..errors import UnknownUserError, UserError, UserExistsError
@@ -41,6 +42,7 @@ __all__ = [
     "parse_token",
     "role_allows",
     "rotate_user",
+    "user_json",
     "set_groups",
     "verify_token",
 ]
@@ -230,3 +232,14 @@ def set_groups(store: Store, name: str, *, add: Iterable[str] = (), remove: Iter
     if after is None:
         raise UnknownUserError(f"unknown user {name!r}")
     return after
+
+
+def user_json(user: UserRow) -> dict[str, Any]:
+    """What is shown of a user (``goldfive users list --json``, ``GET /api/users``): never a token or its hash."""
+    return {
+        "name": user.name,
+        "role": user.role,
+        "groups": list(user.groups),
+        "disabled": user.disabled,
+        "created_at_ms": user.created_at_ms,
+    }
