@@ -121,15 +121,19 @@ def test_closing_gives_up_after_the_drain_limit_and_says_what_was_lost(
     from goldfive_core.store import StoreUnavailableError
 
     keeper = WriteKeeper(sqlite_backend.open())
+    gone = [True]
 
     def never() -> None:
-        raise StoreUnavailableError("the store is gone")
+        if gone[0]:
+            raise StoreUnavailableError("the store is gone")
 
     keeper.keep("'done' of 'pay-9'", "run-x", never)
     with caplog.at_level(logging.ERROR, logger="goldfive_core.store.keeper"):
         lost = keeper.drain(0.2)
     assert lost == ["'done' of 'pay-9'"]
     assert any("NOT written" in r.message and "'done' of 'pay-9'" in r.message for r in caplog.records)
+    gone[0] = False  # let the keeper's thread finish (it keeps the write for as long as the process lives)
+    assert keeper.wait_run("run-x", 30.0)
 
 
 def test_closing_waits_for_a_kept_done_that_lands_while_it_waits(sqlite_backend: Backend) -> None:
