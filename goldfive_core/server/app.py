@@ -66,6 +66,7 @@ from ..store.views import InboxState, approval_json, approvals_json, in_doubt_js
 from .agents import AgentApi, agent_routes, audit_refusal
 from .auth import COOKIE, SESSION_TTL_MS, Authenticator, User, derive_cookie_key
 from .expiry import Expirer, expiring
+from .history import HistoryApi
 from .inputs import BODY_TIMEOUT_S, MAX_SEQ, int_param, json_body, only_fields, seq_param, text_field
 from .notify import Notifier, NotifyConfig
 from .sessions import SessionWatch
@@ -172,6 +173,8 @@ class _Api:
         )
         self.policy_authority = PolicyAuthority(config.policy, roles=self._roles)
         """Who may decide when the config names no authority of its own: the policy's rules, the users' roles."""
+        self.history = HistoryApi(store, self.policy_authority)
+        """The closed requests as a record (``/api/history``)."""
         self.expirer = Expirer(store, self.policy_authority, config.signer) if expiring(config.policy) else None
         """Ends requests at their server rule's ``expires`` (None when no rule of the server's policy names one)."""
 
@@ -709,6 +712,7 @@ def create_app(store: Store, config: ServerConfig) -> Starlette:
         Route("/api/logout", r(api.logout), methods=["POST"]),
         Route("/api/me", r(api.me), methods=["GET"]),
         Route("/api/approvals", r(api.approvals), methods=["GET"]),
+        Route("/api/history", r(api.history.history), methods=["GET"]),
         Route("/api/approvals/{target_id}", r(api.approval), methods=["GET"]),
         Route("/api/approvals/{target_id}/approve", r(api.approve, "decide"), methods=["POST"]),
         Route("/api/approvals/{target_id}/reject", r(api.reject, "decide"), methods=["POST"]),

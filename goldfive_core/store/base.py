@@ -414,12 +414,19 @@ class Store(
         run_id: str | None = None,
         agent: str | None = None,
         tool: str | None = None,
+        decided_by: str | None = None,
+        since_ms: int = 0,
+        until_ms: int = 0,
+        newest_first: bool = False,
         limit: int = 100,
         offset: int = 0,
     ) -> ApprovalPage:
         """Records with one of ``statuses``, soonest expiry first (none last), and the total that match.
 
-        ``run_ids`` keeps only those runs; ``exclude_run_ids`` drops those.
+        ``run_ids`` keeps only those runs; ``exclude_run_ids`` drops those. ``decided_by`` keeps the records
+        that person decided (alone or as one of a quorum); ``since_ms`` / ``until_ms`` bound the time each
+        record was decided (or asked, for one nobody decided); ``newest_first`` orders by that time, newest
+        first (the history), instead of by expiry.
         """
         raise StoreError(f"{type(self).__name__} does not page approvals")
 

@@ -198,6 +198,10 @@ class ApprovalRecords(DecisionSource, Protocol):
         run_id: str | None = None,
         agent: str | None = None,
         tool: str | None = None,
+        decided_by: str | None = None,
+        since_ms: int = 0,
+        until_ms: int = 0,
+        newest_first: bool = False,
         limit: int = 100,
         offset: int = 0,
     ) -> ApprovalPage:

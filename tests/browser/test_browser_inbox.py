@@ -173,6 +173,10 @@ def test_a_person_edits_and_approves_the_card_leaves_every_inbox_and_a_reject_re
     gone_after_s = time.monotonic() - started
     expect(_card(ana, first)).to_have_count(0)
     expect(ben.locator("#toasts")).to_contain_text("approved by ana")
+    # Ana's own page says it once ("with your edits"), not again as news of "approved by ana".
+    expect(ana.locator("#toasts")).to_contain_text("with your edits")
+    mine = [t for t in ana.locator("#toasts .toast").all_inner_texts() if "transfer_funds" in t]
+    assert len(mine) == 1, mine
     expect(ben).to_have_title(re.compile(r"^\(1\) "))
     payer.wait_for(lambda s: s.startswith("ledger:"), timeout=30)
     assert "[{'amount': 120, 'to': 'ACME Corp'}]" in payer.output()
@@ -196,6 +200,27 @@ def test_a_person_edits_and_approves_the_card_leaves_every_inbox_and_a_reject_re
     expect(entry).to_contain_text("by ana")
     expect(entry.locator(".diff .add")).to_have_text("+ amount: 120")
     expect(ana.locator(f'#history li[data-target-id="{second}"]')).to_contain_text("wrong payee")
+    # It is a record: dated, counted, searchable, exportable.
+    year = str(time.gmtime().tm_year)
+    expect(entry.locator(".when")).to_contain_text(year)
+    expect(ana.locator("#history-count")).to_have_text("1\u20132 of 2, newest first")
+    ana.locator("#h-status").select_option("decided")
+    ana.locator("#h-decider").fill("nobody")
+    ana.get_by_role("button", name="Search").click()
+    expect(ana.locator("#history li")).to_have_count(0)
+    expect(ana.locator("#history-empty")).to_be_visible()
+    ana.locator("#h-decider").fill("ben")  # ben rejected the second one
+    ana.get_by_role("button", name="Search").click()
+    expect(ana.locator("#history li")).to_have_count(1)
+    expect(ana.locator(f'#history li[data-target-id="{second}"]')).to_contain_text("by ben")
+    ana.locator("#h-decider").fill("ana")
+    ana.get_by_role("button", name="Search").click()
+    expect(ana.locator(f'#history li[data-target-id="{first}"]')).to_be_visible()
+    expect(ana.locator("#history li")).to_have_count(1)
+    assert "decider=ana" in (ana.locator("#h-csv").get_attribute("href") or "")
+    exported = ana.evaluate("async () => (await fetch(document.querySelector('#h-csv').href)).text()")
+    assert exported.splitlines()[0].startswith("closed_at,status,decision,tool,decided_by") and first in exported
+    ana.screenshot(path=str(ARTIFACTS / "history-record.png"), full_page=True)
     # The run view of the first run: the request on its timeline, waiting and then approved.
     entry.get_by_role("link").click()
     expect(ana.locator('#timeline .tl-row[data-status="approved"]')).to_contain_text("transfer_funds")

@@ -42,6 +42,7 @@ MATRIX: dict[tuple[str, str], Row] = {
     ("POST", "/api/logout"): Row("read", "/api/logout", 200),
     ("GET", "/api/me"): Row("read", "/api/me", 200),
     ("GET", "/api/approvals"): Row("read", "/api/approvals", 200),
+    ("GET", "/api/history"): Row("read", "/api/history", 200),
     ("GET", "/api/approvals/{target_id}"): Row("read", "/api/approvals/nope", 404),
     ("POST", "/api/approvals/{target_id}/approve"): Row("decide", "/api/approvals/nope/approve", 404),
     ("POST", "/api/approvals/{target_id}/reject"): Row("decide", "/api/approvals/nope/reject", 400),

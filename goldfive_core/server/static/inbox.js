@@ -24,6 +24,7 @@
     focus: "", // a target id from a #/approvals/ link, focused once its card is shown
     selected: new Set(), // keys of the cards selected for Approve selected / Reject selected
     escalations: new Map(), // run_id -> {run, node}: runs paused by the ladder for a person (level 4)
+    historyOffset: 0,
     bulkBusy: false,
   };
 
@@ -902,6 +903,8 @@
       `/api/approvals/${encodeURIComponent(targetId)}/${verb}` + (runId ? `?run=${encodeURIComponent(runId)}` : "");
     buttons.forEach((b) => (b.disabled = true));
     show(errorBox, "");
+    // This page's own decision: its event may arrive before the answer, and must not toast a second time.
+    if (entry) entry.mine = true;
     let ack;
     try {
       ack = await api("POST", path, body);
@@ -909,6 +912,7 @@
       ack = { result: "FAILURE", detail: err.message, status: err.status, body: err.body };
     }
     const ok = ack.result === "SUCCESS" || ack.result === "RECORDED";
+    if (entry && !(ok && !ack.counted)) entry.mine = false; // not closed by it: a later event is news
     if (ok && ack.counted) {
       // One vote of several: the request still waits for the others; the card stays and shows the count.
       const progress = clip(String(ack.quorum_progress || "").replace(/^(\d+ of \d+)/, "$1 approvals"), 300);
@@ -922,7 +926,6 @@
       return { ok: true, counted: true, text };
     }
     if (ok) {
-      if (entry) entry.mine = true;
       const tool = pick(item, "tool_name") || "request";
       const how = verb === "reject" ? "Rejected" : "Approved";
       const edits = verb === "approve" && extra.edited_args ? " with your edits" : "";
@@ -1497,20 +1500,57 @@
   }
 
   // -- history ---------------------------------------------------------------------------------------
+  const HISTORY_PAGE = 50;
+  // The search as query parameters (dates are local days: "to" includes its whole day).
+  function historyQuery() {
+    const q = new URLSearchParams();
+    q.set("status", $("#h-status").value);
+    for (const [id, key] of [["#h-tool", "tool"], ["#h-agent", "agent"], ["#h-decider", "decider"]]) {
+      const v = $(id).value.trim();
+      if (v) q.set(key, v);
+    }
+    const since = $("#h-since").value;
+    const until = $("#h-until").value;
+    if (since) q.set("since", String(new Date(`${since}T00:00:00`).getTime()));
+    if (until) q.set("until", String(new Date(`${until}T00:00:00`).getTime() + 86400000));
+    return q;
+  }
+  function dateTime(t) {
+    if (!t) return "—";
+    const d = new Date(t);
+    return `${d.toLocaleDateString(undefined, { year: "numeric", month: "short", day: "numeric" })} ${clock(t)}`;
+  }
   async function refreshHistory() {
+    const q = historyQuery();
+    for (const [id, form] of [["#h-jsonl", "jsonl"], ["#h-csv", "csv"]]) {
+      const e = new URLSearchParams(q);
+      e.set("format", form);
+      $(id).href = `/api/history?${e}`;
+    }
+    q.set("limit", String(HISTORY_PAGE));
+    q.set("offset", String(state.historyOffset));
     let data;
     try {
-      data = await api("GET", `/api/approvals?status=decided&limit=${PAGE}`);
+      data = await api("GET", `/api/history?${q}`);
     } catch (err) {
+      show($("#history-count"), err.message);
       return;
     }
-    const items = (data.approvals || []).sort((a, b) => ms(pick(b, "decided_at_ms")) - ms(pick(a, "decided_at_ms")));
+    const items = data.approvals || [];
+    const total = Number(data.total || 0);
+    const first = items.length ? state.historyOffset + 1 : 0;
+    $("#history-count").textContent = total
+      ? `${first}–${state.historyOffset + items.length} of ${total}, newest first`
+      : "";
+    $("#h-newer").disabled = state.historyOffset === 0;
+    $("#h-older").disabled = state.historyOffset + items.length >= total;
     const box = $("#history");
     box.textContent = "";
     $("#history-empty").hidden = items.length > 0;
     for (const item of items) {
       const decision = pick(item, "decision") || pick(item, "status") || "";
       const verdict = decision === "approve" ? "approved" : decision === "reject" ? "rejected" : decision;
+      const closedAt = ms(pick(item, "decided_at_ms")) || ms(pick(item, "requested_at_ms"));
       const args = readArgs(item).value;
       const edited = parsedOrText(pick(item, "edited_args_json")) ?? pick(item, "edited_args");
       const li = el(
@@ -1522,7 +1562,7 @@
           el("span", { class: "verdict " + (decision === "approve" || decision === "reject" ? decision : "other"), text: verdict }),
           el("strong", { class: "mono", text: clip(pick(item, "tool_name") || "task approval", 200) }),
           el("span", { text: `by ${clip(pick(item, "decided_by") || "—", 120)}` }),
-          el("span", { class: "sub", text: `at ${clock(ms(pick(item, "decided_at_ms")))}` }),
+          el("span", { class: "sub when", text: dateTime(closedAt) }),
           el("a", { class: "mono", href: `#/runs/${encodeURIComponent(pick(item, "run_id") || "")}`, text: clip(pick(item, "run_id"), 60) }),
         ),
       );
@@ -1653,6 +1693,19 @@
     });
     $("#filter").addEventListener("input", applyFilter);
     $("#kind-filter").addEventListener("change", applyFilter);
+    $("#history-search").addEventListener("submit", (e) => {
+      e.preventDefault();
+      state.historyOffset = 0;
+      refreshHistory();
+    });
+    $("#h-newer").addEventListener("click", () => {
+      state.historyOffset = Math.max(0, state.historyOffset - HISTORY_PAGE);
+      refreshHistory();
+    });
+    $("#h-older").addEventListener("click", () => {
+      state.historyOffset += HISTORY_PAGE;
+      refreshHistory();
+    });
     setInterval(() => {
       for (const entry of state.cards.values()) tick(entry.node);
       for (const entry of state.escalations.values()) tick(entry.node);

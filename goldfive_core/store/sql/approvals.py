@@ -95,10 +95,15 @@ class SqlApprovalRecords(SqlRole):
         run_id: str | None = None,
         agent: str | None = None,
         tool: str | None = None,
+        decided_by: str | None = None,
+        since_ms: int = 0,
+        until_ms: int = 0,
+        newest_first: bool = False,
         limit: int = 100,
         offset: int = 0,
     ) -> ApprovalPage:
-        """Matching records, soonest expiry first (records without an expiry last), and their total."""
+        """Matching records, soonest expiry first (records without an expiry last) or newest first, and their
+        total (see :meth:`goldfive_core.store.base.Store.approval_page`)."""
         where = [f"status IN ({', '.join('?' for _ in statuses)})"] if statuses else ["1 = 0"]
         params: list[Any] = list(statuses)
         if run_ids is not None:
@@ -118,14 +123,29 @@ class SqlApprovalRecords(SqlRole):
             escaped = needle.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
             where.append("metadata_json LIKE ? ESCAPE '\\'")
             params.append(f"%{escaped}%")
+        when = "CASE WHEN decided_at_ms > 0 THEN decided_at_ms ELSE requested_at_ms END"
+        if decided_by:  # one of a quorum's deciders too: decided_by is "ana, bo" then
+            escaped = storable(decided_by).replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+            where.append("(', ' || decided_by || ', ') LIKE ? ESCAPE '\\'")
+            params.append(f"%, {escaped}, %")
+        if since_ms:
+            where.append(f"{when} >= ?")
+            params.append(since_ms)
+        if until_ms:
+            where.append(f"{when} < ?")
+            params.append(until_ms)
+        order = (
+            f"{when} DESC, id DESC"
+            if newest_first
+            else "CASE WHEN expires_at_ms = 0 THEN 1 ELSE 0 END, expires_at_ms, id"
+        )
         clause = " AND ".join(where)
         with self.db.guard("listing approvals"):
             conn = self.db.conn()
             total = self.db.execute(conn, f"SELECT COUNT(*) FROM gf_approvals WHERE {clause}", params).fetchone()
             cur = self.db.execute(
                 conn,
-                f"SELECT {APPROVAL_SELECT} FROM gf_approvals WHERE {clause} "
-                "ORDER BY CASE WHEN expires_at_ms = 0 THEN 1 ELSE 0 END, expires_at_ms, id LIMIT ? OFFSET ?",
+                f"SELECT {APPROVAL_SELECT} FROM gf_approvals WHERE {clause} ORDER BY {order} LIMIT ? OFFSET ?",
                 (*params, limit, offset),
             )
             return ApprovalPage(rows=[approval_row(r) for r in cur.fetchall()], total=int(total[0]))
