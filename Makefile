@@ -25,8 +25,10 @@ lint: $(STAMP)
 types: $(STAMP)
 	$(VENV)/bin/mypy
 
+# One worker per core (`PYTEST_WORKERS=0 make pytest` runs in one process, e.g. to debug a test).
+PYTEST_WORKERS ?= auto
 pytest: $(STAMP)
-	$(VENV)/bin/pytest
+	$(VENV)/bin/pytest -n $(PYTEST_WORKERS)
 
 # The documentation site (docs/, mkdocs.yml) into site/; --strict: a warning (a broken link or anchor) fails it.
 # Not part of `make test`, which runs the pages' code blocks itself (tests/docs). Material for MkDocs prints an

@@ -88,7 +88,8 @@ TABLES: dict[str, tuple[str, tuple[str, ...]]] = {
     ),
 }
 BUDGET_S = 12.0
-"""Per table and backend, for the single-byte edits (deletions, swaps and truncations are all tried)."""
+"""Per table and backend, for single-byte edits beyond each cell's first (deletions, swaps and truncations are all
+tried)."""
 
 
 @pytest.fixture
@@ -211,20 +212,23 @@ async def test_any_tampering_of_a_shown_table_is_reported(
     rng = random.Random(f"{table}-{backend.name}")
     cells = [(row, column) for row in rows for column in columns]
     rng.shuffle(cells)
+    # Every cell gets its first edit whatever the machine's speed; the budget only bounds the further ones.
     deadline = time.monotonic() + BUDGET_S
+    covered: set[tuple[Any, str]] = set()
     edited = 0
     for row, column in cells:
-        if time.monotonic() > deadline:
-            break
         for forged in _byte_edits(row[column], rng, postgres):
             if forged == row[column]:
                 continue
+            if (row[key], column) in covered and time.monotonic() > deadline:
+                break
+            edited += 1
             check(
                 f"{column} of {row[key]!r}: {row[column]!r} -> {forged!r}",
                 lambda r=row, c=column, f=forged: _set(store, table, key, r[key], c, f),
             )
-            edited += 1
-    assert edited >= len(cells), f"only {edited} edits of {len(cells)} cells ran within {BUDGET_S} s"
+            covered.add((row[key], column))
+    assert edited >= len(cells), f"only {edited} edits of {len(cells)} cells"
 
     # Every row deleted; every pair of rows swapped; every tail cut off.
     for row in rows:

@@ -4,40 +4,21 @@ PostgreSQL tests need ``GOLDFIVE_TEST_PG_DSN`` (``.ci/run`` starts a throwaway
 loopback server and sets it). Where PostgreSQL is expected — ``CI=true``, or the
 DSN is set — and it cannot be reached, the run stops at collection with the
 reason instead of skipping; elsewhere the PostgreSQL tests are skipped. The
-terminal summary says how many tests ran against PostgreSQL.
+terminal summary (tests/conftest.py) says how many tests ran against PostgreSQL.
 Each PostgreSQL test gets its own schema, dropped afterwards.
 """
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from store_support import NO_PG, PG_DSN, PG_RAN, PG_WANTED, Backend
+from store_support import NO_PG, PG_DSN, PG_RAN, PG_WANTED, Backend, pg_expected, pg_problem
 
 _PG_RAN = PG_RAN
 _PG_WANTED = PG_WANTED
-
-
-def _pg_expected() -> bool:
-    return os.environ.get("CI", "").lower() in ("1", "true", "yes") or bool(PG_DSN)
-
-
-def _pg_problem() -> str:
-    """Why PostgreSQL cannot be used ("" when it can)."""
-    if not PG_DSN:
-        return NO_PG
-    import psycopg
-
-    try:
-        with psycopg.connect(PG_DSN, autocommit=True, connect_timeout=10) as conn:
-            conn.execute("SELECT 1")
-    except psycopg.Error as exc:
-        return f"PostgreSQL at GOLDFIVE_TEST_PG_DSN is unreachable: {str(exc).strip()[:300]}"
-    return ""
 
 
 def _wants_pg(item: pytest.Item) -> bool:
@@ -51,8 +32,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     wanted = sum(1 for item in session.items if _wants_pg(item))
     config.stash[_PG_WANTED] = wanted
     config.stash[_PG_RAN] = []
-    if wanted and _pg_expected():
-        problem = _pg_problem()
+    if wanted and pg_expected():
+        problem = pg_problem()
         if problem:
             raise pytest.UsageError(
                 f"{wanted} tests need PostgreSQL, which is expected here (CI=true or GOLDFIVE_TEST_PG_DSN set) "
@@ -60,13 +41,12 @@ def pytest_collection_finish(session: pytest.Session) -> None:
             )
 
 
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
-    wanted = config.stash.get(_PG_WANTED, 0)
-    if not wanted:
-        return
-    ran = len(config.stash.get(_PG_RAN, []))
-    note = "" if ran == wanted else f" ({wanted - ran} did not reach it: skipped or stopped before)"
-    terminalreporter.write_line(f"PostgreSQL: {ran} of {wanted} PostgreSQL tests ran against a real server{note}")
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Under pytest-xdist a worker hands its counts to the controller, which prints the summary."""
+    output = getattr(session.config, "workeroutput", None)
+    if output is not None:
+        output["pg_wanted"] = session.config.stash.get(_PG_WANTED, 0)
+        output["pg_ran"] = session.config.stash.get(_PG_RAN, [])
 
 
 def _pg_drop(schema: str) -> None:

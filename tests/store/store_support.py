@@ -23,6 +23,27 @@ PG_DSN = os.environ.get("GOLDFIVE_TEST_PG_DSN", "")
 PG_RAN = pytest.StashKey[list[str]]()
 PG_WANTED = pytest.StashKey[int]()
 NO_PG = "PostgreSQL tests need GOLDFIVE_TEST_PG_DSN (set by .ci/run, which starts a loopback server)"
+
+
+def pg_expected() -> bool:
+    """PostgreSQL must be reachable: on CI (``CI=true``) or where a DSN is given."""
+    return os.environ.get("CI", "").lower() in ("1", "true", "yes") or bool(PG_DSN)
+
+
+def pg_problem() -> str:
+    """Why PostgreSQL cannot be used ("" when it can)."""
+    if not PG_DSN:
+        return NO_PG
+    import psycopg
+
+    try:
+        with psycopg.connect(PG_DSN, autocommit=True, connect_timeout=10) as conn:
+            conn.execute("SELECT 1")
+    except psycopg.Error as exc:
+        return f"PostgreSQL at GOLDFIVE_TEST_PG_DSN is unreachable: {str(exc).strip()[:300]}"
+    return ""
+
+
 HERE = Path(__file__).parent
 REPO = HERE.parent.parent
 PYTHON = sys.executable
