@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from server_support import goldfive, serve_process, start_tool_agent
 from store_support import REPO, Backend, make_event
 
@@ -36,6 +37,15 @@ async def _cli(backend: Backend, *args: str, url: str = "", token: str = "") -> 
     )
 
 
+async def _both(
+    backend: Backend, *args: str, url: str, token: str
+) -> tuple[subprocess.CompletedProcess[str], subprocess.CompletedProcess[str]]:
+    """The same command on the database and through the server, at once (each is a new Python process)."""
+    local, remote = await asyncio.gather(_cli(backend, *args), _cli(backend, *args, url=url, token=token))
+    return local, remote
+
+
+@pytest.mark.timeout(240)  # some 50 command-line processes, two at a time: slow on a loaded machine
 async def test_the_command_line_through_a_server_prints_what_it_prints_on_the_database(
     sqlite_backend: Backend, tmp_path: Path
 ) -> None:
@@ -51,13 +61,11 @@ async def test_the_command_line_through_a_server_prints_what_it_prints_on_the_da
                     break
                 await asyncio.sleep(0.025)
             for command in (["pending"], ["show", "call-r"], ["runs"], ["audit", "verify"]):
-                local = await _cli(backend, *command)
-                remote = await _cli(backend, *command, url=served.url, token=token)
+                local, remote = await _both(backend, *command, url=served.url, token=token)
                 same = (remote.returncode, _ago.sub("ago", remote.stdout))
                 assert same == (local.returncode, _ago.sub("ago", local.stdout)), command
-            local_events = (await _cli(backend, "events")).stdout
-            remote_events = (await _cli(backend, "events", url=served.url, token=token)).stdout
-            assert remote_events == local_events
+            local_events, remote_events = await _both(backend, "events", url=served.url, token=token)
+            assert remote_events.stdout == local_events.stdout
             wrong = await _cli(backend, "pending", url=served.url, token="gf5_0000000000000000_" + "x" * 43)
             assert wrong.returncode == 1 and "not valid" in wrong.stderr
             by = await _cli(backend, "approve", "call-r", "--by", "cfo", url=served.url, token=token)
@@ -107,8 +115,7 @@ async def test_the_command_line_through_a_server_prints_what_it_prints_on_the_da
             dead = 2**22 + 777  # above pid_max: no such process, so the request is orphaned
             events = [make_event("run-p", 0, events_pb2.RunStarted(adapter="adk")), make_event("run-p", 1, req)]
             backend.open().append_events(events, pid=dead, host=HOST)
-            local = await _cli(backend, "show", "call-p")
-            remote = await _cli(backend, "show", "call-p", url=served.url, token=token)
+            local, remote = await _both(backend, "show", "call-p", url=served.url, token=token)
             assert "policy     rule 'large transfers' (ask) · approvers role:cfo" in local.stdout
             assert (remote.returncode, remote.stdout) == (local.returncode, local.stdout)
 
@@ -130,8 +137,7 @@ async def test_the_command_line_through_a_server_prints_what_it_prints_on_the_da
                 ["audit", "verify"],
                 ["grants"],
             ):
-                local = await _cli(backend, "--json", *command)
-                remote = await _cli(backend, "--json", *command, url=served.url, token=token)
+                local, remote = await _both(backend, "--json", *command, url=served.url, token=token)
                 assert (remote.returncode, json.loads(remote.stdout)) == (local.returncode, json.loads(local.stdout))
                 assert local.stdout.count("\n") == 1, command  # one object, one line
             listed = json.loads((await _cli(backend, "--json", "pending", url=served.url, token=token)).stdout)
