@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed-stamp
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev,adk,claude,postgres,server,http]'
+	$(PY) -m pip install --quiet -e '.[dev,adk,a2a,claude,postgres,server,http]'
 	touch $(STAMP)
 
 demo: $(STAMP)
