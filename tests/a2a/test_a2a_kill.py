@@ -12,8 +12,8 @@ import asyncio
 from typing import Any
 
 import pytest
-from a2a.utils.errors import TaskNotFoundError
 from a2a.types import TaskState
+from a2a.utils.errors import TaskNotFoundError
 from a2a_support import World, a2a_client, artifact_text, get, goldfive_facts, send, text, until_state, user_message
 
 pytestmark = pytest.mark.timeout(150)

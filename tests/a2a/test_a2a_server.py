@@ -9,8 +9,12 @@ webhook. The tool body runs once on approve and never on reject.
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from a2a.types import SubscribeToTaskRequest, TaskState
 from a2a_support import (
@@ -18,6 +22,7 @@ from a2a_support import (
     World,
     a2a_client,
     artifact_text,
+    free_port,
     get,
     goldfive_facts,
     send,
@@ -28,6 +33,7 @@ from a2a_support import (
     wait_until,
 )
 
+from goldfive_core.signing import load_or_create_signing_key
 from goldfive_core.store import open_store
 
 pytestmark = pytest.mark.timeout(120)
@@ -111,3 +117,55 @@ async def test_the_arguments_show_only_when_the_operator_allows_it(world: World,
         task = await send(client, user_message(text("pay bob")))
     facts = goldfive_facts(task)
     assert facts["args_json"] == '{"amount":10,"to":"bob"}'
+
+
+def _serve(world: World, key: Path) -> tuple[subprocess.Popen[str], str]:
+    """``goldfive serve`` on the same store, in its own process; returns it and its URL once it answers."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "goldfive_core.cli", "serve", "--port", str(port), "--key", str(key)],
+        env=world.env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+
+    def up() -> bool:
+        assert proc.poll() is None, "goldfive serve exited"
+        try:
+            return httpx.get(url + "/api/me", timeout=2).status_code in (200, 401)
+        except httpx.TransportError:
+            return False
+
+    wait_until(up, what="goldfive serve to answer")
+    return proc, url
+
+
+async def test_a_decision_through_goldfive_serve_signed_by_its_key_resumes_the_task(
+    world: World, agents: Any, tmp_path: Path
+) -> None:
+    key = tmp_path / "server.key"
+    signer, _ = load_or_create_signing_key(key)
+    token = world.cli("users", "add", "ana", "--role", "approver").stdout.strip().splitlines()[-1]
+    world.extra_env["GOLDFIVE_TRUST_KEY"] = signer.trust_key.text()  # the agent applies only signed decisions
+    serve, url = _serve(world, key)
+    try:
+        agent = agents()
+        async with a2a_client(agent.url) as client:
+            task = await send(client, user_message(text("pay bob")))
+            approval = goldfive_facts(task)["approval_id"]
+            unsigned = await asyncio.to_thread(world.cli, "approve", approval, "--by", "mallory")
+            assert "refused" in unsigned.stdout + unsigned.stderr  # a local, unsigned decision does not count
+            assert (await get(client, task.id)).status.state == AUTH_REQUIRED
+            async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+                r = await http.post(
+                    f"/api/approvals/{approval}/approve", json={}, headers={"Authorization": f"Bearer {token}"}
+                )
+            assert r.status_code == 200, r.text
+            done = await until_state(client, task.id, COMPLETED)
+        assert 'tool said {"sent": 10, "to": "bob"}' in artifact_text(done)
+        assert world.runs_of_body() == [f"bob 10 pid {agent.pid}"]
+    finally:
+        serve.terminate()
+        serve.wait(15)
