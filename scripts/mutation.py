@@ -103,6 +103,9 @@ TRUST = ("goldfive_core/store/trust.py",)
 CHANNEL_FILE = ("goldfive_core/store/serving.py",)
 REPLAY_FILE = ("goldfive_core/store/execution.py",)
 INFLIGHT = "goldfive_core/inflight.py"
+A2A = ("goldfive_adk/a2a.py",)
+A2A_IN_BAND = ("tests/a2a/test_a2a_in_band.py",)
+A2A_SERVER = ("tests/a2a/test_a2a_server.py",)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -1624,6 +1627,42 @@ MUTATIONS: tuple[Mutation, ...] = (
         'request_digest="" if row.request_id else "",',
         "audit verify checks a signature without the record's request digest",
         REQUEST,
+    ),
+    # -- ADK agents over A2A (goldfive_adk/a2a.py) ----------------------------------------------------------
+    M(
+        A2A,
+        "if link is not None and not link.ended and (link.task_id == task_id or _answers(context, link)):",
+        "if False:",
+        "a message from the A2A caller to a task waiting for a person reaches the agent",
+        A2A_IN_BAND,
+    ),
+    M(
+        A2A,
+        "if self.trust_key is None:\n            why =",
+        "if False:\n            why =",
+        "an agent with no trusted key applies an unsigned in-band decision",
+        A2A_IN_BAND,
+    ),
+    M(
+        A2A,
+        'if problem is not None:\n            return f"refused: {problem}; the request stays pending"',
+        'if False:\n            return f"refused: {problem}; the request stays pending"',
+        "an in-band decision whose signature does not verify is applied",
+        A2A_IN_BAND,
+    ),
+    M(
+        A2A,
+        'request_digest=request.digest if request is not None else "",\n            session=session,',
+        'request_digest=str(payload.get("request_digest") or ""),\n            session=session,',
+        "the in-band trust check takes the request digest the payload claims, not the run's own",
+        A2A_IN_BAND,
+    ),
+    M(
+        A2A,
+        "        if show_args:\n",
+        "        if True:\n",
+        "the call's arguments are shown to the A2A caller though the operator did not allow it",
+        A2A_SERVER,
     ),
 )
 
