@@ -64,7 +64,10 @@ try:
     from google.adk.a2a.executor.a2a_agent_executor import A2aAgentExecutor
     from google.adk.a2a.utils.agent_card_builder import AgentCardBuilder
     from google.adk.agents.base_agent import BaseAgent
+    from google.adk.agents.invocation_context import InvocationContext
     from google.adk.apps import App
+    from google.adk.events import Event as AdkEvent
+    from google.adk.plugins import BasePlugin
     from google.adk.runners import Runner
     from google.adk.sessions.in_memory_session_service import InMemorySessionService
     from google.adk.workflow import Workflow
@@ -76,7 +79,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 
 from .plugin import GoldfivePlugin
 
-__all__ = ["DECISION_KEY", "METADATA_PREFIX", "GoldfiveA2aExecutor", "a2a_app"]
+__all__ = ["DECISION_KEY", "METADATA_PREFIX", "GoldfiveA2aExecutor", "RemoteWaits", "a2a_app"]
 
 logger = logging.getLogger(__name__)
 
@@ -549,3 +552,79 @@ def a2a_app(
             await the_runner.close()
 
     return Starlette(lifespan=contextlib.asynccontextmanager(lifespan))
+
+
+_REMOTE_RESPONSE_KEY = "a2a:response"
+"""Where ADK's RemoteA2aAgent puts the remote task (as a dict) on each event it yields."""
+_MAX_REMOTE_TEXT = 500
+
+
+def _remote_facts(status: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
+    """The goldfive data and the text of a remote task's status message (empty when it has none)."""
+    message = status.get("message")
+    parts = message.get("parts") if isinstance(message, dict) else None
+    facts: dict[str, Any] = {}
+    texts: list[str] = []
+    for part in parts if isinstance(parts, list) else []:
+        if not isinstance(part, dict):
+            continue
+        if isinstance(part.get("text"), str):
+            texts.append(part["text"])
+        found = part.get("data")
+        if isinstance(found, dict) and isinstance(found.get("goldfive"), dict):
+            facts = found["goldfive"]
+    return facts, shorten(" ".join(texts), _MAX_REMOTE_TEXT)
+
+
+class RemoteWaits(BasePlugin):
+    """The calling side: a remote A2A task waiting for a person shows in this run's own goldfive events.
+
+    Add it to the App after its :class:`~goldfive_adk.GoldfivePlugin` (``plugins=[plugin, RemoteWaits(plugin)]``).
+    When a ``RemoteA2aAgent`` of the App hears that its remote task is ``auth-required`` because of a goldfive
+    approval over there, the run records ``RemoteApprovalWaiting`` naming the remote agent, the task, the
+    remote approval and its inbox link; the inbox lists it under this run, so approvals down a delegation chain
+    are visible from the top. A later state of that task (working, completed) is recorded the same way. The
+    remote approval is decided in the remote goldfive; this only shows the wait.
+    """
+
+    def __init__(self, plugin: GoldfivePlugin, *, name: str = "goldfive_remote_waits") -> None:
+        super().__init__(name=name)
+        self.plugin = plugin
+        self._waiting: dict[str, str] = {}
+        """Remote task id → the remote approval it waits on (to record when it moves on)."""
+
+    async def on_event_callback(self, *, invocation_context: InvocationContext, event: AdkEvent) -> AdkEvent | None:
+        """Record a remote task's wait for a person (and its end) on this run."""
+        response = (event.custom_metadata or {}).get(_REMOTE_RESPONSE_KEY)
+        if not isinstance(response, dict):
+            return None
+        status = response.get("status")
+        task_id = response.get("id")
+        if not isinstance(status, dict) or not isinstance(task_id, str):
+            return None
+        state = str(status.get("state") or "")
+        facts, words = _remote_facts(status)
+        waiting = state == "TASK_STATE_AUTH_REQUIRED" and bool(facts.get("approval_id"))
+        if not waiting and task_id not in self._waiting:
+            return None
+        session = self.plugin.session_for(invocation_context.session.id)
+        if session is None:
+            return None
+        approval = str(facts.get("approval_id") or "") if waiting else self._waiting.pop(task_id, "")
+        if waiting:
+            self._waiting[task_id] = approval
+        session.events.emit(
+            events_pb2.RemoteApprovalWaiting(
+                remote_agent=shorten(event.author, 200),
+                task_id=shorten(task_id, 200),
+                context_id=shorten(str(response.get("contextId") or ""), 200),
+                approval_id=shorten(approval, 200),
+                request_id=shorten(str(facts.get("request_id") or ""), 200),
+                tool=shorten(str(facts.get("tool") or ""), 200),
+                rule=shorten(str(facts.get("rule") or ""), 200),
+                inbox_url=shorten(str(facts.get("inbox_url") or ""), 2000),
+                state=shorten(state, 60),
+                text=words,
+            )
+        )
+        return None

@@ -361,8 +361,32 @@ class CheckpointRefused(_message.Message):
     key_id: str
     def __init__(self, reason: _Optional[str] = ..., signed_seq: _Optional[int] = ..., head_seq: _Optional[int] = ..., key_id: _Optional[str] = ...) -> None: ...
 
+class RemoteApprovalWaiting(_message.Message):
+    __slots__ = ("remote_agent", "task_id", "context_id", "approval_id", "request_id", "tool", "rule", "inbox_url", "state", "text")
+    REMOTE_AGENT_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_ID_FIELD_NUMBER: _ClassVar[int]
+    APPROVAL_ID_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    TOOL_FIELD_NUMBER: _ClassVar[int]
+    RULE_FIELD_NUMBER: _ClassVar[int]
+    INBOX_URL_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    remote_agent: str
+    task_id: str
+    context_id: str
+    approval_id: str
+    request_id: str
+    tool: str
+    rule: str
+    inbox_url: str
+    state: str
+    text: str
+    def __init__(self, remote_agent: _Optional[str] = ..., task_id: _Optional[str] = ..., context_id: _Optional[str] = ..., approval_id: _Optional[str] = ..., request_id: _Optional[str] = ..., tool: _Optional[str] = ..., rule: _Optional[str] = ..., inbox_url: _Optional[str] = ..., state: _Optional[str] = ..., text: _Optional[str] = ...) -> None: ...
+
 class Event(_message.Message):
-    __slots__ = ("event_id", "run_id", "sequence", "emitted_at", "session_id", "run_started", "task_started", "task_progress", "task_completed", "task_failed", "task_blocked", "task_cancelled", "drift_detected", "run_completed", "run_aborted", "approval_requested", "approval_granted", "approval_rejected", "approval_timed_out", "approval_cancelled", "decision_refused", "policy_applied", "approval_escalated", "grant_created", "grant_revoked", "approval_voted", "run_paused", "run_resumed", "execution_recorded", "checkpoint_refused")
+    __slots__ = ("event_id", "run_id", "sequence", "emitted_at", "session_id", "run_started", "task_started", "task_progress", "task_completed", "task_failed", "task_blocked", "task_cancelled", "drift_detected", "run_completed", "run_aborted", "approval_requested", "approval_granted", "approval_rejected", "approval_timed_out", "approval_cancelled", "decision_refused", "policy_applied", "approval_escalated", "grant_created", "grant_revoked", "approval_voted", "run_paused", "run_resumed", "execution_recorded", "checkpoint_refused", "remote_approval_waiting")
     EVENT_ID_FIELD_NUMBER: _ClassVar[int]
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     SEQUENCE_FIELD_NUMBER: _ClassVar[int]
@@ -393,6 +417,7 @@ class Event(_message.Message):
     RUN_RESUMED_FIELD_NUMBER: _ClassVar[int]
     EXECUTION_RECORDED_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINT_REFUSED_FIELD_NUMBER: _ClassVar[int]
+    REMOTE_APPROVAL_WAITING_FIELD_NUMBER: _ClassVar[int]
     event_id: str
     run_id: str
     sequence: int
@@ -423,4 +448,5 @@ class Event(_message.Message):
     run_resumed: RunResumed
     execution_recorded: ExecutionRecorded
     checkpoint_refused: CheckpointRefused
-    def __init__(self, event_id: _Optional[str] = ..., run_id: _Optional[str] = ..., sequence: _Optional[int] = ..., emitted_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., session_id: _Optional[str] = ..., run_started: _Optional[_Union[RunStarted, _Mapping]] = ..., task_started: _Optional[_Union[TaskStarted, _Mapping]] = ..., task_progress: _Optional[_Union[TaskProgress, _Mapping]] = ..., task_completed: _Optional[_Union[TaskCompleted, _Mapping]] = ..., task_failed: _Optional[_Union[TaskFailed, _Mapping]] = ..., task_blocked: _Optional[_Union[TaskBlocked, _Mapping]] = ..., task_cancelled: _Optional[_Union[TaskCancelled, _Mapping]] = ..., drift_detected: _Optional[_Union[DriftDetected, _Mapping]] = ..., run_completed: _Optional[_Union[RunCompleted, _Mapping]] = ..., run_aborted: _Optional[_Union[RunAborted, _Mapping]] = ..., approval_requested: _Optional[_Union[ApprovalRequested, _Mapping]] = ..., approval_granted: _Optional[_Union[ApprovalGranted, _Mapping]] = ..., approval_rejected: _Optional[_Union[ApprovalRejected, _Mapping]] = ..., approval_timed_out: _Optional[_Union[ApprovalTimedOut, _Mapping]] = ..., approval_cancelled: _Optional[_Union[ApprovalCancelled, _Mapping]] = ..., decision_refused: _Optional[_Union[DecisionRefused, _Mapping]] = ..., policy_applied: _Optional[_Union[PolicyApplied, _Mapping]] = ..., approval_escalated: _Optional[_Union[ApprovalEscalated, _Mapping]] = ..., grant_created: _Optional[_Union[GrantCreated, _Mapping]] = ..., grant_revoked: _Optional[_Union[GrantRevoked, _Mapping]] = ..., approval_voted: _Optional[_Union[ApprovalVoted, _Mapping]] = ..., run_paused: _Optional[_Union[RunPaused, _Mapping]] = ..., run_resumed: _Optional[_Union[RunResumed, _Mapping]] = ..., execution_recorded: _Optional[_Union[ExecutionRecorded, _Mapping]] = ..., checkpoint_refused: _Optional[_Union[CheckpointRefused, _Mapping]] = ...) -> None: ...
+    remote_approval_waiting: RemoteApprovalWaiting
+    def __init__(self, event_id: _Optional[str] = ..., run_id: _Optional[str] = ..., sequence: _Optional[int] = ..., emitted_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., session_id: _Optional[str] = ..., run_started: _Optional[_Union[RunStarted, _Mapping]] = ..., task_started: _Optional[_Union[TaskStarted, _Mapping]] = ..., task_progress: _Optional[_Union[TaskProgress, _Mapping]] = ..., task_completed: _Optional[_Union[TaskCompleted, _Mapping]] = ..., task_failed: _Optional[_Union[TaskFailed, _Mapping]] = ..., task_blocked: _Optional[_Union[TaskBlocked, _Mapping]] = ..., task_cancelled: _Optional[_Union[TaskCancelled, _Mapping]] = ..., drift_detected: _Optional[_Union[DriftDetected, _Mapping]] = ..., run_completed: _Optional[_Union[RunCompleted, _Mapping]] = ..., run_aborted: _Optional[_Union[RunAborted, _Mapping]] = ..., approval_requested: _Optional[_Union[ApprovalRequested, _Mapping]] = ..., approval_granted: _Optional[_Union[ApprovalGranted, _Mapping]] = ..., approval_rejected: _Optional[_Union[ApprovalRejected, _Mapping]] = ..., approval_timed_out: _Optional[_Union[ApprovalTimedOut, _Mapping]] = ..., approval_cancelled: _Optional[_Union[ApprovalCancelled, _Mapping]] = ..., decision_refused: _Optional[_Union[DecisionRefused, _Mapping]] = ..., policy_applied: _Optional[_Union[PolicyApplied, _Mapping]] = ..., approval_escalated: _Optional[_Union[ApprovalEscalated, _Mapping]] = ..., grant_created: _Optional[_Union[GrantCreated, _Mapping]] = ..., grant_revoked: _Optional[_Union[GrantRevoked, _Mapping]] = ..., approval_voted: _Optional[_Union[ApprovalVoted, _Mapping]] = ..., run_paused: _Optional[_Union[RunPaused, _Mapping]] = ..., run_resumed: _Optional[_Union[RunResumed, _Mapping]] = ..., execution_recorded: _Optional[_Union[ExecutionRecorded, _Mapping]] = ..., checkpoint_refused: _Optional[_Union[CheckpointRefused, _Mapping]] = ..., remote_approval_waiting: _Optional[_Union[RemoteApprovalWaiting, _Mapping]] = ...) -> None: ...
