@@ -59,7 +59,16 @@ try:
         PushNotificationConfigStore,
         TaskStore,
     )
-    from a2a.types import Message, Part, Role, Task, TaskState, TaskStatus, TaskStatusUpdateEvent
+    from a2a.types import (
+        Message,
+        Part,
+        Role,
+        Task,
+        TaskArtifactUpdateEvent,
+        TaskState,
+        TaskStatus,
+        TaskStatusUpdateEvent,
+    )
     from google.adk.a2a.converters.part_converter import convert_a2a_part_to_genai_part
     from google.adk.a2a.executor.a2a_agent_executor import A2aAgentExecutor
     from google.adk.a2a.utils.agent_card_builder import AgentCardBuilder
@@ -218,6 +227,8 @@ class _Ordered(EventQueue):
 
     async def enqueue_event(self, event: A2aEvent) -> None:
         await self._link.flush()
+        if not self._link.owner.show_args:
+            self._link.owner.hide_gated_args(self._link, event)
         await self._link.queue.enqueue_event(event)
 
 
@@ -360,6 +371,20 @@ class GoldfiveA2aExecutor(AgentExecutor):
             facts["refused"] = refused
         return self.status(link, TaskState.TASK_STATE_AUTH_REQUIRED, text, wait.approval_id, facts)
 
+    def hide_gated_args(self, link: _Link, event: A2aEvent) -> None:
+        """Blank the arguments of calls that wait for a person in ADK's function-call parts (the task history)."""
+        session = self.plugin.session_for(link.context_id)
+        if session is None:
+            return
+        for part in _parts_of(event):
+            if not part.HasField("data") or part.metadata.fields.get("adk_type") != _FUNCTION_CALL:
+                continue
+            call = part.data.struct_value
+            call_id = call.fields["id"].string_value if "id" in call.fields else ""
+            if call_id and "args" in call.fields and session.approvals.knows(call_id):
+                call.fields["args"].struct_value.Clear()
+                call.fields["args"].struct_value.update({"goldfive": _HIDDEN})
+
     # -- a message from the caller while the task waits ------------------------------------------------------
     async def _in_band(self, context: RequestContext, event_queue: EventQueue, link: _Link) -> None:
         session = self.plugin.session_for(link.context_id)
@@ -430,6 +455,21 @@ class GoldfiveA2aExecutor(AgentExecutor):
                 request_id=wait.request_id if wait is not None else "",
             )
         )
+
+
+_FUNCTION_CALL = struct_pb2.Value(string_value="function_call")
+_HIDDEN = "hidden: a person approves this call in goldfive (the operator did not allow showing its arguments)"
+
+
+def _parts_of(event: A2aEvent) -> list[Part]:
+    """The message parts an A2A event carries (status message, artifact, a task's history)."""
+    if isinstance(event, TaskStatusUpdateEvent):
+        return list(event.status.message.parts)
+    if isinstance(event, TaskArtifactUpdateEvent):
+        return list(event.artifact.parts)
+    if isinstance(event, Task):
+        return [p for m in (*event.history, event.status.message) for p in m.parts]
+    return []
 
 
 def _plugin_of(runner: Runner) -> GoldfivePlugin:

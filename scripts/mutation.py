@@ -1664,6 +1664,13 @@ MUTATIONS: tuple[Mutation, ...] = (
         "the call's arguments are shown to the A2A caller though the operator did not allow it",
         A2A_SERVER,
     ),
+    M(
+        A2A,
+        "        if not self._link.owner.show_args:\n",
+        "        if False:\n",
+        "a gated call's arguments reach the A2A caller in ADK's function-call part of the task history",
+        A2A_SERVER,
+    ),
 )
 
 

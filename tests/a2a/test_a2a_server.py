@@ -9,6 +9,7 @@ webhook. The tool body runs once on approve and never on reject.
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -32,6 +33,7 @@ from a2a_support import (
     user_message,
     wait_until,
 )
+from google.protobuf.json_format import MessageToDict
 
 from goldfive_core.signing import load_or_create_signing_key
 from goldfive_core.store import open_store
@@ -61,7 +63,9 @@ async def test_a_gated_call_waits_in_auth_required_and_a_cli_approval_completes_
         meta = dict(task.status.message.parts[0].metadata) or {}
         assert meta == {}  # the text part is plain; the facts travel in the data part and the update's metadata
         assert "a person decides in goldfive" in status_text(task)
-        assert (await get(client, task.id)).status.state == AUTH_REQUIRED
+        shown = await get(client, task.id)
+        assert shown.status.state == AUTH_REQUIRED
+        assert '"bob"' not in json.dumps(MessageToDict(shown))  # nor in ADK's function-call part of the history
         assert world.runs_of_body() == []
 
         seen: list[Any] = []
