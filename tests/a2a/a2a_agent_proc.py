@@ -1,7 +1,8 @@
 """An ADK App with goldfive's plugin served over A2A (``goldfive_adk.a2a.a2a_app`` + uvicorn on 127.0.0.1).
 
 ``python a2a_agent_proc.py PORT``. The goldfive store comes from the environment (``GOLDFIVE_DB``);
-``A2A_MARKER`` names a file the tool body appends one line to each time it runs (the tests count them).
+``DETACH_MARKER`` (the detach tests' World sets it) names a file the tool
+body appends one line to each time it runs (the tests count them).
 The scripted model calls ``transfer(to="bob", amount=10)`` (confirmation required) once and then says what
 the tool answered, so the tests read what the model was told.
 """
@@ -38,7 +39,7 @@ def pay(seen: SeenRequest) -> Any:
 
 
 def _ran(to: str, amount: int) -> None:
-    with Path(os.environ["A2A_MARKER"]).open("a", encoding="utf-8") as f:
+    with Path(os.environ["DETACH_MARKER"]).open("a", encoding="utf-8") as f:
         f.write(f"{to} {amount} pid {os.getpid()}\n")
 
 

@@ -1,4 +1,7 @@
-"""The A2A tests' world: one goldfive store, the agent served over A2A in its own process, a webhook, a client."""
+"""The A2A tests' pieces: the agent served over A2A in its own process, a webhook, an a2a-sdk client.
+
+The world (one goldfive store, a marker file the tool body writes to) is the detach tests' World.
+"""
 
 from __future__ import annotations
 
@@ -6,12 +9,11 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -29,60 +31,13 @@ from a2a.types import (
     TaskPushNotificationConfig,
     TaskState,
 )
+from adk_http_support import World, free_port, wait_until
 from google.protobuf.json_format import MessageToDict, ParseDict
 from google.protobuf.struct_pb2 import Value
 
 HERE = Path(__file__).parent
 REPO = HERE.parent.parent
 PYTHON = sys.executable
-
-
-def wait_until(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
-    """Poll an observable condition with a deadline; returns its truthy value."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.02)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class World:
-    """One goldfive store and one marker file (a line per run of the tool body) shared by every process."""
-
-    def __init__(self, tmp: Path) -> None:
-        self.tmp = tmp
-        self.db = tmp / "goldfive.db"
-        self.marker = tmp / "marker"
-        self.extra_env: dict[str, str] = {}
-
-    def env(self) -> dict[str, str]:
-        env = dict(os.environ)
-        for name in ("GOLDFIVE_DSN", "GOLDFIVE_TRUST_KEY", "GOLDFIVE_POLICY"):
-            env.pop(name, None)
-        env.update(
-            GOLDFIVE_DB=str(self.db),
-            A2A_MARKER=str(self.marker),
-            PYTHONPATH=str(REPO) + os.pathsep + env.get("PYTHONPATH", ""),
-            **self.extra_env,
-        )
-        return env
-
-    def runs_of_body(self) -> list[str]:
-        return self.marker.read_text().splitlines() if self.marker.exists() else []
-
-    def cli(self, *argv: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [PYTHON, "-m", "goldfive_core.cli", *argv], env=self.env(), capture_output=True, text=True, timeout=60
-        )
 
 
 class Agent:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -10,6 +11,9 @@ import pytest
 pytest.importorskip("google.adk")
 pytest.importorskip("a2a")
 pytest.importorskip("uvicorn")
+
+# wait_until and free_port are the detach tests' (tests/detach/adk_http_support.py).
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "detach"))
 
 from a2a_support import Agent, Webhook, World
 
