@@ -22,7 +22,7 @@ from goldfive_adk import GoldfivePlugin
 from goldfive_adk.a2a import RemoteWaits
 from goldfive_core.store import StoreChannel, open_store
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.filterwarnings("ignore:.*EXPERIMENTAL.*:UserWarning")]
 
 
 async def test_a_remote_task_waiting_for_a_person_shows_in_the_callers_run(world: World, agents: Any) -> None:

@@ -173,3 +173,16 @@ async def test_a_decision_through_goldfive_serve_signed_by_its_key_resumes_the_t
     finally:
         serve.terminate()
         serve.wait(15)
+
+
+async def test_a_timeout_ends_the_wait_as_the_rule_says_and_the_body_never_runs(world: World, agents: Any) -> None:
+    world.extra_env["GOLDFIVE_STEER_TOOL_APPROVAL_TIMEOUT_MS"] = "1500"  # nobody decides within it
+    agent = agents()
+    async with a2a_client(agent.url) as client:
+        task = await send(client, user_message(text("pay bob")))
+        assert task.status.state == AUTH_REQUIRED
+        done = await until_state(client, task.id, COMPLETED)
+    assert '"reason": "approval_timeout"' in artifact_text(done)  # what the model was told
+    moved_on = [m for m in done.history if "nobody decided in time" in " ".join(p.text for p in m.parts)]
+    assert len(moved_on) == 1
+    assert world.runs_of_body() == []
