@@ -292,6 +292,11 @@ class GoldfiveA2aExecutor(AgentExecutor):
         if link is not None and not link.ended and (link.task_id == task_id or _answers(context, link)):
             await self._in_band(context, event_queue, link)
             return
+        if link is not None and not link.ended:
+            # One invocation per ADK session at a time: a second task would share the waiting run's approvals.
+            busy = f"refused: task {link.task_id} of this context is still running; send this in another context"
+            await _reject_new_task(context, event_queue, busy)
+            return
         link = _Link(self, task_id, context_id, event_queue)
         self._links[context_id] = link
         run = link.run = asyncio.create_task(self._run(link, context))
