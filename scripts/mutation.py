@@ -1625,6 +1625,23 @@ MUTATIONS: tuple[Mutation, ...] = (
         "audit verify checks a signature without the record's request digest",
         REQUEST,
     ),
+    # -- the MCP gateway ---------------------------------------------------------------------------------------
+    M(
+        ("goldfive_core/adapters/mcp_gateway/__init__.py",),
+        "        except UpstreamGone as exc:  # later calls say so at once; this one is done, not re-sent\n"
+        "            self.upstreams.lost(route.upstream, exc)",
+        "        except UpstreamGone as exc:  # later calls say so at once; this one is done, not re-sent\n"
+        "            pass",
+        "mcp gateway: an upstream that died mid-call is still offered (its tools not reported unavailable)",
+        ("tests/mcp/test_mcp_gateway.py::test_an_upstream_that_dies_mid_call_is_reported_unavailable",),
+    ),
+    M(
+        ("goldfive_core/adapters/mcp_gateway/stdio.py",),
+        "                if task is not None:\n                    task.cancel()",
+        "                if task is not None:\n                    pass",
+        "mcp gateway: notifications/cancelled does not withdraw a waiting call's approval request",
+        ("tests/mcp/test_mcp_gateway.py::test_a_cancelled_request_withdraws_the_approval",),
+    ),
 )
 
 
