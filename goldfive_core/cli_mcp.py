@@ -74,6 +74,13 @@ def add_parser(cmd: Callable[[str, str], argparse.ArgumentParser]) -> None:
         metavar="SECONDS",
         help="a waiting call sends MCP progress this often, when the client asked for progress (default 10; 0: never)",
     )
+    p.add_argument(
+        "--restarts",
+        type=int,
+        default=None,
+        metavar="N",
+        help="start an upstream that died again, at most N times (default 3; 0: report its tools unavailable)",
+    )
     p.add_argument("--label", action="append", default=[], metavar="KEY=VALUE", help="a run label rules may match")
 
 
@@ -193,7 +200,7 @@ def mcp_remote(client: Any, args: argparse.Namespace, out: object = None) -> int
 
 def _run(args: argparse.Namespace, make_channel: Callable[[], Any]) -> int:
     try:
-        from .adapters.mcp_gateway import MCPGateway
+        from .adapters.mcp_gateway import DEFAULT_RESTARTS, MCPGateway
     except ImportError as exc:  # the extra is missing: say how to install it (exit 2)
         raise _Exit(EXIT_USAGE, str(exc)) from None
     if not math.isfinite(args.progress_every) or args.progress_every < 0:
@@ -213,6 +220,7 @@ def _run(args: argparse.Namespace, make_channel: Callable[[], Any]) -> int:
             default=args.default,
             approval_timeout_ms=timeout_ms,
             progress_every_s=args.progress_every,
+            restarts=DEFAULT_RESTARTS if args.restarts is None else args.restarts,
             control=channel,
             sinks=[channel.sink],
             policy=policy,

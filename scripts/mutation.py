@@ -1642,6 +1642,13 @@ MUTATIONS: tuple[Mutation, ...] = (
         "mcp gateway: notifications/cancelled does not withdraw a waiting call's approval request",
         ("tests/mcp/test_mcp_gateway.py::test_a_cancelled_request_withdraws_the_approval",),
     ),
+    M(
+        ("goldfive_core/adapters/mcp_gateway/__init__.py",),
+        "            if restarted >= self.restarts:",
+        "            if True:",
+        "mcp gateway: an upstream that died is never restarted (its tools stay unavailable)",
+        ("tests/mcp/test_mcp_gateway.py::test_an_upstream_that_died_is_restarted_and_an_approved_call_is_not_resent",),
+    ),
 )
 
 

@@ -40,6 +40,7 @@ from ...argschema import check_args, edit_validator, schema_problem
 from ...errors import ConfigError, MissingExtraError
 from ...inflight import InFlight
 from ...lifecycle import RunResult
+from ...retry import Backoff
 from ...supervision import Supervised, Supervision, SupervisionOptions
 from ...toolcall import Skip, ToolCall, gate_tool_call
 
@@ -51,6 +52,7 @@ try:
     from mcp.client.session import MessageHandlerFnT
     from mcp.client.streamable_http import streamable_http_client
     from mcp.server.lowlevel import NotificationOptions, Server
+    from mcp.shared.message import SessionMessage
 except ImportError as exc:  # pragma: no cover - depends on what is installed
     raise MissingExtraError("goldfive_core.adapters.mcp_gateway", "mcp") from exc
 
@@ -58,7 +60,7 @@ from .link import Link, UpstreamError, UpstreamGone
 from .pipe import stdio_upstream
 from .stdio import Progress, serve_stdio_streams
 
-__all__ = ["SEPARATOR", "MCPGateway", "Upstream"]
+__all__ = ["DEFAULT_RESTARTS", "RESTART_BACKOFF", "SEPARATOR", "MCPGateway", "Upstream"]
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +71,14 @@ _VERSION = "0.1.0"
 _CLIENT_INFO = types.Implementation(name="goldfive-mcp-gateway", version=_VERSION)
 
 Default = Literal["ask", "allow"]
+
+DEFAULT_RESTARTS = 3
+"""How often ``goldfive mcp`` starts an upstream that died again, by default (``--restarts``)."""
+
+RESTART_BACKOFF = Backoff(first_s=0.2, cap_s=5.0)
+"""The delays between an upstream's death and its restarts (the one backoff policy, :mod:`goldfive_core.retry`)."""
+
+_CLOSE_S = 10.0
 
 _HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)  # as the MCP SDK's own client: a response stream may stay open
 
@@ -150,7 +160,7 @@ class _Route:
 class _Connections:
     """The connected upstreams and what they offer, under the names the client sees."""
 
-    def __init__(self, upstreams: Sequence[Upstream]) -> None:
+    def __init__(self, upstreams: Sequence[Upstream], *, restarts: int = 0) -> None:
         self.upstreams = {u.name: u for u in upstreams}
         self.clients: dict[str, Client] = {}
         self.links: dict[str, Link] = {}
@@ -162,26 +172,85 @@ class _Connections:
         self.resources: dict[str, str] = {}
         self.prefixed = len(upstreams) > 1
         self.on_tools_changed: Callable[[], Awaitable[None]] | None = None
+        self.restarts = restarts
+        """How often an upstream that died is started again (0: never; its tools are reported unavailable)."""
+        self.holders: list[asyncio.Future[None]] = []
+        self.closing = False
 
     def exposed(self, upstream: str, name: str) -> str:
         return f"{upstream}{SEPARATOR}{name}" if self.prefixed else name
 
-    async def connect(self, stack: contextlib.AsyncExitStack) -> None:
+    async def connect(self) -> None:
+        """Start every upstream, each held by a task of its own; returns once each is up or failed to start."""
+        started = []
         for upstream in self.upstreams.values():
+            ready = asyncio.Event()
+            self.holders.append(asyncio.ensure_future(self._hold(upstream, ready)))
+            started.append(ready.wait())
+        await asyncio.gather(*started)
+
+    async def close(self) -> None:
+        """Stop every upstream (each in the task that started it) and wait for them."""
+        self.closing = True
+        for link in list(self.links.values()):
+            link.end("the gateway closed its connection")
+        if not self.holders:
+            return
+        _, waiting = await asyncio.wait(self.holders, timeout=_CLOSE_S)  # each stops its upstream (a bounded wait)
+        for holder in waiting:  # one still starting, or between restarts
+            holder.cancel()
+        await asyncio.gather(*self.holders, return_exceptions=True)
+
+    async def _hold(self, upstream: Upstream, ready: asyncio.Event) -> None:
+        """Keep ``upstream`` connected: one that dies is restarted, at most ``restarts`` times (retry.Backoff)."""
+        name = upstream.name
+        delays = RESTART_BACKOFF.delays()
+        restarted = 0
+        while True:
+            link = Link()
+            up = False
             try:
-                link = Link()
-                client = Client(
-                    await upstream.transport(stack, link),
-                    mode="legacy",
-                    cache=None,
-                    client_info=_CLIENT_INFO,
-                    message_handler=self._handler(upstream.name),
-                )
-                self.clients[upstream.name] = await stack.enter_async_context(client)
-                self.links[upstream.name] = link
+                async with contextlib.AsyncExitStack() as stack:
+                    client = Client(
+                        await upstream.transport(stack, link),
+                        mode="legacy",
+                        cache=None,
+                        client_info=_CLIENT_INFO,
+                        message_handler=self._handler(name),
+                    )
+                    self.clients[name] = await stack.enter_async_context(client)
+                    self.links[name] = link
+                    self.dead.pop(name, None)
+                    up = True
+                    if restarted:  # its tools are back: the client is told the list changed
+                        logger.warning("upstream %s restarted (%d of %d)", name, restarted, self.restarts)
+                        await self._tools_back()
+                    ready.set()
+                    await link.ended.wait()
             except Exception as exc:  # a broken upstream: its tools are unavailable, the others serve
-                self.dead[upstream.name] = f"did not start: {shorten(str(exc) or type(exc).__name__, 300)}"
-                logger.error("upstream %s %s", upstream.name, self.dead[upstream.name])
+                if not up:
+                    self.dead[name] = f"did not start: {shorten(str(exc) or type(exc).__name__, 300)}"
+                    logger.error("upstream %s %s", name, self.dead[name])
+            finally:
+                self.clients.pop(name, None)
+                if self.links.get(name) is link:
+                    del self.links[name]
+            ready.set()
+            if self.closing or not up:
+                return  # one that never started is not retried: its configuration is what is wrong
+            if restarted >= self.restarts:
+                self.dead[name] = f"{self.dead.get(name, 'stopped answering')}; not restarted again"
+                return
+            self.dead.setdefault(name, "stopped answering")
+            self.dead[name] += "; restarting"
+            restarted += 1
+            await asyncio.sleep(delays.next())
+
+    async def _tools_back(self) -> None:
+        await self.refresh_tools()
+        if self.on_tools_changed is not None:
+            with contextlib.suppress(Exception):  # advisory: the client lists tools again when it likes
+                await self.on_tools_changed()
 
     def _handler(self, name: str) -> MessageHandlerFnT:
         async def handle(message: Any) -> None:
@@ -213,7 +282,9 @@ class _Connections:
 
     def lost(self, name: str, exc: BaseException) -> None:
         self.clients.pop(name, None)
-        self.links.pop(name, None)
+        link = self.links.pop(name, None)
+        if link is not None:
+            link.end("it stopped answering")  # its holder restarts it (when restarts are left)
         self.dead[name] = f"stopped answering: {shorten(str(exc) or type(exc).__name__, 300)}"
         logger.error("upstream %s %s", name, self.dead[name])
 
@@ -245,7 +316,9 @@ class MCPGateway(Supervised):
     ``default``: what a call no policy rule names gets — ``"ask"`` a person (the default: fail closed) or
     ``"allow"``. ``approval_timeout_ms``: how long a call waits for a person (default: the config's tool
     approval timeout). ``progress_every_s``: how often a waiting call sends ``notifications/progress`` (when the
-    client asked for progress; 0: never). ``supervision``: every adapter's options (``control``, ``sinks``,
+    client asked for progress; 0: never). ``restarts``: how often an upstream that died (after it ran) is started
+    again, with :data:`RESTART_BACKOFF` between tries (0: never; its tools are reported unavailable; one that
+    never started is not retried). ``supervision``: every adapter's options (``control``, ``sinks``,
     ``config``, ``policy``, ``labels``, ``session_setup``, ``ledger``).
     """
 
@@ -256,6 +329,7 @@ class MCPGateway(Supervised):
         default: Default = "ask",
         approval_timeout_ms: int | None = None,
         progress_every_s: float = 10.0,
+        restarts: int = DEFAULT_RESTARTS,
         name: str = "goldfive",
         **supervision: Unpack[SupervisionOptions],
     ) -> None:
@@ -269,11 +343,14 @@ class MCPGateway(Supervised):
             raise ConfigError(f"default must be 'ask' or 'allow', got {default!r}")
         if progress_every_s < 0:
             raise ConfigError(f"progress_every_s must be >= 0, got {progress_every_s}")
+        if not 0 <= restarts <= 100:
+            raise ConfigError(f"restarts must be in [0, 100], got {restarts}")
         self.supervision = Supervision(**supervision)
         self.upstreams = tuple(listed)
         self.default: Default = default
         self.approval_timeout_ms = approval_timeout_ms
         self.progress_every_s = progress_every_s
+        self.restarts = restarts
         self.name = name
 
     async def serve_stdio(self) -> RunResult:
@@ -301,10 +378,10 @@ class _Connection:
             session_id=self.session_id,
         )
         self.session = self.handle.session
-        self.upstreams = _Connections(gateway.upstreams)
+        self.upstreams = _Connections(gateway.upstreams, restarts=gateway.restarts)
         self.in_flight = InFlight()
-        self.notify: Any = None
-        """The client's session, kept from a request so upstream list changes can be forwarded."""
+        self.write_stream: Any = None
+        """The stream to the client (the SDK server's), for notifications the gateway sends of its own."""
 
     async def serve(self, read_stream: Any, write_stream: Any) -> RunResult:
         server: Server[Any] = Server(
@@ -319,14 +396,17 @@ class _Connection:
             on_get_prompt=self.get_prompt,
         )
         self.upstreams.on_tools_changed = self._tools_changed
+        self.write_stream = write_stream
         error: BaseException | None = None
         self.handle.open()
         try:
-            async with contextlib.AsyncExitStack() as stack:
-                await self.upstreams.connect(stack)
+            try:
+                await self.upstreams.connect()
                 await self.upstreams.refresh_tools()
                 options = server.create_initialization_options(NotificationOptions(tools_changed=True))
                 await server.run(read_stream, write_stream, options)
+            finally:
+                await self.upstreams.close()
         except BaseException as exc:
             error = exc
             raise
@@ -336,13 +416,12 @@ class _Connection:
 
     # -- tools -------------------------------------------------------------------------------------------
     async def list_tools(self, ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-        self.notify = ctx.session
         tools = [route.tool.model_copy(update={"name": name}) for name, route in self.upstreams.tools.items()]
         return types.ListToolsResult(tools=tools)
 
     async def _tools_changed(self) -> None:
-        if self.notify is not None:
-            await self.notify.send_tool_list_changed()
+        note = types.JSONRPCNotification(jsonrpc="2.0", method="notifications/tools/list_changed")
+        await self.write_stream.send(SessionMessage(note))
 
     async def call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         """The SDK server's ``tools/call`` handler (HTTP; stdio answers :meth:`call` beside the SDK server)."""

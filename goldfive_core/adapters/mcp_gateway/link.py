@@ -51,6 +51,8 @@ class Link:
         self._line: Callable[[bytes], None] | None = None
         self._drain: Callable[[], Awaitable[None]] | None = None
         self._gone: str = ""
+        self.ended = asyncio.Event()
+        """Set once the transport ended (the upstream exited, its connection dropped, or the gateway closed it)."""
 
     def attach(self, send_line: Callable[[bytes], None], drain: Callable[[], Awaitable[None]]) -> None:
         """Send this link's requests as JSON lines with ``send_line`` (the pipe's reader calls :meth:`answer`)."""
@@ -112,6 +114,7 @@ class Link:
     def end(self, why: str) -> None:
         """The transport ended: every request still waiting fails with :class:`UpstreamGone` (``why``)."""
         self._gone = self._gone or why
+        self.ended.set()
         waiting, self._waiting = self._waiting, {}
         for waiter in waiting.values():
             if not waiter.done():
