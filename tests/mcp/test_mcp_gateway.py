@@ -17,10 +17,9 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
-from mcp_support import DEMO, DYING, GROWING, ROOT, Gateway, gateway, text
+from mcp_support import DEMO, DYING, GROWING, ROOT, Gateway, gateway, on_tools_changed, text
 
 TRANSFER = {"amount": 120, "to": "ACME"}
 
@@ -283,15 +282,10 @@ async def test_an_upstream_that_died_is_restarted_and_an_approved_call_is_not_re
     dying = tmp_path / "dying.py"
     dying.write_text(DYING)
     back = asyncio.Event()
-
-    async def on_message(message: object) -> None:
-        if isinstance(message, types.ToolListChangedNotification):
-            back.set()
-
     argv = ["-m", "goldfive_core.cli", "mcp", "--db", str(tmp_path / "goldfive.db"), "--allow", "ok", "--gate", "die"]
     argv += ["--upstream", f"d={sys.executable} {dying}"]
     params = StdioServerParameters(command=sys.executable, args=argv, cwd=str(ROOT))
-    async with Client(params, mode="legacy", message_handler=on_message) as client:
+    async with Client(params, mode="legacy", message_handler=on_tools_changed(back)) as client:
         gw = Gateway(tmp_path, client)
         call = asyncio.create_task(client.call_tool("die", {}))
         card = await gw.wait_pending()
@@ -315,14 +309,9 @@ async def test_an_upstreams_tool_list_change_reaches_the_client(tmp_path: Path) 
     growing = tmp_path / "growing.py"
     growing.write_text(GROWING)
     changed = asyncio.Event()
-
-    async def on_message(message: object) -> None:
-        if isinstance(message, types.ToolListChangedNotification):
-            changed.set()
-
     argv = ["-m", "goldfive_core.cli", "mcp", "--db", str(tmp_path / "g.db"), "--default", "allow"]
     params = StdioServerParameters(command=sys.executable, args=[*argv, "--upstream", f"g={sys.executable} {growing}"])
-    async with Client(params, mode="legacy", message_handler=on_message, cache=None) as client:
+    async with Client(params, mode="legacy", message_handler=on_tools_changed(changed), cache=None) as client:
         assert [t.name for t in (await client.list_tools()).tools] == ["grow"]
         assert text(await client.call_tool("grow", {})) == "grown"
         await asyncio.wait_for(changed.wait(), 30)

@@ -10,10 +10,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -23,14 +21,13 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp_support import DEMO, ROOT, text
 
-from goldfive_core.store import open_store
+sys.path.insert(0, str(ROOT / "tests" / "store"))
+sys.path.insert(0, str(ROOT / "tests" / "server"))
+
+from server_support import serve_process
+from store_support import Backend
+
 from goldfive_core.store.users import add_user
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Site:
@@ -61,32 +58,12 @@ class Site:
 
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[Site]:
-    db = tmp_path / "goldfive.db"
-    store = open_store(str(db), create=True)
+    backend = Backend("sqlite", str(tmp_path / "goldfive.db"))
+    store = backend.open()
     tokens = {name: add_user(store, name, role).token for name, role in (("ana", "approver"), ("bot", "agent"))}
     store.close()
-    port = _free_port()
-    cmd = [sys.executable, "-m", "goldfive_core.cli", "--db", str(db), "serve", "--port", str(port)]
-    cmd += ["--key", str(tmp_path / "keys" / "decision-key.pem")]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            with contextlib.suppress(httpx.TransportError):
-                if httpx.get(url + "/api/me", timeout=1).status_code in (200, 401):
-                    break
-            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-            assert time.monotonic() < deadline, "goldfive serve did not answer"
-            time.sleep(0.05)
-        yield Site(url, tokens, tmp_path / "calls.jsonl")
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    with serve_process(backend, tmp_path / "keys" / "decision-key.pem") as server:
+        yield Site(server.url, tokens, tmp_path / "calls.jsonl")
 
 
 @contextlib.asynccontextmanager
