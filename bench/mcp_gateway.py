@@ -5,7 +5,10 @@
 Two MCP SDK clients in the same process and run: one talks to the demo bank straight (its stdio command), one
 to ``goldfive mcp --default allow --db <tmp>`` in front of the same command. ``read_balance`` is called on each
 in alternation, one at a time (another account each time), so both see the same load. Printed: p50 / p99 per
-side, the ratio of the medians and the added p50 (the issue's targets: ratio <= 1.2, added p50 <= 1 ms).
+side, the ratio of the medians and the added p50 (the issue's targets: ratio <= 1.2, added p50 <= 1 ms). On
+Linux also the CPU each process spent per call (from /proc, the same calls): what the gateway costs whatever
+else runs on the machine, beside the wall-clock figures, which a loaded machine (the load average is printed)
+inflates with every extra process hop.
 
 Then ``--approvals`` gated calls (``--gate transfer_funds``) on a SQLite store: each is approved in this process
 with ``decide()`` (what ``goldfive approve`` calls) once it is pending; timed from the decision to the moment the
@@ -17,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 import tempfile
 import time
@@ -63,10 +67,12 @@ async def main() -> int:
                 await timed(through, i)
             bare: list[float] = []
             gated: list[float] = []
+            cpu_before = _cpu_by_process()
             for i in range(args.calls):
                 pair = (straight, through) if i % 2 == 0 else (through, straight)
                 for client in pair:
                     (bare if client is straight else gated).append(await timed(client, args.warmup + i))
+            cpu = {name: (spent - cpu_before.get(name, 0.0)) / args.calls for name, spent in _cpu_by_process().items()}
         starts = await approve_to_start(Path(tmp), args.approvals)
     ratio = pct(gated, 0.5) / pct(bare, 0.5)
     added_ms = (pct(gated, 0.5) - pct(bare, 0.5)) * 1000
@@ -74,9 +80,52 @@ async def main() -> int:
     print(f"  straight to the upstream   {ms_line(bare)}")
     print(f"  through goldfive mcp       {ms_line(gated)}")
     print(f"  ratio of medians {ratio:.2f} (target <= 1.2), added p50 {added_ms:.2f} ms (target <= 1 ms)")
+    if cpu:
+        direct = cpu.get("client", 0.0) / 2 + cpu.get("bank", 0.0) / 2  # the client made both sides' calls
+        gateway_ms, direct_ms = cpu.get("gateway", 0.0) * 1000, direct * 1000
+        print(f"  CPU per call: gateway {gateway_ms:.3f} ms, straight path (client + upstream) {direct_ms:.3f} ms:")
+        print(f"    the gateway adds {gateway_ms / direct_ms:.2f}x of the straight call's CPU")
+    print(f"  load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     print("approve (decide() on SQLite) -> the upstream's tool body starts:")
     print(f"  {ms_line(starts)}   (target p50 <= 5 ms)")
     return 0
+
+
+def _cpu_by_process() -> dict[str, float]:
+    """CPU seconds so far of this process ("client"), the gateway and the demo banks (Linux /proc; else {})."""
+    if not Path("/proc/self/stat").exists():
+        return {}
+    tick = os.sysconf("SC_CLK_TCK")
+    out = {"client": _cpu_of("self", tick)}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            spent = _cpu_of(pid, tick)
+        except OSError:
+            continue
+        parent = _parent_of(pid)
+        if b"mcp" in cmdline and parent == os.getpid():
+            out["gateway"] = out.get("gateway", 0.0) + spent
+        elif any(part.endswith(b"mcp_demo_server.py") for part in cmdline) and os.getpid() in (
+            parent,
+            _parent_of(str(parent)),
+        ):
+            out["bank"] = out.get("bank", 0.0) + spent  # both banks: the straight one and the gateway's
+    return out
+
+
+def _cpu_of(pid: str, tick: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / tick
+
+
+def _parent_of(pid: str) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 async def _first_pending(store: Store) -> str:

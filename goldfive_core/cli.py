@@ -698,7 +698,7 @@ COMMANDS: Mapping[str, _Command] = {
     "serve": _Command(local=_serve, remote=None, store="create"),
     "users": _Command(local=_users, remote=None, store="create"),
     "grants": _Command(local=_grants, remote=cli_remote.grants),
-    "mcp": _Command(local=cli_mcp.mcp_command, remote=None, store="create"),
+    "mcp": _Command(local=cli_mcp.mcp_command, remote=cli_mcp.mcp_remote, store="create"),
 }
 """Every command of the parser, by name."""
 
@@ -759,7 +759,7 @@ def _main(argv: Sequence[str] | None) -> int:
         limits = Limits.from_env()
         _check_args(args, limits)
         command = COMMANDS[args.command]
-        if url and command.store != "create":
+        if url and (command.store != "create" or command.remote is not None):  # mcp: an agent of that serve
             code = _run_remote(command, args, out, url)
         else:
             code = _run_local(command, args, out)

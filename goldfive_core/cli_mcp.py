@@ -1,9 +1,11 @@
 """``goldfive mcp``: the MCP approval gateway on stdio, wired to a store (see docs/mcp.md).
 
 The gateway (:mod:`goldfive_core.adapters.mcp_gateway`) is an adapter; this module only reads the command line
-and a TOML config and hands the gateway a :class:`~goldfive_core.store.StoreChannel` on the store the command
-table opened (``--db`` / ``--dsn``, created if missing, as an agent's is), so its requests appear in
-``goldfive pending``, the inbox and notifications. Nothing but MCP is written to stdout; messages go to stderr.
+and a TOML config and hands the gateway a control channel: a :class:`~goldfive_core.store.StoreChannel` on the
+store the command table opened (``--db`` / ``--dsn``, created if missing, as an agent's is), or with ``--url``
+an :class:`~goldfive_core.store.http.HttpChannel` to that ``goldfive serve`` with an agent's token (``--token`` /
+GOLDFIVE_TOKEN), as every agent over HTTP has. Either way its requests appear in ``goldfive pending``, the inbox
+and notifications. Nothing but MCP is written to stdout; messages go to stderr.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ if TYPE_CHECKING:
     from .adapters.mcp_gateway import Upstream
     from .store import Store
 
-__all__ = ["add_parser", "mcp_command", "quick_policy"]
+__all__ = ["add_parser", "mcp_command", "mcp_remote", "quick_policy"]
 
 MAX_CONFIG_BYTES = 1_000_000
 
@@ -71,6 +73,13 @@ def add_parser(cmd: Callable[[str, str], argparse.ArgumentParser]) -> None:
         default=10.0,
         metavar="SECONDS",
         help="a waiting call sends MCP progress this often, when the client asked for progress (default 10; 0: never)",
+    )
+    p.add_argument(
+        "--restarts",
+        type=int,
+        default=None,
+        metavar="N",
+        help="start an upstream that died again, at most N times (default 3; 0: report its tools unavailable)",
     )
     p.add_argument("--label", action="append", default=[], metavar="KEY=VALUE", help="a run label rules may match")
 
@@ -174,12 +183,26 @@ def mcp_command(store: Store, args: argparse.Namespace, out: object = None) -> i
     """Run the gateway on ``store`` until its client disconnects; 0 when it ended normally."""
     from .store import StoreChannel
 
+    # An agent process rides out a short store outage as every agent does (the command line opened it with none).
+    store.retry_budget_s = env_seconds("GOLDFIVE_STORE_RETRY_S", DEFAULT_RETRY_BUDGET_S, zero_ok=True)
+    return _run(args, lambda: StoreChannel(store))
+
+
+def mcp_remote(client: Any, args: argparse.Namespace, out: object = None) -> int:
+    """``--url``: run the gateway against a ``goldfive serve``, as the agent whose token ``--token`` gives."""
     try:
-        from .adapters.mcp_gateway import MCPGateway
+        from .store.http import HttpChannel
+    except ImportError as exc:  # the http extra is missing: say how to install it (exit 2)
+        raise _Exit(EXIT_USAGE, str(exc)) from None
+    # GOLDFIVE_TRUST_KEY, when set, is the channel's: only decisions that server signed are applied.
+    return _run(args, lambda: HttpChannel(client.base, token=client.token))
+
+
+def _run(args: argparse.Namespace, make_channel: Callable[[], Any]) -> int:
+    try:
+        from .adapters.mcp_gateway import DEFAULT_RESTARTS, MCPGateway
     except ImportError as exc:  # the extra is missing: say how to install it (exit 2)
         raise _Exit(EXIT_USAGE, str(exc)) from None
-    if getattr(args, "url", None):
-        raise ConfigError("goldfive mcp takes --db or --dsn; --url (a goldfive serve) is not supported yet")
     if not math.isfinite(args.progress_every) or args.progress_every < 0:
         raise ConfigError(f"--progress-every must be >= 0 seconds, got {args.progress_every}")
     try:
@@ -189,21 +212,20 @@ def mcp_command(store: Store, args: argparse.Namespace, out: object = None) -> i
     upstreams = upstreams_of(args)
     timeout_ms = _seconds_ms(args.approval_timeout, "--approval-timeout")
     logging.basicConfig(level=os.environ.get("GOLDFIVE_LOG_LEVEL", "WARNING").upper())  # stderr: stdout is MCP's
-    # An agent process rides out a short store outage as every agent does (the command line opened it with none).
-    store.retry_budget_s = env_seconds("GOLDFIVE_STORE_RETRY_S", DEFAULT_RETRY_BUDGET_S, zero_ok=True)
-    channel = StoreChannel(store)
-    gateway = MCPGateway(
-        upstreams,
-        default=args.default,
-        approval_timeout_ms=timeout_ms,
-        progress_every_s=args.progress_every,
-        control=channel,
-        sinks=[channel.sink],
-        policy=policy,
-        labels=_labels(args.label),
-    )
 
     async def run() -> None:
+        channel = make_channel()  # on the loop: a channel binds to the loop that serves it
+        gateway = MCPGateway(
+            upstreams,
+            default=args.default,
+            approval_timeout_ms=timeout_ms,
+            progress_every_s=args.progress_every,
+            restarts=DEFAULT_RESTARTS if args.restarts is None else args.restarts,
+            control=channel,
+            sinks=[channel.sink],
+            policy=policy,
+            labels=_labels(args.label),
+        )
         try:
             await gateway.serve_stdio()
         finally:

@@ -1671,6 +1671,30 @@ MUTATIONS: tuple[Mutation, ...] = (
         "a gated call's arguments reach the A2A caller in ADK's function-call part of the task history",
         A2A_SERVER,
     ),
+    # -- the MCP gateway ---------------------------------------------------------------------------------------
+    M(
+        ("goldfive_core/adapters/mcp_gateway/__init__.py",),
+        "        except UpstreamGone as exc:  # later calls say so at once; this one is done, not re-sent\n"
+        "            self.upstreams.lost(route.upstream, exc)",
+        "        except UpstreamGone as exc:  # later calls say so at once; this one is done, not re-sent\n"
+        "            pass",
+        "mcp gateway: an upstream that died mid-call is still offered (its tools not reported unavailable)",
+        ("tests/mcp/test_mcp_gateway.py::test_an_upstream_that_dies_mid_call_is_reported_unavailable",),
+    ),
+    M(
+        ("goldfive_core/adapters/mcp_gateway/stdio.py",),
+        "                if task is not None:\n                    task.cancel()",
+        "                if task is not None:\n                    pass",
+        "mcp gateway: notifications/cancelled does not withdraw a waiting call's approval request",
+        ("tests/mcp/test_mcp_gateway.py::test_a_cancelled_request_withdraws_the_approval",),
+    ),
+    M(
+        ("goldfive_core/adapters/mcp_gateway/__init__.py",),
+        "            if restarted >= self.restarts:",
+        "            if True:",
+        "mcp gateway: an upstream that died is never restarted (its tools stay unavailable)",
+        ("tests/mcp/test_mcp_gateway.py::test_an_upstream_that_died_is_restarted_and_an_approved_call_is_not_resent",),
+    ),
 )
 
 

@@ -12,10 +12,11 @@ import contextlib
 import json
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import mcp_types as types
 from mcp import Client, StdioServerParameters
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -80,6 +81,16 @@ async def gateway(tmp: Path, *flags: str, upstreams: Sequence[str] = ("bank",)) 
     params = StdioServerParameters(command=sys.executable, args=[*argv, *flags], cwd=str(ROOT))
     async with Client(params, mode="legacy") as client:
         yield Gateway(tmp, client)
+
+
+def on_tools_changed(seen: asyncio.Event) -> Callable[[object], Awaitable[None]]:
+    """An MCP client's message handler that sets ``seen`` on ``notifications/tools/list_changed``."""
+
+    async def handle(message: object) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            seen.set()
+
+    return handle
 
 
 def text(result: Any) -> str:

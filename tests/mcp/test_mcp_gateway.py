@@ -17,10 +17,9 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
-from mcp_support import DEMO, DYING, GROWING, gateway, text
+from mcp_support import DEMO, DYING, GROWING, ROOT, Gateway, gateway, on_tools_changed, text
 
 TRANSFER = {"amount": 120, "to": "ACME"}
 
@@ -267,7 +266,8 @@ async def test_an_upstream_that_cannot_start_is_named_in_the_error(tmp_path: Pat
 async def test_an_upstream_that_dies_mid_call_is_reported_unavailable(tmp_path: Path) -> None:
     dying = tmp_path / "dying.py"
     dying.write_text(DYING)
-    async with gateway(tmp_path, "--default", "allow", "--upstream", f"d={sys.executable} {dying}") as gw:
+    flags = ("--default", "allow", "--restarts", "0", "--upstream", f"d={sys.executable} {dying}")
+    async with gateway(tmp_path, *flags) as gw:
         assert not (await gw.client.call_tool("d__ok", {})).is_error
         died = await gw.client.call_tool("d__die", {})
         assert died.is_error and "d__die failed in its MCP server 'd'" in text(died)
@@ -278,18 +278,40 @@ async def test_an_upstream_that_dies_mid_call_is_reported_unavailable(tmp_path: 
     assert done == []  # allowed calls need no ledger; an approved one would be recorded done (with its error)
 
 
+async def test_an_upstream_that_died_is_restarted_and_an_approved_call_is_not_resent(tmp_path: Path) -> None:
+    dying = tmp_path / "dying.py"
+    dying.write_text(DYING)
+    back = asyncio.Event()
+    argv = ["-m", "goldfive_core.cli", "mcp", "--db", str(tmp_path / "goldfive.db"), "--allow", "ok", "--gate", "die"]
+    argv += ["--upstream", f"d={sys.executable} {dying}"]
+    params = StdioServerParameters(command=sys.executable, args=argv, cwd=str(ROOT))
+    async with Client(params, mode="legacy", message_handler=on_tools_changed(back)) as client:
+        gw = Gateway(tmp_path, client)
+        call = asyncio.create_task(client.call_tool("die", {}))
+        card = await gw.wait_pending()
+        approved = await gw.goldfive("approve", card["target_id"], "--by", "ana")
+        assert approved.returncode == 0, approved.stderr
+        died = await asyncio.wait_for(call, 60)
+        assert died.is_error and "die failed in its MCP server 'd'" in text(died)
+        await asyncio.wait_for(back.wait(), 60)  # restarted: the client is told its tools are back
+        after = await client.call_tool("ok", {})
+        assert not after.is_error and text(after) == "fine"
+        events = await gw.events()
+    # The approved call ran once (in the process that died) and is recorded done with its error; not re-sent.
+    done = [e["execution_recorded"] for e in events if "execution_recorded" in e]
+    assert [(d["target_id"], d["state"]) for d in done] == [
+        (card["target_id"], "executing"),
+        (card["target_id"], "done"),
+    ]
+
+
 async def test_an_upstreams_tool_list_change_reaches_the_client(tmp_path: Path) -> None:
     growing = tmp_path / "growing.py"
     growing.write_text(GROWING)
     changed = asyncio.Event()
-
-    async def on_message(message: object) -> None:
-        if isinstance(message, types.ToolListChangedNotification):
-            changed.set()
-
     argv = ["-m", "goldfive_core.cli", "mcp", "--db", str(tmp_path / "g.db"), "--default", "allow"]
     params = StdioServerParameters(command=sys.executable, args=[*argv, "--upstream", f"g={sys.executable} {growing}"])
-    async with Client(params, mode="legacy", message_handler=on_message, cache=None) as client:
+    async with Client(params, mode="legacy", message_handler=on_tools_changed(changed), cache=None) as client:
         assert [t.name for t in (await client.list_tools()).tools] == ["grow"]
         assert text(await client.call_tool("grow", {})) == "grown"
         await asyncio.wait_for(changed.wait(), 30)

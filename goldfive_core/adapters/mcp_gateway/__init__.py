@@ -35,27 +35,32 @@ import shlex
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal, Unpack
 
-from .._util import canonical_json, new_id, shorten
-from ..argschema import edit_validator, schema_problem
-from ..errors import ConfigError, MissingExtraError
-from ..inflight import InFlight
-from ..lifecycle import RunResult
-from ..supervision import Supervised, Supervision, SupervisionOptions
-from ..toolcall import Skip, ToolCall, gate_tool_call
+from ..._util import canonical_json, new_id, shorten
+from ...argschema import check_args, edit_validator, schema_problem
+from ...errors import ConfigError, MissingExtraError
+from ...inflight import InFlight
+from ...lifecycle import RunResult
+from ...retry import Backoff
+from ...supervision import Supervised, Supervision, SupervisionOptions
+from ...toolcall import Skip, ToolCall, gate_tool_call
 
 try:
     import anyio
     import httpx2
     import mcp_types as types
-    from mcp import Client, StdioServerParameters
+    from mcp import Client
     from mcp.client.session import MessageHandlerFnT
     from mcp.client.streamable_http import streamable_http_client
     from mcp.server.lowlevel import NotificationOptions, Server
-    from mcp.server.stdio import stdio_server
+    from mcp.shared.message import SessionMessage
 except ImportError as exc:  # pragma: no cover - depends on what is installed
     raise MissingExtraError("goldfive_core.adapters.mcp_gateway", "mcp") from exc
 
-__all__ = ["SEPARATOR", "MCPGateway", "Upstream"]
+from .link import Link, UpstreamError, UpstreamGone
+from .pipe import stdio_upstream
+from .stdio import Progress, serve_stdio_streams
+
+__all__ = ["DEFAULT_RESTARTS", "RESTART_BACKOFF", "SEPARATOR", "MCPGateway", "Upstream"]
 
 logger = logging.getLogger(__name__)
 
@@ -66,6 +71,14 @@ _VERSION = "0.1.0"
 _CLIENT_INFO = types.Implementation(name="goldfive-mcp-gateway", version=_VERSION)
 
 Default = Literal["ask", "allow"]
+
+DEFAULT_RESTARTS = 3
+"""How often ``goldfive mcp`` starts an upstream that died again, by default (``--restarts``)."""
+
+RESTART_BACKOFF = Backoff(first_s=0.2, cap_s=5.0)
+"""The delays between an upstream's death and its restarts (the one backoff policy, :mod:`goldfive_core.retry`)."""
+
+_CLOSE_S = 10.0
 
 _HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)  # as the MCP SDK's own client: a response stream may stay open
 
@@ -114,18 +127,16 @@ class Upstream:
             raise ConfigError(f"upstream {name!r} needs a command after '='")
         return cls(name=name.strip(), command=words[0], args=tuple(words[1:]))
 
-    async def transport(self, stack: contextlib.AsyncExitStack) -> Any:
-        """What the MCP SDK's ``Client`` connects to (an HTTP client, when one is made, closes with ``stack``)."""
+    async def transport(self, stack: contextlib.AsyncExitStack, link: Link) -> Any:
+        """What the MCP SDK's ``Client`` connects to, with ``link`` on it (an HTTP client closes with ``stack``)."""
         if not self.url:
-            return StdioServerParameters(
-                command=self.command, args=list(self.args), env=dict(self.env) if self.env else None, cwd=self.cwd
-            )
+            return stdio_upstream(link, self.command, self.args, self.env, self.cwd)
         missing = [var for var in self.headers_from_env.values() if var not in os.environ]
         if missing:
             raise ConfigError(f"the environment has no {', '.join(missing)} (headers_from_env)")
         headers = {header: os.environ[var] for header, var in self.headers_from_env.items()}
         http = await stack.enter_async_context(httpx2.AsyncClient(headers=headers, timeout=_HTTP_TIMEOUT))
-        return streamable_http_client(self.url, http_client=http)
+        return link.wrap(streamable_http_client(self.url, http_client=http))
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -135,14 +146,25 @@ class _Route:
     upstream: str
     tool: types.Tool
     check: Callable[[Mapping[str, Any]], str | None]
+    """A person's edited arguments: a JSON object within the limits that fits the input schema."""
+    schema: Mapping[str, Any] | None
+
+    def fits(self, args: Mapping[str, Any]) -> str | None:
+        """Why the client's own arguments do not fit the input schema (None: they do)."""
+        if self.schema is None:
+            return None
+        problem = check_args(self.schema, args, tool=self.tool.name, against="input schema")
+        return problem.message if problem is not None else None
 
 
 class _Connections:
     """The connected upstreams and what they offer, under the names the client sees."""
 
-    def __init__(self, upstreams: Sequence[Upstream]) -> None:
+    def __init__(self, upstreams: Sequence[Upstream], *, restarts: int = 0) -> None:
         self.upstreams = {u.name: u for u in upstreams}
         self.clients: dict[str, Client] = {}
+        self.links: dict[str, Link] = {}
+        """The gateway's own requests (tools/call) on each upstream's transport."""
         self.dead: dict[str, str] = {}
         """Upstreams that failed (to start, or later), with why."""
         self.tools: dict[str, _Route] = {}
@@ -150,24 +172,85 @@ class _Connections:
         self.resources: dict[str, str] = {}
         self.prefixed = len(upstreams) > 1
         self.on_tools_changed: Callable[[], Awaitable[None]] | None = None
+        self.restarts = restarts
+        """How often an upstream that died is started again (0: never; its tools are reported unavailable)."""
+        self.holders: list[asyncio.Future[None]] = []
+        self.closing = False
 
     def exposed(self, upstream: str, name: str) -> str:
         return f"{upstream}{SEPARATOR}{name}" if self.prefixed else name
 
-    async def connect(self, stack: contextlib.AsyncExitStack) -> None:
+    async def connect(self) -> None:
+        """Start every upstream, each held by a task of its own; returns once each is up or failed to start."""
+        started = []
         for upstream in self.upstreams.values():
+            ready = asyncio.Event()
+            self.holders.append(asyncio.ensure_future(self._hold(upstream, ready)))
+            started.append(ready.wait())
+        await asyncio.gather(*started)
+
+    async def close(self) -> None:
+        """Stop every upstream (each in the task that started it) and wait for them."""
+        self.closing = True
+        for link in list(self.links.values()):
+            link.end("the gateway closed its connection")
+        if not self.holders:
+            return
+        _, waiting = await asyncio.wait(self.holders, timeout=_CLOSE_S)  # each stops its upstream (a bounded wait)
+        for holder in waiting:  # one still starting, or between restarts
+            holder.cancel()
+        await asyncio.gather(*self.holders, return_exceptions=True)
+
+    async def _hold(self, upstream: Upstream, ready: asyncio.Event) -> None:
+        """Keep ``upstream`` connected: one that dies is restarted, at most ``restarts`` times (retry.Backoff)."""
+        name = upstream.name
+        delays = RESTART_BACKOFF.delays()
+        restarted = 0
+        while True:
+            link = Link()
+            up = False
             try:
-                client = Client(
-                    await upstream.transport(stack),
-                    mode="legacy",
-                    cache=None,
-                    client_info=_CLIENT_INFO,
-                    message_handler=self._handler(upstream.name),
-                )
-                self.clients[upstream.name] = await stack.enter_async_context(client)
+                async with contextlib.AsyncExitStack() as stack:
+                    client = Client(
+                        await upstream.transport(stack, link),
+                        mode="legacy",
+                        cache=None,
+                        client_info=_CLIENT_INFO,
+                        message_handler=self._handler(name),
+                    )
+                    self.clients[name] = await stack.enter_async_context(client)
+                    self.links[name] = link
+                    self.dead.pop(name, None)
+                    up = True
+                    if restarted:  # its tools are back: the client is told the list changed
+                        logger.warning("upstream %s restarted (%d of %d)", name, restarted, self.restarts)
+                        await self._tools_back()
+                    ready.set()
+                    await link.ended.wait()
             except Exception as exc:  # a broken upstream: its tools are unavailable, the others serve
-                self.dead[upstream.name] = f"did not start: {shorten(str(exc) or type(exc).__name__, 300)}"
-                logger.error("upstream %s %s", upstream.name, self.dead[upstream.name])
+                if not up:
+                    self.dead[name] = f"did not start: {shorten(str(exc) or type(exc).__name__, 300)}"
+                    logger.error("upstream %s %s", name, self.dead[name])
+            finally:
+                self.clients.pop(name, None)
+                if self.links.get(name) is link:
+                    del self.links[name]
+            ready.set()
+            if self.closing or not up:
+                return  # one that never started is not retried: its configuration is what is wrong
+            if restarted >= self.restarts:
+                self.dead[name] = f"{self.dead.get(name, 'stopped answering')}; not restarted again"
+                return
+            self.dead.setdefault(name, "stopped answering")
+            self.dead[name] += "; restarting"
+            restarted += 1
+            await asyncio.sleep(delays.next())
+
+    async def _tools_back(self) -> None:
+        await self.refresh_tools()
+        if self.on_tools_changed is not None:
+            with contextlib.suppress(Exception):  # advisory: the client lists tools again when it likes
+                await self.on_tools_changed()
 
     def _handler(self, name: str) -> MessageHandlerFnT:
         async def handle(message: Any) -> None:
@@ -193,16 +276,23 @@ class _Connections:
             for tool in listed:
                 exposed = self.exposed(name, tool.name)
                 schema = tool.input_schema if schema_problem(tool.input_schema) is None else None
-                tools[exposed] = _Route(name, tool, edit_validator(schema, tool=exposed, against="input schema"))
+                check = edit_validator(schema, tool=exposed, against="input schema")
+                tools[exposed] = _Route(name, tool, check, schema)
         self.tools = tools
 
     def lost(self, name: str, exc: BaseException) -> None:
         self.clients.pop(name, None)
+        link = self.links.pop(name, None)
+        if link is not None:
+            link.end("it stopped answering")  # its holder restarts it (when restarts are left)
         self.dead[name] = f"stopped answering: {shorten(str(exc) or type(exc).__name__, 300)}"
         logger.error("upstream %s %s", name, self.dead[name])
 
     def client(self, name: str) -> Client | None:
         return self.clients.get(name)
+
+    def link(self, name: str) -> Link | None:
+        return self.links.get(name)
 
 
 async def _all_tools(client: Client) -> list[types.Tool]:
@@ -226,7 +316,9 @@ class MCPGateway(Supervised):
     ``default``: what a call no policy rule names gets — ``"ask"`` a person (the default: fail closed) or
     ``"allow"``. ``approval_timeout_ms``: how long a call waits for a person (default: the config's tool
     approval timeout). ``progress_every_s``: how often a waiting call sends ``notifications/progress`` (when the
-    client asked for progress; 0: never). ``supervision``: every adapter's options (``control``, ``sinks``,
+    client asked for progress; 0: never). ``restarts``: how often an upstream that died (after it ran) is started
+    again, with :data:`RESTART_BACKOFF` between tries (0: never; its tools are reported unavailable; one that
+    never started is not retried). ``supervision``: every adapter's options (``control``, ``sinks``,
     ``config``, ``policy``, ``labels``, ``session_setup``, ``ledger``).
     """
 
@@ -237,6 +329,7 @@ class MCPGateway(Supervised):
         default: Default = "ask",
         approval_timeout_ms: int | None = None,
         progress_every_s: float = 10.0,
+        restarts: int = DEFAULT_RESTARTS,
         name: str = "goldfive",
         **supervision: Unpack[SupervisionOptions],
     ) -> None:
@@ -250,17 +343,21 @@ class MCPGateway(Supervised):
             raise ConfigError(f"default must be 'ask' or 'allow', got {default!r}")
         if progress_every_s < 0:
             raise ConfigError(f"progress_every_s must be >= 0, got {progress_every_s}")
+        if not 0 <= restarts <= 100:
+            raise ConfigError(f"restarts must be in [0, 100], got {restarts}")
         self.supervision = Supervision(**supervision)
         self.upstreams = tuple(listed)
         self.default: Default = default
         self.approval_timeout_ms = approval_timeout_ms
         self.progress_every_s = progress_every_s
+        self.restarts = restarts
         self.name = name
 
     async def serve_stdio(self) -> RunResult:
         """Serve one client on this process's stdin/stdout until it disconnects; returns how the run ended."""
-        async with stdio_server() as (read_stream, write_stream):
-            return await self.serve(read_stream, write_stream)
+        connection = _Connection(self)
+        async with serve_stdio_streams(connection.call) as (read_stream, write_stream):
+            return await connection.serve(read_stream, write_stream)
 
     async def serve(self, read_stream: Any, write_stream: Any) -> RunResult:
         """Serve one client connection (one goldfive run) over an MCP stream pair until it closes."""
@@ -281,10 +378,10 @@ class _Connection:
             session_id=self.session_id,
         )
         self.session = self.handle.session
-        self.upstreams = _Connections(gateway.upstreams)
+        self.upstreams = _Connections(gateway.upstreams, restarts=gateway.restarts)
         self.in_flight = InFlight()
-        self.notify: Any = None
-        """The client's session, kept from a request so upstream list changes can be forwarded."""
+        self.write_stream: Any = None
+        """The stream to the client (the SDK server's), for notifications the gateway sends of its own."""
 
     async def serve(self, read_stream: Any, write_stream: Any) -> RunResult:
         server: Server[Any] = Server(
@@ -299,14 +396,17 @@ class _Connection:
             on_get_prompt=self.get_prompt,
         )
         self.upstreams.on_tools_changed = self._tools_changed
+        self.write_stream = write_stream
         error: BaseException | None = None
         self.handle.open()
         try:
-            async with contextlib.AsyncExitStack() as stack:
-                await self.upstreams.connect(stack)
+            try:
+                await self.upstreams.connect()
                 await self.upstreams.refresh_tools()
                 options = server.create_initialization_options(NotificationOptions(tools_changed=True))
                 await server.run(read_stream, write_stream, options)
+            finally:
+                await self.upstreams.close()
         except BaseException as exc:
             error = exc
             raise
@@ -316,57 +416,74 @@ class _Connection:
 
     # -- tools -------------------------------------------------------------------------------------------
     async def list_tools(self, ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-        self.notify = ctx.session
         tools = [route.tool.model_copy(update={"name": name}) for name, route in self.upstreams.tools.items()]
         return types.ListToolsResult(tools=tools)
 
     async def _tools_changed(self) -> None:
-        if self.notify is not None:
-            await self.notify.send_tool_list_changed()
+        note = types.JSONRPCNotification(jsonrpc="2.0", method="notifications/tools/list_changed")
+        await self.write_stream.send(SessionMessage(note))
 
     async def call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-        name = params.name
-        args: dict[str, Any] = dict(params.arguments or {})
+        """The SDK server's ``tools/call`` handler (HTTP; stdio answers :meth:`call` beside the SDK server)."""
+        progress = None
+        if _progress_token(ctx) is not None:
+
+            async def progress(count: int, message: str) -> None:
+                await ctx.session.report_progress(count, None, message)
+
+        raw = {"name": params.name, "arguments": params.arguments or {}}
+        result = await self.call(raw, _client_params(ctx), progress)
+        return types.CallToolResult.model_validate(result)
+
+    async def call(self, params: dict[str, Any], client: dict[str, Any], progress: Progress | None) -> dict[str, Any]:
+        """One ``tools/call`` (params and result as JSON): checked, through the gate, forwarded when let through."""
+        name = params.get("name")
+        arguments = params.get("arguments") or {}
+        if not isinstance(name, str) or not isinstance(arguments, dict):
+            return _refused("tools/call needs a tool name (a string) and arguments (an object); nothing was run")
         route = self.upstreams.tools.get(name)
         if route is None:
             return _refused(self._unknown(name))
-        client = self.upstreams.client(route.upstream)
-        if client is None:
+        link = self.upstreams.link(route.upstream)
+        if link is None:
             why = self.upstreams.dead.get(route.upstream, "is not connected")
             return _refused(f"{name} was not run: its MCP server {route.upstream!r} {why}")
-        problem = route.check(args)
+        problem = route.fits(arguments)
         if problem is not None:
             return _refused(f"{name} was not run: the arguments do not fit its input schema: {problem}")
+        who = _client_name(client)
         call = ToolCall(
             call_id=new_id("mcp"),
             tool_name=name,
-            args=args,
-            prompt=f"Allow {name}({_shown(args)})? — asked by {_client_name(ctx)} over MCP",
-            metadata=self._identity(ctx, route),
+            args=arguments,
+            prompt=f"Allow {name}({_shown(arguments)})? — asked by {who} over MCP",
+            metadata=self._identity(who, route),
             args_schema=route.tool.input_schema,
         )
-        outcome = await self._gate(ctx, call, route)
+        outcome = await self._gate(call, route, progress)
         if isinstance(outcome, Skip):
             return _refused(_refusal(name, outcome))
 
-        async def forward(approved: Mapping[str, Any]) -> types.CallToolResult:
-            return await client.session.call_tool(route.tool.name, dict(approved))
+        async def forward(approved: Mapping[str, Any]) -> dict[str, Any]:
+            return await link.request("tools/call", {"name": route.tool.name, "arguments": dict(approved)})
 
         try:
             result = await self.in_flight.run(outcome, forward)
-        except Exception as exc:  # the upstream's failure is the caller's clear error, never a crash
-            if getattr(getattr(exc, "error", None), "code", None) == types.CONNECTION_CLOSED:
-                self.upstreams.lost(route.upstream, exc)  # later calls say so at once; this one is done, not re-sent
-            return _refused(f"{name} failed in its MCP server {route.upstream!r}: {_upstream_error(exc)}")
+        except UpstreamGone as exc:  # later calls say so at once; this one is done, not re-sent
+            self.upstreams.lost(route.upstream, exc)
+            return _refused(f"{name} failed in its MCP server {route.upstream!r}: it stopped answering ({exc})")
+        except UpstreamError as exc:  # the upstream's failure is the caller's clear error, never a crash
+            return _refused(f"{name} failed in its MCP server {route.upstream!r}: {shorten(str(exc), 500)}")
         note = outcome.note
         if note:
-            result = result.model_copy(update={"content": [*result.content, types.TextContent(type="text", text=note)]})
+            content = result.get("content")
+            result = {**result, "content": [*(content if isinstance(content, list) else []), _text(note)]}
         return result
 
-    async def _gate(self, ctx: Any, call: ToolCall, route: _Route) -> Any:
+    async def _gate(self, call: ToolCall, route: _Route, progress: Progress | None) -> Any:
         ticker = None
-        if self.gateway.progress_every_s > 0 and _progress_token(ctx) is not None:
-            ticker = asyncio.ensure_future(self._tick(ctx, call.call_id))
+        if self.gateway.progress_every_s > 0 and progress is not None:
+            ticker = asyncio.ensure_future(self._tick(progress, call.call_id))
         try:
             return await gate_tool_call(
                 self.session,
@@ -382,7 +499,7 @@ class _Connection:
                 with contextlib.suppress(asyncio.CancelledError):
                     await ticker
 
-    async def _tick(self, ctx: Any, call_id: str) -> None:
+    async def _tick(self, progress: Progress, call_id: str) -> None:
         """``notifications/progress`` while the call waits (for a person, or in a paused run)."""
         count = 0
         while True:
@@ -393,14 +510,14 @@ class _Connection:
             else:
                 message = f"held by goldfive (run {self.session.state})"
             try:
-                await ctx.session.report_progress(count, None, message)
+                await progress(count, message)
             except Exception:  # progress is advisory: a client that went away is found by the call itself
                 logger.debug("could not send progress for %s", call_id, exc_info=True)
                 return
 
-    def _identity(self, ctx: Any, route: _Route) -> dict[str, str]:
+    def _identity(self, who: str, route: _Route) -> dict[str, str]:
         return {
-            "mcp_client": _client_name(ctx),
+            "mcp_client": who,
             "mcp_session": self.session_id,
             "mcp_upstream": route.upstream,
             "mcp_tool": route.tool.name,
@@ -467,8 +584,13 @@ class _Connection:
 
 
 # -- what the client is told ------------------------------------------------------------------------------
-def _refused(text: str) -> types.CallToolResult:
-    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
+def _text(text: str) -> dict[str, Any]:
+    return {"type": "text", "text": text}
+
+
+def _refused(text: str) -> dict[str, Any]:
+    """An ``isError`` CallToolResult (as JSON) with ``text`` for the model."""
+    return {"content": [_text(text)], "isError": True}
 
 
 def _refusal(tool: str, outcome: Skip) -> str:
@@ -485,12 +607,19 @@ def _refusal(tool: str, outcome: Skip) -> str:
     return f"{tool} was not run ({reason}): {outcome.detail}"
 
 
-def _client_name(ctx: Any) -> str:
+def _client_params(ctx: Any) -> dict[str, Any]:
+    """The client's ``initialize`` params as JSON, from the SDK server's session."""
     params = getattr(ctx.session, "client_params", None)
-    info = getattr(params, "client_info", None)
-    if info is None:
+    return params.model_dump(by_alias=True, exclude_none=True) if params is not None else {}
+
+
+def _client_name(client: Mapping[str, Any]) -> str:
+    """Who asked, from the client's ``initialize`` params (its name and version are the client's own words)."""
+    info = client.get("clientInfo")
+    if not isinstance(info, Mapping) or not isinstance(info.get("name"), str):
         return "an unnamed MCP client"
-    return shorten(f"{info.name} {info.version}".strip(), 120)
+    version = info.get("version")
+    return shorten(f"{info['name']} {version if isinstance(version, str) else ''}".strip(), 120)
 
 
 def _progress_token(ctx: Any) -> object:
@@ -504,12 +633,6 @@ def _shown(args: Mapping[str, Any]) -> str:
         return shorten(canonical_json(args), 300)
     except (TypeError, ValueError):
         return "…"
-
-
-def _upstream_error(exc: BaseException) -> str:
-    error = getattr(exc, "error", None)
-    message = getattr(error, "message", None)
-    return shorten(str(message or exc) or type(exc).__name__, 500)
 
 
 def _mcp_error(code: int, message: str) -> Exception:
