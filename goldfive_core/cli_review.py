@@ -1,5 +1,9 @@
 """``goldfive review stats``: how the reviewers' verdicts compare with the people's later decisions (database only).
 
+The reviewers run in the agents' own gates, and the agents write these records; ``--policy FILE`` (the policy
+``goldfive serve --policy`` enforces) checks each against it: a verdict whose rule there names another reviewer or
+mode, or that the policy has no such rule for, is listed as not verified.
+
 Reads every ``ReviewerVerdict`` on the audit log and, for each call a person was asked about (every call in
 shadow mode, the ones sent on in act mode), that person's decision; counts agree / disagree per verdict, per
 rule and per reviewer (:func:`goldfive_core.review.review_stats`) and lists the disagreements.
@@ -8,12 +12,14 @@ rule and per reviewer (:func:`goldfive_core.review.review_stats`) and lists the 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from ._text import inert
 from .approvals import DECIDED_STATUSES
-from .cli_text import EXIT_OK, _Out
+from .cli_text import EXIT_OK, EXIT_USAGE, _Exit, _Out
+from .policy import Ask, Policy, PolicyError, load_policy
 from .review import ReviewedCall, ReviewStats, review_stats
 from .store import Store
 
@@ -31,6 +37,7 @@ def add_parser(cmd: Callable[[str, str], argparse.ArgumentParser]) -> None:
     p.add_argument("--rule", help="only calls of this rule")
     p.add_argument("--reviewer", help="only this reviewer ('reviewer:NAME' or NAME)")
     p.add_argument("--limit", type=int, default=20, help="disagreements listed (default 20; all with --json)")
+    p.add_argument("--policy", metavar="FILE", help="check each verdict's reviewer against this policy (serve's)")
 
 
 def reviewed_calls(store: Store, *, run_id: str | None = None) -> Iterator[ReviewedCall]:
@@ -79,9 +86,22 @@ def review_command(store: Store, args: argparse.Namespace, out: _Out) -> int:
         for c in reviewed_calls(store, run_id=args.run)
         if (not args.rule or c.rule == args.rule) and (not wanted or c.reviewer == wanted)
     ]
+    if args.policy:
+        try:
+            policy = load_policy(args.policy)
+        except PolicyError as exc:
+            raise _Exit(EXIT_USAGE, str(exc)) from None
+        calls = [dataclasses.replace(c, verified=_attributed(policy, c)) for c in calls]
     stats = review_stats(calls)
     out.emit(_text(stats, max(args.limit, 0)), stats.as_dict())
     return EXIT_OK
+
+
+def _attributed(policy: Policy, call: ReviewedCall) -> bool:
+    """Whether ``policy``'s rule of that name names this reviewer, in this mode."""
+    rule = next((r for r in policy.rules if r.name == call.rule), None)
+    review = rule.action.review if rule is not None and isinstance(rule.action, Ask) else None
+    return review is not None and review.decider == call.reviewer and review.mode == call.mode
 
 
 def _table(title: str, rows: Mapping[str, Mapping[str, int]]) -> list[str]:
@@ -113,4 +133,11 @@ def _text(stats: ReviewStats, limit: int) -> str:
             )
         if len(stats.disagreements) > limit:
             lines.append(f"  ... {len(stats.disagreements) - limit} more (--limit N, or --json for all)")
+    if stats.unverified:
+        lines += ["", f"NOT VERIFIED against the policy ({len(stats.unverified)}):"]
+        for call in stats.unverified[:limit]:
+            lines.append(
+                f"  {inert(call.call_id, 80)}  run {inert(call.run_id, 60)}: {inert(call.reviewer, 80)} ({call.mode}) "
+                f"on rule {inert(call.rule, 80)!r}, which the policy does not give that reviewer"
+            )
     return "\n".join(lines)

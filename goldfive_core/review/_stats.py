@@ -42,6 +42,8 @@ class ReviewedCall:
     decided_by: str = ""
     detail: str = ""
     """The person's reason."""
+    verified: bool | None = None
+    """Checked against a policy (``--policy``): whether its rule names this reviewer in this mode; None: unchecked."""
 
     @property
     def agreement(self) -> Agreement:
@@ -75,6 +77,8 @@ class ReviewStats:
     by_rule: Mapping[str, Mapping[str, int]]
     by_reviewer: Mapping[str, Mapping[str, int]]
     disagreements: tuple[ReviewedCall, ...]
+    unverified: tuple[ReviewedCall, ...] = ()
+    """Verdicts whose rule, in the policy checked against, names another reviewer or mode (or is missing)."""
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON shape ``goldfive review stats --json`` prints."""
@@ -84,6 +88,7 @@ class ReviewStats:
             "by_rule": {k: dict(v) for k, v in self.by_rule.items()},
             "by_reviewer": {k: dict(v) for k, v in self.by_reviewer.items()},
             "disagreements": [c.as_dict() for c in self.disagreements],
+            "unverified": [c.as_dict() for c in self.unverified],
         }
 
 
@@ -93,6 +98,7 @@ def review_stats(calls: Iterable[ReviewedCall]) -> ReviewStats:
     by_rule: dict[str, dict[str, int]] = collections.defaultdict(_counts)
     by_reviewer: dict[str, dict[str, int]] = collections.defaultdict(_counts)
     disagreements: list[ReviewedCall] = []
+    unverified: list[ReviewedCall] = []
     total = 0
     for call in calls:
         total += 1
@@ -102,10 +108,13 @@ def review_stats(calls: Iterable[ReviewedCall]) -> ReviewStats:
         by_reviewer[call.reviewer][where] += 1
         if where == "disagree":
             disagreements.append(call)
+        if call.verified is False:
+            unverified.append(call)
     return ReviewStats(
         total=total,
         by_verdict=dict(sorted(by_verdict.items())),
         by_rule=dict(sorted(by_rule.items())),
         by_reviewer=dict(sorted(by_reviewer.items())),
         disagreements=tuple(disagreements),
+        unverified=tuple(unverified),
     )

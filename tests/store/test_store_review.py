@@ -18,7 +18,7 @@ from test_store_trust import ANA, ARGS, TOOL, Agent, facts, orphaned, post
 from goldfive_core import ControlKind
 from goldfive_core.approvals import ApprovalStatus, Principal
 from goldfive_core.cli import main
-from goldfive_core.policy import Ask, Policy, Rule, RuleReviewer
+from goldfive_core.policy import Ask, Policy, PolicyAuthority, Rule, RuleReviewer
 from goldfive_core.review import ReviewVerdict
 from goldfive_core.signing import DecisionSigner, load_or_create_signing_key
 from goldfive_core.store import DecideVerdict, decide
@@ -82,7 +82,13 @@ async def test_the_card_shows_the_verdict_and_review_stats_compares_it_with_the_
     sqlite_backend: Backend, capsys: pytest.CaptureFixture[str]
 ) -> None:
     act = ScriptedVerdicts([ReviewVerdict.ask("a new payee")], name="payments")
-    shadow = ScriptedVerdicts([ReviewVerdict.allow("usual amount"), ReviewVerdict.deny("odd")], name="shadowy")
+    # The two shadowed calls run at once: each verdict is chosen by the call, not by which came first.
+    shadow = ScriptedVerdicts(
+        then=lambda seen: (
+            ReviewVerdict.allow("usual amount") if seen.call.call_id == "pay-2" else ReviewVerdict.deny("odd")
+        ),
+        name="shadowy",
+    )
     agents = [
         Agent(sqlite_backend, "pay-1", trust=None, policy=reviewed(act)),
         Agent(sqlite_backend, "pay-2", trust=None, policy=reviewed(shadow, mode="shadow")),
@@ -122,3 +128,34 @@ async def test_the_card_shows_the_verdict_and_review_stats_compares_it_with_the_
     finally:
         for agent in agents:
             await agent.close()
+
+
+async def test_under_the_servers_policy_a_verdict_its_rule_does_not_name_is_shown_not_verified(
+    sqlite_backend: Backend, tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The reviewer runs in the agent's gate, and the agent writes its record: the server's own policy (serve
+    # --policy) is what the card and the stats check the attribution against.
+    reviewer = ScriptedVerdicts([ReviewVerdict.ask("hmm")], name="payments")
+    agent = Agent(sqlite_backend, "pay-v", trust=None, policy=reviewed(reviewer))
+    try:
+        row = await agent.pending()
+        same = Policy(
+            [Rule(name="transfers", tool=TOOL, action=Ask(review=RuleReviewer(target="acme.review:payments")))]
+        )
+        other = Policy(
+            [Rule(name="transfers", tool=TOOL, action=Ask(review=RuleReviewer(target="acme.review:strict")))]
+        )
+        plain = Policy([Rule(name="transfers", tool=TOOL, action=Ask())])
+        shown = [approval_json(row, liveness="live", rules=PolicyAuthority(p))["review"] for p in (same, other, plain)]
+        assert [r["verified"] for r in shown] == [True, False, False]
+        assert "names reviewer:strict" in shown[1]["verified_note"] and "names no reviewer" in shown[2]["verified_note"]
+        assert approval_json(row, liveness="live")["review"]["verified"] is None  # no server policy: unchecked
+        policy_file = tmp_path / "server-policy.toml"
+        policy_file.write_text(
+            '[[rule]]\nname = "transfers"\ntool = "transfer"\naction = "ask"\nreview = "acme.review:strict"\n'
+        )
+        assert main(["review", "stats", "--db", sqlite_backend.location, "--policy", str(policy_file)]) == 0
+        out = capsys.readouterr().out
+        assert "NOT VERIFIED against the policy (1):" in out and "reviewer:payments (act) on rule 'transfers'" in out
+    finally:
+        await agent.close()
