@@ -32,7 +32,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
 from ._stored import NUL_MARK, storable
-from ._util import args_digest, canonical_json, new_id, now_ms, safe_repr
+from ._util import REVIEWER_PREFIX, args_digest, canonical_json, new_id, now_ms, safe_repr
 from .errors import ApprovalError, InvalidTransitionError
 
 if TYPE_CHECKING:
@@ -204,10 +204,6 @@ class Principal:
             raise ValueError(f"a principal needs a non-empty name, got {self.name!r}")
         if self.channel not in ("cli", "web", "api", "agent"):
             raise ValueError(f"channel must be 'cli', 'web', 'api' or 'agent', got {self.channel!r}")
-
-
-REVIEWER_PREFIX = "reviewer:"
-"""How a reviewer is named as a decider (``reviewer:<name>``); a person's name never holds a colon."""
 
 
 def reviewer_claim(decided_by: object, channel: object = "") -> str:

@@ -8,8 +8,7 @@ import re
 from collections.abc import Callable, Collection, Mapping
 from typing import Any, Literal
 
-from .._util import safe_repr
-from ..approvals import REVIEWER_PREFIX
+from .._util import REVIEWER_PREFIX, safe_repr
 from ..errors import ExpressionError, PolicyError
 from ._expr import Expression, compile_expression
 

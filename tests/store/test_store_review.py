@@ -96,6 +96,8 @@ async def test_the_card_shows_the_verdict_and_review_stats_compares_it_with_the_
     ]
     try:
         rows = [await agent.pending() for agent in agents]
+        assert main(["pending", "--db", sqlite_backend.location]) == 0
+        assert "reviewer:payments says ask: a new payee" in capsys.readouterr().out
         card = approval_json(rows[0], liveness="live")["review"]
         assert card is not None and (card["by"], card["verdict"], card["reason"]) == (
             "reviewer:payments",
