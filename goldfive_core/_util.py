@@ -69,3 +69,7 @@ def env_seconds(name: str, default: float, *, low: float = 0.0, high: float = 36
         "%s=%r is not %g..%g seconds; using %g", name, shorten(text, 40), low, high, default
     )
     return default
+
+
+REVIEWER_PREFIX = "reviewer:"
+"""How a policy rule's reviewer is named as a decider (``reviewer:<name>``); a person's name never holds a colon."""

@@ -32,7 +32,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
 from ._stored import NUL_MARK, storable
-from ._util import args_digest, canonical_json, new_id, now_ms, safe_repr
+from ._util import REVIEWER_PREFIX, args_digest, canonical_json, new_id, now_ms, safe_repr
 from .errors import ApprovalError, InvalidTransitionError
 
 if TYPE_CHECKING:
@@ -52,9 +52,11 @@ __all__ = [
     "MAX_TIMEOUT_MS",
     "OPEN_STATUSES",
     "Principal",
+    "REVIEWER_PREFIX",
     "already_decided_text",
     "policy_ask",
     "request_digest",
+    "reviewer_claim",
     "sources",
     "transition",
 ]
@@ -202,6 +204,21 @@ class Principal:
             raise ValueError(f"a principal needs a non-empty name, got {self.name!r}")
         if self.channel not in ("cli", "web", "api", "agent"):
             raise ValueError(f"channel must be 'cli', 'web', 'api' or 'agent', got {self.channel!r}")
+
+
+def reviewer_claim(decided_by: object, channel: object = "") -> str:
+    """Why a decision from outside the agent may not be applied because it claims a reviewer made it ("" if not).
+
+    A reviewer's verdict is only ever taken in the agent's own gate (``goldfive_core.review``): one that arrives
+    by a channel, or sits in a store as a recorded decision, was not made there, whoever signed it.
+    """
+    by = decided_by if isinstance(decided_by, str) else ""
+    if by.startswith(REVIEWER_PREFIX) or channel == "reviewer":
+        return (
+            f"a decision attributed to a reviewer ({safe_repr(by, 80)}) is only taken in the agent's own gate, "
+            "never from outside it; nothing was decided"
+        )
+    return ""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)

@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, NoReturn
 
-from . import cli_grants, cli_mcp, cli_remote
+from . import cli_grants, cli_mcp, cli_remote, cli_review
 from ._text import inert
 from .approvals import Principal
 from .cli_text import (
@@ -254,6 +254,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     cli_grants.add_parser(cmd)
     cli_mcp.add_parser(cmd)
+    cli_review.add_parser(cmd)
     p = cmd("users", "manage who may log in to goldfive serve")
     p.add_argument("action", choices=["add", "list", "disable", "enable", "rotate", "groups"], help="what to do")
     p.add_argument("name", nargs="?", help="the user's name (add, disable, enable, rotate, groups)")
@@ -699,6 +700,7 @@ COMMANDS: Mapping[str, _Command] = {
     "users": _Command(local=_users, remote=None, store="create"),
     "grants": _Command(local=_grants, remote=cli_remote.grants),
     "mcp": _Command(local=cli_mcp.mcp_command, remote=cli_mcp.mcp_remote, store="create"),
+    "review": _Command(local=cli_review.review_command, remote=None, store="read"),
 }
 """Every command of the parser, by name."""
 

@@ -73,6 +73,8 @@ def _say_pending(items: Sequence[Mapping[str, Any]]) -> None:
             f"{inert(item['target_id'], 80)}  [{item['status']}]  {inert(item['kind'], 10)}: {what}  "
             f"(run {inert(item['run_id'], 60)}, asked {_ago(item['requested_at_ms'])})"
         )
+        for line in review_lines(item.get("review"), short=True):
+            _say(f"    {line}")
         if item["status"] == "detached":
             _say(f"    {inert(item['orphaned_reason'], 200)}")
         elif item["orphaned_reason"]:
@@ -222,6 +224,26 @@ def _policy_lines(policy: Mapping[str, Any] | None, progress: str = "", *, error
     return lines
 
 
+def review_lines(review: Mapping[str, Any] | None, *, short: bool = False) -> list[str]:
+    """What the rule's reviewer said (the approval's ``review`` object); every field is the agent's: inert."""
+    if not isinstance(review, Mapping):
+        return []
+    limit = 200 if short else 1000
+    by = inert(review.get("by") or "", 120)
+    if review.get("error"):
+        lines = [f"reviewer   {by} gave no verdict: {inert(review['error'], limit)}"]
+    else:
+        reason = inert(review.get("reason") or "", limit)
+        lines = [
+            f"reviewer   {by} says {inert(review.get('verdict') or 'ask', 10)}" + (f": {reason}" if reason else "")
+        ]
+    if review.get("note"):
+        lines.append(f"reviewer   {inert(review['note'], 300)}")
+    if review.get("verified") is False:
+        lines.append(f"reviewer   NOT VERIFIED: {inert(review.get('verified_note') or '', 300)}")
+    return [line.removeprefix("reviewer   ") if short else line for line in lines[: 1 if short else None]]
+
+
 def _show_text(item: Mapping[str, Any]) -> str:
     """``goldfive show``: one approval in full, the same in the database and HTTP modes.
 
@@ -251,6 +273,7 @@ def _show_text(item: Mapping[str, Any]) -> str:
             str(item.get("quorum_progress") or ""),
             error=str((item.get("metadata") or {}).get("policy_error") or ""),
         ),
+        *review_lines(item.get("review")),
     ]
     if item.get("decision"):
         who = t("decided_by", 200) or "?"

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ._util import canonical_json, safe_repr
-from .approvals import Decision
+from .approvals import Decision, reviewer_claim
 from .control import ControlKind
 from .errors import BadPayload
 
@@ -74,6 +74,9 @@ def decision_from_payload(kind: ControlKind, payload: Mapping[str, Any]) -> tupl
         except BadPayload as exc:
             raise ValueError(f"{kind.value}: {exc}") from None
     assert isinstance(target_id, str)
+    forged = reviewer_claim(decided_by, channel)
+    if forged:  # a reviewer's verdict never arrives by a channel: it is taken in the agent's own gate only
+        raise ValueError(f"{kind.value}: refused: {forged}")
     edited = payload.get("edited_args")
     if edited is not None:
         if kind is not ControlKind.APPROVE:

@@ -22,6 +22,10 @@ An adapter translates its host's call into a :class:`ToolCall`, calls
    ``detach_after_s`` shorter than the request's timeout, running out of time skips the call as
    ``awaiting_approval``: the request stays pending (in the store) and the host resumes the call later,
    when the ledger finds the decision (step 5).
+   Before that, a rule that names a reviewer (``review = "module:callable"``) has it judge the call
+   (:mod:`goldfive_core.review`): its allow lets the call on to step 8, its deny skips it (``reviewer_denied``),
+   and its ask — or any failure of it, which is never an allow — sends the call on to the person with the
+   verdict on the card. In shadow mode it is only recorded.
 7. **apply the answer** — edited arguments are checked by the call's edit validator; a rejection, a timeout
    (with its HUMAN_INTERVENTION_REQUIRED drift) or a withdrawal skips the call.
 8. **step gate again** — a PAUSE that arrived while the call waited holds the approved call until RESUME.
@@ -43,7 +47,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 from ._util import args_digest, canonical_json, shorten
-from .approvals import ApprovalOutcome, ApprovalRequest, Decision, EditValidator, policy_ask
+from .approvals import REVIEWER_PREFIX, ApprovalOutcome, ApprovalRequest, Decision, EditValidator, policy_ask
 from .argschema import EDITABLE_KEY, SCHEMA_KEY, schema_json
 from .drift import Drift, DriftKind, DriftSeverity, InterventionLevel
 from .errors import ApprovalError, RunCancelledError, RunTerminatedError
@@ -52,6 +56,7 @@ from .pb.v1 import events_pb2
 from .run_state import is_stopped
 
 if TYPE_CHECKING:
+    from .policy import Rule
     from .session import Guidance, Session
 
 __all__ = [
@@ -84,6 +89,7 @@ SkipReason = Literal[
     "already_done",
     "store_unavailable",
     "awaiting_approval",
+    "reviewer_denied",
 ]
 
 _STOPPED = (RunCancelledError, RunTerminatedError)
@@ -129,6 +135,8 @@ class Proceed:
         decision = self.decision
         if decision is None or not decision.detail:
             return ""
+        if decision.decided_by.startswith(REVIEWER_PREFIX):  # never presented as a person's approval
+            return f"The reviewer {decision.decided_by} allowed this call: {decision.detail}"
         by = f" ({decision.decided_by})" if decision.decided_by else ""
         return f"A person{by} approved this call: {decision.detail}"
 
@@ -171,6 +179,8 @@ class PolicyVerdict:
     """For an allow: the standing grant that let the call through."""
     metadata: Mapping[str, str] = dataclasses.field(default_factory=dict)
     """For an ask: what the request carries about the rule (approvers, quorum, ...)."""
+    review_rule: Rule | None = None
+    """For an ask: the rule whose reviewer judges the call before a person (its ``Ask.review``)."""
 
 
 class ToolPolicy(Protocol):
@@ -315,6 +325,13 @@ async def gate_tool_call(
         if replay.decision is not None:
             session.approvals.forget_expected(call.call_id)
             outcome = ApprovalOutcome.of(call.call_id, replay.decision)
+    # 5b. the rule's reviewer, before a person (its failure is never an allow).
+    review_card: Mapping[str, str] = {}
+    if outcome is None and verdict is not None and verdict.review_rule is not None:
+        reviewed = await _review(session, call, verdict.review_rule, args_json, digest)
+        if isinstance(reviewed, Skip):
+            return reviewed
+        outcome, review_card = reviewed
     # 6. ask a person (when someone can answer).
     timeout = timeout_ms if timeout_ms and timeout_ms > 0 else session.config.effective_tool_approval_timeout_ms
     timeout = _until_expiry(policy_metadata, timeout)
@@ -328,7 +345,7 @@ async def gate_tool_call(
         )
     if outcome is None:
         current = session.tasks.current
-        metadata = {**call.metadata, **policy_metadata, "tool_name": name, "args_json": args_json}
+        metadata = {**call.metadata, **policy_metadata, **review_card, "tool_name": name, "args_json": args_json}
         if policy_metadata and session.started_by:
             metadata["started_by"] = session.started_by
         if call.agent:
@@ -464,7 +481,34 @@ async def _run_policy(session: Session, call: ToolCall, gated: bool) -> PolicyVe
         )
         if grant is not None:  # a person allowed matching calls of this rule: on the record with the grant's id
             return PolicyVerdict(action="allow", rule=verdict.rule_name, grant_id=grant.grant_id)
-    return PolicyVerdict(action="ask", rule=verdict.rule_name, metadata=verdict.metadata())
+    # A rule that could not be evaluated asks a person as it is: its reviewer is not asked to stand in.
+    reviewed = (
+        verdict.rule if verdict.ask is not None and verdict.ask.review is not None and not verdict.error else None
+    )
+    return PolicyVerdict(action="ask", rule=verdict.rule_name, metadata=verdict.metadata(), review_rule=reviewed)
+
+
+async def _review(
+    session: Session, call: ToolCall, rule: Rule, args_json: str, digest: str
+) -> Skip | tuple[ApprovalOutcome | None, Mapping[str, str]]:
+    """The reviewer's step: a Skip (denied), its allow as the call's outcome, or (None, the card) to ask a person."""
+    from .review import review_call
+
+    step = await review_call(session, call, rule, args_json=args_json, digest=digest)
+    if step.outcome == "asked":
+        return None, step.card
+    session.approvals.forget_expected(call.call_id)
+    if step.outcome == "denied":
+        return Skip(
+            call_id=call.call_id,
+            reason="reviewer_denied",
+            detail=f"the reviewer {step.decided_by} denied this {call.tool_name} call: {step.reason or 'denied'}",
+            decided_by=step.decided_by,
+        )
+    allowed = ApprovalOutcome(
+        target_id=call.call_id, decision="approve", detail=step.reason, decided_by=step.decided_by
+    )
+    return allowed, {}
 
 
 def _until_expiry(policy_metadata: Mapping[str, str], timeout_ms: int) -> int:

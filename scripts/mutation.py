@@ -77,6 +77,8 @@ SIGNED = ("tests/server/test_server_signing.py", "tests/store/test_store_trust.p
 TRUSTED = ("tests/store/test_store_trust.py",)
 RUN_APPROVED = ("tests/store/test_store_run_approved.py",)
 REQUEST = ("tests/server/test_server_request_binding.py",)
+REVIEWER = ("tests/policy/test_policy_reviewer.py",)
+REVIEWER_STORE = ("tests/store/test_store_review.py",)
 
 # Where code lives now, and where the tool-call gate moves it (a mutation applies in the first file
 # that holds its snippet exactly once).
@@ -106,6 +108,8 @@ INFLIGHT = "goldfive_core/inflight.py"
 A2A = ("goldfive_adk/a2a.py",)
 A2A_IN_BAND = ("tests/a2a/test_a2a_in_band.py",)
 A2A_SERVER = ("tests/a2a/test_a2a_server.py",)
+REVIEW_RUN = ("goldfive_core/review/_run.py",)
+REVIEW_GATE = ("goldfive_core/review/_gate.py",)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -1694,6 +1698,63 @@ MUTATIONS: tuple[Mutation, ...] = (
         "            if True:",
         "mcp gateway: an upstream that died is never restarted (its tools stay unavailable)",
         ("tests/mcp/test_mcp_gateway.py::test_an_upstream_that_died_is_restarted_and_an_approved_call_is_not_resent",),
+    ),
+    # -- the reviewer tier: fails closed, never a vote, never a grant, shadow never acts ------------------------
+    M(
+        REVIEW_RUN,
+        'return _failed(reviewer, f"it raised {type(exc).__name__}: {shorten(str(exc), 300)}", started)',
+        'return Judged(verdict=ReviewVerdict(action="allow"))',
+        "a reviewer that raises is taken as an allow (fail open)",
+        REVIEWER,
+    ),
+    M(
+        REVIEW_RUN,
+        'return _failed(reviewer, f"it did not answer within {reviewer.timeout_ms / 1000:g} s", started)',
+        'return Judged(verdict=ReviewVerdict(action="allow"))',
+        "a reviewer that times out is taken as an allow (fail open)",
+        REVIEWER,
+    ),
+    M(
+        REVIEW_RUN,
+        "if not isinstance(verdict, ReviewVerdict):\n        return None",
+        'if not isinstance(verdict, ReviewVerdict):\n        return ReviewVerdict(action="allow")',
+        "a reviewer that returns junk is taken as an allow (fail open)",
+        REVIEWER,
+    ),
+    M(
+        REVIEW_GATE,
+        'if verdict.action == "allow" and ask.quorum > 1:',
+        "if False:",
+        "a reviewer's allow stands in for the people a quorum rule needs (counted as their votes)",
+        REVIEWER,
+    ),
+    M(
+        REVIEW_GATE,
+        'if reviewer.mode == "shadow":',
+        "if False:",
+        "a shadow reviewer's verdict acts (its deny skips the call)",
+        REVIEWER,
+    ),
+    M(
+        REVIEW_GATE,
+        "seen = dataclasses.replace(call, args=json.loads(args_json), metadata=dict(call.metadata))",
+        "seen = call",
+        "the reviewer is handed the call's own arguments: what it changes is what runs",
+        REVIEWER,
+    ),
+    M(
+        ("goldfive_core/payloads.py",),
+        "if forged:  # a reviewer's verdict never arrives by a channel",
+        "if False:  # a reviewer's verdict never arrives by a channel",
+        "a decision from outside claiming a reviewer is applied (and may make a grant)",
+        REVIEWER,
+    ),
+    M(
+        TRUST,
+        'problem = reviewer_claim(decided_by, payload.get("channel")) or None',
+        "problem = None",
+        "a reviewer allow recorded in the store is replayed as a decision",
+        REVIEWER_STORE,
     ),
 )
 

@@ -21,6 +21,14 @@ arguments. Build one in Python or load it from TOML (:func:`load_policy`, ``GOLD
     escalate = { after = "30m", to = ["role:cfo"] }
 
     [[rule]]
+    name = "refunds, reviewed first"
+    tool = "refund"
+    action = "ask"
+    review = "acme.review:refunds"    # allow / deny / ask before a person; see goldfive_core.review
+    review_mode = "shadow"            # only record what it would have decided
+    review_timeout = "20s"
+
+    [[rule]]
     name = "no production deletes"
     tool = "*"
     labels = { env = "prod" }
@@ -49,6 +57,7 @@ from ._model import (
     PolicyCall,
     PolicyError,
     Rule,
+    RuleReviewer,
     format_duration,
     parse_duration,
 )
@@ -79,6 +88,7 @@ __all__ = [
     "PolicyCall",
     "PolicyError",
     "Rule",
+    "RuleReviewer",
     "Verdict",
     "compile_expression",
     "default_policy",

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from .._util import safe_repr
-from ._model import Allow, Ask, Deny, Escalation, GrantScope, PolicyError, Rule, parse_duration
+from ._model import Allow, Ask, Deny, Escalation, GrantScope, PolicyError, Rule, RuleReviewer, parse_duration
 from ._policy import Policy
 
 __all__ = ["ENV_VAR", "MAX_POLICY_BYTES", "default_policy", "load_policy", "load_policy_from_env", "parse_policy"]
@@ -22,7 +22,18 @@ _COMMON = ("name", "tool", "agent", "labels", "when", "action")
 _BY_ACTION: dict[str, tuple[str, ...]] = {
     "allow": (),
     "deny": ("reason",),
-    "ask": ("approvers", "quorum", "barred", "escalate", "grants", "reject", "expires"),
+    "ask": (
+        "approvers",
+        "quorum",
+        "barred",
+        "escalate",
+        "grants",
+        "reject",
+        "expires",
+        "review",
+        "review_mode",
+        "review_timeout",
+    ),
 }
 _ALL_KEYS = frozenset(_COMMON).union(*_BY_ACTION.values())
 _HEADER = re.compile(r"^\s*\[\[\s*rule\s*\]\]\s*(?:#.*)?$")
@@ -177,6 +188,11 @@ def _rule(raw: dict[str, Any], index: int, lines: _Lines, source: str) -> Rule:
                 kwargs["reject_ends"] = field("reject", _reject)
             if "expires" in raw:
                 kwargs["expires_ms"] = field("expires", lambda v: parse_duration(_str(v, "expires")))
+            if "review" in raw:
+                kwargs["review"] = field("review", lambda v: _reviewer(v, raw))
+            elif "review_mode" in raw or "review_timeout" in raw:
+                key = "review_mode" if "review_mode" in raw else "review_timeout"
+                raise fail(f"{key!r} needs 'review' (the reviewer, 'module:callable') in the same rule", key)
             result = Ask(**kwargs)
         extra = {k: raw[k] for k in ("tool", "agent", "labels", "when") if k in raw}
         return Rule(name=name, action=result, line=lines.rule(index), **extra)  # type: ignore[arg-type]
@@ -214,6 +230,17 @@ def _grants(value: Any) -> tuple[GrantScope, ...]:
     if len(set(scopes)) != len(scopes):
         raise ValueError("grants lists the same scope twice")
     return scopes
+
+
+def _reviewer(value: Any, raw: Mapping[str, Any]) -> RuleReviewer:
+    """``review``, ``review_mode`` and ``review_timeout`` of one rule (the reviewer is imported later, by the gate)."""
+    mode = raw.get("review_mode", "act")
+    if mode not in ("act", "shadow"):
+        raise ValueError(f"review_mode is 'act' or 'shadow', got {safe_repr(mode)}")
+    kwargs: dict[str, Any] = {"target": _str(value, "review"), "mode": mode}
+    if "review_timeout" in raw:
+        kwargs["timeout_ms"] = parse_duration(_str(raw["review_timeout"], "review_timeout"))
+    return RuleReviewer(**kwargs)
 
 
 def _reject(value: Any) -> bool:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import dataclasses
 import fnmatch
 import re
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any, Literal
 
-from .._util import safe_repr
+from .._util import REVIEWER_PREFIX, safe_repr
 from ..errors import ExpressionError, PolicyError
 from ._expr import Expression, compile_expression
 
@@ -21,6 +21,7 @@ __all__ = [
     "PolicyCall",
     "PolicyError",
     "Rule",
+    "RuleReviewer",
     "format_duration",
     "parse_duration",
 ]
@@ -31,6 +32,12 @@ _BARRED_SPECIAL = ("starter", "agent")
 _DURATION = re.compile(r"(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
 _DURATION_UNITS = (86_400_000, 3_600_000, 60_000, 1000)
 MAX_DURATION_MS = 366 * 86_400_000
+DEFAULT_REVIEW_TIMEOUT_MS = 10_000
+MAX_REVIEW_TIMEOUT_MS = 300_000
+_REVIEW_SPEC = re.compile(
+    r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*"
+)
+_REVIEWER_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}")
 
 
 def parse_duration(text: str) -> int:
@@ -144,6 +151,57 @@ class Deny:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class RuleReviewer:
+    """A rule's reviewer: a callable that judges the call before a person is asked (``review = "module:callable"``).
+
+    ``target`` is the ``"module:callable"`` text (imported in the agent's gate when first needed, never by a
+    server that only reads the policy) or the callable itself. ``mode`` ``"act"``: its allow or deny decides;
+    ``"shadow"``: its verdict is only recorded and a person decides as if there were no reviewer.
+    ``timeout_ms`` bounds it (running out means "ask a person"). ``name`` defaults to the callable's name
+    (the text after the colon); the audit log names it ``reviewer:<name>``.
+    """
+
+    target: str | Callable[..., Any]
+    mode: Literal["act", "shadow"] = "act"
+    timeout_ms: int = DEFAULT_REVIEW_TIMEOUT_MS
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        target = self.target
+        if isinstance(target, str):
+            if not _REVIEW_SPEC.fullmatch(target) or len(target) > 300:
+                raise ValueError(f"review is 'module:callable' (e.g. 'acme.review:refunds'), got {safe_repr(target)}")
+            default = target.rpartition(":")[2]
+        elif callable(target):
+            own = getattr(target, "name", None)
+            default = own if isinstance(own, str) and own else getattr(target, "__name__", type(target).__name__)
+        else:
+            raise ValueError(f"review is 'module:callable' or a callable, got {safe_repr(target)}")
+        name = self.name or default
+        if not isinstance(name, str) or not _REVIEWER_NAME.fullmatch(name):
+            raise ValueError(f"a reviewer's name is 1..100 letters, digits, '_', '.' or '-', got {safe_repr(name)}")
+        object.__setattr__(self, "name", name)
+        if self.mode not in ("act", "shadow"):
+            raise ValueError(f"review_mode is 'act' or 'shadow', got {safe_repr(self.mode)}")
+        ms = self.timeout_ms
+        if isinstance(ms, bool) or not isinstance(ms, int) or not 0 < ms <= MAX_REVIEW_TIMEOUT_MS:
+            raise ValueError(f"review_timeout must be a duration in 1s..5m, got {safe_repr(ms)}")
+
+    @property
+    def decider(self) -> str:
+        """How the audit log names it: ``reviewer:<name>``."""
+        return REVIEWER_PREFIX + self.name
+
+    @property
+    def spec(self) -> str:
+        """The ``module:callable`` text, or the callable's qualified name when built in Python."""
+        target = self.target
+        if isinstance(target, str):
+            return target
+        return f"{getattr(target, '__module__', '?')}:{getattr(target, '__qualname__', type(target).__qualname__)}"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class Ask:
     """Ask a person: who may answer, how many distinct approvers, escalation, grants and deadline."""
 
@@ -159,6 +217,8 @@ class Ask:
     """A reject ends the request (False: it is recorded and the others may still reach the quorum)."""
     expires_ms: int | None = None
     """A decision later than this after the request is refused."""
+    review: RuleReviewer | None = None
+    """Who judges the call before a person is asked (:class:`RuleReviewer`); None = the person only."""
     kind: Literal["ask"] = "ask"
 
     def __post_init__(self) -> None:
@@ -179,6 +239,8 @@ class Ask:
             raise ValueError(f"expires must be a positive duration, got {safe_repr(self.expires_ms)}")
         if self.escalate is not None and self.expires_ms is not None and self.escalate.after_ms >= self.expires_ms:
             raise ValueError("escalate.after is not before expires: the escalation could never happen")
+        if self.review is not None and not isinstance(self.review, RuleReviewer):
+            raise ValueError(f"review must be a RuleReviewer, got {safe_repr(self.review)}")
 
     def to_metadata(self) -> dict[str, str]:
         """String fields for a request's metadata (``policy_*``); :meth:`from_metadata` reads them back."""
@@ -198,6 +260,8 @@ class Ask:
             out["policy_reject"] = "counts"
         if self.expires_ms is not None:
             out["policy_expires"] = format_duration(self.expires_ms)
+        if self.review is not None:  # who judged it first; the reviewer itself is never read back from a request
+            out["policy_review"] = self.review.decider
         return out
 
     @classmethod

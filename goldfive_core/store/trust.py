@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .._util import shorten
+from ..approvals import reviewer_claim
 from ..pb.v1 import events_pb2
 from ..session import Session
 from ..signing import TrustKey, check_decision
@@ -41,25 +42,28 @@ def verify_decision(
     arguments) does not verify. A refusal is logged and, when ``session`` is given, recorded as a
     ``DecisionRefused`` event of that run.
     """
-    if trust is None:
-        return None
     target = payload.get("target_id")
     decided_by = payload.get("decided_by")
-    problem = check_decision(
-        trust,
-        target_id=target if isinstance(target, str) else "",
-        run_id=run_id,
-        approved=approved,
-        edited_args=payload.get("edited_args"),
-        args_digest=str(payload.get("args_digest") or ""),
-        decided_by=decided_by if isinstance(decided_by, str) else "",
-        detail=str(payload.get("detail") or payload.get("reason") or ""),
-        signature=payload.get("signature"),
-        grant=grant if isinstance(grant := payload.get("grant"), str) else "",
-        request_id=request_id,
-        request_digest=request_digest,
-        quorum=quorum if isinstance(quorum := payload.get("quorum"), int) and not isinstance(quorum, bool) else 0,
-    )
+    # A reviewer's verdict is only taken in the agent's own gate: one in the store was forged, signed or not.
+    problem = reviewer_claim(decided_by, payload.get("channel")) or None
+    if problem is None:
+        if trust is None:
+            return None
+        problem = check_decision(
+            trust,
+            target_id=target if isinstance(target, str) else "",
+            run_id=run_id,
+            approved=approved,
+            edited_args=payload.get("edited_args"),
+            args_digest=str(payload.get("args_digest") or ""),
+            decided_by=decided_by if isinstance(decided_by, str) else "",
+            detail=str(payload.get("detail") or payload.get("reason") or ""),
+            signature=payload.get("signature"),
+            grant=grant if isinstance(grant := payload.get("grant"), str) else "",
+            request_id=request_id,
+            request_digest=request_digest,
+            quorum=quorum if isinstance(quorum := payload.get("quorum"), int) and not isinstance(quorum, bool) else 0,
+        )
     if problem is None:
         return None
     claimed = decided_by if isinstance(decided_by, str) else ""

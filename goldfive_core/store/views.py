@@ -17,6 +17,7 @@ from ..approvals import DECIDED_STATUSES, ApprovalStatus
 from ..convert import timestamp_to_ms
 from ..pb.v1 import events_pb2
 from ..policy import Ask, PolicyAuthority, format_duration
+from ..review import review_json
 from .base import ApprovalRow, ExecutionState, RunRow, Store
 from .liveness import DETACHED_LIVENESS, RunLiveness, judge_liveness
 
@@ -119,6 +120,8 @@ def approval_json(
         "rule": row.metadata.get("policy_rule") or None,
         "policy": policy,
         "quorum_progress": row.quorum_progress,
+        # What the rule's reviewer said before a person was asked (None: no reviewer, or shadow mode).
+        "review": review_json(row.metadata, rules=rules),
         # This request's own identity (a re-ask of the target is a new request); decisions name it.
         "request_id": row.request_id,
     }

@@ -5,6 +5,9 @@
 * :class:`ScriptedReviewer` — a stand-in for the person: it sees each ``ApprovalRequested`` (it is a
   sink) and answers by :class:`ReviewRule` — :class:`Approve`, :class:`Edit`, :class:`Reject` or
   :class:`LetTimeOut` — through any control transport (``ControlChannel``, ``StoreChannel``).
+* :class:`ScriptedVerdicts` — a policy rule's reviewer (``Ask(review=RuleReviewer(target=...))``) that
+  answers from a script (verdicts, exceptions, :class:`NeverAnswer`, junk) and records what it was given
+  (:class:`ReviewSeen`). Not to be confused with :class:`ScriptedReviewer`, the person stand-in.
 * :class:`ScriptedModel` — an offline Google ADK model (a real ``BaseLlm``) that plays scripted turns
   (text, :class:`Call`) and records every request (:class:`SeenRequest`), so a test can check what
   the model was told. Needs ``pip install 'goldfive[adk]'``; ADK is imported only when it is first
@@ -28,6 +31,7 @@ from ._reviewer import (
     Transport,
 )
 from ._sink import AwaitableSink
+from ._verdicts import NeverAnswer, ReviewSeen, ScriptedVerdicts
 
 if TYPE_CHECKING:
     from ._adk import Call, ScriptedModel, SeenRequest, Turn
@@ -39,12 +43,15 @@ __all__ = [
     "Call",
     "Edit",
     "LetTimeOut",
+    "NeverAnswer",
     "Reject",
     "Review",
     "ReviewRequest",
     "ReviewRule",
+    "ReviewSeen",
     "ScriptedModel",
     "ScriptedReviewer",
+    "ScriptedVerdicts",
     "SeenRequest",
     "Transport",
     "Turn",

@@ -36,6 +36,7 @@ EXPECTED = [
     "PolicyCall",
     "PolicyError",
     "Rule",
+    "RuleReviewer",
     "Verdict",
     "compile_expression",
     "default_policy",

@@ -231,6 +231,38 @@ class PolicyApplied(_message.Message):
     agent: str
     def __init__(self, call_id: _Optional[str] = ..., tool_name: _Optional[str] = ..., rule: _Optional[str] = ..., action: _Optional[str] = ..., reason: _Optional[str] = ..., args_digest: _Optional[str] = ..., args_json: _Optional[str] = ..., grant_id: _Optional[str] = ..., agent: _Optional[str] = ...) -> None: ...
 
+class ReviewerVerdict(_message.Message):
+    __slots__ = ("call_id", "tool_name", "rule", "decided_by", "verdict", "reason", "mode", "outcome", "error", "args_digest", "agent", "channel", "elapsed_ms", "task_id")
+    CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    TOOL_NAME_FIELD_NUMBER: _ClassVar[int]
+    RULE_FIELD_NUMBER: _ClassVar[int]
+    DECIDED_BY_FIELD_NUMBER: _ClassVar[int]
+    VERDICT_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    ARGS_DIGEST_FIELD_NUMBER: _ClassVar[int]
+    AGENT_FIELD_NUMBER: _ClassVar[int]
+    CHANNEL_FIELD_NUMBER: _ClassVar[int]
+    ELAPSED_MS_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    call_id: str
+    tool_name: str
+    rule: str
+    decided_by: str
+    verdict: str
+    reason: str
+    mode: str
+    outcome: str
+    error: str
+    args_digest: str
+    agent: str
+    channel: str
+    elapsed_ms: int
+    task_id: str
+    def __init__(self, call_id: _Optional[str] = ..., tool_name: _Optional[str] = ..., rule: _Optional[str] = ..., decided_by: _Optional[str] = ..., verdict: _Optional[str] = ..., reason: _Optional[str] = ..., mode: _Optional[str] = ..., outcome: _Optional[str] = ..., error: _Optional[str] = ..., args_digest: _Optional[str] = ..., agent: _Optional[str] = ..., channel: _Optional[str] = ..., elapsed_ms: _Optional[int] = ..., task_id: _Optional[str] = ...) -> None: ...
+
 class ApprovalEscalated(_message.Message):
     __slots__ = ("target_id", "rule", "to", "after_ms")
     TARGET_ID_FIELD_NUMBER: _ClassVar[int]
@@ -386,7 +418,7 @@ class RemoteApprovalWaiting(_message.Message):
     def __init__(self, remote_agent: _Optional[str] = ..., task_id: _Optional[str] = ..., context_id: _Optional[str] = ..., approval_id: _Optional[str] = ..., request_id: _Optional[str] = ..., tool: _Optional[str] = ..., rule: _Optional[str] = ..., inbox_url: _Optional[str] = ..., state: _Optional[str] = ..., text: _Optional[str] = ...) -> None: ...
 
 class Event(_message.Message):
-    __slots__ = ("event_id", "run_id", "sequence", "emitted_at", "session_id", "run_started", "task_started", "task_progress", "task_completed", "task_failed", "task_blocked", "task_cancelled", "drift_detected", "run_completed", "run_aborted", "approval_requested", "approval_granted", "approval_rejected", "approval_timed_out", "approval_cancelled", "decision_refused", "policy_applied", "approval_escalated", "grant_created", "grant_revoked", "approval_voted", "run_paused", "run_resumed", "execution_recorded", "checkpoint_refused", "remote_approval_waiting")
+    __slots__ = ("event_id", "run_id", "sequence", "emitted_at", "session_id", "run_started", "task_started", "task_progress", "task_completed", "task_failed", "task_blocked", "task_cancelled", "drift_detected", "run_completed", "run_aborted", "approval_requested", "approval_granted", "approval_rejected", "approval_timed_out", "approval_cancelled", "decision_refused", "policy_applied", "approval_escalated", "grant_created", "grant_revoked", "approval_voted", "run_paused", "run_resumed", "execution_recorded", "checkpoint_refused", "reviewer_verdict", "remote_approval_waiting")
     EVENT_ID_FIELD_NUMBER: _ClassVar[int]
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     SEQUENCE_FIELD_NUMBER: _ClassVar[int]
@@ -417,6 +449,7 @@ class Event(_message.Message):
     RUN_RESUMED_FIELD_NUMBER: _ClassVar[int]
     EXECUTION_RECORDED_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINT_REFUSED_FIELD_NUMBER: _ClassVar[int]
+    REVIEWER_VERDICT_FIELD_NUMBER: _ClassVar[int]
     REMOTE_APPROVAL_WAITING_FIELD_NUMBER: _ClassVar[int]
     event_id: str
     run_id: str
@@ -448,5 +481,6 @@ class Event(_message.Message):
     run_resumed: RunResumed
     execution_recorded: ExecutionRecorded
     checkpoint_refused: CheckpointRefused
+    reviewer_verdict: ReviewerVerdict
     remote_approval_waiting: RemoteApprovalWaiting
-    def __init__(self, event_id: _Optional[str] = ..., run_id: _Optional[str] = ..., sequence: _Optional[int] = ..., emitted_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., session_id: _Optional[str] = ..., run_started: _Optional[_Union[RunStarted, _Mapping]] = ..., task_started: _Optional[_Union[TaskStarted, _Mapping]] = ..., task_progress: _Optional[_Union[TaskProgress, _Mapping]] = ..., task_completed: _Optional[_Union[TaskCompleted, _Mapping]] = ..., task_failed: _Optional[_Union[TaskFailed, _Mapping]] = ..., task_blocked: _Optional[_Union[TaskBlocked, _Mapping]] = ..., task_cancelled: _Optional[_Union[TaskCancelled, _Mapping]] = ..., drift_detected: _Optional[_Union[DriftDetected, _Mapping]] = ..., run_completed: _Optional[_Union[RunCompleted, _Mapping]] = ..., run_aborted: _Optional[_Union[RunAborted, _Mapping]] = ..., approval_requested: _Optional[_Union[ApprovalRequested, _Mapping]] = ..., approval_granted: _Optional[_Union[ApprovalGranted, _Mapping]] = ..., approval_rejected: _Optional[_Union[ApprovalRejected, _Mapping]] = ..., approval_timed_out: _Optional[_Union[ApprovalTimedOut, _Mapping]] = ..., approval_cancelled: _Optional[_Union[ApprovalCancelled, _Mapping]] = ..., decision_refused: _Optional[_Union[DecisionRefused, _Mapping]] = ..., policy_applied: _Optional[_Union[PolicyApplied, _Mapping]] = ..., approval_escalated: _Optional[_Union[ApprovalEscalated, _Mapping]] = ..., grant_created: _Optional[_Union[GrantCreated, _Mapping]] = ..., grant_revoked: _Optional[_Union[GrantRevoked, _Mapping]] = ..., approval_voted: _Optional[_Union[ApprovalVoted, _Mapping]] = ..., run_paused: _Optional[_Union[RunPaused, _Mapping]] = ..., run_resumed: _Optional[_Union[RunResumed, _Mapping]] = ..., execution_recorded: _Optional[_Union[ExecutionRecorded, _Mapping]] = ..., checkpoint_refused: _Optional[_Union[CheckpointRefused, _Mapping]] = ..., remote_approval_waiting: _Optional[_Union[RemoteApprovalWaiting, _Mapping]] = ...) -> None: ...
+    def __init__(self, event_id: _Optional[str] = ..., run_id: _Optional[str] = ..., sequence: _Optional[int] = ..., emitted_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., session_id: _Optional[str] = ..., run_started: _Optional[_Union[RunStarted, _Mapping]] = ..., task_started: _Optional[_Union[TaskStarted, _Mapping]] = ..., task_progress: _Optional[_Union[TaskProgress, _Mapping]] = ..., task_completed: _Optional[_Union[TaskCompleted, _Mapping]] = ..., task_failed: _Optional[_Union[TaskFailed, _Mapping]] = ..., task_blocked: _Optional[_Union[TaskBlocked, _Mapping]] = ..., task_cancelled: _Optional[_Union[TaskCancelled, _Mapping]] = ..., drift_detected: _Optional[_Union[DriftDetected, _Mapping]] = ..., run_completed: _Optional[_Union[RunCompleted, _Mapping]] = ..., run_aborted: _Optional[_Union[RunAborted, _Mapping]] = ..., approval_requested: _Optional[_Union[ApprovalRequested, _Mapping]] = ..., approval_granted: _Optional[_Union[ApprovalGranted, _Mapping]] = ..., approval_rejected: _Optional[_Union[ApprovalRejected, _Mapping]] = ..., approval_timed_out: _Optional[_Union[ApprovalTimedOut, _Mapping]] = ..., approval_cancelled: _Optional[_Union[ApprovalCancelled, _Mapping]] = ..., decision_refused: _Optional[_Union[DecisionRefused, _Mapping]] = ..., policy_applied: _Optional[_Union[PolicyApplied, _Mapping]] = ..., approval_escalated: _Optional[_Union[ApprovalEscalated, _Mapping]] = ..., grant_created: _Optional[_Union[GrantCreated, _Mapping]] = ..., grant_revoked: _Optional[_Union[GrantRevoked, _Mapping]] = ..., approval_voted: _Optional[_Union[ApprovalVoted, _Mapping]] = ..., run_paused: _Optional[_Union[RunPaused, _Mapping]] = ..., run_resumed: _Optional[_Union[RunResumed, _Mapping]] = ..., execution_recorded: _Optional[_Union[ExecutionRecorded, _Mapping]] = ..., checkpoint_refused: _Optional[_Union[CheckpointRefused, _Mapping]] = ..., reviewer_verdict: _Optional[_Union[ReviewerVerdict, _Mapping]] = ..., remote_approval_waiting: _Optional[_Union[RemoteApprovalWaiting, _Mapping]] = ...) -> None: ...

@@ -222,7 +222,7 @@
     "task_cancelled", "drift_detected", "run_completed", "run_aborted", "approval_requested",
     "approval_granted", "approval_rejected", "approval_timed_out", "approval_cancelled", "decision_refused",
     "approval_voted", "approval_escalated", "grant_created", "grant_revoked", "policy_applied", "run_paused",
-    "run_resumed", "execution_recorded",
+    "run_resumed", "execution_recorded", "reviewer_verdict",
   ];
   function payloadOf(ev) {
     for (const key of Object.keys(ev || {})) {
@@ -751,6 +751,7 @@
 
   // -- policies: the rule that asked, quorum progress, grants ------------------------------------------
   function showPolicy(card, item) {
+    if (window.goldfiveReview) window.goldfiveReview.show(card, item); // review.js: the reviewer's verdict
     const policy = pick(item, "policy");
     const box = $(".policy", card);
     box.hidden = !policy;
@@ -1455,6 +1456,7 @@
       case "run_resumed": return `run resumed${p("how") === "steer" ? " with a steer" : ""}${p("resumed_by") ? " by " + p("resumed_by") : ""}`;
       case "decision_refused": return `decision on ${p("target_id")} refused: ${p("reason")}`;
       case "policy_applied": return `policy ${p("rule")}: ${p("action")} ${p("tool_name")}`;
+      case "reviewer_verdict": return `${p("decided_by")} (${p("mode")}) said ${p("verdict")} on ${p("tool_name")}: ${p("outcome")}${p("error") ? " — " + p("error") : ""}`;
       case "approval_escalated": return `approval ${p("target_id")} escalated to ${p("to")}`;
       case "execution_recorded": {
         const what = { executing: "started", done: "finished", resolved_ran: "settled: it ran", resolved_not_run: "settled: it did not run" };
