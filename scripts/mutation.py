@@ -57,6 +57,7 @@ CLAUDE = (
 CHANNEL = ("tests/store/test_store_channel.py",)
 CROSS = ("tests/store/test_store_cross_process.py",)
 LEDGER = ("tests/store/test_store_ledger.py",)
+AGENT_ID = ("tests/store/test_store_agent_identity.py",)
 HTTP_LEDGER = ("tests/http/test_http_ledger.py",)
 OUTAGES = ("tests/faults/test_faults_done_kept.py",)
 AUTHZ = ("tests/server/test_server_authz_matrix.py", "tests/server/test_server_auth.py")
@@ -608,6 +609,27 @@ MUTATIONS: tuple[Mutation, ...] = (
         '                owner = ""\n                cur = self.db.execute(',
         "a claim lands in one ledger for all agents (one agent's claim skips another's call)",
         LEDGER + HTTP_LEDGER,
+    ),
+    M(
+        EXECUTION,
+        "        await self._own(session.run_id)\n        return await check_replay(",
+        "        return await check_replay(",
+        "a store agent's look-up reads the shared ledger (a restart asks again; another agent's call reads done)",
+        AGENT_ID,
+    ),
+    M(
+        EXECUTION,
+        "        if not self.owner or run_id in self._owned:",
+        "        if True:",
+        "store agents of every identity share one ledger (the second agent reusing a call id never runs its body)",
+        AGENT_ID,
+    ),
+    M(
+        SQL,
+        "        if found != storable(owner):\n            raise StoreError(",
+        "        if False:\n            raise StoreError(",
+        "a store agent takes over a run another agent's ledger holds",
+        AGENT_ID,
     ),
     M(
         SQL,

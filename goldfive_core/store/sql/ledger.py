@@ -17,6 +17,7 @@ from ..base import (
     HOST,
     ExecutionRow,
     ExecutionState,
+    StoreError,
 )
 from .chain import appending
 from .db import SqlDb, SqlRole
@@ -29,7 +30,8 @@ logger = logging.getLogger(__name__)
 __all__ = ["RUN_OWNER", "SqlExecutionRecords", "owner_of"]
 
 RUN_OWNER = "COALESCE((SELECT agent FROM gf_run_owners WHERE run_id = {run}), '')"
-"""The ledger owner of a run: the agent user who owns it over HTTP, '' for a process writing the store directly."""
+"""The ledger owner of a run: the agent user who owns it over HTTP, ``store:<id>`` for a process writing the store
+directly under an agent identity (``GOLDFIVE_AGENT_ID``), '' for an unnamed one."""
 
 
 def owner_of(db: SqlDb, conn: Any, run_id: str) -> str:
@@ -40,6 +42,25 @@ def owner_of(db: SqlDb, conn: Any, run_id: str) -> str:
 
 class SqlExecutionRecords(SqlRole):
     """Claims, results and a person's settling of calls in doubt; each change audited."""
+
+    def own_run(self, run_id: str, owner: str) -> None:
+        """Keep ``run_id``'s calls in ``owner``'s ledger (a store agent's identity, ``store:<id>``; retried through an
+        outage); StoreError when the run is another owner's (the first to name a run keeps it)."""
+        self.retrying(f"registering the owner of run {run_id!r}", lambda: self._own_run(run_id, owner))
+
+    def _own_run(self, run_id: str, owner: str) -> None:
+        with self.db.guard(f"registering the owner of run {run_id!r}"):
+            conn = self.db.conn()
+            with self.db.transaction(conn):
+                self.db.execute(
+                    conn,
+                    "INSERT INTO gf_run_owners (run_id, agent, created_at_ms) VALUES (?, ?, ?) "
+                    "ON CONFLICT (run_id) DO NOTHING",
+                    (run_id, owner, now_ms()),
+                )
+                found = owner_of(self.db, conn, run_id)
+        if found != storable(owner):
+            raise StoreError(f"run {run_id!r} keeps its calls in the ledger of {found!r}, not of {owner!r}")
 
     def mark_executing(
         self, target_id: str, *, run_id: str, pid: int = 0, host: str = HOST, args_digest: str = ""
