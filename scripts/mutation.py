@@ -59,6 +59,7 @@ CROSS = ("tests/store/test_store_cross_process.py",)
 LEDGER = ("tests/store/test_store_ledger.py",)
 AGENT_ID = ("tests/store/test_store_agent_identity.py",)
 HTTP_LEDGER = ("tests/http/test_http_ledger.py",)
+RUN_NAMESPACE = ("tests/http/test_http_run_namespace.py",)
 OUTAGES = ("tests/faults/test_faults_done_kept.py",)
 AUTHZ = ("tests/server/test_server_authz_matrix.py", "tests/server/test_server_auth.py")
 SESSIONS = ("tests/server/test_server_sessions.py",)
@@ -644,6 +645,20 @@ MUTATIONS: tuple[Mutation, ...] = (
         '"owner = ? AND target_id = ?", [owner_of(self.db, conn, run_id), target_id]',
         "a run finishes (or a person settles) a call another run claimed",
         LEDGER + HTTP_LEDGER,
+    ),
+    M(
+        ("goldfive_core/server/agents.py",),
+        "    if colon and name != agent:",
+        "    if colon and not agent:",
+        "an agent takes a run id in another agent's namespace (the victim's run is refused)",
+        RUN_NAMESPACE,
+    ),
+    M(
+        ("goldfive_core/server/agents.py",),
+        "        if (refusal := run_namespace_refusal(run_id, user.name)) is not None:\n            raise",
+        "        if (refusal := run_namespace_refusal(run_id, user.name)) is None:\n            raise",
+        "run ids are first come, first owned whatever their namespace (squatting)",
+        RUN_NAMESPACE,
     ),
     M(
         ("goldfive_core/server/agents.py",),
