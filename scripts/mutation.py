@@ -71,6 +71,9 @@ NUL_STORE = ("tests/store/test_store_nul.py",)
 NUL_SERVER = ("tests/server/test_server_nul.py",)
 NUL_HTTP = ("tests/http/test_http_nul.py",)
 CHECKPOINTS = ("tests/faults/test_faults_checkpoint_relabel.py", "tests/faults/test_faults_checkpoints.py")
+KILLED_SERVE = (
+    "tests/faults/test_faults_checkpoint_relabel.py::test_a_serve_killed_before_its_next_checkpoint_still_holds_what_it_signed",
+)
 AUDIT = ("tests/faults/test_faults_audit.py", "tests/faults/test_faults_audit_tables.py")
 GATE_T = ("tests/core/test_core_toolcall.py",)
 PATHS = ("tests/core/test_core_decision_paths.py",)
@@ -1071,6 +1074,20 @@ MUTATIONS: tuple[Mutation, ...] = (
         OTEL,
     ),
     # -- checkpoints: verified before they are signed, never laundering a rewrite -----------------------------------
+    M(
+        CHECKPOINT,
+        "        self._vouched: set[Vouched] = self._load_vouched()",
+        "        self._vouched: set[Vouched] = set()",
+        "a serve killed -9 forgets the decisions it signed since its last checkpoint (a relabel is then signed)",
+        KILLED_SERVE,
+    ),
+    M(
+        CHECKPOINT,
+        "                    out.write(line)\n",
+        "                    pass\n",
+        "a signed decision is held in memory only (a kill -9 before the next checkpoint forgets it)",
+        KILLED_SERVE,
+    ),
     M(
         CHECKPOINT,
         "        if problems:\n            return self._refuse(head, problems, certain=certain)",
