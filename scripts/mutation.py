@@ -630,6 +630,20 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     M(
         SQL,
+        "                    self._note_late_finish(conn, target_id, run_id, result_json, at)\n",
+        "",
+        "a 'done' that comes after a person resolved the call as not run is lost (only logged)",
+        LEDGER,
+    ),
+    M(
+        SQL,
+        '        if last != "resolved_not_run":\n            return',
+        "        if False:\n            return",
+        "any refused 'done' (of a run that never claimed the call) is recorded as a late finish",
+        LEDGER,
+    ),
+    M(
+        SQL,
         "        if found != storable(owner):\n            raise StoreError(",
         "        if False:\n            raise StoreError(",
         "a store agent takes over a run another agent's ledger holds",
