@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
 from collections.abc import Mapping
 from typing import Any
 
-from store_support import Backend, make_event
+from store_support import PYTHON, Backend, make_event
 
 from goldfive_core import ControlKind, ControlMessage, InMemorySink, Session, SteeringConfig
 from goldfive_core._util import args_digest
@@ -161,3 +162,26 @@ async def test_a_done_after_the_call_was_resolved_as_not_run_is_on_the_audit_log
     # A "done" of a run that never claimed the call is not a late finish: nothing is recorded.
     assert not store.mark_done("pay-1", result_json="{}", run_id="run-other")
     assert _ledger_states(store, "run-other") == []
+
+
+async def test_goldfive_show_says_a_call_finished_after_it_was_resolved(backend: Backend) -> None:
+    store = backend.open()
+    session = Session(config=SteeringConfig(), has_channel=True)
+    request = events_pb2.ApprovalRequested(target_id="pay-2", kind="tool", prompt="pay?", timeout_ms=60_000)
+    store.append_events([make_event(session.run_id, 0, request)], pid=0, host="gone")
+    call = ToolCall(call_id="pay-2", tool_name="pay", args={"amount": 10}, prompt="pay?")
+    ledger = StoreLedger(store)
+    assert await ledger.begin(session, call, "") is None
+    assert store.resolve_execution("pay-2", ran=False, by="ann", run_id=session.run_id)
+    before = await asyncio.to_thread(_show, backend, "pay-2")
+    assert "after a person resolved it as not run" not in before
+    await ledger.finish("pay-2", "", result={"paid": 10})
+    shown = await asyncio.to_thread(_show, backend, "pay-2")
+    assert "after a person resolved it as not run: it did run" in shown, shown
+
+
+def _show(backend: Backend, target: str) -> str:
+    argv = [PYTHON, "-m", "goldfive_core.cli", "show", target]
+    done = subprocess.run(argv, env=backend.env(), capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
