@@ -59,7 +59,10 @@ CROSS = ("tests/store/test_store_cross_process.py",)
 LEDGER = ("tests/store/test_store_ledger.py",)
 AGENT_ID = ("tests/store/test_store_agent_identity.py",)
 HTTP_LEDGER = ("tests/http/test_http_ledger.py",)
-RUN_NAMESPACE = ("tests/http/test_http_run_namespace.py",)
+RUN_NAMESPACE = (
+    "tests/http/test_http_ledger.py::test_an_agent_cannot_take_another_agents_run_id_and_the_victim_runs",
+    "tests/http/test_http_ledger.py::test_an_agent_uses_its_own_namespace_and_ids_without_one_as_before",
+)
 OUTAGES = ("tests/faults/test_faults_done_kept.py",)
 AUTHZ = ("tests/server/test_server_authz_matrix.py", "tests/server/test_server_auth.py")
 SESSIONS = ("tests/server/test_server_sessions.py",)
