@@ -3,8 +3,8 @@
 An agent token reaches the ledger only through a run it owns; a call id it claims or finishes is its
 own, never another agent's (whose run it names: 403), and two agents reusing a call id each run their
 body once; a run id ``<agent>:<rest>`` is that agent's alone, so no agent takes a run id another will use
-(run-id squatting, tried as an attacker). Route level against the real app (``make_server``), then two real HttpChannel agents against
-a ``goldfive serve`` subprocess.
+(run-id squatting, tried as an attacker). Route level against the real app (``make_server``), then two real
+HttpChannel agents against a ``goldfive serve`` subprocess.
 """
 
 from __future__ import annotations
