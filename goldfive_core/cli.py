@@ -82,7 +82,7 @@ from .store.decide import (
     find_approval,
 )
 from .store.sender import AmbiguousRunError, RunNotLiveError, UnknownRunError, send_control
-from .store.views import approval_json, approvals_json, cli_approval, in_doubt_json, run_json
+from .store.views import approval_json, approvals_json, cli_approval, execution_fields, in_doubt_json, run_json
 
 __all__ = ["EXIT_FAILURE", "EXIT_OK", "EXIT_TIMEOUT", "EXIT_UNREACHABLE", "EXIT_USAGE", "main"]
 
@@ -352,9 +352,7 @@ def _show(store: Store, args: argparse.Namespace, out: _Out) -> int:
     row = _resolve(store, args.id, args.run)
     run = store.run(row.run_id)
     data = cli_approval(approval_json(row, liveness=store.liveness_of(run)))
-    ex = store.execution(row.target_id, run_id=row.run_id)
-    data["execution"] = ex.state.value if ex is not None else "none"
-    data["execution_started_at_ms"] = ex.started_at_ms if ex is not None else 0
+    data.update(execution_fields(store, row.target_id, row.run_id))
     data["run"] = run_json(store, run) if run is not None else None
     out.emit(_show_text(data), data)
     return EXIT_OK

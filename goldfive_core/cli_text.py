@@ -289,6 +289,11 @@ def _show_text(item: Mapping[str, Any]) -> str:
     execution = item.get("execution") or "none"
     if execution != "none":
         lines.append(f"execution  {inert(execution, 20)} (started {_when(item.get('execution_started_at_ms') or 0)})")
+    if item.get("finished_after_resolved_at_ms"):
+        lines.append(
+            f"finished   {_when(item['finished_after_resolved_at_ms'])}, after a person resolved it as not run: "
+            "it did run (on the audit log); check before a replay runs it again"
+        )
     return "\n".join(line for line in lines if line)
 
 

@@ -57,7 +57,12 @@ CLAUDE = (
 CHANNEL = ("tests/store/test_store_channel.py",)
 CROSS = ("tests/store/test_store_cross_process.py",)
 LEDGER = ("tests/store/test_store_ledger.py",)
+AGENT_ID = ("tests/store/test_store_agent_identity.py",)
 HTTP_LEDGER = ("tests/http/test_http_ledger.py",)
+RUN_NAMESPACE = (
+    "tests/http/test_http_ledger.py::test_an_agent_cannot_take_another_agents_run_id_and_the_victim_runs",
+    "tests/http/test_http_ledger.py::test_an_agent_uses_its_own_namespace_and_ids_without_one_as_before",
+)
 OUTAGES = ("tests/faults/test_faults_done_kept.py",)
 AUTHZ = ("tests/server/test_server_authz_matrix.py", "tests/server/test_server_auth.py")
 SESSIONS = ("tests/server/test_server_sessions.py",)
@@ -69,6 +74,9 @@ NUL_STORE = ("tests/store/test_store_nul.py",)
 NUL_SERVER = ("tests/server/test_server_nul.py",)
 NUL_HTTP = ("tests/http/test_http_nul.py",)
 CHECKPOINTS = ("tests/faults/test_faults_checkpoint_relabel.py", "tests/faults/test_faults_checkpoints.py")
+KILLED_SERVE = (
+    "tests/faults/test_faults_checkpoint_relabel.py::test_a_serve_killed_before_its_next_checkpoint_still_holds_what_it_signed",
+)
 AUDIT = ("tests/faults/test_faults_audit.py", "tests/faults/test_faults_audit_tables.py")
 GATE_T = ("tests/core/test_core_toolcall.py",)
 PATHS = ("tests/core/test_core_decision_paths.py",)
@@ -614,6 +622,41 @@ MUTATIONS: tuple[Mutation, ...] = (
         LEDGER + HTTP_LEDGER,
     ),
     M(
+        EXECUTION,
+        "        await self._own(session.run_id)\n        return await check_replay(",
+        "        return await check_replay(",
+        "a store agent's look-up reads the shared ledger (a restart asks again; another agent's call reads done)",
+        AGENT_ID,
+    ),
+    M(
+        EXECUTION,
+        "        if not self.owner or run_id in self._owned:",
+        "        if True:",
+        "store agents of every identity share one ledger (the second agent reusing a call id never runs its body)",
+        AGENT_ID,
+    ),
+    M(
+        SQL,
+        "                    self._note_late_finish(conn, target_id, run_id, result_json, at)\n",
+        "",
+        "a 'done' that comes after a person resolved the call as not run is lost (only logged)",
+        LEDGER,
+    ),
+    M(
+        SQL,
+        '        if last != "resolved_not_run":\n            return',
+        "        if False:\n            return",
+        "any refused 'done' (of a run that never claimed the call) is recorded as a late finish",
+        LEDGER,
+    ),
+    M(
+        SQL,
+        "        if found != storable(owner):\n            raise StoreError(",
+        "        if False:\n            raise StoreError(",
+        "a store agent takes over a run another agent's ledger holds",
+        AGENT_ID,
+    ),
+    M(
         SQL,
         "owned = f\"AND {RUN_OWNER.format(run='a.run_id')} = ? \"",
         'owned = "AND ? IS NOT NULL "',
@@ -626,6 +669,20 @@ MUTATIONS: tuple[Mutation, ...] = (
         '"owner = ? AND target_id = ?", [owner_of(self.db, conn, run_id), target_id]',
         "a run finishes (or a person settles) a call another run claimed",
         LEDGER + HTTP_LEDGER,
+    ),
+    M(
+        ("goldfive_core/server/agents.py",),
+        "    if colon and name != agent:",
+        "    if colon and not agent:",
+        "an agent takes a run id in another agent's namespace (the victim's run is refused)",
+        RUN_NAMESPACE,
+    ),
+    M(
+        ("goldfive_core/server/agents.py",),
+        "        if (refusal := run_namespace_refusal(run_id, user.name)) is not None:\n            raise",
+        "        if (refusal := run_namespace_refusal(run_id, user.name)) is None:\n            raise",
+        "run ids are first come, first owned whatever their namespace (squatting)",
+        RUN_NAMESPACE,
     ),
     M(
         ("goldfive_core/server/agents.py",),
@@ -1038,6 +1095,20 @@ MUTATIONS: tuple[Mutation, ...] = (
         OTEL,
     ),
     # -- checkpoints: verified before they are signed, never laundering a rewrite -----------------------------------
+    M(
+        CHECKPOINT,
+        "        self._vouched: set[Vouched] = self._load_vouched()",
+        "        self._vouched: set[Vouched] = set()",
+        "a serve killed -9 forgets the decisions it signed since its last checkpoint (a relabel is then signed)",
+        KILLED_SERVE,
+    ),
+    M(
+        CHECKPOINT,
+        "                    out.write(line)\n",
+        "                    pass\n",
+        "a signed decision is held in memory only (a kill -9 before the next checkpoint forgets it)",
+        KILLED_SERVE,
+    ),
     M(
         CHECKPOINT,
         "        if problems:\n            return self._refuse(head, problems, certain=certain)",

@@ -58,6 +58,7 @@ __all__ = [
     "audit_refusal",
     "control_frame",
     "event_over_limits",
+    "run_namespace_refusal",
 ]
 
 logger = logging.getLogger(__name__)
@@ -74,6 +75,23 @@ _REAP_EVERY_S = 10.0
 
 _WAKE_SLICE_S = 5.0
 """Longest wait for the inbox between looks (a safety net; a posted message wakes the hub at once)."""
+
+
+def run_namespace_refusal(run_id: str, agent: str) -> str | None:
+    """Why ``agent`` may not use ``run_id`` (None: it may, if no other agent owns the run).
+
+    A run id ``<name>:<rest>`` is in agent ``name``'s namespace: only that agent user may register or use it,
+    so no other agent can take a run id it chose before its run first reaches the server (an agent user's
+    name holds no ``:``). Other ids are first come, first owned: goldfive's own (``run-`` and 48 random bits,
+    made when the run starts and written at once) cannot be known in advance; an id a person chose can.
+    """
+    name, colon, _ = run_id.partition(":")
+    if colon and name != agent:
+        return (
+            f"run {shorten(run_id, 80)!r} is in the namespace of agent {shorten(name, 64)!r} (run ids "
+            f"'<agent>:...' are that agent's alone); name this agent's runs {agent!r}:..."
+        )
+    return None
 
 
 def _dict(message: Any) -> dict[str, Any]:
@@ -362,6 +380,8 @@ class AgentApi:
         )
 
     async def _own(self, user: User, run_id: str) -> None:
+        if (refusal := run_namespace_refusal(run_id, user.name)) is not None:
+            raise AgentError(403, refusal)
         refusal = await self.threads.run(AGENTS, owners.claim_run, self.store, run_id, user.name)
         if refusal is not None:
             raise AgentError(403, refusal)

@@ -62,7 +62,7 @@ from ..store.liveness import DETACHED_LIVENESS, Liveness, RunLiveness, judge_liv
 from ..store.outbox import outbox_rows, outbox_summary
 from ..store.sender import send_control
 from ..store.sql import SqlStore
-from ..store.views import InboxState, approval_json, approvals_json, in_doubt_json, run_json
+from ..store.views import InboxState, approval_json, approvals_json, execution_fields, in_doubt_json, run_json
 from .agents import AgentApi, agent_routes, audit_refusal
 from .auth import COOKIE, SESSION_TTL_MS, Authenticator, User, derive_cookie_key
 from .expiry import Expirer, expiring
@@ -310,9 +310,7 @@ class _Api:
             {"seq": r.seq, "kind": r.kind, "event": event_to_dict(r.event())}
             for r in rows[-self.config.recent_events :]
         ]
-        ex = await _run(self.store.execution, row.target_id, run_id=row.run_id)
-        data["execution"] = ex.state.value if ex is not None else "none"
-        data["execution_started_at_ms"] = ex.started_at_ms if ex is not None else 0
+        data.update(await _run(execution_fields, self.store, row.target_id, row.run_id))
         data["run"] = await _run(run_json, self.store, run) if run is not None else None
         return JSONResponse(data)
 

@@ -35,6 +35,7 @@ import binascii
 import contextlib
 import dataclasses
 import hashlib
+import json
 import logging
 import os
 import tempfile
@@ -237,6 +238,22 @@ def load_public_key(text: str) -> Ed25519PublicKey:
     return result
 
 
+def _replace(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically (a reader sees the old file or the new one, whole)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
 class CheckpointWriter:
     """Keeps a signed checkpoint of ``store``'s chain head in ``path``, a file outside the database.
 
@@ -269,7 +286,10 @@ class CheckpointWriter:
         """Why the last :meth:`write` refused to sign ("" = it did not): the chain no longer extends the last
         checkpoint, or what was written since does not verify — someone rewrote history."""
         self._trust = trust_key_of(self._public())
-        self._vouched: set[Vouched] = set()
+        self.vouched_path = self.path.with_name(self.path.name + ".vouched")
+        """Where the decisions signed since the last checkpoint are kept (beside it, outside the database), so a
+        server killed before its next checkpoint still holds them to their records when it starts again."""
+        self._vouched: set[Vouched] = self._load_vouched()
         self._lock = threading.Lock()
         self._doubts: dict[str, float] = {}
         self._alarmed = ""
@@ -296,15 +316,49 @@ class CheckpointWriter:
     def vouch(self, run_id: str, target_id: str) -> None:
         """Note a decision this server signed and recorded: no checkpoint is signed while its record lacks it.
 
-        Called by ``goldfive serve`` once a decision took effect (applied or recorded). Kept in memory until a
-        checkpoint covers it (a server killed before its next checkpoint forgets the ones since).
+        Called by ``goldfive serve`` once a decision took effect (applied or recorded). Kept until a checkpoint
+        covers it, in :attr:`vouched_path` too (written through before this returns): a server killed before its
+        next checkpoint holds the decisions it signed to their records when it starts again.
         """
         try:
             row = self._record(run_id, target_id)
         except StoreError:
             row = None  # then its newest record is held to it
+        item: Vouched = (run_id, target_id, -1 if row is None else row.requested_at_ms)
         with self._lock:
-            self._vouched.add((run_id, target_id, -1 if row is None else row.requested_at_ms))
+            self._vouched.add(item)
+            line = json.dumps({"run_id": item[0], "target_id": item[1], "requested_at_ms": item[2]}) + "\n"
+            try:
+                self.vouched_path.parent.mkdir(parents=True, exist_ok=True)
+                with self.vouched_path.open("a", encoding="utf-8") as out:
+                    out.write(line)
+                    out.flush()
+                    os.fsync(out.fileno())
+            except OSError as exc:  # held in memory still: only a crash before the next checkpoint forgets it
+                logger.error("could not keep a signed decision in %s: %s", self.vouched_path, exc)
+
+    def _load_vouched(self) -> set[Vouched]:
+        """The decisions signed since the last checkpoint, as :meth:`vouch` kept them (none: a fresh start)."""
+        try:
+            text = self.vouched_path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return set()
+        except (OSError, UnicodeDecodeError) as exc:
+            logger.error("the signed decisions kept in %s cannot be read: %s", self.vouched_path, exc)
+            return set()
+        found: set[Vouched] = set()
+        for number, line in enumerate(text.splitlines(), 1):
+            try:
+                item = json.loads(line)
+                run_id, target_id, at = item["run_id"], item["target_id"], item["requested_at_ms"]
+            except (ValueError, TypeError, KeyError):
+                logger.error("%s line %d is not a kept decision; skipped", self.vouched_path, number)
+                continue
+            if isinstance(run_id, str) and isinstance(target_id, str) and isinstance(at, int):
+                found.add((run_id, target_id, at))
+        if found:
+            logger.info("%d decision(s) signed before a restart are held to their records", len(found))
+        return found
 
     def _extends_last(self, head: tuple[int, str]) -> str:
         """ "" when the chain still holds the last signed head (it only grew); else what is wrong."""
@@ -381,8 +435,17 @@ class CheckpointWriter:
         return True
 
     def _forget(self, vouched: set[Vouched]) -> None:
+        """A checkpoint covers ``vouched``: drop them (also from :attr:`vouched_path`)."""
         with self._lock:
+            if not vouched & self._vouched:
+                return
             self._vouched -= vouched
+            rest = sorted(self._vouched)
+            text = "".join(json.dumps({"run_id": r, "target_id": t, "requested_at_ms": at}) + "\n" for r, t, at in rest)
+            try:
+                _replace(self.vouched_path, text)
+            except OSError as exc:  # the next checkpoint holds them again: a stale line only costs a look
+                logger.warning("could not update %s: %s", self.vouched_path, exc)
 
     def _refuse(self, head: tuple[int, str], problems: list[str], *, certain: bool) -> bool:
         now = time.monotonic()
@@ -414,18 +477,7 @@ class CheckpointWriter:
         self._alarmed = problem
 
     def _save(self, note: str) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as out:
-                out.write(note)
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(tmp, self.path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        _replace(self.path, note)
 
     def _write_logged(self) -> None:
         try:

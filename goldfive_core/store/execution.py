@@ -14,10 +14,15 @@ restarted run replays the call (ADK: ``function_call_id``):
 4. otherwise the person is asked (ApprovalRequested, a bounded wait).
 
 An approval is used once: ``mark_executing`` is recorded before the body runs
-and ``mark_done`` with its result after. The ledger keys on the call's owner (the
-agent user owning the run over HTTP, "" for processes writing the store), the
+and ``mark_done`` with its result after. The ledger keys on the call's owner, the
 call id and the args digest: a call id reused with other arguments is a new call,
-and owners reusing a call id never see each other's entries.
+and owners reusing a call id never see each other's entries. The owner is the
+agent user owning the run over HTTP; for a process writing the store it is its
+agent identity (``GOLDFIVE_AGENT_ID``, or ``agent=``), which survives a restart:
+the restarted process's new run finds its own done and in-doubt calls, and two
+agents of other identities reusing a call id each run their body. Processes
+with no identity share one ledger (owner ""): a call id one of them finished is
+done for all of them, so nothing runs twice, but their bodies may be skipped.
 :class:`StoreLedger` hands these records to the tool-call gate of every adapter.
 """
 
@@ -35,6 +40,7 @@ from .._util import canonical_json, shorten
 from ..approvals import Decision, reviewer_claim
 from ..argschema import edit_validator
 from ..drift import Drift, DriftKind, DriftSeverity
+from ..errors import ConfigError, UserError
 from ..inflight import InFlight
 from ..pb.v1 import events_pb2
 from ..session import Session
@@ -42,10 +48,12 @@ from ..signing import TrustKey, trust_key_from_env
 from ..toolcall import ExecutionLedger, Replay, Skip, ToolCall, gate_tool_call
 from .base import HOST, ExecutionRow, ExecutionState, StoreError, StoreUnavailableError
 from .keeper import keeper_for
-from .roles import CallLedger, LedgerStore, StoreHandle
+from .roles import CallLedger, LedgerStore, RunOwners, StoreHandle
 from .trust import verify_decision
+from .users import check_name
 
 __all__ = [
+    "AGENT_ID_ENV",
     "GuardedResult",
     "Replay",
     "StoreLedger",
@@ -53,6 +61,7 @@ __all__ = [
     "check_replay",
     "finish_execution",
     "run_approved",
+    "store_agent_owner",
 ]
 
 logger = logging.getLogger(__name__)
@@ -78,18 +87,60 @@ class GuardedResult:
         return self.status == "ran"
 
 
+AGENT_ID_ENV = "GOLDFIVE_AGENT_ID"
+"""The agent identity of a process writing the store: its runs' calls are kept in the ledger of ``store:<id>``."""
+
+STORE_OWNER_PREFIX = "store:"
+"""Ledger owners of store processes; an agent user's name (over HTTP) cannot hold a ``:``, so none is taken."""
+
+
+def store_agent_owner(agent: str | None = None) -> str:
+    """The ledger owner of this process's runs on the store: ``store:<agent>`` (default ``GOLDFIVE_AGENT_ID``), ''
+    when it has none; :class:`~goldfive_core.errors.ConfigError` for a name that is not 1-64 of
+    ``A-Za-z0-9._@+-``."""
+    name = os.environ.get(AGENT_ID_ENV, "") if agent is None else agent
+    if not name:
+        return ""
+    try:
+        check_name(name)
+    except UserError:
+        source = AGENT_ID_ENV if agent is None else "agent="
+        raise ConfigError(
+            f"bad agent identity {name[:80]!r} ({source}): use 1-64 letters, digits and . _ @ + - "
+            "(starting with a letter or digit)"
+        ) from None
+    return STORE_OWNER_PREFIX + name
+
+
 class StoreLedger:
     """The store's execution ledger as the gate's :class:`~goldfive_core.toolcall.ExecutionLedger`.
 
-    Keyed by call id and args digest: a call id the store saw with other arguments is a new call.
+    Keyed by owner, call id and args digest: a call id the store saw with other arguments is a new call.
+    ``agent`` (default ``GOLDFIVE_AGENT_ID``; "" for none) is the identity of a process writing the store:
+    each run's calls go to the ledger of ``store:<agent>`` (registered before the run's first look-up), so a
+    restart under the same identity finds its calls and another identity never does. An agent over HTTP
+    passes "": the server keys its ledger by its token's user.
     """
 
-    def __init__(self, store: LedgerStore, *, trust: TrustKey | None = None) -> None:
+    def __init__(self, store: LedgerStore, *, trust: TrustKey | None = None, agent: str | None = None) -> None:
         self.store = store
         self.trust = trust
         """The key a decision recorded in the store must be signed with (None: any is used)."""
+        self.owner = store_agent_owner(agent)
+        """The ledger this process's runs keep their calls in (``store:<agent>``; "": the shared one)."""
+        self._owned: set[str] = set()
+        """Runs registered as :attr:`owner`'s (once per run)."""
         self._claims: dict[tuple[str, str], str] = {}
         """(call id, digest) → the run that claimed it here, for its "done" (an owner claims a call id once)."""
+
+    async def _own(self, run_id: str) -> None:
+        """Put ``run_id``'s calls in :attr:`owner`'s ledger before it looks anything up (StoreError: it cannot)."""
+        if not self.owner or run_id in self._owned:
+            return
+        if not isinstance(self.store, RunOwners):
+            raise StoreError(f"{self.store.url} keeps no ledger per store agent; an agent identity needs a store")
+        await asyncio.to_thread(self.store.own_run, run_id, self.owner)
+        self._owned.add(run_id)
 
     async def lookup(self, session: Session, call: ToolCall, digest: str) -> Replay:
         """What the store knows about the call (see :func:`check_replay`); ``unavailable`` through an outage
@@ -101,6 +152,7 @@ class StoreLedger:
 
     async def check(self, session: Session, call: ToolCall, digest: str) -> Replay:
         """:meth:`lookup` that raises StoreError (a ledger composed over this one retries it its own way)."""
+        await self._own(session.run_id)
         return await check_replay(
             session, self.store, call_id=call.call_id, tool_name=call.tool_name, digest=digest, trust=self.trust
         )
@@ -114,6 +166,7 @@ class StoreLedger:
 
     async def claim(self, session: Session, call: ToolCall, digest: str) -> Replay | None:
         """:meth:`begin` that raises StoreError (a ledger composed over this one retries it its own way)."""
+        await self._own(session.run_id)
         refused = await begin_execution(
             session, self.store, call_id=call.call_id, tool_name=call.tool_name, digest=digest
         )
@@ -282,6 +335,7 @@ async def run_approved(
     trust: TrustKey | None = None,
     ledger: ExecutionLedger | None = None,
     args_schema: Mapping[str, Any] | None = None,
+    agent: str | None = None,
 ) -> GuardedResult:
     """Ask (or find the recorded decision), then run ``body(args)`` at most once for ``call_id``.
 
@@ -292,6 +346,8 @@ async def run_approved(
     it any JSON object is accepted as an edit. The call goes through
     :func:`~goldfive_core.toolcall.gate_tool_call` like any adapter's. ``ledger`` replaces the store's
     own records (an HttpChannel's ``channel.ledger``, which fails closed when the server cannot be reached).
+    ``agent`` (default ``GOLDFIVE_AGENT_ID``) names this process's ledger in the store (see :class:`StoreLedger`);
+    a bad name refuses the call (the body does not run).
     """
     call = ToolCall(
         call_id=call_id,
@@ -303,7 +359,11 @@ async def run_approved(
     )
     if ledger is None:
         # As StoreChannel does: GOLDFIVE_TRUST_KEY, when set, also binds what a replay may apply from the store.
-        ledger = StoreLedger(store, trust=trust if trust is not None else trust_key_from_env())
+        try:
+            ledger = StoreLedger(store, trust=trust if trust is not None else trust_key_from_env(), agent=agent)
+        except ConfigError as exc:
+            logger.error("%s was not run: %s", tool_name, exc)
+            return GuardedResult(status="refused", detail=f"did not run: {exc}")
     outcome = await gate_tool_call(
         session,
         call,

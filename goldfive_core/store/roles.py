@@ -51,6 +51,7 @@ __all__ = [
     "Heartbeats",
     "LedgerStore",
     "ParkedCalls",
+    "RunOwners",
     "RunRegistry",
     "RunWriter",
     "StoreHandle",
@@ -241,8 +242,9 @@ class CallLedger(StoreHandle, Protocol):
     def mark_executing(self, target_id: str, *, run_id: str, pid: int, host: str, args_digest: str = "") -> bool:
         """Claim the right to run the tool body; False when it was claimed before (done or in doubt).
 
-        The entry belongs to the owner of ``run_id`` (the agent user owning it over HTTP, "" for a process
-        writing the store): each owner has its own ledger, so owners reusing a call id never collide. A
+        The entry belongs to the owner of ``run_id`` (the agent user owning it over HTTP; for a process writing
+        the store, ``store:<id>`` of its ``GOLDFIVE_AGENT_ID``, "" when it has none): each owner has its own
+        ledger, so owners reusing a call id never collide. A
         finished entry for the same call id with another ``args_digest`` is a different call: it is replaced
         and the claim succeeds.
         """
@@ -260,7 +262,16 @@ class CallLedger(StoreHandle, Protocol):
         ...
 
 
-class ExecutionRecords(CallLedger, Protocol):
+@runtime_checkable
+class RunOwners(Protocol):
+    """Whose ledger a run of a process writing the store keeps its calls in (its agent identity)."""
+
+    def own_run(self, run_id: str, owner: str) -> None:
+        """Keep ``run_id``'s calls in ``owner``'s ledger from now on; StoreError when another owner has the run."""
+        ...
+
+
+class ExecutionRecords(CallLedger, RunOwners, Protocol):
     """The execution ledger, listed, with a person settling the calls in doubt."""
 
     def resolve_execution(self, target_id: str, *, ran: bool, by: str, run_id: str | None = None) -> bool:

@@ -20,6 +20,7 @@ from ..policy import Ask, PolicyAuthority, format_duration
 from ..review import review_json
 from .base import ApprovalRow, ExecutionState, RunRow, Store
 from .liveness import DETACHED_LIVENESS, RunLiveness, judge_liveness
+from .sql.ledger import LATE_FINISH
 
 __all__ = [
     "InboxState",
@@ -27,6 +28,7 @@ __all__ = [
     "approval_json",
     "approvals_json",
     "cli_approval",
+    "execution_fields",
     "in_doubt_json",
     "json_or_none",
     "pause_json",
@@ -267,3 +269,23 @@ def in_doubt_json(store: Store) -> list[dict[str, Any]]:
             {"target_id": ex.target_id, "run_id": ex.run_id, "started_at_ms": ex.started_at_ms, "liveness": shown}
         )
     return doubts
+
+
+def execution_fields(store: Store, target_id: str, run_id: str) -> dict[str, Any]:
+    """What ``show`` says of a call's execution: the ledger's state and start, and, when its body finished after a
+    person resolved it as not run (on the audit log, :data:`~goldfive_core.store.sql.ledger.LATE_FINISH`), when."""
+    ex = store.execution(target_id, run_id=run_id)
+    data: dict[str, Any] = {
+        "execution": ex.state.value if ex is not None else "none",
+        "execution_started_at_ms": ex.started_at_ms if ex is not None else 0,
+    }
+    late = [
+        event
+        for event in (
+            r.event() for r in store.audit_rows(run_id=run_id, limit=1_000_000) if r.kind == "execution_recorded"
+        )
+        if event.execution_recorded.target_id == target_id and event.execution_recorded.state == LATE_FINISH
+    ]
+    if late:
+        data["finished_after_resolved_at_ms"] = timestamp_to_ms(late[-1].emitted_at)
+    return data

@@ -317,3 +317,36 @@ async def test_the_server_still_says_so_when_its_alarm_is_deleted_from_the_audit
     assert not srv.writer.write()  # still refused
     report = await srv.verify()
     assert report["ok"] is False and "relabelled" in str(report["problems"]), report
+
+
+async def test_a_serve_killed_before_its_next_checkpoint_still_holds_what_it_signed(
+    backend: Backend, tmp_path: Path
+) -> None:
+    """kill -9 of ``goldfive serve`` between a decision it signed and its next checkpoint, the decision relabelled
+    while it is down: the restarted server still knows it signed it (kept beside the checkpoint) and refuses."""
+    from tests.server.server_support import serve_process
+
+    checkpoint = tmp_path / "audit-checkpoint.txt"
+    store = backend.open()
+    with serve_process(backend, tmp_path / "key.pem", "--checkpoint-every", "3600") as first:
+        agent = start_task_agent(backend, "wire")
+        headers = {"Authorization": f"Bearer {first.admin_token}"}
+        async with httpx.AsyncClient(base_url=first.url, headers=headers, timeout=30) as client:
+            try:
+                await await_until(lambda: any(r.target_id == "wire" and r.open for r in store.approvals()), what="ask")
+                assert (await client.post("/api/approvals/wire/approve", json={})).status_code == 200
+                assert (await agent.result()).output["decision"] == "approve"
+            finally:
+                await agent.close()
+        signed = checkpoint.read_text()  # written at the start, before the decision
+        first.proc.kill()  # kill -9: no checkpoint on the way out
+        first.proc.wait(10)
+    _to_cfo_on_the_cli(store, "wire")
+    with serve_process(backend, tmp_path / "key.pem", "--checkpoint-every", "0.1"):
+        alarm = await await_until(
+            lambda: [r for r in store.audit_rows(limit=100_000) if r.kind == "checkpoint_refused"],
+            limit_s=30,
+            what="the restarted server's alarm on the audit log",
+        )
+    assert "relabelled" in alarm[0].event().checkpoint_refused.reason, alarm[0].event()
+    assert checkpoint.read_text() == signed  # the relabel was never signed

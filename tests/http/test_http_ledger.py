@@ -2,8 +2,9 @@
 
 An agent token reaches the ledger only through a run it owns; a call id it claims or finishes is its
 own, never another agent's (whose run it names: 403), and two agents reusing a call id each run their
-body once. Route level against the real app (``make_server``), then two real HttpChannel agents against
-a ``goldfive serve`` subprocess.
+body once; a run id ``<agent>:<rest>`` is that agent's alone, so no agent takes a run id another will use
+(run-id squatting, tried as an attacker). Route level against the real app (``make_server``), then two real
+HttpChannel agents against a ``goldfive serve`` subprocess.
 """
 
 from __future__ import annotations
@@ -101,6 +102,65 @@ async def test_a_store_process_run_cannot_be_named_by_an_agent(server: Server) -
     refused = await server.post("/api/agent/ledger/call-3/executing", _claim("run-direct"), user="eve")
     assert refused.status_code == 403 and "directly" in refused.json()["error"]
     assert server.store.execution("call-3") is None
+
+
+# -- run-id squatting: a run id '<agent>:<rest>' is that agent's alone ---------------------------------------------
+RUN = "bot:close-2026-12"
+"""The run id the victim (agent user ``bot``) chose, known to the attacker before the run starts."""
+
+
+def _events(run: str, *payloads: Any) -> dict[str, Any]:
+    events = [make_event(run, n, p) for n, p in enumerate(payloads)]
+    return {
+        "pid": 1,
+        "host": "h",
+        "events": [json_format.MessageToDict(e, preserving_proto_field_name=True) for e in events],
+    }
+
+
+async def _squat(server: Server) -> list[int]:
+    """Every way eve could register bot's run id before bot's run reaches the server (the event stream names its
+    runs through the same check; a stream that opened would not end, so it is not tried here)."""
+    answers = [
+        await server.post("/api/agent/events", _events(RUN, events_pb2.RunStarted(adapter="callable")), user="eve"),
+        await server.post("/api/agent/ledger/pay-1/executing", _claim(RUN), user="eve"),
+        await server.get(f"/api/agent/ledger/pay-1?run={RUN}", user="eve"),
+        await server.post("/api/agent/heartbeat", {"run_ids": [RUN]}, user="eve"),
+        await server.get(f"/api/agent/runs/{RUN}/decisions", user="eve"),
+    ]
+    for answer in answers[:1]:
+        assert "namespace of agent 'bot'" in answer.json()["error"], answer.text
+    return [a.status_code for a in answers]
+
+
+async def test_an_agent_cannot_take_another_agents_run_id_and_the_victim_runs(server: Server) -> None:
+    assert await _squat(server) == [403] * 5
+    assert server.store.run(RUN) is None and server.store.execution("pay-1") is None  # nothing of eve's was kept
+    # bot's run starts and runs as its own: its request, its claim, its result.
+    request = events_pb2.ApprovalRequested(target_id="pay-1", kind="tool", prompt="pay 10?", timeout_ms=60_000)
+    started = await server.post(
+        "/api/agent/events", _events(RUN, events_pb2.RunStarted(adapter="callable"), request), user="bot"
+    )
+    assert started.status_code == 200, started.text
+    claimed = await server.post("/api/agent/ledger/pay-1/executing", _claim(RUN), user="bot")
+    assert claimed.json() == {"claimed": True}
+    done = await server.post("/api/agent/ledger/pay-1/done", {"run_id": RUN, "result_json": '{"paid":10}'}, user="bot")
+    assert done.status_code == 200, done.text
+    row = server.store.execution("pay-1", run_id=RUN)
+    assert row is not None and (row.owner, row.state, row.result_json) == ("bot", ExecutionState.DONE, '{"paid":10}')
+    # After the run started, eve still sees nothing of it and can write nothing into it.
+    assert await _squat(server) == [403] * 5
+    rows = server.store.audit_rows(run_id=RUN)
+    assert [r.kind for r in rows] == ["run_started", "approval_requested", "execution_recorded", "execution_recorded"]
+
+
+async def test_an_agent_uses_its_own_namespace_and_ids_without_one_as_before(server: Server) -> None:
+    mine = await server.post("/api/agent/events", _events("eve:nightly", events_pb2.RunStarted()), user="eve")
+    assert mine.status_code == 200, mine.text
+    plain = await server.post("/api/agent/events", _events("run-plain", events_pb2.RunStarted()), user="eve")
+    assert plain.status_code == 200, plain.text  # an id without a namespace: first come, first owned
+    other = await server.post("/api/agent/ledger/pay-1/executing", _claim("nobody:x"), user="eve")
+    assert other.status_code == 403  # a namespace no agent user holds yet is still not eve's
 
 
 # -- two real agents over HTTP reusing a call id -------------------------------------------------------------------

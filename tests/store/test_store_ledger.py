@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
 from collections.abc import Mapping
 from typing import Any
 
-from store_support import Backend, make_event
+from store_support import PYTHON, Backend, make_event
 
 from goldfive_core import ControlKind, ControlMessage, InMemorySink, Session, SteeringConfig
 from goldfive_core._util import args_digest
@@ -14,6 +15,9 @@ from goldfive_core.approvals import Principal
 from goldfive_core.pb.v1 import events_pb2
 from goldfive_core.store import DecideVerdict, ExecutionState, StoreUnavailableError, decide, run_approved
 from goldfive_core.store import agents as owners
+from goldfive_core.store.audit import result_digest
+from goldfive_core.store.execution import StoreLedger
+from goldfive_core.toolcall import ToolCall
 
 
 async def _approved_run(
@@ -129,3 +133,55 @@ def test_a_decision_recorded_for_one_owners_request_is_found_only_in_that_owners
     assert store.find_decision("c-9", run_id="run-direct") is None  # another owner's call id: its own, undecided
     assert store.mark_executing("c-9", run_id="run-direct", pid=1, host="h")  # ... and claiming it uses nothing
     assert store.find_decision("c-9", run_id="run-bot-next") is not None  # bot's decision is still bot's to use
+
+
+# -- a "done" that comes after a person resolved the call ------------------------------------------------------
+def _ledger_states(store: Any, run_id: str) -> list[str]:
+    rows = store.audit_rows(run_id=run_id, limit=1000)
+    return [r.event().execution_recorded.state for r in rows if r.kind == "execution_recorded"]
+
+
+async def test_a_done_after_the_call_was_resolved_as_not_run_is_on_the_audit_log(backend: Backend) -> None:
+    store = backend.open()
+    session = Session(config=SteeringConfig(), has_channel=True)
+    ledger = StoreLedger(store)
+    call = ToolCall(call_id="pay-1", tool_name="pay", args={"amount": 10}, prompt="pay?")
+    digest = args_digest("pay", {"amount": 10})
+    assert await ledger.begin(session, call, digest) is None  # the body starts; its process stalls ...
+    assert store.resolve_execution("pay-1", ran=False, by="ann", run_id=session.run_id)  # ... a person says no
+    await ledger.finish("pay-1", digest, result={"paid": 10})  # ... then it finishes after all
+    assert store.execution("pay-1") is None  # the person's word stands in the ledger
+    assert _ledger_states(store, session.run_id) == ["executing", "resolved_not_run", "finished_after_resolved"]
+    (late,) = [
+        r.event().execution_recorded
+        for r in store.audit_rows(run_id=session.run_id, limit=1000)
+        if r.kind == "execution_recorded" and r.event().execution_recorded.state == "finished_after_resolved"
+    ]
+    assert late.target_id == "pay-1" and late.result_digest == result_digest('{"paid":10}')
+    assert store.verify_audit().ok, store.verify_audit().problems
+    # A "done" of a run that never claimed the call is not a late finish: nothing is recorded.
+    assert not store.mark_done("pay-1", result_json="{}", run_id="run-other")
+    assert _ledger_states(store, "run-other") == []
+
+
+async def test_goldfive_show_says_a_call_finished_after_it_was_resolved(backend: Backend) -> None:
+    store = backend.open()
+    session = Session(config=SteeringConfig(), has_channel=True)
+    request = events_pb2.ApprovalRequested(target_id="pay-2", kind="tool", prompt="pay?", timeout_ms=60_000)
+    store.append_events([make_event(session.run_id, 0, request)], pid=0, host="gone")
+    call = ToolCall(call_id="pay-2", tool_name="pay", args={"amount": 10}, prompt="pay?")
+    ledger = StoreLedger(store)
+    assert await ledger.begin(session, call, "") is None
+    assert store.resolve_execution("pay-2", ran=False, by="ann", run_id=session.run_id)
+    before = await asyncio.to_thread(_show, backend, "pay-2")
+    assert "after a person resolved it as not run" not in before
+    await ledger.finish("pay-2", "", result={"paid": 10})
+    shown = await asyncio.to_thread(_show, backend, "pay-2")
+    assert "after a person resolved it as not run: it did run" in shown, shown
+
+
+def _show(backend: Backend, target: str) -> str:
+    argv = [PYTHON, "-m", "goldfive_core.cli", "show", target]
+    done = subprocess.run(argv, env=backend.env(), capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout

@@ -113,7 +113,7 @@ class HttpLedger:
     """
 
     def __init__(self, remote: RemoteStore, *, trust: TrustKey | None, unreachable_after_s: float) -> None:
-        self.records = StoreLedger(remote, trust=trust)
+        self.records = StoreLedger(remote, trust=trust, agent="")  # the server keys the ledger by the token's user
         self.unreachable_after_s = unreachable_after_s
 
     @property

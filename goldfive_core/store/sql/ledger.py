@@ -9,7 +9,9 @@ from ..._stored import storable
 from ..._util import canonical_json, new_id, now_ms
 from ...pb.v1 import events_pb2
 from .._schema import (
+    AUDIT_COLS,
     EXEC_COLS,
+    audit_row,
     execution_row,
 )
 from ..audit import result_digest
@@ -17,6 +19,7 @@ from ..base import (
     HOST,
     ExecutionRow,
     ExecutionState,
+    StoreError,
 )
 from .chain import appending
 from .db import SqlDb, SqlRole
@@ -26,10 +29,11 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["RUN_OWNER", "SqlExecutionRecords", "owner_of"]
+__all__ = ["LATE_FINISH", "RUN_OWNER", "SqlExecutionRecords", "owner_of"]
 
 RUN_OWNER = "COALESCE((SELECT agent FROM gf_run_owners WHERE run_id = {run}), '')"
-"""The ledger owner of a run: the agent user who owns it over HTTP, '' for a process writing the store directly."""
+"""The ledger owner of a run: the agent user who owns it over HTTP, ``store:<id>`` for a process writing the store
+directly under an agent identity (``GOLDFIVE_AGENT_ID``), '' for an unnamed one."""
 
 
 def owner_of(db: SqlDb, conn: Any, run_id: str) -> str:
@@ -38,8 +42,31 @@ def owner_of(db: SqlDb, conn: Any, run_id: str) -> str:
     return str(row[0]) if row is not None else ""
 
 
+LATE_FINISH = "finished_after_resolved"
+"""The ledger event of a body whose "done" came after a person settled its call as not run (the row stays settled)."""
+
+
 class SqlExecutionRecords(SqlRole):
     """Claims, results and a person's settling of calls in doubt; each change audited."""
+
+    def own_run(self, run_id: str, owner: str) -> None:
+        """Keep ``run_id``'s calls in ``owner``'s ledger (a store agent's identity, ``store:<id>``; retried through an
+        outage); StoreError when the run is another owner's (the first to name a run keeps it)."""
+        self.retrying(f"registering the owner of run {run_id!r}", lambda: self._own_run(run_id, owner))
+
+    def _own_run(self, run_id: str, owner: str) -> None:
+        with self.db.guard(f"registering the owner of run {run_id!r}"):
+            conn = self.db.conn()
+            with self.db.transaction(conn):
+                self.db.execute(
+                    conn,
+                    "INSERT INTO gf_run_owners (run_id, agent, created_at_ms) VALUES (?, ?, ?) "
+                    "ON CONFLICT (run_id) DO NOTHING",
+                    (run_id, owner, now_ms()),
+                )
+                found = owner_of(self.db, conn, run_id)
+        if found != storable(owner):
+            raise StoreError(f"run {run_id!r} keeps its calls in the ledger of {found!r}, not of {owner!r}")
 
     def mark_executing(
         self, target_id: str, *, run_id: str, pid: int = 0, host: str = HOST, args_digest: str = ""
@@ -102,9 +129,37 @@ class SqlExecutionRecords(SqlRole):
                     (at := now_ms(), result_json, *params),
                 ).fetchone()
                 if row is None:
+                    self._note_late_finish(conn, target_id, run_id, result_json, at)
                     return False
                 self._record_execution(conn, target_id, str(row[0]), "done", at, str(row[1]), result_json=result_json)
                 return True
+
+    def _note_late_finish(self, conn: Any, target_id: str, run_id: str | None, result_json: str, at: int) -> None:
+        """A "done" for a claim a person already settled as not run: refused (their word stands in the ledger), but
+        put on the audit log as ``finished_after_resolved`` (it did finish, after it was resolved), not lost."""
+        if run_id is None:
+            return
+        owner = owner_of(self.db, conn, run_id)
+        rows = self.db.execute(
+            conn,
+            f"SELECT {AUDIT_COLS} FROM gf_audit WHERE run_id = ? AND sequence = 0 AND kind = 'execution_recorded' "
+            "ORDER BY seq",
+            (run_id,),
+        ).fetchall()
+        last = ""
+        for rec in (audit_row(r).event().execution_recorded for r in rows):
+            if rec.target_id == storable(target_id) and rec.owner == owner:
+                last = rec.state
+        if last != "resolved_not_run":
+            return  # never claimed by this run (or still someone else's): nothing of it to record
+        self._record_execution(conn, target_id, run_id, LATE_FINISH, at, owner, result_json=result_json)
+        logger.warning(
+            "store %s: %r of run %s finished after a person resolved it as not run; on the audit log as %s",
+            self.db.url,
+            target_id,
+            run_id,
+            LATE_FINISH,
+        )
 
     def _claim_filter(self, conn: Any, target_id: str, run_id: str | None) -> tuple[str, list[Any]]:
         """The WHERE of the ledger row ``run_id`` claimed for ``target_id`` (None: the call's row of any owner)."""
