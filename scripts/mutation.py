@@ -1528,6 +1528,20 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     M(
         DECIDE,
+        "    if request_id is not None:\n        reasked = _reasked_since(row, request_id)",
+        "    if False:\n        reasked = _reasked_since(row, request_id)",
+        "a click on the card of an earlier ask decides the target's new ask",
+        ("tests/server/test_server_request_binding.py",),
+    ),
+    M(
+        SERVER_APP,
+        "            request_id=asked,\n",
+        "            request_id=None,\n",
+        "the API drops the request id the page showed: a click lands on a re-ask it never drew",
+        ("tests/server/test_server_request_binding.py",),
+    ),
+    M(
+        DECIDE,
         "    verdict = DecideVerdict.APPLIED if ack.ok else DecideVerdict.REFUSED\n"
         "    return DecideResult(verdict=verdict, detail=ack.detail, target_id=row.target_id, "
         "run_id=row.run_id, ack=ack)\n\n\n@dataclasses",

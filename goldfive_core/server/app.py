@@ -317,12 +317,13 @@ class _Api:
     async def _decide(self, request: Request, user: User, *, approve: bool) -> Response:
         body = await self._body(request)
         if approve:
-            only_fields(body, ("reason", "edited_args", "args_digest", "grant"))
+            only_fields(body, ("reason", "edited_args", "args_digest", "grant", "request_id"))
         else:
-            only_fields(body, ("reason", "args_digest"))
+            only_fields(body, ("reason", "args_digest", "request_id"))
         reason = text_field(body, "reason", required=not approve)
         grant = text_field(body, "grant", limit=40) or None
         digest = text_field(body, "args_digest", limit=200) or None
+        asked = text_field(body, "request_id", limit=200) or None  # the request the page showed
         edited = body.get("edited_args")
         if edited is not None and not isinstance(edited, dict):
             raise ApiError(400, f"'edited_args' must be a JSON object, got {type(edited).__name__}")
@@ -343,6 +344,7 @@ class _Api:
             signer=self.config.signer,
             grant=grant,
             approval=row,
+            request_id=asked,
         )
         data: dict[str, Any] = {
             "result": "SUCCESS" if result.ok else "FAILURE",

@@ -133,6 +133,7 @@ def decide(
     signer: DecisionSigner | None = None,
     grant: str | None = None,
     approval: ApprovalRow | None = None,
+    request_id: str | None = None,
 ) -> DecideResult:
     """Decide one approval from outside the agent; never raises for a refusal (see :class:`DecideVerdict`).
 
@@ -149,6 +150,9 @@ def decide(
 
     ``approval`` is the record the caller just found with :func:`find_approval` for ``target_id`` (goldfive
     serve looks it up to answer 404/409 first), so it is not looked up twice.
+
+    ``request_id`` is the request the decider was shown (the inbox's card): when the target was asked again
+    since (a new request, even with the same arguments), the decision is refused and nothing changes.
     """
     row = approval if approval is not None else find_approval(store, target_id, run_id=run_id)
     nul = _nul_field(reason=reason, decided_by=principal.name, grant=grant or "")
@@ -161,6 +165,10 @@ def decide(
             run_id=row.run_id,
             field=nul,
         )
+    if request_id is not None:
+        reasked = _reasked_since(row, request_id)
+        if reasked is not None:
+            return reasked
     if edited_args is not None and not approve:
         return _refused(row, "refused: edited_args only go with an approval")
     if grant is not None and (not approve or edited_args is not None):
@@ -403,10 +411,15 @@ def _stale(row: ApprovalRow, digest: str) -> DecideResult | None:
 
 def _reasked(row: ApprovalRow, seen: ApprovalRow) -> DecideResult | None:
     """A refusal when the record now holds another request of the target than the one the decider saw."""
-    if seen.request_id and row.request_id != seen.request_id:
+    return _reasked_since(row, seen.request_id) if seen.request_id else None
+
+
+def _reasked_since(row: ApprovalRow, seen_request_id: str) -> DecideResult | None:
+    """A refusal when ``row`` holds another request than ``seen_request_id`` (the one the decider was shown)."""
+    if row.request_id != seen_request_id:
         return _refused(
             row,
-            f"refused: {row.target_id!r} was asked again since you looked (request {seen.request_id!r} is now "
+            f"refused: {row.target_id!r} was asked again since you looked (request {seen_request_id!r} is now "
             f"{row.request_id!r}); read the new request and decide it. Nothing was changed",
         )
     return None

@@ -329,3 +329,24 @@ def test_a_decision_recorded_in_the_store_for_an_earlier_ask_is_not_recorded_on_
     assert (now.request_id, now.status.value, now.decided_by) == ("r2", "pending", "")
     assert store.decide_in_store(seen.id, approved=False, detail="no", decided_by="ana", request_id="r2")
     assert store.verify_audit().ok
+
+
+@pytest.mark.parametrize("verb", ["approve", "reject"])
+async def test_a_click_on_the_card_of_an_earlier_ask_is_refused_and_the_new_ask_stays_pending(
+    server: Server, verb: str
+) -> None:
+    """The page drew the coffee; the task then asked for the wire (same target, another prompt). A click sent with
+    the coffee's request id (what the inbox sends for the card it drew) never decides the wire."""
+    async with _asked_twice(server, trust=False) as (agent, copied, _run_id):
+        drawn = copied["request_id"]  # the request the page showed, and ana approved
+        resp = await server.post(f"/api/approvals/t-spend/{verb}", {"reason": "the coffee", "request_id": drawn})
+        assert resp.status_code == 409, resp.text
+        assert "asked again since you looked" in resp.json()["error"], resp.text
+        card = await server.pending("t-spend")
+        assert (card["prompt"], card["state"]) == (WIRE, "pending")
+        assert [a["decision"] for a in agent.ran] == ["approve"]
+        # The card of the wire, drawn now, decides it.
+        resp = await server.post("/api/approvals/t-spend/reject", {"reason": "no", "request_id": card["request_id"]})
+        assert resp.status_code == 200, resp.text
+        answers = (await agent.result()).output
+        assert [a["decision"] for a in answers] == ["approve", "reject"]

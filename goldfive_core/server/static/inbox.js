@@ -348,6 +348,7 @@
           entry &&
           (pick(entry.item, "state") !== pick(item, "state") ||
             pick(entry.item, "args_digest") !== pick(item, "args_digest") ||
+            pick(entry.item, "request_id") !== pick(item, "request_id") ||
             pick(entry.item, "args_json") !== pick(item, "args_json"))
         ) {
           // Its agent stopped or came back, or an approver of a quorum edited the arguments: rebuild the card,
@@ -569,6 +570,7 @@
     const meta = pick(item, "metadata") || {};
     card.dataset.targetId = targetId;
     card.dataset.runId = runId;
+    card.dataset.requestId = clip(pick(item, "request_id") || "", 200); // the ask this card shows
     card.setAttribute("aria-label", T.plain(`${clip(pick(item, "tool_name") || "task approval", 200)} waiting`));
     show(q(".tool"), clip(pick(item, "tool_name") || (kind === "task" ? "Task approval" : "Approval"), 200));
     show(q(".agent"), clip(pick(item, "agent") || meta.agent || meta.agent_name || "—", 200));
@@ -889,6 +891,8 @@
     const body = { ...extra };
     const digest = pick(item, "args_digest");
     if (digest) body.args_digest = digest;
+    // The ask this card drew, not the record's latest: a re-ask since is refused, never decided unseen.
+    if (card.dataset.requestId) body.request_id = card.dataset.requestId;
     if (verb === "approve" && card.dataset.partial) {
       // never: the page does not hold the whole arguments
       return { ok: false, text: "not approved: this page does not hold its whole arguments" };
