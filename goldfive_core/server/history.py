@@ -3,6 +3,8 @@
 ``GET /api/history`` lists decided, expired and cancelled requests by the time they closed (decided, or asked
 for one nobody decided), filtered by status, tool, agent, decider and a time range, a page at a time; with
 ``format=jsonl`` or ``format=csv`` it answers the same records as a download (at most :data:`MAX_EXPORT`).
+``status=refused`` lists the decisions that were not applied (``decision_refused`` on the audit log: a bad
+signature, a decider the rule does not allow, a request past its deadline): who claimed what, and why not.
 What agents wrote stays inert: a CSV cell that a spreadsheet would read as a formula is prefixed with ``'``.
 """
 
@@ -12,7 +14,7 @@ import asyncio
 import csv
 import io
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -22,7 +24,7 @@ from starlette.responses import JSONResponse, Response
 from .._util import shorten
 from ..approvals import DECIDED_STATUSES, ApprovalStatus
 from ..policy import PolicyAuthority
-from ..store.base import Store
+from ..store.base import ApprovalRow, AuditRow, Store
 from ..store.views import approvals_json
 from .auth import User
 from .inputs import ApiError, int_param, text_field
@@ -69,11 +71,15 @@ class HistoryApi:
     async def history(self, request: Request, user: User) -> Response:
         params = request.query_params
         status = params.get("status", "all")
-        if status not in _STATUSES:
-            raise ApiError(400, f"unknown status {shorten(status, 40)!r}: use one of {', '.join(_STATUSES)}")
+        if status not in _STATUSES and status != REFUSED:
+            known = ", ".join((*_STATUSES, REFUSED))
+            raise ApiError(400, f"unknown status {shorten(status, 40)!r}: use one of {known}")
         form = params.get("format", "json")
         if form not in ("json", "jsonl", "csv"):
             raise ApiError(400, f"unknown format {shorten(form, 40)!r}: use json, jsonl or csv")
+        if status == REFUSED:
+            refused, matched = await asyncio.to_thread(self._refused, request)
+            return _answer(form, refused, matched, request)
         exporting = form != "json"
         most = MAX_EXPORT if exporting else MAX_PAGE
         limit = int_param(request, "limit", most if exporting else 50, low=1, high=most)
@@ -92,12 +98,87 @@ class HistoryApi:
             offset=offset,
         )
         items = await asyncio.to_thread(approvals_json, self.store, page.rows, rules=self.rules)
-        if form == "jsonl":
-            body = "".join(json.dumps(item, ensure_ascii=True, sort_keys=True) + "\n" for item in items)
-            return _download(body, "application/x-ndjson", "goldfive-history.jsonl")
-        if form == "csv":
-            return _download(csv_text(items), "text/csv; charset=utf-8", "goldfive-history.csv")
-        return JSONResponse({"approvals": items, "total": page.total, "limit": limit, "offset": offset})
+        return _answer(form, items, page.total, request)
+
+    def _refused(self, request: Request) -> tuple[list[dict[str, Any]], int]:
+        """The refused decisions the search matches, newest first: (this page, how many match)."""
+        params = request.query_params
+        exporting = params.get("format", "json") != "json"
+        most = MAX_EXPORT if exporting else MAX_PAGE
+        limit = int_param(request, "limit", most if exporting else 50, low=1, high=most)
+        offset = int_param(request, "offset", 0, low=0, high=10**9)
+        query = {k: text_field(dict(params), k, limit=200) for k in ("tool", "agent", "decider")}
+        rows = self.store.audit_rows_of_kind(
+            (REFUSED_KIND,),
+            since_ms=int_param(request, "since", 0, low=0, high=2**62),
+            until_ms=int_param(request, "until", 0, low=0, high=2**62),
+            limit=MAX_EXPORT,
+        )
+        requests: dict[tuple[str, str], ApprovalRow | None] = {}
+        matched = []
+        for row in rows:
+            item = refused_json(row, lambda target, run: _request_of(self.store, requests, target, run))
+            if _matches(item, query):
+                matched.append(item)
+        return matched[offset : offset + limit], len(matched)
+
+
+REFUSED = "refused"
+REFUSED_KIND = "decision_refused"
+
+
+def _matches(item: Mapping[str, Any], query: Mapping[str, str]) -> bool:
+    """The search's tool, agent and decider, each exact when given."""
+    wanted = (("tool_name", query["tool"]), ("agent", query["agent"]), ("decided_by", query["decider"]))
+    return all(not want or item[key] == want for key, want in wanted)
+
+
+def refused_json(row: AuditRow, request_of: Callable[[str, str], ApprovalRow | None]) -> dict[str, Any]:
+    """A ``decision_refused`` audit row as a history record: ``status`` ``refused``, who claimed which decision
+    (``claimed``: approve or reject, unverified), when, and why it was not applied (``detail``).
+
+    ``request_of(target_id, run_id)``: the request it was refused for, to name its tool and agent.
+    """
+    refused = row.event().decision_refused
+    run_id = refused.request_run_id or row.run_id
+    asked = request_of(refused.target_id, run_id)
+    return {
+        "status": REFUSED,
+        "state": REFUSED,
+        "decision": "",
+        "claimed": refused.decision,
+        "decided_by": refused.decided_by,
+        "decided_channel": refused.channel,
+        "decided_at_ms": row.emitted_at_ms,
+        "detail": refused.reason,
+        "target_id": refused.target_id,
+        "run_id": run_id,
+        "request_id": refused.request_id or (asked.request_id if asked is not None else ""),
+        "tool_name": asked.tool_name if asked is not None else "",
+        "agent": asked.metadata.get("agent_name", "") if asked is not None else "",
+        "kind": asked.kind if asked is not None else "",
+        "audit_seq": row.seq,
+    }
+
+
+def _request_of(
+    store: Store, seen: dict[tuple[str, str], ApprovalRow | None], target_id: str, run_id: str
+) -> ApprovalRow | None:
+    key = (target_id, run_id)
+    if key not in seen:
+        seen[key] = next((r for r in store.approvals_for(target_id) if r.run_id == run_id), None)
+    return seen[key]
+
+
+def _answer(form: str, items: list[dict[str, Any]], total: int, request: Request) -> Response:
+    if form == "jsonl":
+        body = "".join(json.dumps(item, ensure_ascii=True, sort_keys=True) + "\n" for item in items)
+        return _download(body, "application/x-ndjson", "goldfive-history.jsonl")
+    if form == "csv":
+        return _download(csv_text(items), "text/csv; charset=utf-8", "goldfive-history.csv")
+    limit = int_param(request, "limit", 50, low=1, high=MAX_EXPORT)
+    offset = int_param(request, "offset", 0, low=0, high=10**9)
+    return JSONResponse({"approvals": items, "total": total, "limit": limit, "offset": offset})
 
 
 def csv_text(items: Sequence[Mapping[str, Any]]) -> str:
@@ -114,7 +195,7 @@ def _row(item: Mapping[str, Any]) -> Iterable[str]:
     values = {
         "closed_at": datetime.fromtimestamp(closed / 1000, UTC).isoformat(timespec="milliseconds") if closed else "",
         "status": item.get("status", ""),
-        "decision": item.get("decision", ""),
+        "decision": item.get("decision") or item.get("claimed", ""),
         "tool": item.get("tool_name", ""),
         "decided_by": item.get("decided_by", ""),
         "reason": item.get("detail", ""),

@@ -92,6 +92,20 @@ class AuditLog(EventLog, Protocol):
         """Audit rows with ``seq > after_seq`` in chain order."""
         ...
 
+    def audit_rows_of_kind(
+        self,
+        kinds: Sequence[str],
+        *,
+        run_id: str | None = None,
+        before_seq: int = 0,
+        since_ms: int = 0,
+        until_ms: int = 0,
+        limit: int = 100,
+    ) -> list[AuditRow]:
+        """Audit rows of these kinds (of one run), newest first (before ``before_seq``, in ``[since_ms, until_ms)``
+        when given)."""
+        ...
+
     def audit_head(self) -> tuple[int, str]:
         """The seq and hash of the last audit row (``(0, GENESIS)`` when empty)."""
         ...

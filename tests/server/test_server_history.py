@@ -99,3 +99,35 @@ async def test_bad_history_queries_are_refused_with_words(server: Server) -> Non
         answer = await server.get(f"/api/history{query}")
         assert answer.status_code == 400 and words in answer.json()["error"], (query, answer.text)
     assert (await server.get("/api/history", user="vic")).status_code == 200  # a viewer may read the record
+
+
+async def test_refused_decisions_are_records_too_with_who_claimed_what_and_why_not(server: Server) -> None:
+    _seed(server)
+    # The agent refused a decision it could not verify (on its run's own stream)...
+    forged = events_pb2.DecisionRefused(
+        target_id="pay-2", decision="approve", decided_by="mallory", reason="signature does not match", channel="web"
+    )
+    server.store.append_events([make_event("run-h", 10, forged)], pid=1, host="elsewhere")
+    # ...and the server refused ana's approval of a request past its deadline (audited by decide()).
+    late = await server.post("/api/approvals/rm-1/approve", {})
+    assert late.status_code == 409, late.text
+    answer = await server.get("/api/history?status=refused")
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    records = body["approvals"]
+    assert [(r["target_id"], r["decided_by"], r["claimed"]) for r in records] == [
+        ("rm-1", "ana", "approve"),
+        ("pay-2", "mallory", "approve"),
+    ]
+    assert body["total"] == 2 and all(r["status"] == "refused" and r["decision"] == "" for r in records)
+    assert records[0]["tool_name"] == "delete_rows" and "expired" in records[0]["detail"], records[0]
+    assert records[1]["detail"] == "signature does not match" and records[1]["agent"] == "payroll"
+    assert await _ids(server, "?status=refused&decider=mallory") == ["pay-2"]
+    assert await _ids(server, "?status=refused&tool=delete_rows") == ["rm-1"]
+    assert await _ids(server, "?status=refused&limit=1&offset=1") == ["pay-2"]
+    assert await _ids(server) == ["pay-3", "rm-1", "pay-2", "pay-1"]  # the closed requests, as before
+    rows = list(csv.DictReader(io.StringIO((await server.get("/api/history?status=refused&format=csv")).text)))
+    assert [(r["status"], r["decision"], r["decided_by"], r["tool"]) for r in rows] == [
+        ("refused", "approve", "ana", "delete_rows"),
+        ("refused", "approve", "mallory", "transfer_funds"),
+    ]

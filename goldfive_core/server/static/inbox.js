@@ -1556,6 +1556,8 @@
     for (const item of items) {
       const decision = pick(item, "decision") || pick(item, "status") || "";
       const verdict = decision === "approve" ? "approved" : decision === "reject" ? "rejected" : decision;
+      // A decision not applied: what was claimed (unverified), by whom, and the refusal's words as the reason.
+      const claimed = pick(item, "status") === "refused" ? ` ${clip(pick(item, "claimed") || "decision", 20)}` : "";
       const closedAt = ms(pick(item, "decided_at_ms")) || ms(pick(item, "requested_at_ms"));
       const args = readArgs(item).value;
       const edited = parsedOrText(pick(item, "edited_args_json")) ?? pick(item, "edited_args");
@@ -1565,15 +1567,15 @@
         el(
           "div",
           { class: "line" },
-          el("span", { class: "verdict " + (decision === "approve" || decision === "reject" ? decision : "other"), text: verdict }),
+          el("span", { class: "verdict " + (decision === "approve" || decision === "reject" ? decision : "other"), text: verdict + claimed }),
           el("strong", { class: "mono", text: clip(pick(item, "tool_name") || "task approval", 200) }),
-          el("span", { text: `by ${clip(pick(item, "decided_by") || "—", 120)}` }),
+          el("span", { text: `${claimed ? "claimed by" : "by"} ${clip(pick(item, "decided_by") || "—", 120)}` }),
           el("span", { class: "sub when", text: dateTime(closedAt) }),
           el("a", { class: "mono", href: `#/runs/${encodeURIComponent(pick(item, "run_id") || "")}`, text: clip(pick(item, "run_id"), 60) }),
         ),
       );
       if (pick(item, "detail"))
-        li.append(el("p", { class: "reason" }, "Reason: ", T.longText(pick(item, "detail"), 2000, { lines: true })));
+        li.append(el("p", { class: "reason" }, claimed ? "Not applied: " : "Reason: ", T.longText(pick(item, "detail"), 2000, { lines: true })));
       if (edited && typeof edited === "object") {
         const diff = el("pre", { class: "diff mono" });
         showDiffLines(diff, diffLines(args, edited));

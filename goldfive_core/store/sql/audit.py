@@ -64,6 +64,36 @@ class SqlAuditLog(SqlRole):
                 )
             return [audit_row(r) for r in cur.fetchall()]
 
+    def audit_rows_of_kind(
+        self,
+        kinds: Sequence[str],
+        *,
+        run_id: str | None = None,
+        before_seq: int = 0,
+        since_ms: int = 0,
+        until_ms: int = 0,
+        limit: int = 100,
+    ) -> list[AuditRow]:
+        """Audit rows of these kinds (of one run), newest first: before ``before_seq`` when given, emitted in
+        ``[since_ms, until_ms)`` when given."""
+        if not kinds:
+            return []
+        where = [f"kind IN ({', '.join('?' for _ in kinds)})"]
+        params: list[Any] = list(kinds)
+        for clause, value in (
+            ("run_id = ?", run_id),
+            ("seq < ?", before_seq),
+            ("emitted_at_ms >= ?", since_ms),
+            ("emitted_at_ms < ?", until_ms),
+        ):
+            if value:
+                where.append(clause)
+                params.append(value)
+        sql = f"SELECT {AUDIT_COLS} FROM gf_audit WHERE {' AND '.join(where)} ORDER BY seq DESC LIMIT ?"
+        with self.db.guard("reading the audit log"):
+            cur = self.db.execute(self.db.conn(), sql, (*params, limit))
+            return [audit_row(r) for r in cur.fetchall()]
+
     def audit_head(self) -> tuple[int, str]:
         """The seq and hash of the last audit row."""
         with self.db.guard("reading the audit head"):
