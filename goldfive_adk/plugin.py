@@ -70,6 +70,7 @@ from goldfive_core.errors import RunCancelledError, RunTerminatedError
 from goldfive_core.inflight import InFlight
 from goldfive_core.lifecycle import SessionSetup
 from goldfive_core.session import Guidance, Session
+from goldfive_core.steps import StepKind, clipped_json, record_step
 from goldfive_core.store.base import Store
 from goldfive_core.store.channel import StoreChannel
 from goldfive_core.store.sink import StoreSink
@@ -219,6 +220,8 @@ class _GoldfiveADKPlugin(Supervised, BasePlugin):
             title=f"ADK invocation of {agent}",
             input=text,
             session_id=adk_session_id,
+            on_behalf_of=ic.user_id if ic is not None else "",
+            records_steps=True,
         )
         run = AdkRun(adk_session_id=adk_session_id, handle=handle)
         run.invocations[invocation_id] = set()
@@ -278,9 +281,11 @@ class _GoldfiveADKPlugin(Supervised, BasePlugin):
         if run is not None:
             self._drop_dead_invocations(run)
         if ic.session.id not in self._runs:
-            self._start(ic.session.id, ic.invocation_id, ic)
+            joined: AdkRun | None = self._start(ic.session.id, ic.invocation_id, ic)
         else:
-            self._run_for(ic.session.id, ic.invocation_id)
+            joined = self._run_for(ic.session.id, ic.invocation_id)
+        if joined is not None:  # what the person asked this time: the context of the requests it leads to
+            record_step(joined.session, StepKind.USER_TEXT, text=_user_text(ic))
         return None
 
     def _drop_dead_invocations(self, run: AdkRun) -> None:
@@ -512,6 +517,7 @@ class _GoldfiveADKPlugin(Supervised, BasePlugin):
         content = event.content
         if content is None or not content.parts:
             return None
+        _record_steps(run.session, event.author, content.parts)
         if self.control is None:
             self._announce_native(run, content.parts)
             return None
@@ -568,6 +574,21 @@ class _GoldfiveADKPlugin(Supervised, BasePlugin):
             # Only an early announcement: before_tool_callback evaluates the predicate again for real.
             logger.warning("require_confirmation predicate of %r failed on %s", tool.name, call.id, exc_info=True)
             return False
+
+
+def _record_steps(session: Session, author: str, parts: list[types.Part]) -> None:
+    """The event's model text, tool calls and results as the run's steps (clipped: an approver's context)."""
+    for part in parts:
+        if part.function_call is not None and part.function_call.name:
+            call = part.function_call
+            text = clipped_json(call.args or {})
+            record_step(session, StepKind.TOOL_CALL, name=call.name or "", text=text, call_id=call.id or "")
+        elif part.function_response is not None and part.function_response.name:
+            response = part.function_response
+            text = clipped_json(response.response)
+            record_step(session, StepKind.TOOL_RESULT, name=response.name or "", text=text, call_id=response.id or "")
+        elif part.text and not part.thought and author != "user":
+            record_step(session, StepKind.MODEL_TEXT, name=author, text=part.text)
 
 
 def _pending_call(error: BaseException) -> str:

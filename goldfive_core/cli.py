@@ -73,6 +73,7 @@ from .store import (
     open_store,
 )
 from .store.base import OPEN_STATUSES
+from .store.context import approval_context
 from .store.decide import (
     DEFAULT_DECIDE_TIMEOUT_S,
     AmbiguousApprovalError,
@@ -354,6 +355,7 @@ def _show(store: Store, args: argparse.Namespace, out: _Out) -> int:
     data = cli_approval(approval_json(row, liveness=store.liveness_of(run)))
     data.update(execution_fields(store, row.target_id, row.run_id))
     data["run"] = run_json(store, run) if run is not None else None
+    data["context"] = approval_context(store, row)
     out.emit(_show_text(data), data)
     return EXIT_OK
 

@@ -294,7 +294,42 @@ def _show_text(item: Mapping[str, Any]) -> str:
             f"finished   {_when(item['finished_after_resolved_at_ms'])}, after a person resolved it as not run: "
             "it did run (on the audit log); check before a replay runs it again"
         )
+    lines.extend(_context_lines(item.get("context"), run_id=t("run_id", 200)))
     return "\n".join(line for line in lines if line)
+
+
+def _context_lines(context: Mapping[str, Any] | None, *, run_id: str) -> list[str]:
+    """What led to the request (``approval_json``'s ``context``), inert: the input, who, the last steps, why."""
+    if not context:
+        return []
+
+    def c(key: str, limit: int = _FULL) -> str:
+        return inert(str(context.get(key) or ""), limit)
+
+    who = ", ".join(
+        part
+        for part in (
+            f"agent {c('agent', 200)}" if context.get("agent") else "",
+            f"started by {c('started_by', 200)}" if context.get("started_by") else "",
+            f"for {c('on_behalf_of', 200)}" if context.get("on_behalf_of") else "",
+            f"on {c('adapter', 40)}" if context.get("adapter") else "",
+        )
+        if part
+    )
+    lines = [
+        "context",
+        f"  asked      {c('input')}" if context.get("input") else "",
+        f"  who        {who}" if who else "",
+        f"  why        {c('why', 400)}",
+    ]
+    for step in context.get("steps") or ():
+        kind = {"tool_call": "called", "tool_result": "result", "model_text": "said"}.get(str(step.get("kind")), "step")
+        name = inert(str(step.get("name") or ""), 200)
+        lines.append(f"  {kind:<10} {name + ': ' if name else ''}{inert(str(step.get('text') or ''), 400)}")
+    if context.get("note"):
+        lines.append(f"  ({c('note', 200)})")
+    lines.append(f"  whole run  goldfive events --run {run_id}")
+    return lines
 
 
 def _parse_edit(text: str, limits: Limits) -> dict[str, Any]:

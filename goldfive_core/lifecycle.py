@@ -140,7 +140,8 @@ class RunHandle:
     ``owner``: the adapter object holding the channel, sinks, config, policy, labels and router.
     ``setup``: called with the new session (steerer and detectors); None installs nothing.
     ``root_task_id`` (default a new ``task-…`` id), ``title`` and ``input`` describe the root task;
-    ``adapter`` names the host in RunStarted.
+    ``adapter`` names the host in RunStarted; ``on_behalf_of`` (whom the host says the run serves) and
+    ``records_steps`` (the adapter records its host's steps, :mod:`goldfive_core.steps`) go there too.
     """
 
     def __init__(
@@ -153,10 +154,14 @@ class RunHandle:
         title: str = "run",
         input: object = None,
         session_id: str = "",
+        on_behalf_of: str = "",
+        records_steps: bool = False,
     ) -> None:
         self.router = owner.router
         self.adapter = adapter
         self.input = input
+        self.on_behalf_of = on_behalf_of
+        self.records_steps = records_steps
         self.session = Session(
             session_id=session_id,
             sinks=owner.sinks,
@@ -181,7 +186,15 @@ class RunHandle:
 
     def open(self) -> None:
         """Attach the session to the router (waiting messages apply now), emit RunStarted, start the root task."""
-        open_run(self.session, self.router, root_task_id=self.root_task_id, input=self.input, adapter=self.adapter)
+        open_run(
+            self.session,
+            self.router,
+            root_task_id=self.root_task_id,
+            input=self.input,
+            adapter=self.adapter,
+            on_behalf_of=self.on_behalf_of,
+            records_steps=self.records_steps,
+        )
 
     def close(
         self,
@@ -237,11 +250,27 @@ class RunHandle:
         return RunStatus.COMPLETED, ""
 
 
-def open_run(session: Session, router: ControlRouter, *, root_task_id: str, input: object, adapter: str) -> None:
+def open_run(
+    session: Session,
+    router: ControlRouter,
+    *,
+    root_task_id: str,
+    input: object,
+    adapter: str,
+    on_behalf_of: str = "",
+    records_steps: bool = False,
+) -> None:
     """Attach ``session`` to ``router``, emit RunStarted and start the root task (already added to the board)."""
     router.attach(session)
     session.events.emit(
-        events_pb2.RunStarted(input=shorten(str(input), 4096), adapter=adapter, root_task_id=root_task_id)
+        events_pb2.RunStarted(
+            input=shorten(str(input), 4096),
+            adapter=adapter,
+            root_task_id=root_task_id,
+            started_by=shorten(session.started_by, 200),
+            on_behalf_of=shorten(on_behalf_of, 200),
+            records_steps=records_steps,
+        )
     )
     session.start_task(root_task_id)
 

@@ -95,6 +95,8 @@ class Supervision:
         title: str = "run",
         input: object = None,
         session_id: str = "",
+        on_behalf_of: str = "",
+        records_steps: bool = False,
     ) -> RunHandle:
         """A new run under this supervision: its session set up, not opened yet (``handle.open()``)."""
         return RunHandle(
@@ -105,6 +107,8 @@ class Supervision:
             title=title,
             input=input,
             session_id=session_id,
+            on_behalf_of=on_behalf_of,
+            records_steps=records_steps,
         )
 
 

@@ -1527,6 +1527,13 @@ MUTATIONS: tuple[Mutation, ...] = (
         DECISIONS,
     ),
     M(
+        ("goldfive_core/steps.py",),
+        "            text=shorten(text, limit),",
+        "            text=text,",
+        "a run's step keeps a whole tool result on the record and on the approver's card",
+        ("tests/server/test_server_context.py",),
+    ),
+    M(
         DECIDE,
         "    if request_id is not None:\n        reasked = _reasked_since(row, request_id)",
         "    if False:\n        reasked = _reasked_since(row, request_id)",

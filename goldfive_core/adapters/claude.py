@@ -52,6 +52,7 @@ from ..lifecycle import RunResult, SteererFactoryAlias
 from ..reporting import TOOL_SPECS, call_reporting_tool
 from ..run_state import is_over
 from ..session import Guidance
+from ..steps import StepKind, clipped_json, record_step
 from ..supervision import Supervised, Supervision, SupervisionOptions
 from ..toolcall import Skip, ToolCall, gate_tool_call
 
@@ -71,6 +72,7 @@ try:
         PermissionResultDeny,
         ResultMessage,
         SystemMessage,
+        TextBlock,
         ToolPermissionContext,
         ToolResultBlock,
         ToolUseBlock,
@@ -175,6 +177,7 @@ class ClaudeRun:
             root_task_id=task_id,
             title=title or "claude run",
             input=title,
+            records_steps=True,
         )
         self.session = self._handle.session
         self.options: ClaudeAgentOptions = merge_options(
@@ -233,6 +236,7 @@ class ClaudeRun:
         """Send a prompt; waits while the run is paused, raises RunCancelledError once it was cancelled."""
         await self.session.gate()
         client = await self.connect()
+        record_step(self.session, StepKind.USER_TEXT, text=prompt)
         await client.query(prompt)
 
     async def receive_response(self) -> AsyncIterator[Message]:
@@ -263,10 +267,21 @@ class ClaudeRun:
         elif isinstance(message, AssistantMessage):
             for block in message.content:
                 if isinstance(block, ToolUseBlock):
+                    record_step(
+                        self.session,
+                        StepKind.TOOL_CALL,
+                        name=block.name,
+                        text=clipped_json(block.input),
+                        call_id=block.id,
+                    )
                     self._expect(block.id, block.name, block.input)
+                elif isinstance(block, TextBlock):
+                    record_step(self.session, StepKind.MODEL_TEXT, name="claude", text=block.text)
         elif isinstance(message, UserMessage) and isinstance(message.content, list):
             for item in message.content:
                 if isinstance(item, ToolResultBlock):  # an announced call that was never asked about
+                    text = clipped_json(item.content)
+                    record_step(self.session, StepKind.TOOL_RESULT, text=text, call_id=item.tool_use_id)
                     self.session.approvals.forget_expected(item.tool_use_id)
 
     # -- the permission callback: the tool-call gate ----------------------------------------------------------------

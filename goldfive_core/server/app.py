@@ -57,6 +57,7 @@ from ..store.base import (
     Store,
 )
 from ..store.checkpoint import CheckpointWriter
+from ..store.context import approval_context
 from ..store.decide import DecideVerdict, DecisionAuthority, decide, find_approval
 from ..store.liveness import DETACHED_LIVENESS, Liveness, RunLiveness, judge_liveness
 from ..store.outbox import outbox_rows, outbox_summary
@@ -293,7 +294,9 @@ class _Api:
             limit=limit,
             offset=offset,
         )
-        items = await _run(approvals_json, self.store, page.rows, known=liveness, rules=self.policy_authority)
+        items = await _run(
+            approvals_json, self.store, page.rows, known=liveness, rules=self.policy_authority, context=True
+        )
         return JSONResponse({"approvals": items, "total": page.total, "limit": limit, "offset": offset})
 
     async def _find(self, request: Request) -> ApprovalRow:
@@ -305,6 +308,7 @@ class _Api:
         row = await self._find(request)
         run = await _run(self.store.run, row.run_id)
         data = approval_json(row, liveness=await _run(self.store.liveness_of, run), rules=self.policy_authority)
+        data["context"] = await _run(approval_context, self.store, row, rules=self.policy_authority)
         rows = await _run(self.store.audit_rows, run_id=row.run_id, limit=1_000_000)
         data["events"] = [
             {"seq": r.seq, "kind": r.kind, "event": event_to_dict(r.event())}

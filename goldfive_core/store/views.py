@@ -19,6 +19,7 @@ from ..pb.v1 import events_pb2
 from ..policy import Ask, PolicyAuthority, format_duration
 from ..review import review_json
 from .base import ApprovalRow, ExecutionState, RunRow, Store
+from .context import approval_context
 from .liveness import DETACHED_LIVENESS, RunLiveness, judge_liveness
 from .sql.ledger import LATE_FINISH
 
@@ -231,16 +232,22 @@ def approvals_json(
     *,
     known: Mapping[str, RunLiveness] | None = None,
     rules: PolicyAuthority | None = None,
+    context: bool = False,
 ) -> list[dict[str, Any]]:
     """:func:`approval_json` of each row (``rules`` as there), its run's liveness from ``known`` (run id →
-    liveness) or read once per run on the store's clock."""
+    liveness) or read once per run on the store's clock; ``context``: with what led to each request
+    (:func:`~goldfive_core.store.context.approval_context`, a few reads of its run's record each)."""
     liveness = dict(known or {})
     missing = {row.run_id for row in rows} - liveness.keys()
     if missing:
         now = store.clock_ms()
         for run_id in missing:
             liveness[run_id] = judge_liveness(store.run(run_id), stale_after_ms=store.stale_after_ms, now=now)
-    return [approval_json(row, liveness=liveness[row.run_id], rules=rules) for row in rows]
+    items = [approval_json(row, liveness=liveness[row.run_id], rules=rules) for row in rows]
+    if context:
+        for item, row in zip(items, rows, strict=True):
+            item["context"] = approval_context(store, row, rules=rules)
+    return items
 
 
 def cli_approval(item: Mapping[str, Any]) -> dict[str, Any]:

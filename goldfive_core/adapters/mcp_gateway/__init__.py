@@ -41,6 +41,7 @@ from ...errors import ConfigError, MissingExtraError
 from ...inflight import InFlight
 from ...lifecycle import RunResult
 from ...retry import Backoff
+from ...steps import StepKind, clipped_json, record_step
 from ...supervision import Supervised, Supervision, SupervisionOptions
 from ...toolcall import Skip, ToolCall, gate_tool_call
 
@@ -376,6 +377,7 @@ class _Connection:
             title=f"MCP gateway ({', '.join(u.name for u in gateway.upstreams)})",
             input=f"MCP client session {self.session_id}",
             session_id=self.session_id,
+            records_steps=True,
         )
         self.session = self.handle.session
         self.upstreams = _Connections(gateway.upstreams, restarts=gateway.restarts)
@@ -460,6 +462,7 @@ class _Connection:
             metadata=self._identity(who, route),
             args_schema=route.tool.input_schema,
         )
+        record_step(self.session, StepKind.TOOL_CALL, name=name, text=clipped_json(arguments), call_id=call.call_id)
         outcome = await self._gate(call, route, progress)
         if isinstance(outcome, Skip):
             return _refused(_refusal(name, outcome))
@@ -474,6 +477,7 @@ class _Connection:
             return _refused(f"{name} failed in its MCP server {route.upstream!r}: it stopped answering ({exc})")
         except UpstreamError as exc:  # the upstream's failure is the caller's clear error, never a crash
             return _refused(f"{name} failed in its MCP server {route.upstream!r}: {shorten(str(exc), 500)}")
+        record_step(self.session, StepKind.TOOL_RESULT, name=name, text=_said(result), call_id=call.call_id)
         note = outcome.note
         if note:
             content = result.get("content")
@@ -611,6 +615,13 @@ def _client_params(ctx: Any) -> dict[str, Any]:
     """The client's ``initialize`` params as JSON, from the SDK server's session."""
     params = getattr(ctx.session, "client_params", None)
     return params.model_dump(by_alias=True, exclude_none=True) if params is not None else {}
+
+
+def _said(result: Mapping[str, Any]) -> str:
+    """The text of a tool result, as its client's model reads it (for the run's steps)."""
+    content = result.get("content")
+    parts = content if isinstance(content, list) else []
+    return " ".join(str(c.get("text", "")) for c in parts if isinstance(c, dict) and c.get("type") == "text")
 
 
 def _client_name(client: Mapping[str, Any]) -> str:

@@ -585,6 +585,7 @@
     const prompt = pick(item, "prompt") || "";
     if (prompt) q(".prompt").append(T.longText(prompt, MAX_PROMPT, { lines: true }));
     else q(".agent-words").hidden = true;
+    window.goldfiveContext.fill(q(".context"), item); // what led here (context.js)
     if (args == null || (typeof args === "object" && !Object.keys(args).length && kind === "task")) {
       q(".args-block").hidden = true;
       q(".act-edit").hidden = true;

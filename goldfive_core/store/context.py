@@ -1,0 +1,109 @@
+"""What led to a request: the context an approver reads beside it, derived from the run's own record.
+
+From the audit log of the request's run: what the person asked the agent (the latest ``user_text`` step before
+the request, else the run's ``RunStarted.input``), who started the run and whom its host says it serves, the
+last few steps before the request (``RunStep`` events: model text, tool calls and results, each already clipped
+when recorded), the rule that asked and why, and a link to the whole run. A host that records nothing says so
+(:data:`NO_CONTEXT`). The inbox, ``GET /api/approvals`` and ``goldfive show`` all show this one shape.
+
+Everything here is an agent's or a model's text: bounded in size, and shown inert by whoever renders it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+from urllib.parse import quote
+
+from google.protobuf.message import DecodeError
+
+from .._util import shorten
+from ..pb.v1 import events_pb2
+from ..policy import PolicyAuthority
+from ..steps import StepKind
+from .base import ApprovalRow, AuditRow, Store
+
+__all__ = ["INPUT_LIMIT", "MAX_STEPS", "NO_CONTEXT", "NO_STEPS", "approval_context"]
+
+MAX_STEPS = 5
+"""Steps shown before a request, at most (the newest)."""
+INPUT_LIMIT = 1000
+"""Characters shown of what the person asked."""
+NO_CONTEXT = "no context from this host"
+"""The note of a request whose run's host recorded neither an input nor any step."""
+NO_STEPS = "no earlier steps from this host: it records the run's input only"
+"""The note of a request whose host records no steps (a callable agent: it sees no model)."""
+
+_SCAN = 4 * MAX_STEPS + 1  # steps read back from the request: the gated call's own, results, the last prompt
+_ASKS = 200  # requests of the run read back to find this one's place on the record
+
+
+def approval_context(store: Store, row: ApprovalRow, *, rules: PolicyAuthority | None = None) -> dict[str, Any]:
+    """The context of the request ``row`` (``rules``: the deciding side's policy, to say what its rule says)."""
+    started = _run_started(store, row.run_id)
+    before = _asked_at(store, row)
+    found = _steps(store.audit_rows_of_kind(("run_step",), run_id=row.run_id, before_seq=before, limit=_SCAN))
+    asked = next((s for s in reversed(found) if s.kind == StepKind.USER_TEXT), None)
+    steps = [s for s in found if s.kind != StepKind.USER_TEXT and s.call_id != row.target_id][-MAX_STEPS:]
+    text = asked.text if asked is not None else (started.input if started is not None else "")
+    records = started is not None and started.records_steps
+    note = ""
+    if not text and not steps:
+        note = NO_CONTEXT
+    elif not records and not steps:
+        note = NO_STEPS
+    return {
+        "input": shorten(text, INPUT_LIMIT),
+        "adapter": started.adapter if started is not None else "",
+        "agent": shorten(row.metadata.get("agent_name", ""), 200),
+        "started_by": started.started_by if started is not None else "",
+        "on_behalf_of": (started.on_behalf_of if started is not None else "") or row.metadata.get("mcp_client", ""),
+        "steps": [{"kind": s.kind, "name": s.name, "text": s.text, "call_id": s.call_id} for s in steps],
+        "records_steps": records,
+        "note": note,
+        **_why(row, rules),
+        "run_link": f"#/runs/{quote(row.run_id, safe='')}",
+    }
+
+
+def _event(row: AuditRow) -> events_pb2.Event | None:
+    try:
+        return row.event()
+    except DecodeError:  # a body that no longer parses: audit verify reports it; here it shows nothing
+        return None
+
+
+def _run_started(store: Store, run_id: str) -> events_pb2.RunStarted | None:
+    rows = store.audit_rows_of_kind(("run_started",), run_id=run_id, limit=1)
+    event = _event(rows[0]) if rows else None
+    return event.run_started if event is not None else None
+
+
+def _asked_at(store: Store, row: ApprovalRow) -> int:
+    """The audit seq of this request's ``approval_requested`` (0 when not found: the steps up to now)."""
+    for audit in store.audit_rows_of_kind(("approval_requested",), run_id=row.run_id, limit=_ASKS):
+        event = _event(audit)
+        if event is None:
+            continue
+        ask = event.approval_requested
+        if ask.target_id == row.target_id and (not row.request_id or ask.request_id == row.request_id):
+            return audit.seq
+    return 0
+
+
+def _steps(rows: Sequence[AuditRow]) -> list[events_pb2.RunStep]:
+    """The steps of ``rows`` (newest first) in the order they happened."""
+    events = (_event(r) for r in reversed(rows))
+    return [e.run_step for e in events if e is not None]
+
+
+def _why(row: ApprovalRow, rules: PolicyAuthority | None) -> dict[str, str]:
+    rule = row.metadata.get("policy_rule", "")
+    if rule:
+        policy = rules.policy if rules is not None else None
+        found = next((r for r in policy.rules if r.name == rule), None) if policy is not None else None
+        when = f" when {found.when}" if found is not None and found.when else ""
+        return {"rule": rule, "why": shorten(f"the rule {rule!r} asks a person{when}", 400)}
+    if row.kind == "task":
+        return {"rule": "", "why": "the agent asked for approval of its task (report_awaiting_approval)"}
+    return {"rule": "", "why": "the tool asks for confirmation before it runs"}
