@@ -280,7 +280,7 @@ class ClaudeRun:
         elif isinstance(message, UserMessage) and isinstance(message.content, list):
             for item in message.content:
                 if isinstance(item, ToolResultBlock):  # an announced call that was never asked about
-                    text = clipped_json(item.content)
+                    text = item.content if isinstance(item.content, str) else clipped_json(item.content)
                     record_step(self.session, StepKind.TOOL_RESULT, text=text, call_id=item.tool_use_id)
                     self.session.approvals.forget_expected(item.tool_use_id)
 

@@ -45,6 +45,7 @@ def approval_context(store: Store, row: ApprovalRow, *, rules: PolicyAuthority |
     found = _steps(store.audit_rows_of_kind(("run_step",), run_id=row.run_id, before_seq=before, limit=_SCAN))
     asked = next((s for s in reversed(found) if s.kind == StepKind.USER_TEXT), None)
     steps = [s for s in found if s.kind != StepKind.USER_TEXT and s.call_id != row.target_id][-MAX_STEPS:]
+    named = {s.call_id: s.name for s in found if s.kind == StepKind.TOOL_CALL and s.call_id}  # a result's tool
     text = asked.text if asked is not None else (started.input if started is not None else "")
     records = started is not None and started.records_steps
     note = ""
@@ -58,7 +59,10 @@ def approval_context(store: Store, row: ApprovalRow, *, rules: PolicyAuthority |
         "agent": shorten(row.metadata.get("agent_name", ""), 200),
         "started_by": started.started_by if started is not None else "",
         "on_behalf_of": (started.on_behalf_of if started is not None else "") or row.metadata.get("mcp_client", ""),
-        "steps": [{"kind": s.kind, "name": s.name, "text": s.text, "call_id": s.call_id} for s in steps],
+        "steps": [
+            {"kind": s.kind, "name": s.name or named.get(s.call_id, ""), "text": s.text, "call_id": s.call_id}
+            for s in steps
+        ],
         "records_steps": records,
         "note": note,
         **_why(row, rules),
