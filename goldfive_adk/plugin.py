@@ -70,7 +70,7 @@ from goldfive_core.errors import RunCancelledError, RunTerminatedError
 from goldfive_core.inflight import InFlight
 from goldfive_core.lifecycle import SessionSetup
 from goldfive_core.session import Guidance, Session
-from goldfive_core.steps import StepKind, clipped_json, record_step
+from goldfive_core.steps import Step, StepKind, record_step
 from goldfive_core.store.base import Store
 from goldfive_core.store.channel import StoreChannel
 from goldfive_core.store.sink import StoreSink
@@ -285,7 +285,7 @@ class _GoldfiveADKPlugin(Supervised, BasePlugin):
         else:
             joined = self._run_for(ic.session.id, ic.invocation_id)
         if joined is not None:  # what the person asked this time: the context of the requests it leads to
-            record_step(joined.session, StepKind.USER_TEXT, text=_user_text(ic))
+            record_step(joined.session, StepKind.USER_TEXT, value=_user_text(ic))
         return None
 
     def _drop_dead_invocations(self, run: AdkRun) -> None:
@@ -577,18 +577,17 @@ class _GoldfiveADKPlugin(Supervised, BasePlugin):
 
 
 def _record_steps(session: Session, author: str, parts: list[types.Part]) -> None:
-    """The event's model text, tool calls and results as the run's steps (clipped: an approver's context)."""
+    """Note the event's model text, tool calls and results as the run's steps (an approver's context)."""
+    steps = session.steps
     for part in parts:
-        if part.function_call is not None and part.function_call.name:
+        if part.function_call is not None:
             call = part.function_call
-            text = clipped_json(call.args or {})
-            record_step(session, StepKind.TOOL_CALL, name=call.name or "", text=text, call_id=call.id or "")
-        elif part.function_response is not None and part.function_response.name:
+            steps.add(Step(StepKind.TOOL_CALL, call.name or "", call.args or {}, call.id or ""))
+        elif part.function_response is not None:
             response = part.function_response
-            text = clipped_json(response.response)
-            record_step(session, StepKind.TOOL_RESULT, name=response.name or "", text=text, call_id=response.id or "")
+            steps.add(Step(StepKind.TOOL_RESULT, response.name or "", response.response, response.id or ""))
         elif part.text and not part.thought and author != "user":
-            record_step(session, StepKind.MODEL_TEXT, name=author, text=part.text)
+            steps.add(Step(StepKind.MODEL_TEXT, author, part.text, ""))
 
 
 def _pending_call(error: BaseException) -> str:

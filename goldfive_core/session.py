@@ -33,6 +33,7 @@ from .payloads import MAX_TEXT, decision_from_payload
 from .pb.v1 import events_pb2
 from .protocols import Detector, Steerer
 from .run_state import Guidance, RunLifecycle, RunState, is_over
+from .steps import StepLog
 from .tasks import TaskBoard, TaskStatus
 
 if TYPE_CHECKING:
@@ -75,6 +76,8 @@ class Session(RunLifecycle):
         """The run's labels, which policy rules may match (``labels = { env = "prod" }``)."""
         self.started_by = started_by if started_by is not None else _starter()
         """Who started the run (``GOLDFIVE_USER`` or the login); a rule may bar them from approving."""
+        self.steps = StepLog()
+        """The host's steps noted since the run last asked a person: on the record just before its next ask."""
         self._grants: GrantBook | None = None
         self.session_id = session_id
         self.config = config if config is not None else SteeringConfig.from_env()
@@ -359,6 +362,7 @@ class Session(RunLifecycle):
         record = self.approvals.get(request.target_id)
         if record is not None and record.requested_at_ms:
             event.expires_at.CopyFrom(timestamp_from_ms(record.requested_at_ms + request.timeout_ms))
+        self.steps.flush(self.events.emit)  # what led to it, on the record before it (the card's context)
         self.events.emit(event)
 
     def _emit_decision(self, record: ApprovalRecord) -> None:

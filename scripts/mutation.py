@@ -1528,8 +1528,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     M(
         ("goldfive_core/steps.py",),
-        "            text=shorten(text, limit),",
-        "            text=text,",
+        "                    text=clipped_json(step.value, limit),",
+        "                    text=clipped_json(step.value, 10**9),",
         "a run's step keeps a whole tool result on the record and on the approver's card",
         ("tests/server/test_server_context.py",),
     ),

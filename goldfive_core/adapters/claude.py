@@ -52,7 +52,7 @@ from ..lifecycle import RunResult, SteererFactoryAlias
 from ..reporting import TOOL_SPECS, call_reporting_tool
 from ..run_state import is_over
 from ..session import Guidance
-from ..steps import StepKind, clipped_json, record_step
+from ..steps import StepKind, record_step
 from ..supervision import Supervised, Supervision, SupervisionOptions
 from ..toolcall import Skip, ToolCall, gate_tool_call
 
@@ -236,7 +236,7 @@ class ClaudeRun:
         """Send a prompt; waits while the run is paused, raises RunCancelledError once it was cancelled."""
         await self.session.gate()
         client = await self.connect()
-        record_step(self.session, StepKind.USER_TEXT, text=prompt)
+        record_step(self.session, StepKind.USER_TEXT, value=prompt)
         await client.query(prompt)
 
     async def receive_response(self) -> AsyncIterator[Message]:
@@ -267,21 +267,14 @@ class ClaudeRun:
         elif isinstance(message, AssistantMessage):
             for block in message.content:
                 if isinstance(block, ToolUseBlock):
-                    record_step(
-                        self.session,
-                        StepKind.TOOL_CALL,
-                        name=block.name,
-                        text=clipped_json(block.input),
-                        call_id=block.id,
-                    )
+                    record_step(self.session, StepKind.TOOL_CALL, name=block.name, value=block.input, call_id=block.id)
                     self._expect(block.id, block.name, block.input)
                 elif isinstance(block, TextBlock):
-                    record_step(self.session, StepKind.MODEL_TEXT, name="claude", text=block.text)
+                    record_step(self.session, StepKind.MODEL_TEXT, name="claude", value=block.text)
         elif isinstance(message, UserMessage) and isinstance(message.content, list):
             for item in message.content:
                 if isinstance(item, ToolResultBlock):  # an announced call that was never asked about
-                    text = item.content if isinstance(item.content, str) else clipped_json(item.content)
-                    record_step(self.session, StepKind.TOOL_RESULT, text=text, call_id=item.tool_use_id)
+                    record_step(self.session, StepKind.TOOL_RESULT, value=item.content, call_id=item.tool_use_id)
                     self.session.approvals.forget_expected(item.tool_use_id)
 
     # -- the permission callback: the tool-call gate ----------------------------------------------------------------

@@ -7,9 +7,11 @@ import asyncio
 from pathlib import Path
 
 from goldfive_core import ControlKind
+from goldfive_core.steps import StepKind
 from goldfive_core.store import open_store
 from goldfive_core.store.context import approval_context
 from tests.claude.claude_support import LOOKUP, REFUND, Harness, converse
+from tests.store.store_support import await_until
 
 PROMPT = "refund order 42, the customer was charged twice"
 
@@ -20,8 +22,8 @@ async def test_the_card_of_a_claude_call_says_what_was_asked_and_the_steps_befor
     async def script() -> None:
         await h.cli.say("Let me look the order up first.")
         await h.cli.use_tool("toolu_L", LOOKUP, {"order_id": "42"})
-        # The lookup's result is on the record before the model asks for the refund.
-        await h.sink.first(lambda e: e.WhichOneof("payload") == "run_step" and e.run_step.kind == "tool_result")
+        # A handshake: the client has read the lookup's result before the model asks for the refund.
+        await await_until(lambda: any(s.kind is StepKind.TOOL_RESULT for s in run.session.steps.recent()))
         task = asyncio.create_task(h.cli.use_tool("toolu_R", REFUND, {"order_id": "42", "amount": 30}))
         await h.sink.first("approval_requested")
         ack = await h.control(ControlKind.REJECT, target_id="toolu_R", decided_by="ana", detail="not twice")

@@ -41,7 +41,7 @@ from ...errors import ConfigError, MissingExtraError
 from ...inflight import InFlight
 from ...lifecycle import RunResult
 from ...retry import Backoff
-from ...steps import StepKind, clipped_json, record_step
+from ...steps import StepKind, record_step
 from ...supervision import Supervised, Supervision, SupervisionOptions
 from ...toolcall import Skip, ToolCall, gate_tool_call
 
@@ -462,7 +462,7 @@ class _Connection:
             metadata=self._identity(who, route),
             args_schema=route.tool.input_schema,
         )
-        record_step(self.session, StepKind.TOOL_CALL, name=name, text=clipped_json(arguments), call_id=call.call_id)
+        record_step(self.session, StepKind.TOOL_CALL, name=name, value=arguments, call_id=call.call_id)
         outcome = await self._gate(call, route, progress)
         if isinstance(outcome, Skip):
             return _refused(_refusal(name, outcome))
@@ -477,7 +477,7 @@ class _Connection:
             return _refused(f"{name} failed in its MCP server {route.upstream!r}: it stopped answering ({exc})")
         except UpstreamError as exc:  # the upstream's failure is the caller's clear error, never a crash
             return _refused(f"{name} failed in its MCP server {route.upstream!r}: {shorten(str(exc), 500)}")
-        record_step(self.session, StepKind.TOOL_RESULT, name=name, text=_said(result), call_id=call.call_id)
+        record_step(self.session, StepKind.TOOL_RESULT, name=name, value=_said(result), call_id=call.call_id)
         note = outcome.note
         if note:
             content = result.get("content")
