@@ -23,7 +23,7 @@ from ..policy import PolicyAuthority
 from ..steps import StepKind
 from .base import ApprovalRow, AuditRow, Store
 
-__all__ = ["INPUT_LIMIT", "MAX_STEPS", "NO_CONTEXT", "NO_STEPS", "approval_context"]
+__all__ = ["INPUT_LIMIT", "MAX_STEPS", "NO_CONTEXT", "NO_STEPS", "RunRecord", "approval_context"]
 
 MAX_STEPS = 5
 """Steps shown before a request, at most (the newest)."""
@@ -38,11 +38,28 @@ _SCAN = 4 * MAX_STEPS + 1  # steps read back from the request: the gated call's 
 _ASKS = 200  # requests of the run read back to find this one's place on the record
 
 
-def approval_context(store: Store, row: ApprovalRow, *, rules: PolicyAuthority | None = None) -> dict[str, Any]:
-    """The context of the request ``row`` (``rules``: the deciding side's policy, to say what its rule says)."""
-    started = _run_started(store, row.run_id)
-    before = _asked_at(store, row)
-    found = _steps(store.audit_rows_of_kind(("run_step",), run_id=row.run_id, before_seq=before, limit=_SCAN))
+def approval_context(
+    store: Store,
+    row: ApprovalRow,
+    *,
+    rules: PolicyAuthority | None = None,
+    runs: dict[str, RunRecord] | None = None,
+) -> dict[str, Any]:
+    """The context of the request ``row`` (``rules``: the deciding side's policy, to say what its rule says).
+
+    ``runs``: what was read of each run's record for earlier rows of a list (run id → :class:`RunRecord`),
+    read once per run and filled in here.
+    """
+    record = (runs or {}).get(row.run_id) or RunRecord.read(store, row.run_id)
+    if runs is not None:
+        runs[row.run_id] = record
+    started = record.started
+    before = record.asked_at(row)
+    found = (
+        _steps(store.audit_rows_of_kind(("run_step",), run_id=row.run_id, before_seq=before, limit=_SCAN))
+        if before
+        else []  # not among the run's latest requests: which steps came before it is not looked for
+    )
     asked = next((s for s in reversed(found) if s.kind == StepKind.USER_TEXT), None)
     steps = [s for s in found if s.kind != StepKind.USER_TEXT and s.call_id != row.target_id][-MAX_STEPS:]
     named = {s.call_id: s.name for s in found if s.kind == StepKind.TOOL_CALL and s.call_id}  # a result's tool
@@ -77,22 +94,33 @@ def _event(row: AuditRow) -> events_pb2.Event | None:
         return None
 
 
-def _run_started(store: Store, run_id: str) -> events_pb2.RunStarted | None:
-    rows = store.audit_rows_of_kind(("run_started",), run_id=run_id, limit=1)
-    event = _event(rows[0]) if rows else None
-    return event.run_started if event is not None else None
+class RunRecord:
+    """What a run's record says for the context of its requests: its ``RunStarted``, and where each request is."""
 
+    __slots__ = ("asks", "started")
 
-def _asked_at(store: Store, row: ApprovalRow) -> int:
-    """The audit seq of this request's ``approval_requested`` (0 when not found: the steps up to now)."""
-    for audit in store.audit_rows_of_kind(("approval_requested",), run_id=row.run_id, limit=_ASKS):
-        event = _event(audit)
-        if event is None:
-            continue
-        ask = event.approval_requested
-        if ask.target_id == row.target_id and (not row.request_id or ask.request_id == row.request_id):
-            return audit.seq
-    return 0
+    def __init__(self, started: events_pb2.RunStarted | None, asks: list[tuple[str, str, int]]) -> None:
+        self.started = started
+        self.asks = asks
+        """(target id, request id, audit seq) of the run's latest requests, newest first."""
+
+    @classmethod
+    def read(cls, store: Store, run_id: str) -> RunRecord:
+        rows = store.audit_rows_of_kind(("run_started",), run_id=run_id, limit=1)
+        event = _event(rows[0]) if rows else None
+        asks = []
+        for audit in store.audit_rows_of_kind(("approval_requested",), run_id=run_id, limit=_ASKS):
+            asked = _event(audit)
+            if asked is not None:
+                asks.append((asked.approval_requested.target_id, asked.approval_requested.request_id, audit.seq))
+        return cls(event.run_started if event is not None else None, asks)
+
+    def asked_at(self, row: ApprovalRow) -> int:
+        """The audit seq of ``row``'s ``approval_requested`` (0 when not among the run's latest requests)."""
+        for target, request, seq in self.asks:
+            if target == row.target_id and (not row.request_id or request == row.request_id):
+                return seq
+        return 0
 
 
 def _steps(rows: Sequence[AuditRow]) -> list[events_pb2.RunStep]:

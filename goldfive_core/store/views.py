@@ -19,7 +19,7 @@ from ..pb.v1 import events_pb2
 from ..policy import Ask, PolicyAuthority, format_duration
 from ..review import review_json
 from .base import ApprovalRow, ExecutionState, RunRow, Store
-from .context import approval_context
+from .context import RunRecord, approval_context
 from .liveness import DETACHED_LIVENESS, RunLiveness, judge_liveness
 from .sql.ledger import LATE_FINISH
 
@@ -245,8 +245,9 @@ def approvals_json(
             liveness[run_id] = judge_liveness(store.run(run_id), stale_after_ms=store.stale_after_ms, now=now)
     items = [approval_json(row, liveness=liveness[row.run_id], rules=rules) for row in rows]
     if context:
+        runs: dict[str, RunRecord] = {}  # each run's record read once for the list
         for item, row in zip(items, rows, strict=True):
-            item["context"] = approval_context(store, row, rules=rules)
+            item["context"] = approval_context(store, row, rules=rules, runs=runs)
     return items
 
 
