@@ -336,7 +336,7 @@ def _os_user() -> str:
 # -- commands -------------------------------------------------------------------------------------------
 def _pending(store: Store, args: argparse.Namespace, out: _Out) -> int:
     page = store.approval_page(statuses=OPEN_STATUSES, run_id=args.run, limit=args.limit, offset=args.offset)
-    listed = [cli_approval(item) for item in approvals_json(store, page.rows)]
+    listed = [cli_approval(item) for item in approvals_json(store, page.rows, context=True)]
     return _say_pending_page(listed, page.total, args.offset, in_doubt_json(store), out)
 
 
