@@ -42,6 +42,8 @@ __all__ = [
     "UnknownApprovalError",
     "UnknownRunError",
     "UnknownUserError",
+    "UpstreamError",
+    "UpstreamGone",
     "UserError",
     "UserExistsError",
 ]
@@ -218,3 +220,16 @@ class ApiError(GoldfiveError):
 
 class DeliveryError(GoldfiveError):
     """A notification channel did not take a notice (it is retried with backoff, then marked failed)."""
+
+
+# -- the MCP gateway ---------------------------------------------------------------------------------------------
+class UpstreamGone(GoldfiveError):
+    """An MCP upstream's transport ended before it answered (the gateway reports its tools unavailable)."""
+
+
+class UpstreamError(GoldfiveError):
+    """An MCP upstream answered with a JSON-RPC error (``code`` is its error code)."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code

@@ -1455,7 +1455,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     M(
         TRUST,
-        '            run_id=run_id,\n            approved=approved,\n            edited_args=payload.get("edited_args"),',
+        "            run_id=run_id,\n            approved=approved,\n"
+        '            edited_args=payload.get("edited_args"),',
         "            run_id=run_id,\n            approved=approved,\n            edited_args=None,",
         "edited arguments added to a signed plain approval are applied (the signature is checked without them)",
         TRUSTED,

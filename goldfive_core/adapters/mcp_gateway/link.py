@@ -25,21 +25,11 @@ import anyio
 import mcp_types as types
 from mcp.shared.message import SessionMessage
 
+from ...errors import UpstreamError, UpstreamGone
+
 __all__ = ["Link", "UpstreamError", "UpstreamGone"]
 
 _IDS = itertools.count(1)
-
-
-class UpstreamGone(Exception):
-    """The upstream's transport ended before it answered."""
-
-
-class UpstreamError(Exception):
-    """The upstream answered with a JSON-RPC error."""
-
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 class Link:
