@@ -51,6 +51,9 @@ from goldfive_core.store.users import add_user
 SERVERS = 3
 BEAT_S = 5.0
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
+KEEPALIVE_S = 3.0
+"""The clients drop an idle connection before the server does (it closes them after 5 s): no request is sent on a
+connection the server is closing."""
 
 
 # -- a throwaway cluster -----------------------------------------------------------------------------------------
@@ -121,8 +124,15 @@ class _Sim:
             ask = events_pb2.ApprovalRequested(target_id=target, kind="task", prompt="pay?", timeout_ms=3_600_000)
             events.append(event_json(self.run_id, k, ask))
         body = {"pid": os.getpid(), "host": "fleet", "events": events}
-        resp = await client.post(f"{url}/api/agent/events", json=body, headers=self.headers())
-        assert resp.status_code == 200, resp.text
+        for attempt in range(5):  # a connection the loaded server dropped: the agent's sink retries too
+            try:
+                resp = await client.post(f"{url}/api/agent/events", json=body, headers=self.headers())
+            except httpx.TransportError:
+                await asyncio.sleep(0.5 * (attempt + 1))
+                continue
+            assert resp.status_code == 200 or attempt > 0, resp.text  # a retry may find its first try stored
+            return
+        raise RuntimeError(f"{self.run_id}: could not register")
 
     async def beat(self, client: httpx.AsyncClient, urls: list[str], alive: list[bool]) -> None:
         await asyncio.sleep(BEAT_S * (hash(self.run_id) % 1000) / 1000)  # spread over the interval
@@ -211,7 +221,9 @@ class _Fleet:
 
 
 async def _measure(fleet: _Fleet, args: argparse.Namespace, label: str, *, kill: bool) -> list[float]:
-    limits = httpx.Limits(max_connections=args.burst + 50, max_keepalive_connections=args.burst + 50)
+    limits = httpx.Limits(
+        max_connections=args.burst + 50, max_keepalive_connections=args.burst + 50, keepalive_expiry=KEEPALIVE_S
+    )
     everyone = list(range(SERVERS))
     async with httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(120)) as person:
         one = [await fleet.decide(person, s, t, servers=everyone) for s, t in fleet.next_decisions(args.one)]
@@ -315,31 +327,16 @@ async def _run(args: argparse.Namespace, dsn: str, tmp: Path) -> None:
 async def _fleet_run(
     fleet: _Fleet, args: argparse.Namespace, label: str, main: bool, baseline: list[float], *, register: bool
 ) -> None:
-    limits = httpx.Limits(max_connections=2 * len(fleet.sims) + 50, max_keepalive_connections=2 * len(fleet.sims))
+    limits = httpx.Limits(
+        max_connections=2 * len(fleet.sims) + 50,
+        max_keepalive_connections=2 * len(fleet.sims),
+        keepalive_expiry=KEEPALIVE_S,
+    )
     async with httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(120)) as client:
-        before = [_rss_kib(s.pid) for s in fleet.servers]
-        if register:  # each agent's run and its requests, written by the agent itself (so it owns the run)
-            for start in range(0, len(fleet.sims), 50):
-                await asyncio.gather(*(s.register(client, fleet.urls[s.home]) for s in fleet.sims[start : start + 50]))
-        tasks = [asyncio.create_task(s.beat(client, fleet.urls, fleet.alive)) for s in fleet.sims]
-        t0 = time.perf_counter()
-        for start in range(0, len(fleet.sims), 100):  # in waves, as agents start
-            wave = fleet.sims[start : start + 100]
-            tasks += [asyncio.create_task(s.listen(client, fleet.urls, fleet.alive)) for s in wave]
-            await asyncio.wait_for(asyncio.gather(*(s.connected.wait() for s in wave)), 600)
-        connect_s = time.perf_counter() - t0
-        await asyncio.sleep(2.0)
-        after = [_rss_kib(s.pid) for s in fleet.servers]
+        tasks: list[asyncio.Task[None]] = []
         try:
+            await _start_agents(fleet, client, tasks, main=main, register=register)
             if main:
-                per = [
-                    (a - b) / max(1, sum(1 for s in fleet.sims if s.home == i))
-                    for i, (b, a) in enumerate(zip(before, after, strict=True))
-                ]
-                print(
-                    f"1. {len(fleet.sims)} agents connected in {connect_s:.1f} s; memory per waiting agent: "
-                    + ", ".join(f"server {i + 1} {p:.1f} KiB" for i, p in enumerate(per))
-                )
                 await _idle(fleet, args.idle)
                 print("3. decisions, from all three servers")
             bursts = await _measure(fleet, args, label, kill=main)
@@ -353,6 +350,35 @@ async def _fleet_run(
             await asyncio.gather(*tasks, return_exceptions=True)
             for s in fleet.sims:
                 s.connected.clear()
+
+
+async def _start_agents(
+    fleet: _Fleet, client: httpx.AsyncClient, tasks: list[asyncio.Task[None]], *, main: bool, register: bool
+) -> None:
+    for start in range(0, len(fleet.sims), 50):
+        batch = fleet.sims[start : start + 50]
+        if register:  # each agent's run and its requests, written by the agent itself (so it owns the run)
+            await asyncio.gather(*(s.register(client, fleet.urls[s.home]) for s in batch))
+        # Beating from the moment its run exists: registering thousands takes longer than a run stays fresh.
+        tasks += [asyncio.create_task(s.beat(client, fleet.urls, fleet.alive)) for s in batch]
+    before = [_rss_kib(s.pid) for s in fleet.servers]
+    t0 = time.perf_counter()
+    for start in range(0, len(fleet.sims), 100):  # in waves, as agents start
+        wave = fleet.sims[start : start + 100]
+        tasks += [asyncio.create_task(s.listen(client, fleet.urls, fleet.alive)) for s in wave]
+        await asyncio.wait_for(asyncio.gather(*(s.connected.wait() for s in wave)), 600)
+    connect_s = time.perf_counter() - t0
+    await asyncio.sleep(2.0)
+    after = [_rss_kib(s.pid) for s in fleet.servers]
+    if main:
+        per = [
+            (a - b) / max(1, sum(1 for s in fleet.sims if s.home == i))
+            for i, (b, a) in enumerate(zip(before, after, strict=True))
+        ]
+        print(
+            f"1. {len(fleet.sims)} agents connected in {connect_s:.1f} s; memory per waiting agent: "
+            + ", ".join(f"server {i + 1} {p:.1f} KiB" for i, p in enumerate(per))
+        )
 
 
 def main() -> None:

@@ -158,7 +158,9 @@ class _Api:
             threads=self.threads,
         )
         self.events = Broadcaster(store, poll_interval_s=config.poll_interval_s)
-        self.sessions = SessionWatch(self.auth.still_valid, every_s=config.session_recheck_s)
+        self.sessions = SessionWatch(
+            self.auth.still_valid, every_s=config.session_recheck_s, still_valid_all=self.auth.still_valid_all
+        )
         """The open streams' leases: they end when their user's access does."""
         self.users = UsersApi(store, self.sessions, self._body)
         """The admins' user routes."""

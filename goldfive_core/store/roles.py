@@ -408,6 +408,10 @@ class UserDirectory(Protocol):
         """The user whose current token has this id."""
         ...
 
+    def users_by_token_ids(self, token_ids: Sequence[str]) -> dict[str, UserRow]:
+        """The users whose current tokens have these ids, by token id (one look for many)."""
+        ...
+
     def users(self) -> list[UserRow]:
         """Every user, by name."""
         ...
