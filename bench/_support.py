@@ -11,8 +11,34 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+def bench_event(run_id: str, sequence: int, payload: Any) -> Any:
+    """An ``Event`` of run ``run_id`` carrying ``payload`` (any payload message), stamped now."""
+    from goldfive_core.pb.v1 import events_pb2
+
+    event = events_pb2.Event(event_id=f"ev-{run_id}-{sequence}", run_id=run_id, sequence=sequence)
+    event.emitted_at.FromMilliseconds(int(time.time() * 1000))
+    field = next(
+        f.name
+        for f in events_pb2.Event.DESCRIPTOR.oneofs_by_name["payload"].fields
+        if f.message_type.full_name == type(payload).DESCRIPTOR.full_name
+    )
+    getattr(event, field).CopyFrom(payload)
+    return event
+
+
+def event_json(run_id: str, sequence: int, payload: Any) -> dict[str, Any]:
+    """:func:`bench_event` in the protobuf JSON an agent posts to ``/api/agent/events``."""
+    from google.protobuf import json_format
+
+    out: dict[str, Any] = json_format.MessageToDict(
+        bench_event(run_id, sequence, payload), preserving_proto_field_name=True
+    )
+    return out
 
 
 def pct(values: list[float], q: float) -> float:
@@ -43,12 +69,13 @@ class Served:
 
 
 @contextlib.contextmanager
-def serve(location: str, schema: str | None, key: Path) -> Iterator[Served]:
-    """Run `goldfive serve` over a SQLite path or a PostgreSQL DSN (``schema``) until the block ends."""
+def serve(location: str, schema: str | None, key: Path, *, tree: Path = REPO) -> Iterator[Served]:
+    """Run `goldfive serve` over a SQLite path or a PostgreSQL DSN (``schema``) until the block ends; ``tree`` is
+    the checkout whose code it runs (another one gives a baseline measured in the same run)."""
     import httpx  # goldfive[server]; the store bench runs without it
 
     port = free_port()
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env = dict(os.environ, PYTHONPATH=str(tree))
     env.pop("GOLDFIVE_DB", None)
     env.pop("GOLDFIVE_DSN", None)
     if location.startswith("postgres"):
@@ -58,6 +85,7 @@ def serve(location: str, schema: str | None, key: Path) -> Iterator[Served]:
     proc = subprocess.Popen(
         [sys.executable, "-m", "goldfive_core.cli", "serve", "--port", str(port), "--key", str(key)],
         env=env,
+        cwd=tree,
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -79,5 +107,6 @@ def serve(location: str, schema: str | None, key: Path) -> Iterator[Served]:
                 time.sleep(0.05)
         yield Served(url=url, pid=proc.pid, trust_line=trust)
     finally:
-        proc.terminate()
+        if proc.poll() is None:
+            proc.terminate()
         proc.wait(10)

@@ -31,8 +31,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
 
 import httpx
-from _support import ms_line, pct, serve
-from google.protobuf import json_format
+from _support import event_json, ms_line, pct, serve
 
 from goldfive_core import AgentTools, Task, wrap
 from goldfive_core.pb.v1 import events_pb2
@@ -107,19 +106,6 @@ async def _latency(url: str, tokens: dict[str, str], location: str, schema: str 
 
 
 # -- 2. 1,000 waiting agents --------------------------------------------------------------------------------------
-def _event(run_id: str, sequence: int, payload: Any) -> dict[str, Any]:
-    event = events_pb2.Event(event_id=f"ev-{run_id}-{sequence}", run_id=run_id, sequence=sequence)
-    event.emitted_at.FromMilliseconds(int(time.time() * 1000))
-    field = next(
-        f.name
-        for f in events_pb2.Event.DESCRIPTOR.oneofs_by_name["payload"].fields
-        if f.message_type.full_name == type(payload).DESCRIPTOR.full_name
-    )
-    getattr(event, field).CopyFrom(payload)
-    out: dict[str, Any] = json_format.MessageToDict(event, preserving_proto_field_name=True)
-    return out
-
-
 class _SimAgent:
     """One simulated agent: a run with one pending request, one stream, an ack for what it receives."""
 
@@ -167,9 +153,9 @@ async def _many(url: str, pid: int, tokens: dict[str, str], agents: int, decisio
         for start in range(0, agents, 100):  # each run: RunStarted + one ApprovalRequested
             events = []
             for sim in sims[start : start + 100]:
-                events.append(_event(sim.run_id, 0, events_pb2.RunStarted(adapter="callable")))
+                events.append(event_json(sim.run_id, 0, events_pb2.RunStarted(adapter="callable")))
                 req = events_pb2.ApprovalRequested(target_id=sim.target, kind="task", prompt="pay?", timeout_ms=600_000)
-                events.append(_event(sim.run_id, 1, req))
+                events.append(event_json(sim.run_id, 1, req))
             resp = await client.post("/api/agent/events", json={"pid": os.getpid(), "host": "bench", "events": events})
             assert resp.status_code == 200, resp.text
 

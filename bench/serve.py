@@ -32,7 +32,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
 
 import httpx
-from _support import ms_line, serve
+from _support import bench_event, ms_line, serve
 
 from goldfive_core import AgentTools, Task, wrap
 from goldfive_core._util import args_digest, canonical_json
@@ -47,7 +47,7 @@ from goldfive_core.store.users import add_user
 
 async def _list_bench(client: httpx.AsyncClient, store: Any, rounds: int) -> list[float]:
     run_id = f"run-bench-{uuid.uuid4().hex[:8]}"
-    events = [_event(run_id, 0, events_pb2.RunStarted(adapter="callable"))]
+    events = [bench_event(run_id, 0, events_pb2.RunStarted(adapter="callable"))]
     for i in range(1000):
         req = events_pb2.ApprovalRequested(
             target_id=f"list-{i}",
@@ -57,7 +57,7 @@ async def _list_bench(client: httpx.AsyncClient, store: Any, rounds: int) -> lis
             args_digest=args_digest("transfer_funds", {"n": i}),
         )
         req.expires_at.FromMilliseconds(int(time.time() * 1000) + 3_600_000 + i)
-        events.append(_event(run_id, i + 1, req))
+        events.append(bench_event(run_id, i + 1, req))
     store.append_events(events, pid=os.getpid(), host=HOST)
     store.heartbeat([run_id])
     first = (await client.get("/api/approvals")).json()
@@ -69,21 +69,9 @@ async def _list_bench(client: httpx.AsyncClient, store: Any, rounds: int) -> lis
         resp.json()
         samples.append(time.perf_counter() - t0)
     store.append_events(
-        [_event(run_id, 1001, events_pb2.RunCompleted(status="RUN_STATUS_COMPLETED"))], pid=0, host=HOST
+        [bench_event(run_id, 1001, events_pb2.RunCompleted(status="RUN_STATUS_COMPLETED"))], pid=0, host=HOST
     )
     return samples
-
-
-def _event(run_id: str, sequence: int, payload: Any) -> events_pb2.Event:
-    event = events_pb2.Event(event_id=f"ev-{run_id}-{sequence}", run_id=run_id, sequence=sequence)
-    event.emitted_at.FromMilliseconds(int(time.time() * 1000))
-    field = next(
-        f.name
-        for f in events_pb2.Event.DESCRIPTOR.oneofs_by_name["payload"].fields
-        if f.message_type.full_name == type(payload).DESCRIPTOR.full_name
-    )
-    getattr(event, field).CopyFrom(payload)
-    return event
 
 
 class _Fanout:

@@ -440,10 +440,9 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     M(
         DECIDE,
-        "    except RunGone as exc:  # it ended or died while we waited: record it under the same checks\n"
-        "        detached = isinstance(exc.liveness, RunLiveness) and exc.liveness.state is Liveness.DETACHED\n"
-        "        return attempt.record(str(exc), detached=detached)",
-        "    except RunGone as exc:\n        return _refused(row, str(exc))",
+        "            detached = isinstance(exc.liveness, RunLiveness) and exc.liveness.state is Liveness.DETACHED\n"
+        "            return self.attempt.record(str(exc), detached=detached)",
+        "            return _refused(row, str(exc))",
         "a decision whose run died during the wait is lost instead of recorded",
         DECISIONS,
     ),
@@ -835,8 +834,31 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("goldfive_core/server/sessions.py",),
         "            if not await self._still_valid(leases[0].user, leases[0].permission):",
         "            if False:",
+        "disable/rotate: a disable or rotate by another process never closes this process's streams "
+        "(the one-at-a-time re-check)",
+        SESSIONS,
+        equivalent="goldfive serve re-checks with still_valid_all; this path serves a SessionWatch made without one",
+    ),
+    M(
+        ("goldfive_core/server/sessions.py",),
+        "                if not ok:\n                    ended += self._end(leases)",
+        "                if False:\n                    ended += self._end(leases)",
         "disable/rotate: a disable or rotate by another process never closes this process's streams",
         SESSIONS,
+    ),
+    M(
+        AUTH,
+        "ok = row is not None and not row.disabled and row.name == user.name and role_allows(row.role, permission)",
+        "ok = row is not None and row.name == user.name and role_allows(row.role, permission)",
+        "disable: the batched re-check keeps a disabled agent's stream open",
+        SESSIONS,
+    ),
+    M(
+        ("goldfive_core/server/agents.py",),
+        'if set(runs) - mine:\n            raise AgentError(403, "heartbeat for runs this agent does not own")',
+        'if False:\n            raise AgentError(403, "heartbeat for runs this agent does not own")',
+        "an agent keeps another agent's run alive",
+        ("tests/http/test_http_agent_role.py", "tests/server/test_server_heartbeats.py"),
     ),
     M(
         ("goldfive_core/server/sessions.py",),
@@ -1550,12 +1572,12 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     M(
         DECIDE,
-        "    verdict = DecideVerdict.APPLIED if ack.ok else DecideVerdict.REFUSED\n"
-        "    return DecideResult(verdict=verdict, detail=ack.detail, target_id=row.target_id, "
-        "run_id=row.run_id, ack=ack)\n\n\n@dataclasses",
-        "    verdict = DecideVerdict.APPLIED\n"
-        "    return DecideResult(verdict=verdict, detail=ack.detail, target_id=row.target_id, "
-        "run_id=row.run_id, ack=ack)\n\n\n@dataclasses",
+        "        verdict = DecideVerdict.APPLIED if ack.ok else DecideVerdict.REFUSED\n"
+        "        return DecideResult(verdict=verdict, detail=ack.detail, target_id=row.target_id, "
+        "run_id=row.run_id, ack=ack)",
+        "        verdict = DecideVerdict.APPLIED\n"
+        "        return DecideResult(verdict=verdict, detail=ack.detail, target_id=row.target_id, "
+        "run_id=row.run_id, ack=ack)",
         "a decision the run refused is reported to the decider as applied",
         DECISIONS + CROSS,
     ),

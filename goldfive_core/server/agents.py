@@ -40,6 +40,7 @@ from ..store import agents as owners
 from ..store import grants as grants_mod
 from ..store.base import ExecutionRow, InboxRow, Store, StoreError
 from .auth import User
+from .heartbeats import HeartbeatBatch
 from .inputs import BODY_TIMEOUT_S, json_body
 from .threads import AGENTS, HUB, ServerThreads
 
@@ -365,8 +366,9 @@ class AgentApi:
         self.store = store
         self.hub = InboxHub(store, threads=threads)
         self.threads = self.hub.threads
-        """Where its store calls run (:data:`~.threads.AGENTS`): never queued behind people's decisions, which
-        hold threads of another pool until the agent acks them."""
+        """Where its store calls run (:data:`~.threads.AGENTS`): never queued behind people's decisions."""
+        self.heartbeats = HeartbeatBatch(store, threads=self.threads)
+        """The agents' beats of each interval, written in one transaction (see :mod:`.heartbeats`)."""
         self.max_body_bytes = max_body_bytes
         self.body_timeout_s = body_timeout_s
 
@@ -448,10 +450,10 @@ class AgentApi:
         """``POST /api/agent/heartbeat``: ``{"run_ids": [...]}`` are alive (stamped with the store's clock)."""
         body = await self._body(request)
         runs = _list_of_str(body.get("run_ids", []), "run_ids", limit=_MAX_RUNS)
-        mine = await self.threads.run(AGENTS, owners.owned_runs, self.store, user.name, runs)
+        mine = await self.heartbeats.owned(user.name, runs)
         if set(runs) - mine:
             raise AgentError(403, "heartbeat for runs this agent does not own")
-        await self.threads.run(AGENTS, self.store.heartbeat, sorted(mine))
+        await self.heartbeats.beat(sorted(mine))  # with the other agents' beats of this interval: one transaction
         return {"runs": len(mine)}
 
     # -- control messages ----------------------------------------------------------------------------------------

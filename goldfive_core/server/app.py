@@ -10,10 +10,8 @@ server's key, with ``decided_by`` = the logged-in user and the channel (``web`` 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import dataclasses
-import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from importlib import resources
@@ -58,12 +56,13 @@ from ..store.base import (
 )
 from ..store.checkpoint import CheckpointWriter
 from ..store.context import approval_context
-from ..store.decide import DecideVerdict, DecisionAuthority, decide, find_approval
+from ..store.decide import DecideResult, DecideVerdict, DecisionAuthority, Delivery, find_approval, plan_decision
 from ..store.liveness import DETACHED_LIVENESS, Liveness, RunLiveness, judge_liveness
 from ..store.outbox import outbox_rows, outbox_summary
-from ..store.sender import send_control
+from ..store.sender import StoreSender, asend_control
 from ..store.sql import SqlStore
 from ..store.views import InboxState, approval_json, approvals_json, execution_fields, in_doubt_json, run_json
+from .acks import AckWatch
 from .agents import AgentApi, agent_routes, audit_refusal
 from .auth import COOKIE, SESSION_TTL_MS, Authenticator, User, derive_cookie_key
 from .expiry import Expirer, expiring
@@ -86,8 +85,7 @@ SERVER_THREADS = SERVE.threads
 """Worker threads for store calls (each may hold one database connection)."""
 
 WAIT_THREADS = ACKS.threads
-"""Worker threads for decisions and controls waiting for a live agent's ack (up to the decide/control timeout
-each): a pool of their own, so a burst of them never queues the reads, logins and agent calls behind it."""
+"""Kept for callers that read it: decisions and controls no longer wait on threads (see :mod:`.acks`)."""
 
 MAX_AGENT_BODY_BYTES = 4 * 1024 * 1024
 """Largest body an agent may send (a batch of events; 413 beyond)."""
@@ -138,10 +136,6 @@ async def _run(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     return await asyncio.to_thread(fn, *args, **kwargs)
 
 
-async def _run_in(pool: concurrent.futures.Executor, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    return await asyncio.get_running_loop().run_in_executor(pool, functools.partial(fn, *args, **kwargs))
-
-
 def _liveness(store: Store, run: RunRow | None, now: int) -> RunLiveness:
     """Liveness judged on the store's clock (``now`` from ``store.clock_ms()``), never the server host's."""
     return judge_liveness(run, stale_after_ms=store.stale_after_ms, now=now)
@@ -165,7 +159,9 @@ class _Api:
             threads=self.threads,
         )
         self.events = Broadcaster(store, poll_interval_s=config.poll_interval_s)
-        self.sessions = SessionWatch(self.auth.still_valid, every_s=config.session_recheck_s)
+        self.sessions = SessionWatch(
+            self.auth.still_valid, every_s=config.session_recheck_s, still_valid_all=self.auth.still_valid_all
+        )
         """The open streams' leases: they end when their user's access does."""
         self.users = UsersApi(store, self.sessions, self._body)
         """The admins' user routes."""
@@ -174,21 +170,20 @@ class _Api:
         )
         self.policy_authority = PolicyAuthority(config.policy, roles=self._roles)
         """Who may decide when the config names no authority of its own: the policy's rules, the users' roles."""
+        self.acks = AckWatch(store, threads=self.threads)
+        """Where decisions and controls wait for their agent's ack: in the event loop, no thread each."""
         self.history = HistoryApi(store, self.policy_authority)
         """The closed requests as a record (``/api/history``)."""
         self.expirer = Expirer(store, self.policy_authority, config.signer) if expiring(config.policy) else None
         """Ends requests at their server rule's ``expires`` (None when no rule of the server's policy names one)."""
-
-    @property
-    def waits(self) -> concurrent.futures.Executor:
-        """Where decisions and controls wait for an agent's ack (see :data:`WAIT_THREADS`)."""
-        return self.threads.pool(ACKS)
 
     async def end_streams(self) -> None:
         """End every open event stream (the inbox's and the agents'): a server that is stopping must not wait
         for browser tabs and agents to hang up. Agents reconnect to another server; a tab says disconnected."""
         await self.events.aclose()
         await self.agents.hub.aclose()
+        await self.agents.heartbeats.aclose()
+        await self.acks.aclose()
 
     def _roles(self, name: str) -> tuple[str, ...]:
         """A user's roles for a rule's ``role:NAME`` approvers: their permission role and their policy groups
@@ -332,9 +327,8 @@ class _Api:
         if edited is not None and not isinstance(edited, dict):
             raise ApiError(400, f"'edited_args' must be a JSON object, got {type(edited).__name__}")
         row = await self._find(request)
-        result = await _run_in(
-            self.waits,
-            decide,
+        planned = await _run(
+            plan_decision,
             self.store,
             row.target_id,
             approve=approve,
@@ -343,13 +337,13 @@ class _Api:
             edited_args=edited,
             args_digest=digest,
             run_id=row.run_id,
-            timeout_s=self.config.decide_timeout_s,
             authority=self.config.authority or self.policy_authority,
             signer=self.config.signer,
             grant=grant,
             approval=row,
             request_id=asked,
         )
+        result = planned if isinstance(planned, DecideResult) else await self._deliver(planned)
         data: dict[str, Any] = {
             "result": "SUCCESS" if result.ok else "FAILURE",
             "detail": result.detail,
@@ -382,6 +376,21 @@ class _Api:
         now = await _run(find_approval, self.store, row.target_id, run_id=row.run_id)
         data["approval"] = approval_json(now, liveness="live" if now.open else "-", rules=self.policy_authority)
         return JSONResponse({**data, "error": result.detail}, status_code=409)
+
+    async def _deliver(self, planned: Delivery) -> DecideResult:
+        """Hand a decision to its live run; the wait for the ack holds no thread (see :mod:`.acks`)."""
+        try:
+            ack = await StoreSender(self.store).adeliver(
+                planned.message,
+                acks=self.acks,
+                offload=_run,
+                timeout_s=self.config.decide_timeout_s,
+                run_id=planned.run_id,
+            )
+        except DeliveryTimeout as exc:  # RunGone too: undelivered() records it for a run that ended meanwhile
+            result: DecideResult = await _run(planned.undelivered, exc)
+            return result
+        return planned.delivered(ack)
 
     async def approve(self, request: Request, user: User) -> Response:
         return await self._decide(request, user, approve=True)
@@ -471,12 +480,12 @@ class _Api:
                 payload["reason"] = reason
         run = await self._run_row(request)
         payload.update(decided_by=user.name, channel=user.channel)
-        ack = await _run_in(
-            self.waits,
-            send_control,
+        ack = await asend_control(
             self.store,
             kind,
             payload,
+            acks=self.acks,
+            offload=_run,
             run=run.run_id,
             timeout_s=self.config.control_timeout_s,
         )
@@ -678,8 +687,8 @@ def create_app(store: Store, config: ServerConfig) -> Starlette:
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         notifier: asyncio.Task[None] | None = None
-        # Store calls get a pool larger than asyncio's default handful; decisions and controls waiting for an
-        # agent's ack have their own (api.waits), so a burst of them never holds up the requests that answer them.
+        # Store calls get a pool larger than asyncio's default handful; decisions and controls wait for their
+        # agent's ack in the loop (api.acks), so a burst of them never holds up the requests that answer them.
         api.threads.install_default()
         if config.notify is not None and config.notify.targets:
             notifier = asyncio.create_task(Notifier(store, config.notify).run(), name="goldfive-notifier")

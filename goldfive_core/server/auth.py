@@ -27,7 +27,7 @@ import hashlib
 import hmac
 import logging
 import secrets
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from starlette.requests import HTTPConnection
 
@@ -62,7 +62,8 @@ WRONG_SECRET_REFILL_S = 10.0
 LOGIN_FAILURE_BURST = 30
 """Other failed logins (unknown name, someone else's token) from one address before 429s; one more every 10 s."""
 _LOGIN_FAILURE_REFILL_S = 10.0
-_CACHE_MAX = 1024
+_CACHE_MAX = 65_536
+"""Tokens whose secret was verified, kept (LRU): one per agent of a fleet, so a beat never pays a scrypt check."""
 
 
 def _refuse_if_limited(token_id: str, wait: int) -> None:
@@ -149,6 +150,30 @@ class Authenticator:
         except StoreError as exc:
             logger.warning("re-checking %r's open stream: the store is unavailable (%s); ending it", user.name, exc)
             return False
+
+    async def still_valid_all(self, leases: Sequence[tuple[User, str]]) -> list[bool]:
+        """:meth:`still_valid` of many ``(user, permission)`` at once: every bearer token in one store look-up
+        (an open stream per agent re-checks thousands of tokens a second). An error while checking is a no."""
+        parsed = {user.credential: parse_token(user.credential) for user, _ in leases if user.channel == "api"}
+        ids = [p[0] for p in parsed.values() if p is not None]
+        try:
+            rows = await self.threads.run(AUTH, self.store.users_by_token_ids, ids) if ids else {}
+        except StoreError as exc:
+            logger.warning("re-checking open streams: the store is unavailable (%s); ending them", exc)
+            return [False] * len(leases)
+        verdicts: list[bool] = []
+        for user, permission in leases:
+            if user.channel != "api":
+                verdicts.append(await self.still_valid(user, permission))
+                continue
+            token = parsed[user.credential]
+            row = rows.get(token[0]) if token is not None else None
+            ok = row is not None and not row.disabled and row.name == user.name and role_allows(row.role, permission)
+            if ok and token is not None and row is not None:
+                digest = hashlib.sha256(user.credential.encode()).hexdigest()
+                ok = await self._secret_matches(digest, token[1], row.token_hash, token_id=token[0], key=None)
+            verdicts.append(ok)
+        return verdicts
 
     async def _by_token(self, token: str, *, addr: str | None) -> UserRow | None:
         """The user of a valid token. With ``addr``, a secret not verified yet is subject to the (token id,

@@ -8,7 +8,8 @@ permission its route needs. A lease ends — and its stream with it, before anot
   :meth:`SessionWatch.end_session`: at once), or
 * the periodic re-check finds the credential no longer valid: a disable, rotate or logout done by another
   process (the ``goldfive users`` command, another ``serve`` over the same store), seen within
-  ``every_s`` seconds. One check per distinct credential, not per stream. A check that errs (the store is
+  ``every_s`` seconds. One check per distinct credential, not per stream, and all the bearer tokens in one store
+  look-up. A check that errs (the store is
   unreadable) ends the lease: fail closed; the client reconnects and is authenticated afresh.
 """
 
@@ -42,8 +43,16 @@ class _Lease:
 class SessionWatch:
     """The leases of this process's open streams, re-checked every ``every_s`` seconds while any is open."""
 
-    def __init__(self, still_valid: Callable[[User, str], Awaitable[bool]], *, every_s: float = 1.0) -> None:
+    def __init__(
+        self,
+        still_valid: Callable[[User, str], Awaitable[bool]],
+        *,
+        every_s: float = 1.0,
+        still_valid_all: Callable[[list[tuple[User, str]]], Awaitable[list[bool]]] | None = None,
+    ) -> None:
         self._still_valid = still_valid
+        self._still_valid_all = still_valid_all
+        """Checks every distinct credential in one call (one store look-up), when given."""
         self.every_s = every_s
         self._leases: set[_Lease] = set()
         self._task: asyncio.Task[None] | None = None
@@ -76,6 +85,12 @@ class SessionWatch:
             if not lease.ended.is_set():
                 groups[lease.credential].append(lease)
         ended = 0
+        if self._still_valid_all is not None:
+            verdicts = await self._still_valid_all([(group[0].user, group[0].permission) for group in groups.values()])
+            for leases, ok in zip(groups.values(), verdicts, strict=True):
+                if not ok:
+                    ended += self._end(leases)
+            return ended
         for leases in groups.values():
             if not await self._still_valid(leases[0].user, leases[0].permission):
                 ended += self._end(leases)

@@ -1,8 +1,9 @@
 """The thread pools of one ``goldfive serve`` app, defined once and owned by the app's lifetime.
 
 Store calls block, so the server runs them on threads; which pool a call uses decides what it can be queued
-behind. A decision waiting for an agent's ack holds its thread until the ack comes, so the calls that carry or
-admit that ack (authentication, the agent routes, the agent inbox's LISTEN) each have a pool of their own.
+behind. A decision waiting for an agent's ack holds no thread (it waits in the event loop, woken by one watcher
+thread); the calls that carry or admit that ack (authentication, the agent routes, the agent inbox's LISTEN) still
+each have a pool of their own, so a burst of decisions' store calls never queues them.
 
 :class:`ServerThreads` makes a pool the first time it is used (never at import) and shuts every pool it made
 down in :meth:`ServerThreads.shutdown`, which the app's lifespan calls when it ends. The one pool installed as
@@ -19,7 +20,7 @@ import functools
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-__all__ = ["ACKS", "AGENTS", "AUTH", "HUB", "SERVE", "Pool", "ServerThreads"]
+__all__ = ["ACKS", "ACK_WATCH", "AGENTS", "AUTH", "HUB", "SERVE", "Pool", "ServerThreads"]
 
 T = TypeVar("T")
 
@@ -40,7 +41,11 @@ AUTH = Pool(name="goldfive-auth", threads=4)
 AGENTS = Pool(name="goldfive-agents", threads=8)
 """Store calls of the agent routes, never queued behind people's decisions waiting for those agents' acks."""
 ACKS = Pool(name="goldfive-ack", threads=32)
-"""Decisions and controls waiting for a live agent's ack (up to the decide/control timeout each)."""
+"""Kept for callers that wait for an ack on a thread of their own; the app's decisions and controls wait in the
+event loop (:class:`~.acks.AckWatch`) and use :data:`ACK_WATCH`."""
+ACK_WATCH = Pool(name="goldfive-ack-watch", threads=1, finish_queued=True)
+"""The acks' watcher: one thread, so one LISTEN connection, per process, however many decisions wait (closed by a
+last queued call)."""
 HUB = Pool(name="goldfive-hub", threads=1, finish_queued=True)
 """The agent inbox's watcher: one thread, so one LISTEN connection, per process (closed by a last queued call)."""
 

@@ -443,6 +443,10 @@ class Store(
         """The user whose current token has this id."""
         raise StoreError(f"{type(self).__name__} keeps no users")
 
+    def users_by_token_ids(self, token_ids: Sequence[str]) -> dict[str, UserRow]:
+        """The users whose current tokens have these ids, by token id."""
+        raise StoreError(f"{type(self).__name__} keeps no users")
+
     def users(self) -> list[UserRow]:
         """Every user, by name."""
         raise StoreError(f"{type(self).__name__} keeps no users")

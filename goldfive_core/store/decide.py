@@ -41,10 +41,12 @@ __all__ = [
     "DecideResult",
     "DecideVerdict",
     "DecisionAuthority",
+    "Delivery",
     "UnknownApprovalError",
     "decide",
     "expire",
     "find_approval",
+    "plan_decision",
     "rule_quorum",
 ]
 
@@ -154,6 +156,49 @@ def decide(
     ``request_id`` is the request the decider was shown (the inbox's card): when the target was asked again
     since (a new request, even with the same arguments), the decision is refused and nothing changes.
     """
+    planned = plan_decision(
+        store,
+        target_id,
+        approve=approve,
+        principal=principal,
+        reason=reason,
+        edited_args=edited_args,
+        args_digest=args_digest,
+        run_id=run_id,
+        authority=authority,
+        signer=signer,
+        grant=grant,
+        approval=approval,
+        request_id=request_id,
+    )
+    if isinstance(planned, DecideResult):
+        return planned
+    try:
+        ack = StoreSender(store).deliver(planned.message, timeout_s=timeout_s, run_id=planned.run_id)
+    except (RunGone, DeliveryTimeout) as exc:
+        return planned.undelivered(exc)
+    return planned.delivered(ack)
+
+
+def plan_decision(
+    store: Store,
+    target_id: str,
+    *,
+    approve: bool,
+    principal: Principal,
+    reason: str = "",
+    edited_args: Mapping[str, Any] | None = None,
+    args_digest: str | None = None,
+    run_id: str | None = None,
+    authority: DecisionAuthority | None = None,
+    signer: DecisionSigner | None = None,
+    grant: str | None = None,
+    approval: ApprovalRow | None = None,
+    request_id: str | None = None,
+) -> DecideResult | Delivery:
+    """:func:`decide` up to the delivery: its result when none is needed (refused, invalid, recorded for a run
+    that is not running), else the :class:`Delivery` to hand the live run (``goldfive serve`` waits for its ack
+    in the event loop; :func:`decide` on its thread)."""
     row = approval if approval is not None else find_approval(store, target_id, run_id=run_id)
     nul = _nul_field(reason=reason, decided_by=principal.name, grant=grant or "")
     if nul is not None:  # refused, never altered: the decision would be signed and recorded as something else
@@ -217,17 +262,36 @@ def decide(
             f"run {row.run_id} is not running ({live.reason})", detached=live.state is Liveness.DETACHED
         )
     kind = ControlKind.APPROVE if approve else ControlKind.REJECT
-    try:
-        msg = ControlMessage(kind, attempt.payload())
-        ack = StoreSender(store).deliver(msg, timeout_s=timeout_s, run_id=row.run_id)
-    except RunGone as exc:  # it ended or died while we waited: record it under the same checks
-        detached = isinstance(exc.liveness, RunLiveness) and exc.liveness.state is Liveness.DETACHED
-        return attempt.record(str(exc), detached=detached)
-    except DeliveryTimeout as exc:
+    return Delivery(attempt=attempt, message=ControlMessage(kind, attempt.payload()))
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Delivery:
+    """A decision for a live run: the message to deliver, and what its ack (or its absence) makes of it."""
+
+    attempt: _Attempt
+    message: ControlMessage
+
+    @property
+    def run_id(self) -> str:
+        """The run the message goes to."""
+        return self.attempt.row.run_id
+
+    def delivered(self, ack: ControlAck) -> DecideResult:
+        """The run answered: applied, or refused in its own words."""
+        row = self.attempt.row
+        verdict = DecideVerdict.APPLIED if ack.ok else DecideVerdict.REFUSED
+        return DecideResult(verdict=verdict, detail=ack.detail, target_id=row.target_id, run_id=row.run_id, ack=ack)
+
+    def undelivered(self, exc: DeliveryTimeout) -> DecideResult:
+        """No ack: a run that ended or died while we waited gets the decision recorded under the same checks
+        (a store call); one that did not answer in time is told so."""
+        row = self.attempt.row
+        if isinstance(exc, RunGone):
+            detached = isinstance(exc.liveness, RunLiveness) and exc.liveness.state is Liveness.DETACHED
+            return self.attempt.record(str(exc), detached=detached)
         detail = f"no answer: {exc}"
         return DecideResult(verdict=DecideVerdict.NO_ANSWER, detail=detail, target_id=row.target_id, run_id=row.run_id)
-    verdict = DecideVerdict.APPLIED if ack.ok else DecideVerdict.REFUSED
-    return DecideResult(verdict=verdict, detail=ack.detail, target_id=row.target_id, run_id=row.run_id, ack=ack)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

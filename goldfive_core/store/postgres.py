@@ -216,6 +216,23 @@ class PostgresStore(SqlStore):
             self._drop_listener("inbox")
             raise
 
+    def wait_ack_news(self, timeout_s: float) -> None:
+        """Sleep in LISTEN until some ack is stored or ``timeout_s`` passed (0: just make sure this thread listens).
+
+        The LISTEN connection stays open between calls, so an ack stored between two calls wakes the next at once.
+        """
+        try:
+            with self.db.guard("waiting for control acks"):
+                conn = self._listener("ack")
+                if timeout_s > 0:
+                    for _ in conn.notifies(timeout=timeout_s, stop_after=1):
+                        break
+                for _ in conn.notifies(timeout=0):  # drain what queued meanwhile: one look covers them all
+                    pass
+        except StoreUnavailableError:
+            self._drop_listener("ack")
+            raise
+
     def wait_ack(self, control_id: str, timeout_s: float) -> ControlAck | None:
         """Sleep in LISTEN until the message's ack is stored or ``timeout_s`` passed."""
         deadline = time.monotonic() + max(timeout_s, 0.0)

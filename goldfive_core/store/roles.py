@@ -376,8 +376,17 @@ class ControlInbox(Protocol):
         """The ack of a message, once there is one."""
         ...
 
+    def get_acks(self, control_ids: Sequence[str]) -> dict[str, ControlAck]:
+        """The acks stored so far of several messages, by control id (one look for many waiters)."""
+        ...
+
     def withdraw_control(self, control_id: str) -> bool:
         """Withdraw an unclaimed message so it is never dispatched; False if it was already claimed."""
+        ...
+
+    def wait_ack_news(self, timeout_s: float) -> None:
+        """Block until some message may have been acked or ``timeout_s`` passed (one waiter for many acks;
+        news since this thread's previous call returns at once)."""
         ...
 
     def wait_inbox(self, timeout_s: float) -> None:
@@ -411,6 +420,10 @@ class UserDirectory(Protocol):
 
     def user_by_token_id(self, token_id: str) -> UserRow | None:
         """The user whose current token has this id."""
+        ...
+
+    def users_by_token_ids(self, token_ids: Sequence[str]) -> dict[str, UserRow]:
+        """The users whose current tokens have these ids, by token id (one look for many)."""
         ...
 
     def users(self) -> list[UserRow]:

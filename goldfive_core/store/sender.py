@@ -11,10 +11,12 @@ The agents' side (serving an inbox) is :mod:`goldfive_core.store.channel`.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Generator, Mapping
+from enum import Enum
+from typing import Any, Protocol
 
 from .._util import shorten
 from ..control import DEFAULT_SEND_TIMEOUT_S, ControlAck, ControlKind, ControlMessage
@@ -26,12 +28,15 @@ from .liveness import RunLiveness
 __all__ = [
     "DEFAULT_CONTROL_TIMEOUT_S",
     "RUN_LEVEL_KINDS",
+    "AckSource",
     "AmbiguousRunError",
     "DeliveryTimeout",
+    "Offload",
     "RunGone",
     "RunNotLiveError",
     "StoreSender",
     "UnknownRunError",
+    "asend_control",
     "live_runs",
     "send_control",
 ]
@@ -64,6 +69,35 @@ RUN_LEVEL_KINDS = frozenset(
 )
 """Kinds that act on a whole run. Unaddressed, they go to the only live run on the store, or wait for
 the next run to start when none is live; with several live runs they are refused (name one)."""
+
+
+class AckSource(Protocol):
+    """Where an event loop waits for acks without a thread of its own per wait (``goldfive serve``'s watch)."""
+
+    async def wait_ack(self, control_id: str, timeout_s: float) -> ControlAck | None:
+        """The ack of ``control_id`` once stored, or None after ``timeout_s``."""
+        ...
+
+
+Offload = Callable[..., Awaitable[Any]]
+"""Runs ``fn(*args)`` on a thread and awaits its result (``goldfive serve``'s pools)."""
+
+
+class _Do(Enum):
+    POST = "post"
+    AWAIT_ACK = "await_ack"
+    GONE = "gone"
+    WITHDRAW = "withdraw"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Step:
+    """One store call a delivery needs: what, for which message and run, and (waiting) until when."""
+
+    kind: _Do
+    msg: ControlMessage
+    address: str
+    until: float = 0.0
 
 
 def live_runs(store: Store) -> list[str]:
@@ -119,29 +153,76 @@ class StoreSender:
         Raises :class:`DeliveryTimeout` when no agent took it in time (it is
         withdrawn), StoreUnavailableError when the store cannot be reached.
         """
-        timeout_s = self.ack_timeout_s if timeout_s is None else timeout_s
-        deadline = time.monotonic() + timeout_s
         address = self.address(msg) if run_id is None else run_id
-        self.store.post_control(msg, run_id=address)
+        steps = self._delivery(msg, address, self.ack_timeout_s if timeout_s is None else timeout_s)
+        reply: Any = None
+        try:
+            while True:
+                step = steps.send(reply)
+                reply = self._await_ack(msg.id, step.until) if step.kind is _Do.AWAIT_ACK else self._step(step)
+        except StopIteration as done:
+            ack: ControlAck = done.value
+            return ack
+
+    async def adeliver(
+        self,
+        msg: ControlMessage,
+        *,
+        acks: AckSource,
+        offload: Offload,
+        timeout_s: float | None = None,
+        run_id: str | None = None,
+    ) -> ControlAck:
+        """:meth:`deliver` without holding a thread while the agent acks: ``acks`` waits for the ack in the event
+        loop, ``offload`` runs the short store calls (post, liveness, withdraw) on a thread; same answers, same
+        timeouts, same exceptions."""
+        address = self.address(msg) if run_id is None else run_id
+        steps = self._delivery(msg, address, self.ack_timeout_s if timeout_s is None else timeout_s)
+        reply: Any = None
+        try:
+            while True:
+                step = steps.send(reply)
+                if step.kind is _Do.AWAIT_ACK:
+                    reply = await acks.wait_ack(msg.id, max(step.until - time.monotonic(), 0.0))
+                else:
+                    reply = await offload(self._step, step)
+        except StopIteration as done:
+            ack: ControlAck = done.value
+            return ack
+
+    def _step(self, step: _Step) -> Any:
+        """One store call of a delivery (all but the wait for the ack, which each driver does its own way)."""
+        if step.kind is _Do.POST:
+            return self.store.post_control(step.msg, run_id=step.address)
+        if step.kind is _Do.GONE:
+            return self._gone(step.address)
+        return self.store.withdraw_control(step.msg.id)
+
+    @staticmethod
+    def _delivery(msg: ControlMessage, address: str, timeout_s: float) -> Generator[_Step, Any, ControlAck]:
+        """The protocol of one delivery, written once: it yields the store calls it needs and is sent their
+        results (:meth:`deliver` answers them on this thread, :meth:`adeliver` from the event loop)."""
+        deadline = time.monotonic() + timeout_s
+        yield _Step(_Do.POST, msg, address)
         while True:
-            ack = self._await_ack(msg.id, min(deadline, time.monotonic() + _LIVENESS_SLICE_S))
+            ack = yield _Step(_Do.AWAIT_ACK, msg, address, min(deadline, time.monotonic() + _LIVENESS_SLICE_S))
             if ack is not None:
-                return ack
-            gone = self._gone(address)
-            if gone is not None and self.store.withdraw_control(msg.id):
+                return ack  # type: ignore[no-any-return]
+            gone = yield _Step(_Do.GONE, msg, address)
+            if gone is not None and (yield _Step(_Do.WITHDRAW, msg, address)):
                 raise RunGone(
                     f"run {address} is not running ({gone.reason}); control message {msg.id} was withdrawn",
                     liveness=gone,
                 )
             if time.monotonic() >= deadline:
                 break
-        if self.store.withdraw_control(msg.id):
+        if (yield _Step(_Do.WITHDRAW, msg, address)):
             raise DeliveryTimeout(f"no agent took control message {msg.id} within {timeout_s:g}s; it was withdrawn")
         # Claimed at the last moment: the dispatch is under way, its ack follows within moments.
-        ack = self._await_ack(msg.id, time.monotonic() + _LATE_ACK_S)
+        ack = yield _Step(_Do.AWAIT_ACK, msg, address, time.monotonic() + _LATE_ACK_S)
         if ack is None:
             raise DeliveryTimeout(f"control message {msg.id} was taken by an agent but not acked within {timeout_s:g}s")
-        return ack
+        return ack  # type: ignore[no-any-return]
 
     async def send(self, msg: ControlMessage, timeout: float | None = DEFAULT_SEND_TIMEOUT_S) -> ControlAck:  # noqa: ASYNC109 (a deadline on the wait for an agent)
         """:meth:`deliver` from the event loop; every problem comes back as a FAILURE ack."""
@@ -188,6 +269,16 @@ def _live_run(store: Store, run: str | None) -> str:
     return live[0]
 
 
+def _control_message(
+    store: Store, kind: ControlKind, payload: Mapping[str, Any], run: str | None
+) -> tuple[ControlMessage, str]:
+    """The run control for ``run`` (checked live) and the run it goes to; raises before anything is posted."""
+    if kind not in RUN_LEVEL_KINDS:
+        raise ValueError(f"send_control sends run controls ({', '.join(sorted(RUN_LEVEL_KINDS))}), not {kind}")
+    run_id = _live_run(store, run)
+    return ControlMessage(kind, {**payload, "run_id": run_id}), run_id
+
+
 def send_control(
     store: Store,
     kind: ControlKind,
@@ -203,8 +294,21 @@ def send_control(
     :class:`RunNotLiveError` or :class:`AmbiguousRunError` before anything is posted; :class:`RunGone` /
     :class:`DeliveryTimeout` when no agent took it in time (withdrawn); StoreError when the store fails.
     """
-    if kind not in RUN_LEVEL_KINDS:
-        raise ValueError(f"send_control sends run controls ({', '.join(sorted(RUN_LEVEL_KINDS))}), not {kind}")
-    run_id = _live_run(store, run)
-    msg = ControlMessage(kind, {**payload, "run_id": run_id})
+    msg, run_id = _control_message(store, kind, payload, run)
     return StoreSender(store).deliver(msg, timeout_s=timeout_s, run_id=run_id)
+
+
+async def asend_control(
+    store: Store,
+    kind: ControlKind,
+    payload: Mapping[str, Any],
+    *,
+    acks: AckSource,
+    offload: Offload,
+    run: str | None = None,
+    timeout_s: float = DEFAULT_CONTROL_TIMEOUT_S,
+) -> ControlAck:
+    """:func:`send_control` from an event loop, waiting for the ack without a thread (see
+    :meth:`StoreSender.adeliver`); the same checks, answers and exceptions."""
+    msg, run_id = await offload(_control_message, store, kind, payload, run)
+    return await StoreSender(store).adeliver(msg, acks=acks, offload=offload, timeout_s=timeout_s, run_id=run_id)

@@ -360,6 +360,11 @@ class SqliteStore(SqlStore):
             news, interval = self._wait_for(changed, timeout_s, getattr(self.db.local, "poll", self.poll_interval_s))
             self.db.local.poll = self.poll_interval_s if news else interval
 
+    def wait_ack_news(self, timeout_s: float) -> None:
+        """Return when another connection committed (an ack may be stored) or at the deadline (like
+        :meth:`wait_inbox`: a commit since this thread's last look returns at once)."""
+        self.wait_inbox(timeout_s)
+
     def wait_ack(self, control_id: str, timeout_s: float) -> ControlAck | None:
         """The ack of ``control_id`` once stored, or None after ``timeout_s`` (sleeping like :meth:`wait_inbox`)."""
         return self._wait_for(lambda: self.get_ack(control_id), timeout_s, self.poll_interval_s)[0]

@@ -105,6 +105,48 @@ async def test_two_servers_on_one_postgresql_the_agent_switches_between_them(
         assert store.verify_audit().ok
 
 
+async def test_a_server_killed_mid_burst_of_decisions_loses_none_and_runs_each_body_once(
+    pg_backend: Backend, tmp_path: Path
+) -> None:
+    calls = [f"burst-{i}" for i in range(8)]
+    with site(pg_backend, tmp_path, servers=2) as s:
+        a, b = s.servers
+        channels = [HttpChannel([a.url, b.url], token=s.tokens["bot"]) for _ in calls]
+        ran: list[Any] = []
+        runs = [_tool_agent(channel, call, ran) for channel, call in zip(channels, calls, strict=True)]
+        try:
+            for call in calls:
+                await s.pending(call, server=1)
+            for channel in channels:
+                await eventually(lambda channel=channel: _connected(channel, 1), "every agent's stream on A")
+            # A burst of decisions on A, whose agents all wait on A; A is SIGKILLed once the first is answered.
+            burst = [asyncio.create_task(s.decide(call, server=0)) for call in calls]
+            await asyncio.wait(burst, return_when=asyncio.FIRST_COMPLETED)
+            a.kill()
+            answers = await asyncio.gather(*burst, return_exceptions=True)
+            applied = [c for c, r in zip(calls, answers, strict=True) if not isinstance(r, BaseException)]
+            assert all(r.status_code == 200 for r in answers if not isinstance(r, BaseException)), answers
+            # The person decides again on B whatever got no answer: applied now, or refused as decided already.
+            for call, answer in zip(calls, answers, strict=True):
+                if isinstance(answer, BaseException):
+                    again = await s.decide(call, server=1)
+                    assert again.status_code in (200, 409), again.text
+                    assert again.status_code == 200 or "already" in again.json()["detail"], again.json()
+            results = await asyncio.wait_for(asyncio.gather(*runs), 60)
+        finally:
+            for run in runs:
+                if not run.done():
+                    run.cancel()
+            for channel in channels:
+                await channel.aclose()
+        assert applied  # at least the first decision was answered before the kill
+        assert [r.output.status for r in results] == ["ran"] * len(calls)  # nothing lost: every call went on
+        assert ran == [{"amount": 10}] * len(calls)  # and each body ran once
+        store = pg_backend.open()
+        assert [store.execution(c).state.value for c in calls] == ["done"] * len(calls)  # type: ignore[union-attr]
+        assert store.verify_audit().ok
+
+
 async def test_no_server_fails_closed_with_a_result_the_model_reads(
     sqlite_backend: Backend, monkeypatch: pytest.MonkeyPatch
 ) -> None:

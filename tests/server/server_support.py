@@ -74,6 +74,7 @@ async def make_server(backend: Backend, tmp_path: Path, *, timeout_s: float = 10
     async with httpx.AsyncClient(transport=transport, base_url=ORIGIN) as client:
         yield Server(backend, store, signer, key_path, client, tokens)
     await app.state.api.events.aclose()
+    await app.state.api.acks.aclose()
 
 
 @dataclasses.dataclass

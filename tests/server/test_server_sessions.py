@@ -194,3 +194,27 @@ async def test_rotate_over_the_api_keeps_a_disabled_user_out_until_enabled(sqlit
     enabled = await srv.post("/api/users/vic/enable", user="root")
     assert enabled.status_code == 200 and enabled.json()["disabled"] is False
     assert (await srv.get("/api/me", user="vic")).json()["name"] == "vic"
+
+
+async def test_the_re_check_of_many_agents_streams_is_one_store_look_up(sqlite_server: Server) -> None:
+    srv = sqlite_server
+    bots = {f"bot{i}": add_user(srv.store, f"bot{i}", "agent").token for i in range(6)}
+    app = _only_immediate_ends(srv)
+    looks: list[str] = []
+    one, many = srv.store.user_by_token_id, srv.store.users_by_token_ids
+    srv.store.user_by_token_id = lambda token_id: looks.append("one") or one(token_id)  # type: ignore[method-assign]
+    srv.store.users_by_token_ids = lambda ids: looks.append("many") or many(ids)  # type: ignore[method-assign]
+    async with live(app) as url, httpx.AsyncClient(base_url=url) as client:
+        streams = {
+            name: await open_stream(client, f"/api/agent/stream?run=run-{name}&endpoint=e1", bearer(token))
+            for name, token in bots.items()
+        }
+        looks.clear()
+        assert await app.state.api.sessions.recheck() == 0
+        assert looks == ["many"]  # six streams, six tokens: one look at the store
+        disable_user(srv.store, "bot3")  # as another process does: only the re-check can see it
+        assert await app.state.api.sessions.recheck() == 1
+        assert await streams["bot3"].until_ended() == []
+        assert all(not s.task.done() for name, s in streams.items() if name != "bot3")  # type: ignore[union-attr]
+        for stream in streams.values():
+            stream.task.cancel()  # type: ignore[union-attr]

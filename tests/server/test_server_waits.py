@@ -1,4 +1,5 @@
-"""Decisions waiting for an agent's ack have worker threads of their own: a burst of them never holds up reads."""
+"""Decisions waiting for an agent's ack hold no worker thread: a burst of them never holds up reads, and more of
+them wait at once than any pool has threads."""
 
 from __future__ import annotations
 
@@ -15,17 +16,15 @@ from goldfive_core.pb.v1 import events_pb2
 from goldfive_core.server.app import WAIT_THREADS
 from goldfive_core.store.base import HOST
 
-N = 12  # more than the store-call pool below, fewer than WAIT_THREADS
+N = 40  # more than the store-call pool below, and more than any pool of the server has threads
 
 
-async def test_decisions_waiting_for_slow_agents_do_not_hold_up_the_inbox(
-    sqlite_backend: Backend, tmp_path: Path
-) -> None:
-    assert N < WAIT_THREADS
-    # A store-call pool smaller than N (goldfive serve's is SERVER_THREADS): decisions that waited in it would
-    # take every thread and queue the reads behind their timeouts.
+async def test_decisions_waiting_for_slow_agents_do_not_hold_up_the_inbox(backend: Backend, tmp_path: Path) -> None:
+    assert N > WAIT_THREADS  # the ack pool of old: a decision that held one of its threads would queue the rest
+    # A store-call pool of 4 (goldfive serve's is SERVER_THREADS): decisions that waited in it would take every
+    # thread and queue the reads behind their timeouts.
     asyncio.get_running_loop().set_default_executor(concurrent.futures.ThreadPoolExecutor(max_workers=4))
-    store = sqlite_backend.open()
+    store = backend.open()
     # N live runs (this process, fresh heartbeats) whose agents never answer: each decision waits for an ack.
     for i in range(N):
         store.append_events(
@@ -36,21 +35,21 @@ async def test_decisions_waiting_for_slow_agents_do_not_hold_up_the_inbox(
             pid=os.getpid(),
             host=HOST,
         )
-    async with make_server(sqlite_backend, tmp_path, timeout_s=20.0) as srv:
+    async with make_server(backend, tmp_path, timeout_s=20.0) as srv:
         decisions = [asyncio.create_task(srv.post(f"/api/approvals/w-{i}/approve", {})) for i in range(N)]
         # Every decision reached the inbox: all N wait for their agents at once (a shared pool ran a few at a time).
         for _ in range(800):
-            if len(store.pending_controls(limit=100)) == N or any(d.done() for d in decisions):
+            if len(store.pending_controls(limit=200)) == N or any(d.done() for d in decisions):
                 break
             await asyncio.sleep(0.025)
-        assert len(store.pending_controls(limit=100)) == N
+        assert len(store.pending_controls(limit=200)) == N
         listed = await srv.get("/api/approvals?status=pending")
         assert listed.status_code == 200 and listed.json()["total"] == N
         assert (await srv.get("/api/me")).status_code == 200
         assert not any(d.done() for d in decisions)  # the reads were answered while all of them still waited
         # The agents answer at last: every decision completes.
         store.ack_controls(
-            [(row.id, ControlAck(row.control_id, AckResult.SUCCESS, "ok")) for row in store.pending_controls(limit=100)]
+            [(row.id, ControlAck(row.control_id, AckResult.SUCCESS, "ok")) for row in store.pending_controls(limit=200)]
         )
         answered = await asyncio.wait_for(asyncio.gather(*decisions), 60)
         assert [a.status_code for a in answered] == [200] * N, [a.text for a in answered]

@@ -231,6 +231,25 @@ class SqlControlInbox(SqlRole):
         data = json.loads(row[3]) if row[3] else None
         return ack_from_columns(control_id, row[1], row[2], data, row[4])
 
+    def get_acks(self, control_ids: Sequence[str]) -> dict[str, ControlAck]:
+        """The acks stored so far of ``control_ids`` (one query; an id not yet acked is absent)."""
+        found: dict[str, ControlAck] = {}
+        ids = list(dict.fromkeys(control_ids))
+        with self.db.guard("reading control acks"):
+            conn = self.db.conn()
+            for start in range(0, len(ids), 500):
+                page = ids[start : start + 500]
+                rows = self.db.execute(
+                    conn,
+                    "SELECT control_id, ack_result, ack_detail, ack_data_json, acked_at_ms FROM gf_inbox "
+                    f"WHERE status = 'acked' AND control_id IN ({', '.join('?' * len(page))})",
+                    tuple(page),
+                ).fetchall()
+                for row in rows:
+                    data = json.loads(row[3]) if row[3] else None
+                    found[row[0]] = ack_from_columns(row[0], row[1], row[2], data, row[4])
+        return found
+
     def withdraw_control(self, control_id: str) -> bool:
         """Withdraw an unclaimed message."""
         with self.db.guard(f"withdrawing {control_id}"):

@@ -22,6 +22,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+_HEARTBEAT_PAGE = 500
+"""Runs stamped per statement of a heartbeat (SQLite's bound on parameters is far above it)."""
+
 
 class SqlRunRegistry(SqlRole):
     """Runs and the liveness of their processes, judged on the store's clock."""
@@ -32,13 +35,17 @@ class SqlRunRegistry(SqlRole):
             self.retrying("writing a heartbeat", lambda: self._heartbeat(run_ids))
 
     def _heartbeat(self, run_ids: Sequence[str]) -> None:
-        # every 5 s: an idle agent is not woken by its own
+        # every 5 s: an idle agent is not woken by its own. One transaction however many runs (goldfive serve
+        # batches the beats of thousands of agents into one call), one statement per page of them.
+        ids = list(dict.fromkeys(run_ids))
         with self.db.writing("writing a heartbeat", quiet=True) as conn:
-            for run_id in run_ids:
+            for start in range(0, len(ids), _HEARTBEAT_PAGE):
+                page = ids[start : start + _HEARTBEAT_PAGE]
                 self.db.execute(
                     conn,
-                    f"UPDATE gf_runs SET heartbeat_at_ms = {self.db.now_expr} WHERE run_id = ? AND status = 'running'",
-                    (run_id,),
+                    f"UPDATE gf_runs SET heartbeat_at_ms = {self.db.now_expr} "
+                    f"WHERE status = 'running' AND run_id IN ({', '.join('?' * len(page))})",
+                    tuple(page),
                 )
 
     def clock_ms(self) -> int:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..._util import now_ms
@@ -64,6 +64,23 @@ class SqlUsers(SqlRole):
                 self.db.conn(), f"SELECT {USER_COLS} FROM gf_users WHERE token_id = ?", (token_id,)
             ).fetchone()
             return user_row(row) if row is not None else None
+
+    def users_by_token_ids(self, token_ids: Sequence[str]) -> dict[str, UserRow]:
+        """The users whose current tokens have these ids, by token id (one query per 500 ids; an unknown id is
+        absent): ``goldfive serve`` re-checks every open stream's token in one look."""
+        ids = list(dict.fromkeys(token_ids))
+        found: dict[str, UserRow] = {}
+        with self.db.guard("looking up tokens"):
+            conn = self.db.conn()
+            for start in range(0, len(ids), 500):
+                page = ids[start : start + 500]
+                rows = self.db.execute(
+                    conn, f"SELECT {USER_COLS} FROM gf_users WHERE token_id IN ({', '.join('?' * len(page))})", page
+                ).fetchall()
+                for row in rows:
+                    user = user_row(row)
+                    found[user.token_id] = user
+        return found
 
     def users(self) -> list[UserRow]:
         """Every user, by name."""

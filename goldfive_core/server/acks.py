@@ -1,0 +1,123 @@
+"""Decisions and controls wait for their agent's ack in the event loop, not on a thread each.
+
+One :class:`AckWatch` per server process sleeps on the store's ack news (one PostgreSQL LISTEN connection,
+on one thread of its own, :data:`~.threads.ACK_WATCH`) and, each time it wakes, reads the acks of every
+message waited for in one query and hands each to its waiter. A waiter looks once itself when it starts
+(the watcher listens before anyone waits, so an ack stored after that look wakes the watcher), so a burst of
+hundreds of decisions in flight costs hundreds of futures, not hundreds of threads and connections.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from ..control import ControlAck
+from ..retry import Backoff
+from ..store.base import Store, StoreError
+from .threads import ACK_WATCH, ServerThreads
+
+__all__ = ["AckWatch"]
+
+logger = logging.getLogger(__name__)
+
+_WATCH_SLICE_S = 1.0
+"""Longest the watcher sleeps between looks while someone waits (a safety net for a lost notification)."""
+
+_OUTAGE = Backoff(first_s=0.05, cap_s=2.0)
+"""How the watcher waits out a store outage (the waiters' own deadlines keep running)."""
+
+
+class AckWatch:
+    """Waits for acks of many messages at once; :meth:`wait_ack` is the :class:`~goldfive_core.store.sender.AckSource`
+    ``goldfive serve`` delivers decisions and controls with."""
+
+    def __init__(self, store: Store, *, threads: ServerThreads) -> None:
+        self.store = store
+        self.threads = threads
+        self._waiting: dict[str, list[asyncio.Future[ControlAck]]] = {}
+        self._task: asyncio.Task[None] | None = None
+        self._wake = asyncio.Event()
+        self._listening = asyncio.Event()
+
+    @property
+    def waiting(self) -> int:
+        """How many messages have a waiter now."""
+        return len(self._waiting)
+
+    async def wait_ack(self, control_id: str, timeout_s: float) -> ControlAck | None:
+        """The ack of ``control_id`` once stored, or None after ``timeout_s`` (never raises for an outage: the
+        watcher waits it out, and the caller's deadline decides)."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[ControlAck] = loop.create_future()
+        self._waiting.setdefault(control_id, []).append(future)
+        self._start()
+        try:
+            async with asyncio.timeout(max(timeout_s, 0.0)):
+                await self._listening.wait()  # from here on an ack stored wakes the watcher: look once ourselves
+                if not future.done():
+                    try:
+                        found = await asyncio.to_thread(self.store.get_acks, [control_id])
+                    except StoreError as exc:  # the watcher looks again once the store is back
+                        logger.debug("ack of %s: first look failed: %s", control_id, exc)
+                        found = {}
+                    if control_id in found and not future.done():
+                        future.set_result(found[control_id])
+                return await future
+        except TimeoutError:
+            return None
+        finally:
+            self._forget(control_id, future)
+
+    def _forget(self, control_id: str, future: asyncio.Future[ControlAck]) -> None:
+        futures = self._waiting.get(control_id)
+        if futures is not None and future in futures:
+            futures.remove(future)
+            if not futures:
+                del self._waiting[control_id]
+        future.cancel()
+
+    def _start(self) -> None:
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._watch(), name="goldfive-serve-ack-watch")
+        self._wake.set()
+
+    async def _watch(self) -> None:
+        delays = _OUTAGE.delays()
+        try:
+            while True:
+                if not self._waiting:
+                    self._wake.clear()
+                    await self._wake.wait()
+                    continue
+                try:
+                    # The first call only makes sure the thread listens; later ones sleep until ack news.
+                    await self.threads.run(
+                        ACK_WATCH, self.store.wait_ack_news, _WATCH_SLICE_S if self._listening.is_set() else 0.0
+                    )
+                    self._listening.set()
+                    ids = list(self._waiting)
+                    found = await self.threads.run(ACK_WATCH, self.store.get_acks, ids) if ids else {}
+                    delays.reset()
+                except StoreError as exc:
+                    self._listening.clear()  # a new LISTEN is made: every waiter is looked at after it
+                    delay = delays.next()
+                    logger.warning("ack watch: store unavailable, retrying in %.2f s: %s", delay, exc)
+                    await asyncio.sleep(delay)
+                    continue
+                for control_id, ack in found.items():
+                    for future in self._waiting.get(control_id, ()):
+                        if not future.done():
+                            future.set_result(ack)
+        finally:
+            self._listening.clear()
+            with contextlib.suppress(RuntimeError):  # the app's threads are already shut down: nothing to close
+                self.threads.pool(ACK_WATCH).submit(self.store.close)  # the watch thread's own (LISTEN) connection
+
+    async def aclose(self) -> None:
+        """Stop watching (waiters still waiting end at their own deadline)."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
