@@ -17,10 +17,10 @@ from .approvals import ApprovalRequest, Decision, DecisionResult, DecisionVerdic
 from .control import AckVerdict, ControlAck, ControlKind, ControlMessage, check_message
 from .payloads import BadPayload, decision_from_payload, text_field
 from .pb.v1 import events_pb2
-from .run_state import is_over
+from .run_state import RunState, is_over
 
 if TYPE_CHECKING:
-    from .session import RunState, Session
+    from .session import Session
 
 __all__ = ["dispatch_checked", "dispatch_message"]
 
@@ -218,9 +218,9 @@ _TABLE: Mapping[ControlKind, Handler] = {
 
 
 def _state_ack(session: Session, msg: ControlMessage, was: RunState, detail: str) -> ControlAck:
-    if was == "paused" and session.state == "paused":
+    if was is RunState.PAUSED and session.state is RunState.PAUSED:
         return ControlAck.success(msg.id, "already paused")
-    if session.state != "paused":
+    if session.state is not RunState.PAUSED:
         return ControlAck.failure(msg.id, f"run {session.run_id} is {session.state}; it cannot be paused")
     return ControlAck.success(msg.id, detail)
 

@@ -278,7 +278,7 @@ class Session(RunLifecycle):
         Raises RunCancelledError / RunTerminatedError once the run was stopped (see :meth:`gate`).
         """
         await self.observe_model_call()
-        if self.state != "running":
+        if self.state is not RunState.RUNNING:
             await self.gate()
         return self.take_guidance()
 
@@ -290,12 +290,12 @@ class Session(RunLifecycle):
         injected messages) stay queued for the host's next turn. Raises RunCancelledError /
         RunTerminatedError once the run was stopped, also when the ladder just stopped it.
         """
-        if self.state != "running":
+        if self.state is not RunState.RUNNING:
             await self.gate()
         level = await self.observe_tool_call(tool_name, args)
         if level >= InterventionLevel.CANCEL_REINVOKE:
             await asyncio.sleep(0)  # let a cancellation the ladder just requested (re-invoke, abort) land
-        if self.state != "running":  # the ladder may just have paused or stopped the run
+        if self.state is not RunState.RUNNING:  # the ladder may just have paused or stopped the run
             await self.gate()
         if level >= InterventionLevel.CANCEL_REINVOKE:
             return level, self.take_guidance()

@@ -1245,8 +1245,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     # -- the session: events and the end of a run ----------------------------------------------------------------------
     M(
         ("goldfive_core/run_state.py",),
-        'OVER_STATES: frozenset[RunState] = frozenset({"cancelled", "terminated", "finished"})',
-        'OVER_STATES: frozenset[RunState] = frozenset({"cancelled"})',
+        "OVER_STATES: frozenset[RunState] = frozenset({RunState.CANCELLED, RunState.TERMINATED, RunState.FINISHED})",
+        "OVER_STATES: frozenset[RunState] = frozenset({RunState.CANCELLED})",
         "a run that terminated or finished still opens a request",
         APPROVALS,
     ),

@@ -19,7 +19,8 @@ from ..pb.v1 import events_pb2
 
 if TYPE_CHECKING:
     from ..signing import TrustKey
-    from .base import (
+    from .liveness import RunLiveness
+    from .rows import (
         ApprovalPage,
         ApprovalRow,
         AuditReport,
@@ -28,15 +29,13 @@ if TYPE_CHECKING:
         DetachedStatus,
         ExecutionRow,
         ExecutionState,
+        GrantRow,
         InboxRow,
-        InboxWaiter,
         RunRow,
         StoredDecision,
         UserRow,
         WebSession,
     )
-    from .grants import GrantRow
-    from .liveness import RunLiveness
 
 __all__ = [
     "AgentStore",
@@ -49,6 +48,7 @@ __all__ = [
     "ExecutionRecords",
     "GrantReader",
     "Heartbeats",
+    "InboxWaiter",
     "LedgerStore",
     "ParkedCalls",
     "RunRegistry",
@@ -56,6 +56,33 @@ __all__ = [
     "StoreHandle",
     "UserDirectory",
 ]
+
+
+class InboxWaiter(Protocol):
+    """A readable socket that turns ready when the inbox may have changed (see :meth:`Store.inbox_waiter`)."""
+
+    fallback_s: float
+    """Look anyway after sleeping this long (what a lost wake-up costs at most)."""
+
+    def fileno(self) -> int:
+        """The socket's file descriptor, to register with an event loop."""
+        ...
+
+    def drain(self) -> bool:
+        """Consume the pending wake-ups without blocking; whether there were any."""
+        ...
+
+    def wait(self, timeout_s: float) -> bool:
+        """Block until woken (True) or ``timeout_s`` passed (False); for loops that cannot watch a descriptor."""
+        ...
+
+    def gone(self) -> bool:
+        """Whether writers can no longer reach it (its socket was removed): the holder binds a new one."""
+        ...
+
+    def close(self) -> None:
+        """Unbind; wake-ups stop."""
+        ...
 
 
 class StoreHandle(Protocol):
