@@ -11,8 +11,8 @@ from __future__ import annotations
 import asyncio
 import collections
 import dataclasses
-import logging
 import enum
+import logging
 import time
 from collections.abc import Callable, Collection, Mapping
 from typing import Any, Literal
@@ -27,6 +27,7 @@ from .pb.v1 import events_pb2
 __all__ = ["OVER_STATES", "STOPPED_STATES", "Guidance", "RunLifecycle", "RunState", "is_over", "is_stopped"]
 
 logger = logging.getLogger(__name__)
+
 
 class RunState(enum.StrEnum):
     """``running`` ⇄ ``paused`` (PAUSE / RESUME, an escalation); then ``cancelled`` (a person's CANCEL),
