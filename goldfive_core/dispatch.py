@@ -146,12 +146,15 @@ def _decision(session: Session, msg: ControlMessage) -> ControlAck:
                 "detail": final.detail,
                 "quorum_progress": tally.progress(),
                 "request_id": _request_of(result),
+                "decided_at_ms": result.announced_at_ms,
             }
             if final.edited_args is not None:  # the arguments all of them approved (an earlier edit)
                 data["edited_args"] = dict(final.edited_args)
             return ControlAck.success(msg.id, detail, data=data)
         # The request the decision resolved: whoever records acks (the store) writes it to that request only.
-        return ControlAck.success(msg.id, detail, data={"request_id": _request_of(result)})
+        # Its time is the decision event's: the store records the decision once, as audit verify expects it.
+        data = {"request_id": _request_of(result), "decided_at_ms": result.announced_at_ms}
+        return ControlAck.success(msg.id, detail, data=data)
     if result.verdict is DecisionVerdict.COUNTED and tally is not None:
         # A vote, not the decision: the ack says so, so whoever records acks (the store) keeps it pending.
         counted: dict[str, Any] = {

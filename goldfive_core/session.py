@@ -8,6 +8,7 @@ moment they arrive; PAUSE, CANCEL and escalations set state that
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import getpass
 import os
 from collections.abc import Callable, Iterable, Mapping
@@ -25,7 +26,7 @@ from .approvals import (
 )
 from .config import SteeringConfig
 from .control import ControlAck, ControlMessage
-from .convert import timestamp_from_ms
+from .convert import timestamp_from_ms, timestamp_to_ms
 from .dispatch import dispatch_message
 from .drift import Drift, DriftKind, DriftSeverity, InterventionLevel
 from .events import EventEmitter, EventSink
@@ -207,7 +208,10 @@ class Session(RunLifecycle):
             )
         if result.verdict in (DecisionVerdict.APPLIED, DecisionVerdict.APPLIED_LATE):
             assert result.record is not None
-            self._emit_decision(result.record)
+            event = self._emit_decision(result.record)
+            # The ack carries the event's time, so the store records the decision once, with the time audit
+            # verify expects, and the event that follows has nothing left to write.
+            return dataclasses.replace(result, announced_at_ms=timestamp_to_ms(event.emitted_at))
         return result
 
     def expect_approval(self, target_id: str) -> None:
@@ -361,11 +365,11 @@ class Session(RunLifecycle):
             event.expires_at.CopyFrom(timestamp_from_ms(record.requested_at_ms + request.timeout_ms))
         self.events.emit(event)
 
-    def _emit_decision(self, record: ApprovalRecord) -> None:
+    def _emit_decision(self, record: ApprovalRecord) -> events_pb2.Event:
         decision = record.decision
         assert decision is not None
         if decision.approved:
-            self.events.emit(
+            return self.events.emit(
                 events_pb2.ApprovalGranted(
                     target_id=record.target_id,
                     detail=decision.detail,
@@ -375,16 +379,15 @@ class Session(RunLifecycle):
                     request_id=_request_id(record),
                 )
             )
-        else:
-            self.events.emit(
-                events_pb2.ApprovalRejected(
-                    target_id=record.target_id,
-                    detail=decision.detail,
-                    decided_by=decision.decided_by,
-                    channel=decision.channel,
-                    request_id=_request_id(record),
-                )
+        return self.events.emit(
+            events_pb2.ApprovalRejected(
+                target_id=record.target_id,
+                detail=decision.detail,
+                decided_by=decision.decided_by,
+                channel=decision.channel,
+                request_id=_request_id(record),
             )
+        )
 
     def _close_open_approvals(self, reason: str) -> None:
         for record in self.approvals.close_all(reason):

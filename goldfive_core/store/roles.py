@@ -11,7 +11,7 @@ Every method is synchronous and thread-safe; async code calls them through a wor
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from ..control import ControlAck, ControlMessage
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         AuditRow,
         DetachedRow,
         DetachedStatus,
+        ExecutionClaim,
         ExecutionRow,
         ExecutionState,
         GrantRow,
@@ -370,8 +371,14 @@ class ControlInbox(Protocol):
         """Claim messages for dispatch; returns the ids this caller won."""
         ...
 
-    def ack_controls(self, acks: Sequence[tuple[int, ControlAck]]) -> None:
-        """Store the acks of claimed messages (and wake whoever waits for them)."""
+    def ack_controls(
+        self, acks: Sequence[tuple[int, ControlAck]], *, claims: Mapping[int, ExecutionClaim] | None = None
+    ) -> dict[int, bool]:
+        """Store the acks of claimed messages (and wake whoever waits for them).
+
+        ``claims``: by inbox id, the "executing" claim an ack carries (an APPROVE acked by an agent on HTTP),
+        made in the same transaction as the ack (see ``mark_executing``); returns whether each was won.
+        """
         ...
 
     def get_ack(self, control_id: str) -> ControlAck | None:

@@ -26,6 +26,7 @@ __all__ = [
     "AuditRow",
     "DetachedRow",
     "DetachedStatus",
+    "ExecutionClaim",
     "ExecutionRow",
     "ExecutionState",
     "GrantRow",
@@ -282,6 +283,18 @@ class ExecutionRow:
     """The digest of the arguments the body ran with ("" in rows written before schema 3)."""
     owner: str = ""
     """Whose call it is: the agent user owning the claiming run over HTTP, "" for a process writing the store."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class ExecutionClaim:
+    """A claim of the right to run an approved call's body ("executing"), as an agent on HTTP folds it into the
+    APPROVE's ack: the server records both in one transaction."""
+
+    target_id: str
+    run_id: str
+    pid: int
+    host: str
+    args_digest: str
 
 
 class DetachedStatus(StrEnum):
