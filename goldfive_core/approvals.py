@@ -316,6 +316,8 @@ class DecisionResult:
     record: ApprovalRecord | None = None
     repeated: bool = False
     """A quorum vote this person had already cast: counted once, nothing changed (the verdict says COUNTED)."""
+    announced_at_ms: int = 0
+    """When an applied decision's ApprovalGranted/Rejected was emitted (its record's ``decided_at_ms``); else 0."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

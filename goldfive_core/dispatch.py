@@ -17,10 +17,10 @@ from .approvals import ApprovalRequest, Decision, DecisionResult, DecisionVerdic
 from .control import AckVerdict, ControlAck, ControlKind, ControlMessage, check_message
 from .payloads import BadPayload, decision_from_payload, text_field
 from .pb.v1 import events_pb2
-from .run_state import is_over
+from .run_state import RunState, is_over
 
 if TYPE_CHECKING:
-    from .session import RunState, Session
+    from .session import Session
 
 __all__ = ["dispatch_checked", "dispatch_message"]
 
@@ -146,12 +146,15 @@ def _decision(session: Session, msg: ControlMessage) -> ControlAck:
                 "detail": final.detail,
                 "quorum_progress": tally.progress(),
                 "request_id": _request_of(result),
+                "decided_at_ms": result.announced_at_ms,
             }
             if final.edited_args is not None:  # the arguments all of them approved (an earlier edit)
                 data["edited_args"] = dict(final.edited_args)
             return ControlAck.success(msg.id, detail, data=data)
         # The request the decision resolved: whoever records acks (the store) writes it to that request only.
-        return ControlAck.success(msg.id, detail, data={"request_id": _request_of(result)})
+        # Its time is the decision event's: the store records the decision once, as audit verify expects it.
+        data = {"request_id": _request_of(result), "decided_at_ms": result.announced_at_ms}
+        return ControlAck.success(msg.id, detail, data=data)
     if result.verdict is DecisionVerdict.COUNTED and tally is not None:
         # A vote, not the decision: the ack says so, so whoever records acks (the store) keeps it pending.
         counted: dict[str, Any] = {
@@ -218,9 +221,9 @@ _TABLE: Mapping[ControlKind, Handler] = {
 
 
 def _state_ack(session: Session, msg: ControlMessage, was: RunState, detail: str) -> ControlAck:
-    if was == "paused" and session.state == "paused":
+    if was is RunState.PAUSED and session.state is RunState.PAUSED:
         return ControlAck.success(msg.id, "already paused")
-    if session.state != "paused":
+    if session.state is not RunState.PAUSED:
         return ControlAck.failure(msg.id, f"run {session.run_id} is {session.state}; it cannot be paused")
     return ControlAck.success(msg.id, detail)
 

@@ -25,6 +25,7 @@ from ._util import new_id, shorten
 from .errors import RunCancelledError, RunTerminatedError
 from .pb.v1 import events_pb2, types_pb2
 from .routing import ControlRouter
+from .run_state import RunState
 from .session import Session
 from .tasks import TaskStatus
 
@@ -281,9 +282,9 @@ def stopped_status(session: Session) -> tuple[RunStatus, str] | None:
     The session's state is authoritative: an agent that swallowed its
     cancellation still ran in a cancelled run.
     """
-    if session.state == "terminated":
+    if session.state is RunState.TERMINATED:
         return RunStatus.ABORTED, session.stop_reason or "terminated by goldfive"
-    if session.state == "cancelled":
+    if session.state is RunState.CANCELLED:
         return RunStatus.CANCELLED, session.stop_reason or "cancelled"
     return None
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import dataclasses
+import enum
 import logging
 import time
 from collections.abc import Callable, Collection, Mapping
@@ -27,14 +28,23 @@ __all__ = ["OVER_STATES", "STOPPED_STATES", "Guidance", "RunLifecycle", "RunStat
 
 logger = logging.getLogger(__name__)
 
-RunState = Literal["running", "paused", "cancelled", "terminated", "finished"]
-"""``running`` ⇄ ``paused`` (PAUSE / RESUME, an escalation); then ``cancelled`` (a person's CANCEL), ``terminated``
-(goldfive: ladder TERMINATE, a deadline) or ``finished`` (the run ended by itself), which are final."""
 
-STOPPED_STATES: frozenset[RunState] = frozenset({"cancelled", "terminated"})
+class RunState(enum.StrEnum):
+    """``running`` ⇄ ``paused`` (PAUSE / RESUME, an escalation); then ``cancelled`` (a person's CANCEL),
+    ``terminated`` (goldfive: ladder TERMINATE, a deadline) or ``finished`` (the run ended by itself), which are
+    final. The values are the words a status snapshot and an ack say (a StrEnum: ``RunState.PAUSED == "paused"``)."""
+
+    RUNNING = "running"
+    PAUSED = "paused"
+    CANCELLED = "cancelled"
+    TERMINATED = "terminated"
+    FINISHED = "finished"
+
+
+STOPPED_STATES: frozenset[RunState] = frozenset({RunState.CANCELLED, RunState.TERMINATED})
 """Stopped from outside the agent: cancelled by a person, or terminated by goldfive (ladder, deadline)."""
 
-OVER_STATES: frozenset[RunState] = frozenset({"cancelled", "terminated", "finished"})
+OVER_STATES: frozenset[RunState] = frozenset({RunState.CANCELLED, RunState.TERMINATED, RunState.FINISHED})
 """States a run never leaves: it is neither running nor paused, and nothing more is asked of it or sent to it."""
 
 
@@ -68,7 +78,7 @@ class RunLifecycle:
         self.pending_drift: dict[str, Any] | None = None
         """The escalation a paused run waits on (payload of GOLDFIVE_PAUSE_ESCALATE), if any."""
         self._withdraw = withdraw
-        self._state: RunState = "running"
+        self._state = RunState.RUNNING
         self._pause_reason = ""
         self._stop_reason = ""
         self._stop_drift_id = ""
@@ -85,7 +95,7 @@ class RunLifecycle:
     @property
     def paused(self) -> bool:
         """True while the run waits at its next step boundary."""
-        return self._state == "paused"
+        return self._state is RunState.PAUSED
 
     @property
     def stop_reason(self) -> str:
@@ -115,8 +125,8 @@ class RunLifecycle:
         deadline_s = escalation_deadline_s(escalation) if escalation is not None else None
         if is_over(self._state):
             return
-        announce = self._state == "running" or (escalation is not None and self.pending_drift is None)
-        self._state = "paused"
+        announce = self._state is RunState.RUNNING or (escalation is not None and self.pending_drift is None)
+        self._state = RunState.PAUSED
         self._pause_reason = reason
         if escalation is not None:
             self.pending_drift = dict(escalation)
@@ -126,9 +136,9 @@ class RunLifecycle:
 
     def resume(self, *, how: Literal["resume", "steer"] = "resume", by: str = "", channel: str = "") -> bool:
         """Let a paused run continue (emits RunResumed); returns whether it was paused."""
-        if self._state != "paused":
+        if self._state is not RunState.PAUSED:
             return False
-        self._state = "running"
+        self._state = RunState.RUNNING
         self._pause_reason = ""
         self.pending_drift = None
         self._pause_deadline = None
@@ -138,18 +148,18 @@ class RunLifecycle:
 
     def cancel(self, reason: str) -> None:
         """Cancel the run: close open approvals, wake the gate, tell the adapter."""
-        self._stop("cancelled", reason)
+        self._stop(RunState.CANCELLED, reason)
 
     def terminate(self, reason: str, *, drift_id: str = "") -> None:
         """Abort the run on goldfive's own decision (ladder TERMINATE, deadline); ``drift_id`` names the cause."""
         if not is_over(self._state):
             self._stop_drift_id = drift_id
-        self._stop("terminated", reason)
+        self._stop(RunState.TERMINATED, reason)
 
     def finish(self) -> None:
         """Mark the run over; withdraw anything still open."""
         if not is_over(self._state):
-            self._state = "finished"
+            self._state = RunState.FINISHED
         self._withdraw("the run ended")
         self._notify()
 
@@ -159,11 +169,11 @@ class RunLifecycle:
         Raises RunCancelledError / RunTerminatedError once the run was stopped.
         """
         while True:
-            if self._state == "cancelled":
+            if self._state is RunState.CANCELLED:
                 raise RunCancelledError(self._stop_reason or "cancelled")
-            if self._state == "terminated":
+            if self._state is RunState.TERMINATED:
                 raise RunTerminatedError(self._stop_reason or "terminated")
-            if self._state != "paused":
+            if self._state is not RunState.PAUSED:
                 return
             wake = self._wake
             if self._pause_deadline is None:
@@ -224,7 +234,7 @@ class RunLifecycle:
                 event.deadline_at.CopyFrom(timestamp_from_ms(now_ms() + int(deadline_s * 1000)))
         self.events.emit(event)
 
-    def _stop(self, state: Literal["cancelled", "terminated"], reason: str) -> None:
+    def _stop(self, state: RunState, reason: str) -> None:
         if is_over(self._state):
             return
         self._state = state

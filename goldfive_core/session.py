@@ -8,6 +8,7 @@ moment they arrive; PAUSE, CANCEL and escalations set state that
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import getpass
 import os
 from collections.abc import Callable, Iterable, Mapping
@@ -25,7 +26,7 @@ from .approvals import (
 )
 from .config import SteeringConfig
 from .control import ControlAck, ControlMessage
-from .convert import timestamp_from_ms
+from .convert import timestamp_from_ms, timestamp_to_ms
 from .dispatch import dispatch_message
 from .drift import Drift, DriftKind, DriftSeverity, InterventionLevel
 from .events import EventEmitter, EventSink
@@ -210,7 +211,10 @@ class Session(RunLifecycle):
             )
         if result.verdict in (DecisionVerdict.APPLIED, DecisionVerdict.APPLIED_LATE):
             assert result.record is not None
-            self._emit_decision(result.record)
+            event = self._emit_decision(result.record)
+            # The ack carries the event's time, so the store records the decision once, with the time audit
+            # verify expects, and the event that follows has nothing left to write.
+            return dataclasses.replace(result, announced_at_ms=timestamp_to_ms(event.emitted_at))
         return result
 
     def expect_approval(self, target_id: str) -> None:
@@ -281,7 +285,7 @@ class Session(RunLifecycle):
         Raises RunCancelledError / RunTerminatedError once the run was stopped (see :meth:`gate`).
         """
         await self.observe_model_call()
-        if self.state != "running":
+        if self.state is not RunState.RUNNING:
             await self.gate()
         return self.take_guidance()
 
@@ -293,12 +297,12 @@ class Session(RunLifecycle):
         injected messages) stay queued for the host's next turn. Raises RunCancelledError /
         RunTerminatedError once the run was stopped, also when the ladder just stopped it.
         """
-        if self.state != "running":
+        if self.state is not RunState.RUNNING:
             await self.gate()
         level = await self.observe_tool_call(tool_name, args)
         if level >= InterventionLevel.CANCEL_REINVOKE:
             await asyncio.sleep(0)  # let a cancellation the ladder just requested (re-invoke, abort) land
-        if self.state != "running":  # the ladder may just have paused or stopped the run
+        if self.state is not RunState.RUNNING:  # the ladder may just have paused or stopped the run
             await self.gate()
         if level >= InterventionLevel.CANCEL_REINVOKE:
             return level, self.take_guidance()
@@ -365,11 +369,11 @@ class Session(RunLifecycle):
         self.steps.flush(self.events.emit)  # what led to it, on the record before it (the card's context)
         self.events.emit(event)
 
-    def _emit_decision(self, record: ApprovalRecord) -> None:
+    def _emit_decision(self, record: ApprovalRecord) -> events_pb2.Event:
         decision = record.decision
         assert decision is not None
         if decision.approved:
-            self.events.emit(
+            return self.events.emit(
                 events_pb2.ApprovalGranted(
                     target_id=record.target_id,
                     detail=decision.detail,
@@ -379,16 +383,15 @@ class Session(RunLifecycle):
                     request_id=_request_id(record),
                 )
             )
-        else:
-            self.events.emit(
-                events_pb2.ApprovalRejected(
-                    target_id=record.target_id,
-                    detail=decision.detail,
-                    decided_by=decision.decided_by,
-                    channel=decision.channel,
-                    request_id=_request_id(record),
-                )
+        return self.events.emit(
+            events_pb2.ApprovalRejected(
+                target_id=record.target_id,
+                detail=decision.detail,
+                decided_by=decision.decided_by,
+                channel=decision.channel,
+                request_id=_request_id(record),
             )
+        )
 
     def _close_open_approvals(self, reason: str) -> None:
         for record in self.approvals.close_all(reason):

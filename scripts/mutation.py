@@ -1339,11 +1339,36 @@ MUTATIONS: tuple[Mutation, ...] = (
         "an anonymous approval counts towards a quorum",
         QUORUM,
     ),
+    # -- the single decision write (an applied decision's ack records it once, at its event's time) -------------------
+    M(
+        ("goldfive_core/store/sql/apply.py",),
+        "        f\"WHERE {where} AND decided_via = 'run' AND decision = ? AND decided_at_ms <> ?\",\n"
+        '        (at, *params, "approve" if granted else "reject", at),\n',
+        "        f\"WHERE {where} AND decided_via = 'run' AND decision = ? AND ? = ?\",\n"
+        '        (at, *params, "approve" if granted else "reject", at, at),\n',
+        "the run's decision event writes a record its ack already recorded",
+        ("tests/store/test_store_trust.py::test_a_signed_approval_is_written_to_its_record_once_at_its_event_s_time",),
+    ),
+    # -- the "executing" claim folded into an APPROVE's ack (an agent on HTTP) ----------------------------------------
+    M(
+        ("goldfive_core/store/http/_channel.py",),
+        "            if won is True:\n",
+        "            if won is not None:\n",
+        "an agent on HTTP runs the body on a claim the server refused in its answer to the ack",
+        ("tests/http/test_http_folded_claim.py::test_a_claim_the_server_refuses_never_runs_the_body",),
+    ),
+    M(
+        ("goldfive_core/store/sql/inbox.py",),
+        "                            won[ident] = self.claim_in(conn, claim)\n",
+        "                            won[ident] = True\n",
+        "the server answers an ack's claim as won without claiming the call in the ledger",
+        ("tests/http/test_http_folded_claim.py::test_a_claim_the_server_refuses_never_runs_the_body",),
+    ),
     # -- the session: events and the end of a run ----------------------------------------------------------------------
     M(
         ("goldfive_core/run_state.py",),
-        'OVER_STATES: frozenset[RunState] = frozenset({"cancelled", "terminated", "finished"})',
-        'OVER_STATES: frozenset[RunState] = frozenset({"cancelled"})',
+        "OVER_STATES: frozenset[RunState] = frozenset({RunState.CANCELLED, RunState.TERMINATED, RunState.FINISHED})",
+        "OVER_STATES: frozenset[RunState] = frozenset({RunState.CANCELLED})",
         "a run that terminated or finished still opens a request",
         APPROVALS,
     ),

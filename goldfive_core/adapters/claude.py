@@ -50,7 +50,7 @@ from ..errors import ConfigError, MissingExtraError
 from ..inflight import InFlight
 from ..lifecycle import RunResult, SteererFactoryAlias
 from ..reporting import TOOL_SPECS, call_reporting_tool
-from ..run_state import is_over
+from ..run_state import RunState, is_over
 from ..session import Guidance
 from ..steps import StepKind, record_step
 from ..supervision import Supervised, Supervision, SupervisionOptions
@@ -402,7 +402,7 @@ class ClaudeRun:
     # -- internals -------------------------------------------------------------------------------------------
     def _expect(self, tool_use_id: str, tool_name: str, tool_input: Mapping[str, Any]) -> None:
         approvals = self.session.approvals
-        if tool_name in self._reporting or approvals.knows(tool_use_id) or self.session.state != "running":
+        if tool_name in self._reporting or approvals.knows(tool_use_id) or self.session.state is not RunState.RUNNING:
             return
         if self._gated(tool_name, tool_input):
             approvals.expect(tool_use_id)

@@ -38,7 +38,7 @@ from ..pb.v1 import control_pb2, events_pb2
 from ..retry import Backoff, Delays
 from ..store import agents as owners
 from ..store import grants as grants_mod
-from ..store.base import ExecutionRow, InboxRow, Store, StoreError
+from ..store.base import ExecutionClaim, ExecutionRow, InboxRow, Store, StoreError
 from .auth import User
 from .heartbeats import HeartbeatBatch
 from .inputs import BODY_TIMEOUT_S, json_body
@@ -529,6 +529,7 @@ class AgentApi:
         if not isinstance(raw, list) or not raw or len(raw) > 500:
             raise AgentError(400, "'acks' must be a list of 1-500 {inbox_id, ack} objects")
         acks: list[tuple[int, ControlAck]] = []
+        claims: dict[int, ExecutionClaim] = {}
         for index, item in enumerate(raw):
             if not isinstance(item, dict) or not isinstance(item.get("inbox_id"), int):
                 raise AgentError(400, f"acks[{index}] must be {{'inbox_id': int, 'ack': ControlAck}}")
@@ -539,11 +540,52 @@ class AgentApi:
             except (json_format.ParseError, TypeError, ValueError) as exc:
                 raise AgentError(400, f"acks[{index}].ack is not a ControlAck: {shorten(str(exc), 200)}") from None
             acks.append((int(item["inbox_id"]), ack))
+            if item.get("claim") is not None:
+                claims[int(item["inbox_id"])] = await self._claim(user, item["claim"], index)
         claimed = {row.id for row in await self.threads.run(AGENTS, owners.claimed_for, self.store, endpoint)}
         mine = [(ident, ack) for ident, ack in acks if ident in claimed]
-        await self.threads.run(AGENTS, self.store.ack_controls, mine)
+        folded = {ident: claims[ident] for ident, _ in mine if ident in claims}
+        won = await self.threads.run(AGENTS, self.store.ack_controls, mine, claims=folded)
+        for ident, claim in claims.items():
+            if ident not in folded:  # acked before (its answer was lost): the claim alone, idempotent for its claimer
+                won[ident] = await self.threads.run(
+                    AGENTS,
+                    self.store.mark_executing,
+                    claim.target_id,
+                    run_id=claim.run_id,
+                    pid=claim.pid,
+                    host=claim.host,
+                    args_digest=claim.args_digest,
+                )
         # An id not claimed by this endpoint was acked before (a retry after a lost answer) or is not this agent's.
-        return {"acked": [ident for ident, _ in mine], "ignored": [ident for ident, _ in acks if ident not in claimed]}
+        return {
+            "acked": [ident for ident, _ in mine],
+            "ignored": [ident for ident, _ in acks if ident not in claimed],
+            "claims": {str(ident): bool(won.get(ident, False)) for ident in claims},
+        }
+
+    async def _claim(self, user: User, raw: Any, index: int) -> ExecutionClaim:
+        """The "executing" claim an APPROVE's ack carries (what ``POST .../executing`` takes), for a run of ``user``."""
+        ok = isinstance(raw, dict) and isinstance(raw.get("call_id"), str) and 0 < len(raw["call_id"]) <= 500
+        digest = raw.get("args_digest", "") if isinstance(raw, dict) else None
+        ok = ok and isinstance(digest, str) and len(digest) <= 200 and _is_pid(raw.get("pid", 0))
+        if not ok or not isinstance(raw.get("host", ""), str):
+            raise AgentError(
+                400, f"acks[{index}].claim must be {{'call_id', 'run_id', 'args_digest', 'pid' (0-2^31), 'host'}}"
+            )
+        run_id = raw.get("run_id")
+        if not isinstance(run_id, str) or not 0 < len(run_id) <= 200:
+            raise AgentError(400, f"acks[{index}].claim.run_id must name the asking run: a string of 1-200 characters")
+        # The run streamed this agent the message it acks, so it is the agent's already: a read, not a claim.
+        if run_id not in await self.threads.run(AGENTS, owners.owned_runs, self.store, user.name, [run_id]):
+            raise AgentError(403, f"acks[{index}].claim names run {shorten(run_id, 80)!r}, not one of this agent's")
+        return ExecutionClaim(
+            target_id=raw["call_id"],
+            run_id=run_id,
+            pid=int(raw.get("pid", 0)),
+            host=str(raw.get("host", ""))[:255],
+            args_digest=str(digest),
+        )
 
     async def decisions(self, request: Request, user: User) -> dict[str, Any]:
         """``GET /api/agent/runs/{run_id}/decisions``: decisions recorded in the store for the run's requests."""

@@ -174,6 +174,10 @@ class StoreLedger:
             self._claims[(call.call_id, digest)] = session.run_id
         return refused
 
+    def adopt(self, session: Session, call: ToolCall, digest: str) -> None:
+        """Take a claim recorded for ``session``'s run elsewhere (folded into the APPROVE's ack) as made here."""
+        self._claims[(call.call_id, digest)] = session.run_id
+
     async def finish(
         self, call_id: str, digest: str, *, result: Any = None, error: BaseException | None = None
     ) -> None:

@@ -15,7 +15,6 @@ may write there.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -23,11 +22,10 @@ from typing import Any
 from .._util import now_ms
 from ..errors import GrantNotFound
 from ..pb.v1 import events_pb2
-from ..policy import Grant
 from .agents import SERVER_AUDIT_RUN, append_server_event
 from .base import Store, StoreError
-from .liveness import StoredRunStatus
 from .roles import GrantReader, StoreHandle
+from .rows import GrantRow
 from .sql import SqlStore
 
 __all__ = [
@@ -52,68 +50,6 @@ _COLS = (
 )
 _RUN_ENDED = "EXISTS (SELECT 1 FROM gf_runs r WHERE r.run_id = g.run_id AND r.status <> 'running')"
 """A run grant whose run is over can let nothing through any more."""
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
-class GrantRow:
-    """One standing grant as stored: who granted what, how far, until when, and whether it was revoked."""
-
-    grant_id: str
-    rule: str
-    tool: str
-    granted_by: str
-    scope: str
-    run_id: str
-    session_id: str
-    args_constraint: str
-    created_at_ms: int
-    expires_at_ms: int
-    """0 = no expiry of its own."""
-    target_id: str
-    """The request whose approval made it."""
-    description: str
-    channel: str
-    revoked_at_ms: int
-    revoked_by: str
-    revoke_reason: str
-    run_status: str = ""
-    """For a run grant: its run's status in the store (``running``, ``finished``, ``crashed``); "" otherwise."""
-
-    def state(self, at_ms: int) -> str:
-        """``active``, ``revoked``, ``expired`` (its time ran out) or ``ended`` (a run grant whose run is over)."""
-        if self.revoked_at_ms:
-            return "revoked"
-        if self.expires_at_ms and at_ms >= self.expires_at_ms:
-            return "expired"
-        if self.scope == "run" and self.run_status and self.run_status != StoredRunStatus.RUNNING:
-            return "ended"
-        return "active"
-
-    def as_dict(self, at_ms: int) -> dict[str, Any]:
-        """A JSON-able view with its state at ``at_ms``."""
-        out = dataclasses.asdict(self)
-        out["state"] = self.state(at_ms)
-        return out
-
-    def grant(self) -> Grant | None:
-        """The policy's :class:`~goldfive_core.policy.Grant` (None when its constraint no longer compiles)."""
-        try:
-            return Grant(
-                grant_id=self.grant_id,
-                rule=self.rule,
-                tool=self.tool,
-                granted_by=self.granted_by,
-                scope=self.scope,  # type: ignore[arg-type]
-                run_id=self.run_id,
-                session_id=self.session_id,
-                args_constraint=self.args_constraint,
-                created_at_ms=self.created_at_ms,
-                expires_at_ms=self.expires_at_ms or None,
-                revoked_at_ms=self.revoked_at_ms or None,
-                revoked_by=self.revoked_by,
-            )
-        except ValueError:
-            return None
 
 
 def _row(r: Any) -> GrantRow:

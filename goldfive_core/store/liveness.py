@@ -11,12 +11,9 @@ import dataclasses
 import os
 import socket
 from enum import StrEnum
-from typing import TYPE_CHECKING
 
 from .._util import now_ms
-
-if TYPE_CHECKING:
-    from .base import RunRow
+from .rows import RunRow, StoredRunStatus
 
 __all__ = [
     "DEFAULT_STALE_AFTER_MS",
@@ -33,32 +30,6 @@ DEFAULT_STALE_AFTER_MS = 15_000
 """A run whose process has not written a heartbeat for this long is considered gone."""
 
 HOST = socket.gethostname()
-
-
-class StoredRunStatus(StrEnum):
-    """A run's status as the store keeps it (``RunRow.status``; the values are the stored text).
-
-    The core's :data:`~goldfive_core.session.RunState` is where a live run stands inside its process (running,
-    paused, ...) and :class:`~goldfive_core.lifecycle.RunStatus` how it ended; this is what the store knows
-    of its process: RUNNING while it runs (running or paused alike), FINISHED once its last event
-    (RunCompleted / RunAborted) is written, DETACHED when it ended with
-    :attr:`~goldfive_core.lifecycle.RunStatus.DETACHED` and a parked call still waits, CRASHED when the
-    reaper closed it for want of a heartbeat (no core counterpart: the process could not say it).
-    """
-
-    RUNNING = "running"
-    FINISHED = "finished"
-    CRASHED = "crashed"
-    DETACHED = "detached"
-
-    @classmethod
-    def stored(cls, value: object) -> StoredRunStatus:
-        """The status of a stored value; one this goldfive does not know (an edited row) reads as FINISHED,
-        which is how liveness always judged it (not running)."""
-        try:
-            return cls(str(value))
-        except ValueError:
-            return cls.FINISHED
 
 
 class Liveness(StrEnum):

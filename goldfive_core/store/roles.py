@@ -11,7 +11,7 @@ Every method is synchronous and thread-safe; async code calls them through a wor
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from ..control import ControlAck, ControlMessage
@@ -19,24 +19,24 @@ from ..pb.v1 import events_pb2
 
 if TYPE_CHECKING:
     from ..signing import TrustKey
-    from .base import (
+    from .liveness import RunLiveness
+    from .rows import (
         ApprovalPage,
         ApprovalRow,
         AuditReport,
         AuditRow,
         DetachedRow,
         DetachedStatus,
+        ExecutionClaim,
         ExecutionRow,
         ExecutionState,
+        GrantRow,
         InboxRow,
-        InboxWaiter,
         RunRow,
         StoredDecision,
         UserRow,
         WebSession,
     )
-    from .grants import GrantRow
-    from .liveness import RunLiveness
 
 __all__ = [
     "AgentStore",
@@ -49,6 +49,7 @@ __all__ = [
     "ExecutionRecords",
     "GrantReader",
     "Heartbeats",
+    "InboxWaiter",
     "LedgerStore",
     "ParkedCalls",
     "RunOwners",
@@ -57,6 +58,33 @@ __all__ = [
     "StoreHandle",
     "UserDirectory",
 ]
+
+
+class InboxWaiter(Protocol):
+    """A readable socket that turns ready when the inbox may have changed (see :meth:`Store.inbox_waiter`)."""
+
+    fallback_s: float
+    """Look anyway after sleeping this long (what a lost wake-up costs at most)."""
+
+    def fileno(self) -> int:
+        """The socket's file descriptor, to register with an event loop."""
+        ...
+
+    def drain(self) -> bool:
+        """Consume the pending wake-ups without blocking; whether there were any."""
+        ...
+
+    def wait(self, timeout_s: float) -> bool:
+        """Block until woken (True) or ``timeout_s`` passed (False); for loops that cannot watch a descriptor."""
+        ...
+
+    def gone(self) -> bool:
+        """Whether writers can no longer reach it (its socket was removed): the holder binds a new one."""
+        ...
+
+    def close(self) -> None:
+        """Unbind; wake-ups stop."""
+        ...
 
 
 class StoreHandle(Protocol):
@@ -368,8 +396,14 @@ class ControlInbox(Protocol):
         """Claim messages for dispatch; returns the ids this caller won."""
         ...
 
-    def ack_controls(self, acks: Sequence[tuple[int, ControlAck]]) -> None:
-        """Store the acks of claimed messages (and wake whoever waits for them)."""
+    def ack_controls(
+        self, acks: Sequence[tuple[int, ControlAck]], *, claims: Mapping[int, ExecutionClaim] | None = None
+    ) -> dict[int, bool]:
+        """Store the acks of claimed messages (and wake whoever waits for them).
+
+        ``claims``: by inbox id, the "executing" claim an ack carries (an APPROVE acked by an agent on HTTP),
+        made in the same transaction as the ack (see ``mark_executing``); returns whether each was won.
+        """
         ...
 
     def get_ack(self, control_id: str) -> ControlAck | None:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import get_args
-
 import pytest
 
 from goldfive_core.control import AckVerdict, ControlAck
@@ -29,7 +27,14 @@ def test_a_run_is_over_once_it_neither_runs_nor_waits_and_stopped_when_ended_fro
 
 def test_the_run_states_are_the_session_s_and_each_is_named_in_the_table_above() -> None:
     assert SessionRunState is RunState
-    assert set(get_args(RunState)) == {"running", "paused", "cancelled", "terminated", "finished"}
+    assert {s.value for s in RunState} == {"running", "paused", "cancelled", "terminated", "finished"}
+
+
+def test_a_run_state_is_an_enum_that_still_equals_the_word_it_always_was() -> None:
+    # A StrEnum: code (and JSON) that compared or printed the old strings keeps working.
+    assert RunState.PAUSED == "paused" and f"{RunState.CANCELLED}" == "cancelled"
+    assert RunState("finished") is RunState.FINISHED
+    assert is_over(RunState.FINISHED) and not is_over(RunState.PAUSED)
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,9 @@
 """An agent process that reaches goldfive serve over HTTP only (run as a subprocess by the restart test).
 
-``python http_agent_proc.py URL TOKEN CALL_ID MARKER``: one callable run whose guarded tool call
-``CALL_ID`` appends its arguments to MARKER when it runs; prints one JSON line with the outcome.
+``python http_agent_proc.py URL TOKEN CALL_ID MARKER [hang]``: one callable run whose guarded tool call
+``CALL_ID`` appends its arguments to MARKER when it runs; prints one JSON line with the outcome. The line the body
+writes also says how many ``/executing`` claims this process had posted; with ``hang`` the body never ends (a test
+kills the process while it runs).
 """
 
 from __future__ import annotations
@@ -19,14 +21,26 @@ from goldfive_core.store.http import HttpChannel
 
 async def main() -> None:
     url, token, call_id, marker = sys.argv[1:5]
+    hang = sys.argv[5:6] == ["hang"]
     channel = HttpChannel(url, token=token)
+    posted: list[str] = []
+    request = channel.remote.request
+
+    def counted(method: str, path: str, body: Any = None) -> Any:
+        posted.append(f"{method} {path}")
+        return request(method, path, body)
+
+    channel.remote.request = counted  # type: ignore[method-assign]
 
     def append(line: str) -> None:
         with Path(marker).open("a", encoding="utf-8") as f:
             f.write(line + "\n")
 
     async def body(call_args: Any) -> dict[str, Any]:
-        await asyncio.to_thread(append, json.dumps(dict(call_args), sort_keys=True))
+        claims = sum(p.endswith("/executing") for p in posted)
+        await asyncio.to_thread(append, json.dumps({**call_args, "executing_posts": claims}, sort_keys=True))
+        if hang:
+            await asyncio.Event().wait()
         return {"sent": call_args["amount"]}
 
     async def agent(task: Task, tools: AgentTools) -> GuardedResult:

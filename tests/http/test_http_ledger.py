@@ -285,3 +285,23 @@ async def test_an_http_agent_keeps_done_while_its_server_is_down(backend: Backen
         finally:
             await again.aclose()
         assert replay.output.status == "already_done" and ran == [{"amount": 5}]
+
+
+async def test_a_claim_riding_on_an_ack_must_be_well_formed_and_name_the_agent_s_own_run(server: Server) -> None:
+    await _start_run(server, "run-bot", "bot")
+    ack = {"control_id": "ctl-1", "result": "SUCCESS", "detail": "approved"}
+
+    async def acks(claim: Any, user: str = "eve") -> Any:
+        item = {"inbox_id": 999_999, "ack": ack, "claim": claim}
+        return await server.post("/api/agent/acks", {"endpoint": "e1", "acks": [item]}, user=user)
+
+    stolen = await acks({"call_id": "call-1", **_claim("run-bot")})
+    assert stolen.status_code == 403 and "not one of this agent's" in stolen.json()["error"], stolen.text
+    for bad in ("call-1", {"call_id": "", **_claim("run-bot")}, {"call_id": "call-1", **_claim("run-bot"), "pid": -1}):
+        refused = await acks(bad, user="bot")
+        assert refused.status_code == 400 and "claim" in refused.json()["error"], refused.text
+    assert server.store.execution("call-1", run_id="run-bot") is None  # nothing was claimed
+    # bot's own run: the ack was not bot's to give (never streamed to it), but the claim stands as /executing's would.
+    mine = await acks({"call_id": "call-1", **_claim("run-bot")}, user="bot")
+    assert mine.status_code == 200 and mine.json()["claims"] == {"999999": True}, mine.text
+    assert server.store.execution("call-1", run_id="run-bot") is not None

@@ -10,7 +10,9 @@ test pins a line of the mutation list in ``scripts/mutation.py``: it fails when 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
+import sqlite3
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -344,3 +346,32 @@ async def test_run_approved_without_trust_uses_the_key_the_environment_names(
         assert replay.ran == [] and replay.refused() == [("approve", "mallory")]
     finally:
         await replay.close()
+
+
+async def test_a_signed_approval_is_written_to_its_record_once_at_its_event_s_time(
+    sqlite_backend: Backend, signer: DecisionSigner
+) -> None:
+    # Every write that touches a record's decision is counted by the database itself. The agent's ack records the
+    # decision (with the server's signature and the time of the run's ApprovalGranted) in one write; the event,
+    # appended after it, has nothing left to write. (Before: the ack's write, its signature's, the event's time.)
+    agent = Agent(sqlite_backend, "pay-once", trust=signer.trust_key)
+    try:
+        await agent.pending()
+        with contextlib.closing(sqlite3.connect(sqlite_backend.location)) as db:
+            db.executescript(
+                "CREATE TABLE t_writes (target_id TEXT);"
+                "CREATE TRIGGER t_decision_written AFTER UPDATE OF status, decision, decided_by, decided_at_ms, "
+                "decision_sig, decided_via ON gf_approvals BEGIN INSERT INTO t_writes VALUES (new.target_id); END;"
+            )
+        approved = await decide_signed(sqlite_backend, agent, signer, approve=True)
+        assert approved.verdict is DecideVerdict.APPLIED, approved.detail
+        assert await agent.result() == "ran" and agent.ran == [ARGS]
+    finally:
+        await agent.close()
+    with contextlib.closing(sqlite3.connect(sqlite_backend.location)) as db:
+        writes = db.execute("SELECT count(*) FROM t_writes WHERE target_id = 'pay-once'").fetchone()[0]
+    row = agent.row()
+    (granted,) = agent.events.of("approval_granted")
+    assert writes == 1
+    assert row.decided_at_ms == granted.emitted_at.ToMilliseconds() and row.decision_sig and row.decided_by == "ana"
+    assert sqlite_backend.open().verify_audit(trust_key=signer.trust_key).ok

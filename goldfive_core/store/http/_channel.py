@@ -11,6 +11,7 @@ closed (:class:`HttpLedger`). An agent sends nothing but to its own runs: people
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
@@ -24,6 +25,7 @@ from ...toolcall import Replay, ToolCall
 from ..base import StoreError, StoreUnavailableError
 from ..execution import StoreLedger
 from ..serving import AgentChannel, new_endpoint, trust_key_of
+from ._claims import FoldedClaims
 from ._inbox import HttpInbox
 from ._remote import RemoteStore
 
@@ -71,11 +73,13 @@ class HttpChannel(AgentChannel):
             raise ValueError(f"unreachable_after_s must be > 0, got {unreachable_after_s}")
         remote = RemoteStore([url] if isinstance(url, str) else list(url), token=token, timeout_s=timeout_s)
         key = trust_key_of(trust_key)
+        claims = FoldedClaims()
         inbox = HttpInbox(
             remote,
             endpoint=name or new_endpoint(),
             sweep_interval_s=sweep_interval_s,
             unreachable_after_s=unreachable_after_s,
+            claims=claims,
         )
         super().__init__(
             remote,
@@ -83,7 +87,7 @@ class HttpChannel(AgentChannel):
             endpoint=inbox.endpoint,
             forward=_refuse_others,
             trust_key=key,
-            ledger=HttpLedger(remote, trust=key, unreachable_after_s=unreachable_after_s),
+            ledger=HttpLedger(remote, trust=key, unreachable_after_s=unreachable_after_s, claims=claims),
         )
         self.remote = remote
         self.inbox = inbox
@@ -112,9 +116,18 @@ class HttpLedger:
     retried in the background by the StoreLedger itself.
     """
 
-    def __init__(self, remote: RemoteStore, *, trust: TrustKey | None, unreachable_after_s: float) -> None:
+    def __init__(
+        self,
+        remote: RemoteStore,
+        *,
+        trust: TrustKey | None,
+        unreachable_after_s: float,
+        claims: FoldedClaims | None = None,
+    ) -> None:
         self.records = StoreLedger(remote, trust=trust, agent="")  # the server keys the ledger by the token's user
         self.unreachable_after_s = unreachable_after_s
+        self.claims = claims if claims is not None else FoldedClaims()
+        """Claims folded into APPROVE acks by the channel's inbox (see :mod:`._claims`)."""
 
     @property
     def trust(self) -> TrustKey | None:
@@ -134,12 +147,31 @@ class HttpLedger:
     async def lookup(self, session: Session, call: ToolCall, digest: str) -> Replay:
         """What the server knows about the call; a server out of reach (or refusing) → not run."""
         try:
-            return await self._bounded(call, lambda: self.records.check(session, call, digest))
+            replay = await self._bounded(call, lambda: self.records.check(session, call, digest))
         except StoreError as exc:
             return _not_run(call, exc)
+        if replay.kind == "none":  # a person will be asked: the approval's ack may carry the claim
+            self.claims.expect(session.run_id, call.call_id, digest)
+        return replay
 
     async def begin(self, session: Session, call: ToolCall, digest: str) -> Replay | None:
-        """Record "executing" before the body runs; a server out of reach (or refusing) → not run."""
+        """Record "executing" before the body runs; a server out of reach (or refusing) → not run.
+
+        When the approval's ack carried the claim (see :mod:`._claims`), the server's answer to that ack is the
+        claim: no round trip of its own. Only a claim the server said it won lets the body run.
+        """
+        folded = self.claims.take(session.run_id, call.call_id)
+        if folded is not None:
+            try:
+                won = await asyncio.wait_for(asyncio.shield(folded), self.unreachable_after_s)
+            except TimeoutError:
+                self.claims.withdraw(session.run_id, call.call_id)
+                why = StoreUnavailableError(f"no answer to the ack that claimed it in {self.unreachable_after_s:g} s")
+                return _not_run(call, why)
+            if won is True:
+                self.records.adopt(session, call, digest)
+                return None
+            # Not won (claimed before: done or in doubt), or a server that does not fold claims: ask on its own.
         try:
             return await self._bounded(call, lambda: self.records.claim(session, call, digest))
         except StoreError as exc:

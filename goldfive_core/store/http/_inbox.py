@@ -30,6 +30,7 @@ from ...pb.v1 import control_pb2, events_pb2
 from ...retry import Backoff
 from ..base import InboxRow, StoreError, StoreUnavailableError
 from ..serving import Served
+from ._claims import FoldedClaims
 from ._remote import AgentRefused, RemoteStore, answer, loads
 
 __all__ = ["HttpInbox"]
@@ -60,9 +61,17 @@ class HttpInbox:
     task_name = "goldfive-http"
 
     def __init__(
-        self, remote: RemoteStore, *, endpoint: str, sweep_interval_s: float, unreachable_after_s: float
+        self,
+        remote: RemoteStore,
+        *,
+        endpoint: str,
+        sweep_interval_s: float,
+        unreachable_after_s: float,
+        claims: FoldedClaims | None = None,
     ) -> None:
         self.remote = remote
+        self.claims = claims if claims is not None else FoldedClaims()
+        """The "executing" claims that ride on APPROVE acks (shared with the channel's ledger)."""
         self.endpoint = endpoint
         self.sweep_interval_s = sweep_interval_s
         self.unreachable_after_s = unreachable_after_s
@@ -177,6 +186,7 @@ class HttpInbox:
                     if ack is None:
                         ack = served.dispatch(row)
                         seen[ident] = ack
+                        self.claims.fold(ident, row, ack, served.sessions())
                         while len(seen) > _SEEN:
                             seen.popitem(last=False)
                     owed[ident] = ack
@@ -253,19 +263,35 @@ class HttpInbox:
     async def _post_acks(self, client: httpx.AsyncClient, base: str, owed: dict[int, ControlAck]) -> None:
         if not owed:
             return
-        acks = [
-            {"inbox_id": ident, "ack": json_format.MessageToDict(ack_to_proto(ack), preserving_proto_field_name=True)}
-            for ident, ack in owed.items()
-        ]
+        acks = [self._ack_item(ident, ack) for ident, ack in owed.items()]
         try:
             response = await client.post(base + "/api/agent/acks", json={"endpoint": self.endpoint, "acks": acks})
         except httpx.HTTPError as exc:
             raise StoreUnavailableError(f"goldfive serve at {base} unreachable: {type(exc).__name__}: {exc}") from None
+        claims: Any = None
         try:
-            answer(base, response)
+            body = answer(base, response)
+            claims = body.get("claims") if isinstance(body, dict) else None
         except AgentRefused as exc:
             logger.error("%s: acks refused, dropped: %s", self, exc)
+        self.claims.answered(owed, claims)
         owed.clear()
+
+    def _ack_item(self, ident: int, ack: ControlAck) -> dict[str, Any]:
+        item: dict[str, Any] = {
+            "inbox_id": ident,
+            "ack": json_format.MessageToDict(ack_to_proto(ack), preserving_proto_field_name=True),
+        }
+        claim = self.claims.owed(ident)
+        if claim is not None:  # the APPROVE's ack carries the right to run its body: one commit on the server
+            item["claim"] = {
+                "call_id": claim.target_id,
+                "run_id": claim.run_id,
+                "args_digest": claim.args_digest,
+                "pid": claim.pid,
+                "host": claim.host,
+            }
+        return item
 
     def _fail_closed(self, served: Served, why: str) -> None:
         """Withdraw every open approval of the bound runs with words the model reads."""

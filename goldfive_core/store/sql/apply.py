@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -93,12 +94,12 @@ def _approval_requested(db: SqlDb, conn: Any, event: events_pb2.Event, at: int, 
 
 
 def _approval_decided(db: SqlDb, conn: Any, event: events_pb2.Event, at: int, pid: int, host: str) -> None:
-    """A decision the run applied (usually what its ack already recorded; never overwrites one)."""
+    """A decision the run applied (usually what its ack already recorded, at this event's time; then nothing is
+    written); it never overwrites one."""
     granted = event.HasField("approval_granted")
     msg = event.approval_granted if granted else event.approval_rejected
-    # Usually says again what the ack already recorded; it never overwrites a recorded decision.
     where, params = request_where(event.run_id, msg.target_id, msg.request_id)
-    write_decision(
+    if write_decision(
         db,
         conn,
         where,
@@ -110,14 +111,41 @@ def _approval_decided(db: SqlDb, conn: Any, event: events_pb2.Event, at: int, pi
         edited_args_json=event.approval_granted.edited_args_json if granted else "",
         via="run",
         channel=msg.channel,
-    )
-    # The record's time is its event's (the ack that usually recorded it first has the agent's time):
+        signature=_delivered_signature(db, conn, event.run_id, msg.target_id, granted, msg.decided_by),
+    ):
+        return
+    # The record's time is its event's: an ack from an agent that did not say it (older) has its own time, and
     # audit verify checks decided_at_ms against the chain.
     db.execute(
         conn,
-        f"UPDATE gf_approvals SET decided_at_ms = ? WHERE {where} AND decided_via = 'run' AND decision = ?",
-        (at, *params, "approve" if granted else "reject"),
+        f"UPDATE gf_approvals SET decided_at_ms = ? "
+        f"WHERE {where} AND decided_via = 'run' AND decision = ? AND decided_at_ms <> ?",
+        (at, *params, "approve" if granted else "reject", at),
     )
+
+
+def _delivered_signature(db: SqlDb, conn: Any, run_id: str, target_id: str, approved: bool, decided_by: str) -> str:
+    """The server's signature of the decision the run received through the inbox, when the run's event records the
+    decision before the run's ack does: the one write then carries it ("" when the decision came unsigned)."""
+    rows = db.execute(
+        conn,
+        "SELECT payload_json FROM gf_inbox WHERE run_id = ? AND kind = ? AND status IN ('claimed', 'acked') "
+        "ORDER BY id DESC LIMIT 20",
+        (run_id, "APPROVE" if approved else "REJECT"),
+    ).fetchall()
+    for (payload_json,) in rows:
+        try:
+            payload = json.loads(payload_json)
+        except ValueError:
+            continue
+        signature = payload.get("signature") if isinstance(payload, dict) else None
+        if (
+            payload.get("target_id") == target_id
+            and payload.get("decided_by") == decided_by
+            and isinstance(signature, dict)
+        ):
+            return canonical_json(signature)
+    return ""
 
 
 def _approval_timed_out(db: SqlDb, conn: Any, event: events_pb2.Event, at: int, pid: int, host: str) -> None:

@@ -14,7 +14,7 @@ from ...control import ControlAck
 from ..base import OPEN_STATUSES
 from .db import SqlDb
 
-__all__ = ["OPEN_MARKS", "acked_request", "marks", "request_where", "sources_of", "write_decision"]
+__all__ = ["OPEN_MARKS", "acked_request", "decided_at", "marks", "request_where", "sources_of", "write_decision"]
 
 OPEN_MARKS = ", ".join("?" for _ in OPEN_STATUSES)
 """Placeholders for :data:`~goldfive_core.store.base.OPEN_STATUSES` in ``status IN (...)``."""
@@ -47,6 +47,15 @@ def acked_request(ack: ControlAck, payload: Mapping[str, Any]) -> str:
         if isinstance(value, str) and value:
             return value
     return ""
+
+
+def decided_at(ack: ControlAck) -> int:
+    """When an applied decision's ack says its ApprovalGranted/Rejected was emitted (the time audit verify checks
+    the record against), else the ack's own time (an agent from before acks carried it)."""
+    value = ack.data.get("decided_at_ms") if isinstance(ack.data, Mapping) else None
+    if isinstance(value, int) and not isinstance(value, bool) and 0 < value < 2**62:
+        return value
+    return ack.acked_at_ms
 
 
 def write_decision(

@@ -15,12 +15,13 @@ from .._schema import (
 )
 from ..base import (
     OPEN_STATUSES,
+    ExecutionClaim,
     InboxRow,
     StoreError,
     ack_from_columns,
 )
 from .db import SqlRole
-from .decisions import acked_request, request_where, write_decision
+from .decisions import acked_request, decided_at, request_where, write_decision
 
 if TYPE_CHECKING:
     pass
@@ -109,15 +110,31 @@ class SqlControlInbox(SqlRole):
                         won.append(ident)
         return won
 
-    def ack_controls(self, acks: Sequence[tuple[int, ControlAck]]) -> None:
-        """Store acks and wake the senders (retried through an outage; writing an ack twice changes nothing)."""
-        if acks:
-            self.retrying("storing control acks", lambda: self._ack_controls(acks))
+    def ack_controls(
+        self, acks: Sequence[tuple[int, ControlAck]], *, claims: Mapping[int, ExecutionClaim] | None = None
+    ) -> dict[int, bool]:
+        """Store acks and wake the senders (retried through an outage; writing an ack twice changes nothing).
 
-    def _ack_controls(self, acks: Sequence[tuple[int, ControlAck]]) -> None:
+        ``claims``: the "executing" claim an ack carries, made in the ack's transaction (a claim is idempotent for
+        its claimer, so a retry says True again); returns whether each was won.
+        """
+        if not acks:
+            return {}
+        return self.retrying("storing control acks", lambda: self._ack_controls(acks, claims or {}))
+
+    def claim_in(self, conn: Any, claim: ExecutionClaim) -> bool:
+        """The ledger's claim of ``claim`` in the caller's transaction (the execution records provide it)."""
+        raise NotImplementedError
+
+    def _ack_controls(
+        self, acks: Sequence[tuple[int, ControlAck]], claims: Mapping[int, ExecutionClaim]
+    ) -> dict[int, bool]:
+        won: dict[int, bool] = {}
         with self.db.guard("storing control acks"):
             conn = self.db.conn()
             with self.db.transaction(conn):
+                if claims:  # a claim appends to the audit chain: its head is locked first, as by every chain writer
+                    self.db.execute(conn, f"SELECT seq FROM gf_chain_head WHERE id = 1{self.db.for_update}")
                 for ident, ack in acks:
                     try:
                         data_json = canonical_json(dict(ack.data)) if ack.data is not None else ""
@@ -131,7 +148,11 @@ class SqlControlInbox(SqlRole):
                     )
                     if ack.ok:
                         self._record_applied_decision(conn, ident, ack)
+                        claim = claims.get(ident)
+                        if claim is not None:  # the decision and the right to run its body, in one commit
+                            won[ident] = self.claim_in(conn, claim)
                     self.db.notify(conn, "ack", ack.control_id)
+        return won
 
     def _record_applied_decision(self, conn: Any, ident: int, ack: ControlAck) -> None:
         """An applied APPROVE/REJECT updates its approval record with its ack, in the same transaction.
@@ -177,7 +198,9 @@ class SqlControlInbox(SqlRole):
                 f"UPDATE gf_approvals SET quorum_progress = ? WHERE {where}",
                 (str(ack.data.get("quorum_progress") or ""), *params),
             )
-        write_decision(
+        signature = payload.get("signature")
+        sig_json = canonical_json(signature) if isinstance(signature, dict) else ""
+        written = write_decision(
             self.db,
             conn,
             where,
@@ -185,17 +208,17 @@ class SqlControlInbox(SqlRole):
             approved=approved,
             detail=str(detail),
             decided_by=str(decided_by or ""),
-            at=ack.acked_at_ms,
+            at=decided_at(ack),
             edited_args_json=canonical_json(edited) if approved and isinstance(edited, dict) else "",
             via="run",
             channel=str(payload.get("channel") or ""),
+            signature=sig_json,
         )
-        signature = payload.get("signature")
-        if isinstance(signature, dict):  # keep the server's signature even if the run's event got here first
+        if not written and sig_json:  # the run's event recorded it first: keep the server's signature beside it
             self.db.execute(
                 conn,
-                f"UPDATE gf_approvals SET decision_sig = ? WHERE {where} AND decision = ?",
-                (canonical_json(signature), *params, "approve" if approved else "reject"),
+                f"UPDATE gf_approvals SET decision_sig = ? WHERE {where} AND decision = ? AND decision_sig = ''",
+                (sig_json, *params, "approve" if approved else "reject"),
             )
 
     def _put_quorum_args(self, conn: Any, where: str, params: Sequence[Any], data: Mapping[str, Any]) -> None:

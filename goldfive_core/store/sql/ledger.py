@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +18,7 @@ from .._schema import (
 from ..audit import result_digest
 from ..base import (
     HOST,
+    ExecutionClaim,
     ExecutionRow,
     ExecutionState,
     StoreError,
@@ -81,10 +83,16 @@ class SqlExecutionRecords(SqlRole):
             f"marking {target_id!r} executing", lambda: self._mark_executing(target_id, run_id, pid, host, args_digest)
         )
 
-    def _mark_executing(self, target_id: str, run_id: str, pid: int, host: str, args_digest: str) -> bool:
+    def claim_in(self, conn: Any, claim: ExecutionClaim) -> bool:
+        """:meth:`mark_executing` in the caller's transaction (an APPROVE's ack that carries the claim)."""
+        return self._mark_executing(claim.target_id, claim.run_id, claim.pid, claim.host, claim.args_digest, conn)
+
+    def _mark_executing(
+        self, target_id: str, run_id: str, pid: int, host: str, args_digest: str, within: Any = None
+    ) -> bool:
         with self.db.guard(f"marking {target_id!r} executing"):
-            conn = self.db.conn()
-            with self.db.transaction(conn):
+            conn = within if within is not None else self.db.conn()
+            with contextlib.nullcontext() if within is not None else self.db.transaction(conn):
                 owner = owner_of(self.db, conn, run_id)
                 cur = self.db.execute(
                     conn,
