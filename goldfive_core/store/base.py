@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..control import AckResult, ControlAck
 from ..errors import SchemaVersionError, StoreError, StoreUnavailableError
@@ -52,9 +52,6 @@ from .rows import (
     UserRow,
     WebSession,
 )
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = [
     "DEFAULT_STALE_AFTER_MS",
