@@ -146,3 +146,48 @@ def test_the_history_lists_refused_decisions_with_who_claimed_and_why(server: Se
     assert exported.count("refused,approve,") == 2, exported
     ana.screenshot(path=str(ARTIFACTS / "history-refused.png"), full_page=True)
     assert not ana.errors, ana.errors
+
+
+def test_a_remote_agents_wait_for_a_person_shows_under_the_callers_run_with_a_safe_link(
+    server: Server, browser: Any
+) -> None:
+    """An A2A delegation (goldfive_adk.a2a.RemoteWaits) puts the remote wait on the caller's run: its run view says
+    who waits for whom and links to the remote approval; a link that is not http(s) is never made one."""
+    from playwright.sync_api import expect
+
+    waiting = events_pb2.RemoteApprovalWaiting(
+        remote_agent="payments",
+        task_id="task-9",
+        approval_id="adk-77",
+        tool="wire_transfer",
+        rule="large transfers",
+        inbox_url="http://127.0.0.1:9/#/approvals/adk-77",
+        state="TASK_STATE_AUTH_REQUIRED",
+        text='waiting for a person <img src=x onerror="window.pwned=4">',
+    )
+    hostile = events_pb2.RemoteApprovalWaiting(
+        remote_agent="mallory", task_id="task-10", approval_id="x-1", inbox_url="javascript:window.pwned=5"
+    )
+    _seed(
+        server,
+        _event("run-caller", 0, run_started=events_pb2.RunStarted(adapter="adk", input="pay the invoice")),
+        _event("run-caller", 1, remote_approval_waiting=waiting),
+        _event("run-caller", 2, remote_approval_waiting=hostile),
+    )
+    ana = _login(browser, server, "ana")
+    ana.goto(server.url + "/#/runs/run-caller")
+    line = ana.locator("#run-events li", has_text="remote agent payments")
+    expect(line).to_contain_text(
+        "remote agent payments waits for a person: approval adk-77 for wire_transfer (rule large transfers) in task "
+        'task-9 — waiting for a person <img src=x onerror="window.pwned=4">'
+    )
+    link = line.locator("a.remote-approval")
+    expect(link).to_have_attribute("href", "http://127.0.0.1:9/#/approvals/adk-77")
+    expect(link).to_have_attribute("rel", "noopener noreferrer")
+    bad = ana.locator("#run-events li", has_text="remote agent mallory")
+    expect(bad).to_have_count(1)
+    expect(bad.locator("a")).to_have_count(0)
+    expect(ana.locator("#run-events img")).to_have_count(0)
+    assert ana.evaluate("() => window.pwned === undefined")
+    ana.screenshot(path=str(ARTIFACTS / "run-remote-wait.png"), full_page=True)
+    assert not ana.errors, ana.errors

@@ -222,7 +222,7 @@
     "task_cancelled", "drift_detected", "run_completed", "run_aborted", "approval_requested",
     "approval_granted", "approval_rejected", "approval_timed_out", "approval_cancelled", "decision_refused",
     "approval_voted", "approval_escalated", "grant_created", "grant_revoked", "policy_applied", "run_paused",
-    "run_resumed", "execution_recorded", "reviewer_verdict",
+    "run_resumed", "execution_recorded", "reviewer_verdict", "run_step", "remote_approval_waiting",
   ];
   function payloadOf(ev) {
     for (const key of Object.keys(ev || {})) {
@@ -1463,12 +1463,28 @@
       case "policy_applied": return `policy ${p("rule")}: ${p("action")} ${p("tool_name")}`;
       case "reviewer_verdict": return `${p("decided_by")} (${p("mode")}) said ${p("verdict")} on ${p("tool_name")}: ${p("outcome")}${p("error") ? " — " + p("error") : ""}`;
       case "approval_escalated": return `approval ${p("target_id")} escalated to ${p("to")}`;
+      case "run_step": return `step ${p("kind").replace(/_/g, " ")}${p("name") ? " " + p("name") : ""}: ${p("text")}`;
+      case "remote_approval_waiting": {
+        const state = String(p("state")).replace("TASK_STATE_", "").toLowerCase().replace(/_/g, "-");
+        const what = state === "auth-required" ? "waits for a person" : state || "changed";
+        return `remote agent ${p("remote_agent")} ${what}: approval ${p("approval_id") || p("request_id")}` +
+          `${p("tool") ? " for " + p("tool") : ""}${p("rule") ? " (rule " + p("rule") + ")" : ""}` +
+          ` in task ${p("task_id")}${p("text") ? " — " + p("text") : ""}`;
+      }
       case "execution_recorded": {
         const what = { executing: "started", done: "finished", resolved_ran: "settled: it ran", resolved_not_run: "settled: it did not run" };
         return `tool call ${p("target_id")} ${what[p("state")] || p("state")}${p("resolved_by") ? " by " + p("resolved_by") : ""}`;
       }
       default: return name || "event";
     }
+  }
+
+  // The remote agent's inbox, as its task's status named it: a link only when it is a plain http(s) address (the
+  // remote agent wrote it), never followed with this page as its opener.
+  function remoteLink(url) {
+    const text = String(url || "");
+    if (!/^https?:\/\/[^\s]+$/i.test(text) || text.length > 2000) return null;
+    return el("a", { href: text, target: "_blank", rel: "noopener noreferrer", class: "remote-approval", text: " open the remote approval" });
   }
 
   function renderEvents(events) {
@@ -1482,6 +1498,7 @@
           {},
           el("span", { class: "when", text: clock(ms(pick(ev, "emitted_at"))) }),
           el("span", { class: "what", text: clip(describeEvent(name, body), 600) }),
+          name === "remote_approval_waiting" ? remoteLink(pick(body, "inbox_url")) : null,
         ),
       );
     }
