@@ -57,6 +57,7 @@ CLAUDE = (
 CHANNEL = ("tests/store/test_store_channel.py",)
 CROSS = ("tests/store/test_store_cross_process.py",)
 LEDGER = ("tests/store/test_store_ledger.py",)
+DETACH_EXPIRY = ("tests/detach/test_detach_expiry.py",)
 AGENT_ID = ("tests/store/test_store_agent_identity.py",)
 HTTP_LEDGER = ("tests/http/test_http_ledger.py",)
 RUN_NAMESPACE = (
@@ -951,6 +952,20 @@ MUTATIONS: tuple[Mutation, ...] = (
         "        if True:",
         "the server never ends a request at its rule's expires",
         SERVER_POLICY,
+    ),
+    M(
+        ("goldfive_core/server/expiry.py",),
+        "            elif self.store.detached(row.target_id) is not None:",
+        "            elif False:",
+        "a call parked by detach_after never hears the server's expiry (waits to its own, longer timeout)",
+        DETACH_EXPIRY,
+    ),
+    M(
+        ("goldfive_core/store/decide.py",),
+        "    return _expiry(store, row, why, signer).record(",
+        "    return _expiry(store, row, why, None).record(",
+        "the expiry recorded for a parked call is unsigned (a trusting agent never takes it: it waits on)",
+        DETACH_EXPIRY,
     ),
     # -- text the store cannot hold: NUL is stored as ␀ on both backends, a person's NUL is refused -------------------
     M(

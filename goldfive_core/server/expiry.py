@@ -3,8 +3,10 @@
 With ``goldfive serve --policy``, the agent may not know the server's rule (its own file may say nothing
 about expiry). Once a rule's ``expires`` has passed for an open request of a live run, the server tells
 that run, once, that the request expired: the run ends its wait as a timeout would (``approval_timed_out``,
-the HUMAN_INTERVENTION_REQUIRED drift) and never runs the call. Decisions after that time are refused
-(409) in any case, by :class:`~goldfive_core.policy.PolicyAuthority`.
+the HUMAN_INTERVENTION_REQUIRED drift) and never runs the call. A run parked by ``detach_after`` is not
+live: for its parked call the server records the same signed expiry as the call's decision (a rejection
+whose reason says it expired), which resumes the call without running it. Decisions after that time are
+refused (409) in any case, by :class:`~goldfive_core.policy.PolicyAuthority`.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from .._util import now_ms, shorten
 from ..policy import Ask, Policy, PolicyAuthority, format_duration
 from ..signing import DecisionSigner
 from ..store.base import ApprovalRow, Store
-from ..store.decide import DecideVerdict, expire
+from ..store.decide import DecideVerdict, expire, record_expiry
 
 __all__ = ["Expirer", "expiring"]
 
@@ -33,7 +35,8 @@ def expiring(policy: Policy | None) -> bool:
 
 
 class Expirer:
-    """Finds open requests of live runs past their server rule's ``expires`` and sends each its expiry once."""
+    """Finds open requests past their server rule's ``expires``: sends a live run its expiry, records it for a
+    parked call, once each."""
 
     def __init__(
         self,
@@ -70,11 +73,16 @@ class Expirer:
             why = self._expired(row, now)
             if not why or (row.id, row.requested_at_ms) in self._sent:
                 continue
-            if not self.store.liveness_of(self.store.run(row.run_id)).live:
+            if self.store.liveness_of(self.store.run(row.run_id)).live:
+                self._sent.add((row.id, row.requested_at_ms))
+                result = expire(self.store, row, why=why, signer=self.signer, timeout_s=self._ack_timeout_s)
+            elif self.store.detached(row.target_id) is not None:
+                # Parked (detach_after): kept as the run's decision, which resumes the call to hear it.
+                self._sent.add((row.id, row.requested_at_ms))
+                result = record_expiry(self.store, row, why=why, signer=self.signer)
+            else:
                 continue  # nobody to tell: decisions are refused, the listing says when it expired
-            self._sent.add((row.id, row.requested_at_ms))
-            result = expire(self.store, row, why=why, signer=self.signer, timeout_s=self._ack_timeout_s)
-            if result.verdict is DecideVerdict.APPLIED:
+            if result.verdict in (DecideVerdict.APPLIED, DecideVerdict.RECORDED):
                 sent += 1
             else:
                 logger.info("expiry of %s in run %s: %s", shorten(row.target_id, 80), row.run_id, result.detail)
@@ -87,7 +95,7 @@ class Expirer:
             return ""
         if now < row.requested_at_ms + ask.expires_ms:
             return ""
-        rule = row.metadata.get("policy_rule", "")
+        rule = self.rules.governing_rule(row.metadata)  # the server's, when the agent's request names none
         return (
             f"expired: rule {shorten(rule, 80)!r} allows {format_duration(ask.expires_ms)} for a decision "
             "and none was taken; the call was not made"

@@ -47,6 +47,7 @@ __all__ = [
     "expire",
     "find_approval",
     "plan_decision",
+    "record_expiry",
     "rule_quorum",
 ]
 
@@ -307,6 +308,8 @@ class _Attempt:
     grant: str = ""
     quorum: int = 1
     """How many distinct approvers the deciding side's rule requires (stated, and signed, when more than one)."""
+    expiry: bool = False
+    """The deciding side's expiry notice, not a vote: recorded whatever quorum the request asks for."""
 
     def _stated_quorum(self) -> int:
         return self.quorum if self.quorum > 1 else 0
@@ -365,7 +368,7 @@ class _Attempt:
             return _closed(now)
         own = Ask.from_metadata(now.metadata)
         needed = max(self.quorum, own.quorum if own is not None else 1)
-        if needed > 1:
+        if needed > 1 and not self.expiry:
             # The votes of a quorum are counted by the live run; one recorded decision must never stand for N
             # (N by the deciding side's rule, or by the request's own when it asks for more).
             return _refused(
@@ -413,8 +416,7 @@ def expire(
     signed decisions takes it); the run records ``approval_timed_out`` and never runs the call. Never raises
     for a run that is gone or does not answer (see :class:`DecideVerdict`).
     """
-    sender = Principal(name=EXPIRY_DECIDER, channel="api")
-    attempt = _Attempt(store, row, False, sender, why, None, row.args_digest, signer)
+    attempt = _expiry(store, row, why, signer)
     msg = ControlMessage(ControlKind.REJECT, {**attempt.payload(), "expired": True})
     try:
         ack = StoreSender(store).deliver(msg, timeout_s=timeout_s, run_id=row.run_id)
@@ -423,6 +425,21 @@ def expire(
         return DecideResult(verdict=no_answer, detail=str(exc), target_id=row.target_id, run_id=row.run_id)
     verdict = DecideVerdict.APPLIED if ack.ok else DecideVerdict.REFUSED
     return DecideResult(verdict=verdict, detail=ack.detail, target_id=row.target_id, run_id=row.run_id, ack=ack)
+
+
+def record_expiry(store: Store, row: ApprovalRow, *, why: str, signer: DecisionSigner | None) -> DecideResult:
+    """Record ``row``'s expiry for a run that is parked (not running): the same signed REJECT :func:`expire`
+    sends, kept in the store as a decision by :data:`EXPIRY_DECIDER` whose reason (``why``) says it expired.
+
+    The parked call is resumed by it (the Resumer sees a decision) and never runs; a trusting agent applies it
+    only with the signer's signature. Verdict RECORDED, or why nothing was recorded (decided or re-asked since).
+    """
+    return _expiry(store, row, why, signer).record(f"run {row.run_id} is parked", detached=True)
+
+
+def _expiry(store: Store, row: ApprovalRow, why: str, signer: DecisionSigner | None) -> _Attempt:
+    sender = Principal(name=EXPIRY_DECIDER, channel="api")
+    return _Attempt(store, row, False, sender, why, None, row.args_digest, signer, expiry=True)
 
 
 def rule_quorum(authority: DecisionAuthority | None, row: ApprovalRow) -> int:
