@@ -131,7 +131,10 @@ async def test_a_server_killed_mid_burst_of_decisions_loses_none_and_runs_each_b
                 if isinstance(answer, BaseException):
                     again = await s.decide(call, server=1)
                     assert again.status_code in (200, 409), again.text
-                    assert again.status_code == 200 or "already" in again.json()["detail"], again.json()
+                    # Applied now; or refused: decided already, or its run already ended (A had applied it and
+                    # died before answering; the agent's run went on). Each body ran once either way (below).
+                    said = again.json()["detail"]
+                    assert again.status_code == 200 or "already" in said or "no active run" in said, again.json()
             results = await asyncio.wait_for(asyncio.gather(*runs), 60)
         finally:
             for run in runs:

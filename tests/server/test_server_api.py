@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 from server_support import Server, start_task_agent, start_tool_agent
-from store_support import make_event
+from store_support import await_until, make_event
 
 from goldfive_core._util import args_digest
 from goldfive_core.pb.v1 import events_pb2
@@ -298,8 +298,11 @@ async def test_a_trusting_agent_applies_the_servers_decision_and_refuses_an_unsi
         refused = agent.sink.of("decision_refused")
         assert [r.decision_refused.decided_by for r in refused] == ["cfo", "cfo"]
         assert (await server.get("/api/approvals/pay-6")).json()["state"] == "pending"
-        kinds = [r.kind for r in server.store.audit_rows(run_id=card["run_id"])]
-        assert kinds.count("decision_refused") == 2
+        # The refusals reach the audit log through the agent's event sink, after its FAILURE acks: wait, bounded.
+        await await_until(
+            lambda: [r.kind for r in server.store.audit_rows(run_id=card["run_id"])].count("decision_refused") == 2,
+            what="both refusals on the audit log",
+        )
         # The server's own decision is signed and applied.
         resp = await server.post("/api/approvals/pay-6/approve", {"reason": "ok"})
         assert resp.status_code == 200, resp.text
