@@ -238,6 +238,9 @@ class Decision:
     quorum: int = 0
     """How many distinct approvers the deciding server's rule requires (0 = not stated): when stated, this
     decision is one vote and the request is decided only when that many distinct approvers agree."""
+    quorum_reject: str = ""
+    """With a stated quorum, the deciding server's ``reject`` mode: ``"counts"`` (a rejection is one vote, the
+    others may still reach the quorum) or ``""`` (a rejection ends the request), whatever the agent's rule says."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -697,19 +700,19 @@ def _wrong_request(record: ApprovalRecord, decision: Decision) -> DecisionResult
 def _count_votes(record: ApprovalRecord, decision: Decision) -> bool:
     """True when ``decision`` is a vote of a quorum: the request's rule, or the decision, asks for several approvers.
 
-    A quorum the decision states (the deciding server's rule, signed) is the one counted to, whatever the
-    request's own rule said: the server, not the agent's file, says how many must agree.
+    A quorum the decision states (the deciding server's rule, signed) is the one counted to, with the server's
+    ``reject`` mode, whatever the request's own rule said: the server, not the agent's file, says how many must
+    agree and whether one rejection ends the request.
     """
     request = record.request
     if decision.quorum > 1 and request is not None:
+        ends = decision.quorum_reject != "counts"  # the server's reject mode too, not the agent's file's
         if record.quorum is None:
             from .policy import QuorumTally
 
-            ask = policy_ask(request.metadata)
-            ends = ask.reject_ends if ask is not None else True
             record.quorum = QuorumTally(quorum=decision.quorum, args_digest=request.args_digest, reject_ends=ends)
         else:
-            record.quorum.quorum = decision.quorum
+            record.quorum.quorum, record.quorum.reject_ends = decision.quorum, ends
     return record.quorum is not None
 
 

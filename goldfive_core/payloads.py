@@ -88,6 +88,7 @@ def decision_from_payload(kind: ControlKind, payload: Mapping[str, Any]) -> tupl
         except (TypeError, ValueError) as exc:
             raise ValueError(f"APPROVE: edited_args are not JSON: {exc}") from None
         edited = dict(edited)
+    quorum = _quorum_field(payload, kind)
     return target_id, Decision(
         approved=kind is ControlKind.APPROVE,
         detail=detail or "",
@@ -96,7 +97,8 @@ def decision_from_payload(kind: ControlKind, payload: Mapping[str, Any]) -> tupl
         args_digest=digest or "",
         channel=channel or "",
         request_id=request_id or "",
-        quorum=_quorum_field(payload, kind),
+        quorum=quorum,
+        quorum_reject=_quorum_reject_field(payload, kind, quorum),
     )
 
 
@@ -113,6 +115,18 @@ def _quorum_field(payload: Mapping[str, Any], kind: ControlKind) -> int:
             f"{kind.value}: payload['quorum'] must be a whole number in 2..{_MAX_STATED_QUORUM}, got {safe_repr(value)}"
         )
     return value
+
+
+def _quorum_reject_field(payload: Mapping[str, Any], kind: ControlKind, quorum: int) -> str:
+    """The deciding server's ``reject`` mode with its quorum: ``"counts"`` or ``""`` (a rejection ends the request)."""
+    value = payload.get("quorum_reject")
+    if value is None:
+        return ""
+    if value != "counts" or not quorum:
+        raise ValueError(
+            f"{kind.value}: payload['quorum_reject'] may only be 'counts', with a stated quorum, got {safe_repr(value)}"
+        )
+    return "counts"
 
 
 def escalation_deadline_s(escalation: Mapping[str, Any]) -> float | None:

@@ -85,9 +85,12 @@ class SignedDecision:
     quorum: int = 0
     """How many distinct approvers the deciding server's rule requires, stated when more than one (0 = not stated):
     a trusting agent counts this decision as one vote towards that number, whatever its own rule says."""
+    quorum_reject: str = ""
+    """The deciding server's rule's ``reject`` mode with a stated quorum: ``"counts"`` (a rejection is one vote;
+    the others may still reach the quorum) or ``""`` for the default, where a rejection ends the request."""
 
 
-_OMITTED_WHEN_EMPTY = ("grant", "request_id", "request_digest", "quorum")
+_OMITTED_WHEN_EMPTY = ("grant", "request_id", "request_digest", "quorum", "quorum_reject")
 
 
 def decision_bytes(facts: SignedDecision, *, key_id: str, signed_at_ms: int) -> bytes:
@@ -206,6 +209,7 @@ def check_decision(
     request_id: str = "",
     request_digest: str = "",
     quorum: int = 0,
+    quorum_reject: str = "",
 ) -> str | None:
     """None when ``signature`` is ``trust``'s signature of exactly this decision, else what is wrong.
 
@@ -257,11 +261,12 @@ def check_decision(
         request_id=request_id,
         request_digest=request_digest,
         quorum=quorum,
+        quorum_reject=quorum_reject,
     )
     if not trust.verify(decision_bytes(facts, key_id=key_id, signed_at_ms=at), raw_sig):
         return (
             "the decision's signature does not match what it claims "
-            "(target, run, request, verdict, edits, digest, decider, reason, grant, quorum)"
+            "(target, run, request, verdict, edits, digest, decider, reason, grant, quorum, reject mode)"
         )
     return None
 

@@ -231,7 +231,8 @@ def plan_decision(
     if refusal is not None:
         kind = refusal.kind if isinstance(refusal, Refusal) else "forbidden"
         return _audited(store, row, principal, approve, dataclasses.replace(_refused(row, refusal), refusal=kind))
-    quorum = rule_quorum(authority, row)
+    ask = rule_ask(authority, row)
+    quorum = ask.quorum if ask is not None else 1
     if grant is not None and quorum > 1:
         return _refused(
             row,
@@ -250,7 +251,10 @@ def plan_decision(
             )
     # The digest the decider saw; the live run checks it against its call, record() against the store's.
     digest = args_digest or row.args_digest
-    attempt = _Attempt(store, row, approve, principal, reason, edited_args, digest, signer, grant or "", quorum)
+    counts = ask is not None and not ask.reject_ends
+    attempt = _Attempt(
+        store, row, approve, principal, reason, edited_args, digest, signer, grant or "", quorum, reject_counts=counts
+    )
     live = store.liveness_of(store.run(row.run_id))
     if not live.live:
         if grant is not None:
@@ -310,9 +314,15 @@ class _Attempt:
     """How many distinct approvers the deciding side's rule requires (stated, and signed, when more than one)."""
     expiry: bool = False
     """The deciding side's expiry notice, not a vote: recorded whatever quorum the request asks for."""
+    reject_counts: bool = False
+    """The deciding side's rule says ``reject = "counts"`` (stated, and signed, with its quorum; never otherwise,
+    so a default-mode vote signs the same bytes as before the field existed)."""
 
     def _stated_quorum(self) -> int:
         return self.quorum if self.quorum > 1 else 0
+
+    def _stated_reject(self) -> str:
+        return "counts" if self.reject_counts and self._stated_quorum() else ""
 
     def _edited_json(self) -> str:
         return canonical_json(dict(self.edited_args)) if self.edited_args is not None else ""
@@ -334,6 +344,7 @@ class _Attempt:
             request_id=self.row.request_id,
             request_digest=self.row.request_digest if self.row.request_id else "",
             quorum=self._stated_quorum(),
+            quorum_reject=self._stated_reject(),
         )
         return self.signer.sign(facts)
 
@@ -359,6 +370,8 @@ class _Attempt:
             payload["grant"] = self.grant
         if self._stated_quorum():  # the deciding side's rule: the run counts this as one vote towards it
             payload["quorum"] = self._stated_quorum()
+        if self._stated_reject():  # and its reject mode, when a rejection is one vote rather than the end
+            payload["quorum_reject"] = self._stated_reject()
         return payload
 
     def record(self, why: str, *, detached: bool = False) -> DecideResult:
@@ -443,14 +456,20 @@ def _expiry(store: Store, row: ApprovalRow, why: str, signer: DecisionSigner | N
 
 
 def rule_quorum(authority: DecisionAuthority | None, row: ApprovalRow) -> int:
-    """How many distinct approvers the deciding side's rule requires for ``row`` (1 when no rule asks for more).
+    """How many distinct approvers the deciding side's rule requires for ``row`` (1 when no rule asks for more)."""
+    ask = rule_ask(authority, row)
+    return ask.quorum if ask is not None else 1
+
+
+def rule_ask(authority: DecisionAuthority | None, row: ApprovalRow) -> Ask | None:
+    """The deciding side's rule's ask for ``row`` (its quorum and ``reject`` mode), or None when no rule asks.
 
     A :class:`PolicyAuthority` answers from its policy (``serve --policy``), else from the request's own fields;
     any other authority says only who may decide, so the request's own fields say how many.
     """
     rules = authority if isinstance(authority, PolicyAuthority) else PolicyAuthority()
     ask, _ = rules.ask_for(row)
-    return ask.quorum if ask is not None else 1
+    return ask
 
 
 def _audited(store: Store, row: ApprovalRow, principal: Principal, approve: bool, result: DecideResult) -> DecideResult:

@@ -63,6 +63,7 @@ def verify_decision(
             request_id=request_id,
             request_digest=request_digest,
             quorum=quorum if isinstance(quorum := payload.get("quorum"), int) and not isinstance(quorum, bool) else 0,
+            quorum_reject=mode if isinstance(mode := payload.get("quorum_reject"), str) else "",
         )
     if problem is None:
         return None

@@ -107,9 +107,8 @@ async def test_one_approver_of_a_quorum_rule_cannot_create_a_standing_grant() ->
     assert ran == [5] and sink.of("grant_created") == []
 
 
-async def test_a_quorum_the_deciding_server_states_in_a_vote_is_the_one_counted_to() -> None:
-    """The run's own rule asks one approver; the decisions state the server's quorum of 2: ana's vote is one of
-    two (no grant from it either), bo's completes it; the call runs once, decided by both."""
+def _paying_run() -> tuple[InMemorySink, list[Any], list[Session], asyncio.Task[Any]]:
+    """A run under SMALL_WITH_GRANTS that asks once to pay 5: its sink, what ran, its session, its task."""
     sink = InMemorySink()
     ran: list[Any] = []
     sessions: list[Session] = []
@@ -119,8 +118,14 @@ async def test_a_quorum_the_deciding_server_states_in_a_vote_is_the_one_counted_
         if await tools.before_tool("pay", {"amount": 5}):
             ran.append(5)
 
-    channel = ControlChannel()
-    run = asyncio.create_task(wrap(agent, control=channel, sinks=[sink], policy=SMALL_WITH_GRANTS).run("pay"))
+    run = asyncio.create_task(wrap(agent, control=ControlChannel(), sinks=[sink], policy=SMALL_WITH_GRANTS).run("p"))
+    return sink, ran, sessions, run
+
+
+async def test_a_quorum_the_deciding_server_states_in_a_vote_is_the_one_counted_to() -> None:
+    """The run's own rule asks one approver; the decisions state the server's quorum of 2: ana's vote is one of
+    two (no grant from it either), bo's completes it; the call runs once, decided by both."""
+    sink, ran, sessions, run = _paying_run()
     first = await _next_request(sink, 1)
 
     def vote(by: str, **extra: Any) -> Any:
@@ -141,6 +146,28 @@ async def test_a_quorum_the_deciding_server_states_in_a_vote_is_the_one_counted_
     assert ran == [5]
     [granted] = sink.of("approval_granted")
     assert granted.approval_granted.decided_by == "ana, bo"
+
+
+async def test_a_reject_mode_a_vote_states_is_counts_with_a_quorum_or_the_vote_is_refused() -> None:
+    """``quorum_reject`` is only ever ``"counts"`` next to a stated quorum: anything else is a FAILURE ack and
+    the request stays pending; a well-formed one makes bo's reject one vote, and ana and cid complete it."""
+    sink, ran, sessions, run = _paying_run()
+    first = await _next_request(sink, 1)
+
+    def vote(kind: ControlKind, by: str, **extra: Any) -> Any:
+        payload = {"target_id": first.target_id, "decided_by": by, **extra}
+        return sessions[0].dispatch(ControlMessage(kind, payload))
+
+    for bad in ({"quorum": 2, "quorum_reject": "ends"}, {"quorum_reject": "counts"}, {"quorum": 2, "quorum_reject": 1}):
+        refused = vote(ControlKind.REJECT, "bo", **bad)
+        assert refused.result is AckResult.FAILURE and "payload['quorum_reject'] may only be 'counts'" in refused.detail
+    assert sink.of("approval_rejected") == [] and sink.of("approval_voted") == []
+    counted = vote(ControlKind.REJECT, "bo", detail="no", quorum=2, quorum_reject="counts")
+    assert counted.ok and "the request stays pending" in counted.detail, counted.detail
+    assert vote(ControlKind.APPROVE, "ana", quorum=2, quorum_reject="counts").ok and ran == []
+    assert vote(ControlKind.APPROVE, "cid", quorum=2, quorum_reject="counts").ok
+    await run
+    assert ran == [5] and sink.of("approval_rejected") == []
 
 
 QUICK = parse_policy('[[rule]]\nname = "quick"\ntool = "pay"\naction = "ask"\nexpires = "1s"\n')

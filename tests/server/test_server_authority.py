@@ -24,9 +24,10 @@ from goldfive_core.pb.v1 import types_pb2
 from goldfive_core.policy import parse_policy
 from goldfive_core.server import ServerConfig, create_app
 from goldfive_core.server.expiry import Expirer
-from goldfive_core.signing import SignedDecision, check_decision, load_or_create_signing_key
+from goldfive_core.signing import SignedDecision, check_decision, decision_bytes, load_or_create_signing_key
 from goldfive_core.store import StoreChannel
 from goldfive_core.store.execution import GuardedResult, run_approved
+from goldfive_core.store.trust import verify_decision
 from goldfive_core.store.users import add_user
 
 SERVER_TOML = """
@@ -329,3 +330,103 @@ async def test_goldfive_serve_policy_is_what_goldfive_show_url_lists_and_what_th
             assert agent.ran == [{"amount": 20_000, "to": "bolt"}]
         finally:
             await agent.close()
+
+
+def _votes_toml(reject: str) -> str:
+    """One rule: two of ana, ben and cid must approve; ``reject`` says whether one rejection ends the request."""
+    return (
+        '[[rule]]\nname = "votes"\ntool = "transfer_funds"\naction = "ask"\n'
+        f'approvers = ["user:ana", "user:ben", "user:cid"]\nquorum = 2\nreject = "{reject}"\n'
+    )
+
+
+@contextlib.asynccontextmanager
+async def _votes(
+    backend: Backend, tmp_path: Path, *, server: str, agent: str
+) -> AsyncIterator[tuple[Server, TrustingAgent]]:
+    """The server's rule says ``reject = server``, the trusting agent's own file ``reject = agent``."""
+    async with authority_server(backend, tmp_path) as (srv, api):
+        api.policy_authority.policy = parse_policy(_votes_toml(server), source="server.toml")
+        for name in ("ben", "cid"):
+            srv.tokens[name] = add_user(srv.store, name, "approver").token
+        own = parse_policy(_votes_toml(agent), source="agent.toml")
+        trusting = TrustingAgent(backend, srv.signer.trust_key, [{"amount": 7, "to": "bolt"}], policy=own)
+        try:
+            trusting.go[0].set()
+            await srv.pending("call-0")
+            yield srv, trusting
+        finally:
+            await trusting.close()
+
+
+async def test_the_servers_reject_counts_is_the_one_a_trusting_agent_counts_by(
+    backend: Backend, tmp_path: Path
+) -> None:
+    """The server's rule says a rejection is one vote; the agent's file says it ends the request. Ben rejects
+    (counted, still pending), ana and cid approve: the call runs once, decided by ana and cid."""
+    async with _votes(backend, tmp_path, server="counts", agent="ends") as (srv, agent):
+        ben = await srv.post("/api/approvals/call-0/reject", {"reason": "too much"}, user="ben")
+        assert ben.status_code == 200 and ben.json()["counted"] is True, ben.text
+        assert agent.results == [] and (await srv.pending("call-0"))["state"] == "pending"
+        ana = await srv.post("/api/approvals/call-0/approve", {}, user="ana")
+        assert ana.status_code == 200 and ana.json()["counted"] is True, ana.text
+        cid = await srv.post("/api/approvals/call-0/approve", {}, user="cid")
+        assert cid.status_code == 200, cid.text
+        await eventually(lambda: _done(agent, 1), "the agent's call")
+        assert agent.ran == [{"amount": 7, "to": "bolt"}] and agent.results[0].status == "ran"
+        assert agent.sink.of("decision_refused") == [] and agent.sink.of("approval_rejected") == []
+        [granted] = agent.sink.of("approval_granted")
+        assert granted.approval_granted.decided_by == "ana, cid"
+
+
+async def test_the_servers_reject_ends_is_the_one_a_trusting_agent_counts_by(backend: Backend, tmp_path: Path) -> None:
+    """The reverse: the server's rule says a rejection ends the request, the agent's file says it counts. Ben's
+    reject ends it at the agent: the call is never made and a later approval is refused."""
+    async with _votes(backend, tmp_path, server="ends", agent="counts") as (srv, agent):
+        ben = await srv.post("/api/approvals/call-0/reject", {"reason": "too much"}, user="ben")
+        assert ben.status_code == 200 and not ben.json().get("counted"), ben.text
+        await eventually(lambda: _done(agent, 1), "the agent's call")
+        assert agent.ran == [] and agent.results[0].status != "ran"
+        [rejected] = agent.sink.of("approval_rejected")
+        assert rejected.approval_rejected.decided_by == "ben"
+        late = await srv.post("/api/approvals/call-0/approve", {}, user="ana")
+        assert late.status_code == 409, late.text
+        assert agent.ran == []
+
+
+def test_a_votes_signature_covers_the_reject_mode_it_states(tmp_path: Path) -> None:
+    """A writer who strips "counts" from a signed reject (or adds it to one signed without) makes the agent refuse
+    it; a vote of the default mode signs the same bytes as before the field existed."""
+    signer, _ = load_or_create_signing_key(tmp_path / "k.pem")
+    fields: dict[str, Any] = {
+        "target_id": "c1",
+        "run_id": "r1",
+        "decision": "reject",
+        "edited_args_json": "",
+        "args_digest": "sha256:a",
+        "decided_by": "ben",
+        "detail": "no",
+        "channel": "web",
+        "request_id": "q1",
+        "request_digest": "sha256:q",
+        "quorum": 2,
+    }
+    default = SignedDecision(**fields)
+    assert b"quorum_reject" not in decision_bytes(default, key_id=signer.key_id, signed_at_ms=1)
+    assert b"quorum_reject" in decision_bytes(
+        SignedDecision(**fields, quorum_reject="counts"), key_id=signer.key_id, signed_at_ms=1
+    )
+
+    def payload(signed: str, sent: str | None) -> dict[str, Any]:
+        sig = signer.sign(SignedDecision(**fields, quorum_reject=signed))
+        out = {"target_id": "c1", "decided_by": "ben", "detail": "no", "args_digest": "sha256:a", "quorum": 2}
+        return {**out, "signature": sig} | ({"quorum_reject": sent} if sent is not None else {})
+
+    def check(body: dict[str, Any]) -> str | None:
+        binding = {"run_id": "r1", "request_id": "q1", "request_digest": "sha256:q"}
+        return verify_decision(signer.trust_key, body, approved=False, **binding)
+
+    assert check(payload("counts", "counts")) is None and check(payload("", None)) is None
+    for altered in (payload("counts", None), payload("", "counts"), payload("counts", "ends")):
+        problem = check(altered)
+        assert problem is not None and "does not match what it claims" in problem and "reject mode" in problem
