@@ -1433,9 +1433,9 @@ MUTATIONS: tuple[Mutation, ...] = (
     M(
         SESSION,
         "        if result.verdict in (DecisionVerdict.APPLIED, DecisionVerdict.APPLIED_LATE):\n"
-        "            assert result.record is not None\n            self._emit_decision(result.record)",
+        "            assert result.record is not None\n            event = self._emit_decision(result.record)",
         "        if result.verdict in (DecisionVerdict.APPLIED,):\n"
-        "            assert result.record is not None\n            self._emit_decision(result.record)",
+        "            assert result.record is not None\n            event = self._emit_decision(result.record)",
         "a decision after the wait timed out resolves the record but is never announced",
         APPROVALS + PATHS,
     ),
@@ -1658,8 +1658,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     M(
         DECIDE,
-        "        needed = max(self.quorum, own.quorum if own is not None else 1)\n        if needed > 1:",
-        "        needed = max(self.quorum, own.quorum if own is not None else 1)\n        if needed > 2:",
+        "        needed = max(self.quorum, own.quorum if own is not None else 1)\n        if needed > 1 and not",
+        "        needed = max(self.quorum, own.quorum if own is not None else 1)\n        if needed > 2 and not",
         "one decision recorded offline stands for a quorum of two",
         ("tests/store/test_store_policy_decide.py",),
     ),
