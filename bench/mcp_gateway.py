@@ -12,13 +12,16 @@ inflates with every extra process hop.
 
 Then ``--approvals`` gated calls (``--gate transfer_funds``) on a SQLite store: each is approved in this process
 with ``decide()`` (what ``goldfive approve`` calls) once it is pending; timed from the decision to the moment the
-upstream's tool body starts (the demo bank's ``--stamp``). Target: p50 <= 5 ms.
+upstream's tool body starts (the demo bank's ``--stamp``). Target: p50 <= 5 ms. With ``--against CHECKOUT`` (another
+checkout of goldfive with its own ``.venv``, e.g. ``/work/main``) that checkout's gateway takes every other approval
+in the same run, so a change is compared with its baseline under the same load.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import sys
@@ -52,6 +55,7 @@ async def main() -> int:
     parser.add_argument("--calls", type=int, default=300)
     parser.add_argument("--warmup", type=int, default=30)
     parser.add_argument("--approvals", type=int, default=40)
+    parser.add_argument("--against", type=Path, metavar="CHECKOUT", help="also time that checkout's gateway")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         direct = StdioServerParameters(command=sys.executable, args=[str(DEMO)])
@@ -73,7 +77,10 @@ async def main() -> int:
                 for client in pair:
                     (bare if client is straight else gated).append(await timed(client, args.warmup + i))
             cpu = {name: (spent - cpu_before.get(name, 0.0)) / args.calls for name, spent in _cpu_by_process().items()}
-        starts = await approve_to_start(Path(tmp), args.approvals)
+        sides = {"this checkout": (Path(sys.executable), REPO)}
+        if args.against is not None:
+            sides["--against"] = (args.against.resolve() / ".venv" / "bin" / "python", args.against.resolve())
+        starts = await approve_to_start(Path(tmp), args.approvals, sides)
     ratio = pct(gated, 0.5) / pct(bare, 0.5)
     added_ms = (pct(gated, 0.5) - pct(bare, 0.5)) * 1000
     print("tools/call that needs no person, over stdio (read_balance on the demo bank):")
@@ -87,7 +94,10 @@ async def main() -> int:
         print(f"    the gateway adds {gateway_ms / direct_ms:.2f}x of the straight call's CPU")
     print(f"  load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     print("approve (decide() on SQLite) -> the upstream's tool body starts:")
-    print(f"  {ms_line(starts)}   (target p50 <= 5 ms)")
+    for side, times in starts.items():
+        label = side if len(starts) > 1 else ""
+        print(f"  {label:14s}{ms_line(times)}   (target p50 <= 5 ms)")
+    print(f"  load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     return 0
 
 
@@ -137,25 +147,33 @@ async def _first_pending(store: Store) -> str:
     raise SystemExit("no approval request appeared")
 
 
-async def approve_to_start(tmp: Path, count: int) -> list[float]:
-    """Seconds from each decision to the upstream's body starting, for ``count`` gated calls."""
-    db, calls = str(tmp / "gated.db"), tmp / "stamps.jsonl"
-    upstream = f"bank={sys.executable} {DEMO} --stamp --calls {calls}"
-    argv = ["-m", "goldfive_core.cli", "mcp", "--db", db, "--gate", "transfer_funds", "--upstream", upstream]
-    out: list[float] = []
-    async with Client(StdioServerParameters(command=sys.executable, args=argv), mode="legacy") as client:
-        await client.list_tools()  # the gateway made the store by now
-        store = open_store(db)
-        try:
-            for i in range(count):
+async def approve_to_start(tmp: Path, count: int, sides: dict[str, tuple[Path, Path]]) -> dict[str, list[float]]:
+    """Seconds from each decision to the upstream's body starting, for ``count`` gated calls per side.
+
+    ``sides``: name -> (its Python, its checkout); the sides take turns, in alternating order."""
+    out: dict[str, list[float]] = {side: [] for side in sides}
+    async with contextlib.AsyncExitStack() as stack:
+        gateways = {}
+        for n, (side, (python, checkout)) in enumerate(sides.items()):
+            db, calls = str(tmp / f"gated-{n}.db"), tmp / f"stamps-{n}.jsonl"
+            demo = checkout / "examples" / "mcp_demo_server.py"
+            upstream = f"bank={python} {demo} --stamp --calls {calls}"
+            argv = ["-m", "goldfive_core.cli", "mcp", "--db", db, "--gate", "transfer_funds", "--upstream", upstream]
+            params = StdioServerParameters(command=str(python), args=argv, cwd=str(checkout))
+            client = await stack.enter_async_context(Client(params, mode="legacy"))
+            await client.list_tools()  # the gateway made the store by now
+            store = open_store(db)
+            stack.callback(store.close)
+            gateways[side] = (client, store, calls)
+        for i in range(count):
+            for side in list(sides) if i % 2 == 0 else reversed(list(sides)):
+                client, store, calls = gateways[side]
                 call = asyncio.create_task(client.call_tool("transfer_funds", {"amount": i + 1, "to": "ACME"}))
                 target = await _first_pending(store)
                 started = time.time()
                 await asyncio.to_thread(decide, store, target, approve=True, principal=Principal(name="bench"))
                 await call
-                out.append(json.loads(calls.read_text().splitlines()[-1])["at"] - started)
-        finally:
-            store.close()
+                out[side].append(json.loads(calls.read_text().splitlines()[-1])["at"] - started)
     return out
 
 

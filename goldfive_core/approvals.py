@@ -61,7 +61,8 @@ __all__ = [
     "transition",
 ]
 
-ApprovalKind = Literal["task", "tool"]
+ApprovalKind = Literal["task", "tool", "input"]
+"""``input``: a person is asked to fill a form (:mod:`goldfive_core.elicitation`), not to allow something."""
 OutcomeKind = Literal["approve", "reject", "timeout", "cancelled", "detached"]
 EditValidator = Callable[[Mapping[str, Any]], "str | None"]
 
@@ -179,8 +180,8 @@ class ApprovalRequest:
             raise ValueError(f"target_id must be a non-empty string, got {self.target_id!r}")
         if not isinstance(self.request_id, str) or not self.request_id or len(self.request_id) > 200:
             raise ValueError(f"request_id must be a non-empty string of up to 200 characters, got {self.request_id!r}")
-        if self.kind not in ("task", "tool"):
-            raise ValueError(f"kind must be 'task' or 'tool', got {self.kind!r}")
+        if self.kind not in ("task", "tool", "input"):
+            raise ValueError(f"kind must be 'task', 'tool' or 'input', got {self.kind!r}")
         timeout = self.timeout_ms
         if isinstance(timeout, bool) or not isinstance(timeout, int) or not 0 < timeout <= MAX_TIMEOUT_MS:
             raise ValueError(f"timeout_ms must be an integer in 1..{MAX_TIMEOUT_MS}, got {timeout!r}")
@@ -241,6 +242,9 @@ class Decision:
     quorum_reject: str = ""
     """With a stated quorum, the deciding server's ``reject`` mode: ``"counts"`` (a rejection is one vote, the
     others may still reach the quorum) or ``""`` (a rejection ends the request), whatever the agent's rule says."""
+    answer: str = ""
+    """On a rejection of an ``input`` request: ``"cancel"`` when the person dismissed the form rather than
+    declined it (``""``: a plain rejection, a decline). Signed with the rest."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -256,6 +260,8 @@ class ApprovalOutcome:
     detail: str = ""
     decided_by: str = ""
     edited_args: Mapping[str, Any] | None = None
+    answer: str = ""
+    """The decision's :attr:`Decision.answer` (``"cancel"`` for a dismissed ``input`` request)."""
 
     @property
     def approved(self) -> bool:
@@ -271,6 +277,7 @@ class ApprovalOutcome:
             detail=decision.detail,
             decided_by=decision.decided_by,
             edited_args=decision.edited_args,
+            answer=decision.answer,
         )
 
 
@@ -467,7 +474,8 @@ class ApprovalBook:
             return wrong
         if _count_votes(record, decision):
             return self._vote(record, decision)
-        if decision.args_digest or decision.edited_args is not None:  # else there is nothing to check
+        answers = record.request is not None and record.request.kind == "input"  # a form: its content is checked
+        if decision.args_digest or decision.edited_args is not None or answers or decision.answer:
             problem = self._check(record, decision)
             if problem is not None:
                 return problem
@@ -568,6 +576,14 @@ class ApprovalBook:
                 f"{record.target_id!r} ({request.args_digest!r}); the request stays pending",
                 record,
             )
+        if decision.answer and (decision.approved or request.kind != "input"):
+            return DecisionResult(
+                DecisionVerdict.EDIT_REFUSED,
+                "refused: answer 'cancel' only goes with a rejection of an input request",
+                record,
+            )
+        if request.kind == "input" and decision.approved and decision.edited_args is None:
+            decision = dataclasses.replace(decision, edited_args={})  # an accept with no content: checked as {}
         if decision.edited_args is not None:
             if not decision.approved:
                 return DecisionResult(DecisionVerdict.EDIT_REFUSED, "refused: edited_args only go with APPROVE", record)

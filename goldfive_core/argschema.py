@@ -89,9 +89,9 @@ def schema_json(schema: Mapping[str, Any] | None) -> str:
     return text if len(text) <= MAX_SCHEMA_CHARS else ""
 
 
-def schema_from_metadata(metadata: Mapping[str, str]) -> dict[str, Any] | None:
-    """The schema a request carries, or None (absent, too big, not a JSON object)."""
-    text = metadata.get(SCHEMA_KEY, "")
+def schema_from_metadata(metadata: Mapping[str, str], *, key: str = SCHEMA_KEY) -> dict[str, Any] | None:
+    """The schema a request carries (under ``key``), or None (absent, too big, not a JSON object)."""
+    text = metadata.get(key, "")
     if not text or len(text) > MAX_SCHEMA_CHARS:
         return None
     try:

@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, NoReturn
 
-from . import cli_grants, cli_mcp, cli_remote, cli_review
+from . import cli_answer, cli_grants, cli_mcp, cli_remote, cli_review
 from ._text import inert
 from .approvals import Principal
 from .cli_text import (
@@ -56,6 +56,7 @@ from .cli_text import (
     _when,
 )
 from .control import ControlAck, ControlKind
+from .elicitation import form_from_metadata
 from .errors import ConfigError
 from .events import event_to_dict
 from .limits import LimitError, Limits
@@ -185,6 +186,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--digest", help="refuse unless the call still has this args digest")
     p.add_argument("--run", help="the run, when the id is open in several")
     p.add_argument("--policy", metavar="FILE", help="who may decide comes from this policy (env GOLDFIVE_POLICY)")
+    cli_answer.add_parser(cmd)
     for name, text in (
         ("pause", "pause a run at its next step"),
         ("resume", "resume a paused run"),
@@ -379,7 +381,13 @@ def _authority(args: argparse.Namespace) -> PolicyAuthority:
     return PolicyAuthority(policy)
 
 
-def _decide(store: Store, args: argparse.Namespace, out: _Out, *, approve: bool) -> int:
+def _answer(store: Store, args: argparse.Namespace, out: _Out) -> int:
+    row = _resolve(store, args.id, args.run)
+    approve, args.edited, answer = cli_answer.plan(args, row.kind, form_from_metadata(row.metadata))
+    return _decide(store, args, out, approve=approve, answer=answer)
+
+
+def _decide(store: Store, args: argparse.Namespace, out: _Out, *, approve: bool, answer: str = "") -> int:
     edited: dict[str, Any] | None = getattr(args, "edited", None) if approve else None  # parsed by _check_args
     authority = _authority(args)
     try:
@@ -395,6 +403,7 @@ def _decide(store: Store, args: argparse.Namespace, out: _Out, *, approve: bool)
             timeout_s=_timeout(args),
             authority=authority,
             grant=getattr(args, "grant", None),
+            answer=answer,
         )
     except AmbiguousApprovalError as exc:
         raise _Exit(EXIT_USAGE, str(exc)) from None
@@ -687,6 +696,7 @@ COMMANDS: Mapping[str, _Command] = {
     "reject": _Command(
         local=functools.partial(_decide, approve=False), remote=functools.partial(cli_remote.decide, approve=False)
     ),
+    "answer": _Command(local=_answer, remote=cli_remote.answer),
     **{
         kind.value.lower(): _Command(local=functools.partial(_run_control, kind=kind), remote=cli_remote.run_control)
         for kind in (ControlKind.PAUSE, ControlKind.RESUME, ControlKind.CANCEL, ControlKind.STEER)
@@ -700,7 +710,7 @@ COMMANDS: Mapping[str, _Command] = {
     "users": _Command(local=_users, remote=None, store="create"),
     "grants": _Command(local=_grants, remote=cli_remote.grants),
     "mcp": _Command(local=cli_mcp.mcp_command, remote=cli_mcp.mcp_remote, store="create"),
-    "review": _Command(local=cli_review.review_command, remote=None, store="read"),
+    "review": _Command(local=cli_review.review_command, remote=cli_review.review_remote, store="read"),
 }
 """Every command of the parser, by name."""
 

@@ -1,11 +1,12 @@
-"""``goldfive mcp``: the MCP approval gateway on stdio, wired to a store (see docs/mcp.md).
+"""``goldfive mcp``: the MCP approval gateway on stdio (or streamable HTTP, ``--http``), wired to a store (docs/mcp.md).
 
 The gateway (:mod:`goldfive_core.adapters.mcp_gateway`) is an adapter; this module only reads the command line
 and a TOML config and hands the gateway a control channel: a :class:`~goldfive_core.store.StoreChannel` on the
 store the command table opened (``--db`` / ``--dsn``, created if missing, as an agent's is), or with ``--url``
 an :class:`~goldfive_core.store.http.HttpChannel` to that ``goldfive serve`` with an agent's token (``--token`` /
 GOLDFIVE_TOKEN), as every agent over HTTP has. Either way its requests appear in ``goldfive pending``, the inbox
-and notifications. Nothing but MCP is written to stdout; messages go to stderr.
+and notifications. Nothing but MCP is written to stdout; messages go to stderr. The ``--http`` options and the
+bearer token are :mod:`goldfive_core.cli_mcp_http`'s.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ._util import env_seconds
+from .cli_mcp_http import add_http_arguments, http_listen, say_listening
 from .cli_text import EXIT_USAGE, _Exit
 from .errors import ConfigError
 from .policy import Allow, Ask, Deny, Policy, PolicyError, Rule, load_policy, load_policy_from_env
@@ -37,7 +39,7 @@ MAX_CONFIG_BYTES = 1_000_000
 
 def add_parser(cmd: Callable[[str, str], argparse.ArgumentParser]) -> None:
     """Register ``goldfive mcp`` on the command table."""
-    p = cmd("mcp", "run an MCP server on stdio that puts goldfive in front of upstream MCP servers' tools")
+    p = cmd("mcp", "run an MCP server (stdio, or streamable HTTP with --http) in front of upstream MCP servers' tools")
     p.add_argument(
         "--upstream",
         action="append",
@@ -81,7 +83,15 @@ def add_parser(cmd: Callable[[str, str], argparse.ArgumentParser]) -> None:
         metavar="N",
         help="start an upstream that died again, at most N times (default 3; 0: report its tools unavailable)",
     )
+    p.add_argument(
+        "--elicit",
+        choices=["person", "client", "client-or-decline"],
+        default="person",
+        help="who answers an upstream's elicitation: a person through goldfive (default), the calling MCP client "
+        "when it declared elicitation (else a person), or that client (else decline)",
+    )
     p.add_argument("--label", action="append", default=[], metavar="KEY=VALUE", help="a run label rules may match")
+    add_http_arguments(p)
 
 
 def quick_policy(args: argparse.Namespace) -> Policy | None:
@@ -137,19 +147,20 @@ def _config_upstreams(path: str) -> list[Upstream]:
     for name, table in tables.items():
         if not isinstance(table, dict):
             raise ConfigError(f"{path}: upstream.{name} must be a table")
-        keys = {"command", "args", "env", "cwd", "url", "headers_from_env"}
+        keys = {"command", "args", "env", "cwd", "url", "headers_from_env", "protocol"}
         unknown = set(table) - keys
         if unknown:
             raise ConfigError(f"{path}: upstream.{name} has unknown keys {sorted(unknown)} ({', '.join(sorted(keys))})")
         command, args, env, cwd = table.get("command", ""), table.get("args", []), table.get("env"), table.get("cwd")
-        url, headers = table.get("url", ""), table.get("headers_from_env", {})
+        url, headers, protocol = table.get("url", ""), table.get("headers_from_env", {}), table.get("protocol", "")
         if not isinstance(command, str) or not _strings(args) or (env is not None and not _string_map(env)):
             raise ConfigError(f"{path}: upstream.{name} needs command (string), args (strings), env (strings)")
         if not isinstance(url, str) or not _string_map(headers) or (cwd is not None and not isinstance(cwd, str)):
             raise ConfigError(f"{path}: upstream.{name}: url and cwd are strings, headers_from_env maps strings")
-        out.append(
-            Upstream(name=name, command=command, args=tuple(args), env=env, cwd=cwd, url=url, headers_from_env=headers)
-        )
+        if not isinstance(protocol, str):
+            raise ConfigError(f"{path}: upstream.{name}: protocol is a string (a protocol revision)")
+        where = {"cwd": cwd, "url": url, "headers_from_env": headers, "protocol": protocol}
+        out.append(Upstream(name=name, command=command, args=tuple(args), env=env, **where))
     return out
 
 
@@ -213,6 +224,8 @@ def _run(args: argparse.Namespace, make_channel: Callable[[], Any]) -> int:
     timeout_ms = _seconds_ms(args.approval_timeout, "--approval-timeout")
     logging.basicConfig(level=os.environ.get("GOLDFIVE_LOG_LEVEL", "WARNING").upper())  # stderr: stdout is MCP's
 
+    listen = http_listen(args)
+
     async def run() -> None:
         channel = make_channel()  # on the loop: a channel binds to the loop that serves it
         gateway = MCPGateway(
@@ -221,13 +234,18 @@ def _run(args: argparse.Namespace, make_channel: Callable[[], Any]) -> int:
             approval_timeout_ms=timeout_ms,
             progress_every_s=args.progress_every,
             restarts=DEFAULT_RESTARTS if args.restarts is None else args.restarts,
+            elicit=args.elicit,
             control=channel,
             sinks=[channel.sink],
             policy=policy,
             labels=_labels(args.label),
         )
         try:
-            await gateway.serve_stdio()
+            if listen is None:
+                await gateway.serve_stdio()
+            else:
+                where, http = listen[1], listen[0]
+                await gateway.serve_http(http, on_ready=lambda url: say_listening(url, where))
         finally:
             await channel.aclose()
 

@@ -15,6 +15,7 @@ import urllib.parse
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from . import cli_answer
 from ._text import inert
 from ._util import shorten
 from .cli_text import (
@@ -38,7 +39,19 @@ from .store.views import cli_approval
 if TYPE_CHECKING:
     import urllib.request
 
-__all__ = ["Client", "audit", "connect", "decide", "events", "grants", "pending", "run_control", "runs", "show"]
+__all__ = [
+    "Client",
+    "answer",
+    "audit",
+    "connect",
+    "decide",
+    "events",
+    "grants",
+    "pending",
+    "run_control",
+    "runs",
+    "show",
+]
 
 _FIELD = 200  # the database mode's limit on untrusted text per line
 
@@ -174,6 +187,26 @@ def decide(client: Client, args: argparse.Namespace, out: _Out, *, approve: bool
         )
         return EXIT_OK
     return _ack(data, out)
+
+
+def answer(client: Client, args: argparse.Namespace, out: _Out) -> int:
+    """``goldfive answer`` against a serve: the form comes from the request, the answer is checked before it goes."""
+    if getattr(args, "by", None):
+        raise _Exit(EXIT_USAGE, "--by is not used with --url: the server records the token's user as the decider")
+    item = client.call("GET", f"/api/approvals/{_q(args.id)}{_run_q(args)}")
+    form = item.get("form") if isinstance(item.get("form"), dict) else None
+    approve, content, dismissed = cli_answer.plan(args, str(item.get("kind") or ""), form)
+    body: dict[str, Any] = {"request_id": str(item.get("request_id") or "")}  # the request shown: no other
+    if args.reason:
+        body["reason"] = args.reason
+    if args.digest:
+        body["args_digest"] = args.digest
+    if approve:
+        body["edited_args"] = content
+    else:
+        body["answer"] = dismissed or "decline"
+    verb = "approve" if approve else "reject"
+    return _ack(client.call("POST", f"/api/approvals/{_q(args.id)}/{verb}{_run_q(args)}", body, ok=(409,)), out)
 
 
 def _ack(data: dict[str, Any], out: _Out) -> int:

@@ -75,10 +75,54 @@ def _say_pending(items: Sequence[Mapping[str, Any]]) -> None:
         )
         for line in review_lines(item.get("review"), short=True):
             _say(f"    {line}")
+        if item.get("form"):
+            _say(f"    {inert(item['prompt'], 200)}")
+            answer = f"goldfive answer {inert(item['target_id'], 80)} FIELD=VALUE ..."
+            _say(f"    fields: {_form_summary(item['form'])}  ({answer})")
         if item["status"] == "detached":
             _say(f"    {inert(item['orphaned_reason'], 200)}")
         elif item["orphaned_reason"]:
             _say(f"    orphaned: {inert(item['orphaned_reason'], 200)}; a decision is kept for a replay of the call")
+
+
+def _form_summary(form: Mapping[str, Any]) -> str:
+    """A form's fields on one line, required ones starred (``name*, guests*, seating``)."""
+    required = set(form.get("required") or ())
+    names = [inert(name, 64) + ("*" if name in required else "") for name in form.get("properties") or {}]
+    return ", ".join(names[:50]) or "none"
+
+
+def _form_lines(form: Mapping[str, Any]) -> list[str]:
+    """``goldfive show``: each field of a form, its type, bounds and description (the asker's words, inert)."""
+    required = set(form.get("required") or ())
+    lines = []
+    for name, prop in (form.get("properties") or {}).items():
+        if not isinstance(prop, Mapping):
+            continue
+        facts = [inert(prop.get("type") or "?", 20)]
+        if name in required:
+            facts.append("required")
+        low, high = _bounds(prop)
+        if low is not None or high is not None:
+            facts.append(f"{'' if low is None else low}..{'' if high is None else high}")
+        if prop.get("format"):
+            facts.append(inert(prop["format"], 20))
+        choices = prop.get("enum") or [o.get("const") for o in prop.get("oneOf") or () if isinstance(o, Mapping)]
+        items = prop.get("items")
+        if not choices and isinstance(items, Mapping):
+            choices = items.get("enum") or [o.get("const") for o in items.get("anyOf") or () if isinstance(o, Mapping)]
+        if choices:
+            facts.append("one of " + inert(", ".join(str(c) for c in choices), 200))
+        said = prop.get("description") or prop.get("title") or ""
+        lines.append(f"  {inert(name, 64)} ({', '.join(facts)})" + (f": {inert(said, 200)}" if said else ""))
+    return lines
+
+
+def _bounds(prop: Mapping[str, Any]) -> tuple[Any, Any]:
+    for low, high in (("minimum", "maximum"), ("minLength", "maxLength"), ("minItems", "maxItems")):
+        if low in prop or high in prop:
+            return prop.get(low), prop.get(high)
+    return None, None
 
 
 def _page_note(shown: int, offset: int, total: int, command: str) -> str:
@@ -274,6 +318,7 @@ def _show_text(item: Mapping[str, Any]) -> str:
             error=str((item.get("metadata") or {}).get("policy_error") or ""),
         ),
         *review_lines(item.get("review")),
+        *(["fields", *_form_lines(item["form"])] if item.get("form") else []),
     ]
     if item.get("decision"):
         who = t("decided_by", 200) or "?"
@@ -283,11 +328,16 @@ def _show_text(item: Mapping[str, Any]) -> str:
         if item.get("detail"):
             lines.append(f"detail     {t('detail')}")
         if item.get("edited_args_json"):
-            lines.append(f"edited     {t('edited_args_json')}")
+            lines.append(f"{'answer    ' if item.get('kind') == 'input' else 'edited    '} {t('edited_args_json')}")
     elif item.get("detail"):
         lines.append(f"detail     {t('detail')}")
     execution = item.get("execution") or "none"
-    if execution != "none":
+    if execution == "released":
+        lines.append(
+            f"execution  released, not run, at {_when(item.get('execution_released_at_ms') or 0)}: the run was "
+            "cancelled or paused before the body started; a re-ask may run it"
+        )
+    elif execution != "none":
         lines.append(f"execution  {inert(execution, 20)} (started {_when(item.get('execution_started_at_ms') or 0)})")
     if item.get("finished_after_resolved_at_ms"):
         lines.append(

@@ -99,7 +99,18 @@ def decision_from_payload(kind: ControlKind, payload: Mapping[str, Any]) -> tupl
         request_id=request_id or "",
         quorum=quorum,
         quorum_reject=_quorum_reject_field(payload, kind, quorum),
+        answer=_answer_field(payload, kind),
     )
+
+
+def _answer_field(payload: Mapping[str, Any], kind: ControlKind) -> str:
+    """A rejection's ``answer``: ``"cancel"`` (an input request dismissed rather than declined) or ``""``."""
+    value = payload.get("answer")
+    if value is None or value == "":
+        return ""
+    if value != "cancel" or kind is not ControlKind.REJECT:
+        raise ValueError(f"{kind.value}: payload['answer'] may only be 'cancel', with REJECT, got {safe_repr(value)}")
+    return "cancel"
 
 
 _MAX_STATED_QUORUM = 20  # the policy's MAX_QUORUM; this module does not import the policy package

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DOMAIN",
+    "EXPIRY_KIND",
     "TRUST_KEY_ENV",
     "DecisionSigner",
     "SignedDecision",
@@ -88,9 +89,17 @@ class SignedDecision:
     quorum_reject: str = ""
     """The deciding server's rule's ``reject`` mode with a stated quorum: ``"counts"`` (a rejection is one vote;
     the others may still reach the quorum) or ``""`` for the default, where a rejection ends the request."""
+    answer: str = ""
+    """``"cancel"`` on a rejection of an input request the person dismissed (``""``: a decline, any other)."""
+    expiry: str = ""
+    """``"rule"`` when this is the deciding server's record that its rule's ``expires`` passed for the request (a
+    parked call replays it as a timeout, never a person's rejection); ``""`` for a decision."""
 
 
-_OMITTED_WHEN_EMPTY = ("grant", "request_id", "request_digest", "quorum", "quorum_reject")
+EXPIRY_KIND = "rule"
+"""What a recorded expiry's signature states (:attr:`SignedDecision.expiry`): the deciding server's rule ended it."""
+
+_OMITTED_WHEN_EMPTY = ("grant", "request_id", "request_digest", "quorum", "quorum_reject", "answer", "expiry")
 
 
 def decision_bytes(facts: SignedDecision, *, key_id: str, signed_at_ms: int) -> bytes:
@@ -210,6 +219,8 @@ def check_decision(
     request_digest: str = "",
     quorum: int = 0,
     quorum_reject: str = "",
+    answer: str = "",
+    expiry: str = "",
 ) -> str | None:
     """None when ``signature`` is ``trust``'s signature of exactly this decision, else what is wrong.
 
@@ -262,11 +273,14 @@ def check_decision(
         request_digest=request_digest,
         quorum=quorum,
         quorum_reject=quorum_reject,
+        answer=answer,
+        expiry=expiry,
     )
     if not trust.verify(decision_bytes(facts, key_id=key_id, signed_at_ms=at), raw_sig):
         return (
             "the decision's signature does not match what it claims "
-            "(target, run, request, verdict, edits, digest, decider, reason, grant, quorum, reject mode)"
+            "(target, run, request, verdict, edits, digest, decider, reason, grant, quorum, reject mode, answer, "
+            "expiry)"
         )
     return None
 

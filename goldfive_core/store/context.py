@@ -138,4 +138,6 @@ def _why(row: ApprovalRow, rules: PolicyAuthority | None) -> dict[str, str]:
         return {"rule": rule, "why": shorten(f"the rule {rule!r} asks a person{when}", 400)}
     if row.kind == "task":
         return {"rule": "", "why": "the agent asked for approval of its task (report_awaiting_approval)"}
+    if row.kind == "input":
+        return {"rule": "", "why": "a tool's server asks a person for input while it runs (elicitation)"}
     return {"rule": "", "why": "the tool asks for confirmation before it runs"}

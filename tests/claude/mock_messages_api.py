@@ -28,6 +28,20 @@ def tool_use(tool_use_id: str, name: str, args: dict[str, Any]) -> Block:
     return {"type": "tool_use", "id": tool_use_id, "name": name, "input": args}
 
 
+def offline_env(api_url: str, home: str) -> dict[str, str]:
+    """The environment that keeps the bundled CLI offline: this stand-in as its API, a dummy key, its own home."""
+    return {
+        "ANTHROPIC_BASE_URL": api_url,
+        "ANTHROPIC_API_KEY": "sk-ant-offline-test",
+        "HOME": home,
+        "CLAUDE_CONFIG_DIR": home,
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "DISABLE_AUTOUPDATER": "1",
+        "NO_PROXY": "127.0.0.1,localhost",
+        "no_proxy": "127.0.0.1,localhost",
+    }
+
+
 def _sse(event: str, data: dict[str, Any]) -> bytes:
     return f"event: {event}\ndata: {json.dumps(data)}\n\n".encode()
 

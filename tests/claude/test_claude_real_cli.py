@@ -23,7 +23,7 @@ from claude_agent_sdk import ClaudeAgentOptions
 from goldfive_core import ControlKind, Detector, Drift
 from goldfive_core.session import Session
 from tests.claude.claude_support import LOOKUP, REFUND, Harness, make_harness
-from tests.claude.mock_messages_api import Block, MockMessagesAPI, text, tool_use
+from tests.claude.mock_messages_api import Block, MockMessagesAPI, offline_env, text, tool_use
 
 CLI = Path(claude_agent_sdk.__file__).parent / "_bundled" / "claude"
 
@@ -46,15 +46,7 @@ ARGS = {"order_id": "42", "amount": 30}
 
 
 def _options(h: Harness, api: MockMessagesAPI, home: Path, **kwargs: Any) -> ClaudeAgentOptions:
-    env = {
-        "ANTHROPIC_BASE_URL": api.url,
-        "ANTHROPIC_API_KEY": "sk-ant-offline-test",
-        "HOME": str(home),
-        "CLAUDE_CONFIG_DIR": str(home),
-        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-        "NO_PROXY": "127.0.0.1,localhost",
-        "no_proxy": "127.0.0.1,localhost",
-    }
+    env = offline_env(api.url, str(home))
     return h.options(tools=[], setting_sources=[], max_turns=6, env=env, cwd=str(home), model="claude-mock", **kwargs)
 
 
@@ -167,15 +159,7 @@ def test_the_example_takes_the_real_path_when_an_api_key_is_set(tmp_path: Path) 
         return [text("all done")]
 
     with MockMessagesAPI(respond) as api:
-        env = {
-            **os.environ,
-            "ANTHROPIC_BASE_URL": api.url,
-            "ANTHROPIC_API_KEY": "sk-ant-offline-test",
-            "HOME": str(tmp_path),
-            "CLAUDE_CONFIG_DIR": str(tmp_path),
-            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-            "NO_PROXY": "127.0.0.1,localhost",
-        }
+        env = {**os.environ, **offline_env(api.url, str(tmp_path))}
         done = subprocess.run(
             [sys.executable, "examples/claude_agent.py", "--decision", "edit", "--amount", "99"],
             cwd=Path(__file__).resolve().parents[2],

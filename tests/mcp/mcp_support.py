@@ -18,15 +18,17 @@ from typing import Any
 
 import mcp_types as types
 from mcp import Client, StdioServerParameters
+from mcp.client.session import ElicitationFnT, MessageHandlerFnT
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "examples" / "mcp_demo_server.py"
+ELICIT_UPSTREAM = Path(__file__).with_name("elicit_upstream.py")
 
 
 class Gateway:
     """One gateway process, its store and the demo upstream's call record."""
 
-    def __init__(self, tmp: Path, client: Client) -> None:
+    def __init__(self, tmp: Path, client: Client | None) -> None:
         self.db = tmp / "goldfive.db"
         self.calls = tmp / "calls.jsonl"
         self.client = client
@@ -43,6 +45,8 @@ class Gateway:
         return await asyncio.to_thread(subprocess.run, cmd, capture_output=True, text=True, timeout=60)
 
     async def pending(self) -> list[dict[str, Any]]:
+        if not self.db.exists():  # the gateway has not made its store yet (a client that starts it started late)
+            return []
         out = await self.goldfive("pending", "--json")
         assert out.returncode == 0, out.stderr
         items: list[dict[str, Any]] = json.loads(out.stdout)["pending"]
@@ -72,14 +76,39 @@ class Gateway:
 
 
 @contextlib.asynccontextmanager
-async def gateway(tmp: Path, *flags: str, upstreams: Sequence[str] = ("bank",)) -> AsyncIterator[Gateway]:
-    """``goldfive mcp --db tmp/goldfive.db --upstream NAME=demo ... flags`` with an SDK client connected to it."""
+async def gateway(
+    tmp: Path, *flags: str, upstreams: Sequence[str] = ("bank",), message_handler: MessageHandlerFnT | None = None
+) -> AsyncIterator[Gateway]:
+    """``goldfive mcp --db tmp/goldfive.db --upstream NAME=demo ... flags`` with an SDK client connected to it
+    (``message_handler``: the client's, which sees every notification the gateway sends)."""
     calls = tmp / "calls.jsonl"
     argv = ["-m", "goldfive_core.cli", "mcp", "--db", str(tmp / "goldfive.db")]
     for name in upstreams:
         argv += ["--upstream", f"{name}={sys.executable} {DEMO} --calls {calls}"]
     params = StdioServerParameters(command=sys.executable, args=[*argv, *flags], cwd=str(ROOT))
-    async with Client(params, mode="legacy") as client:
+    async with Client(params, mode="legacy", message_handler=message_handler) as client:
+        yield Gateway(tmp, client)
+
+
+@contextlib.asynccontextmanager
+async def elicit_gateway(
+    tmp: Path, *flags: str, elicitation_callback: ElicitationFnT | None = None, protocol: str = ""
+) -> AsyncIterator[Gateway]:
+    """``goldfive mcp`` in front of the booking upstream (tests/mcp/elicit_upstream.py), every call allowed unless
+    ``flags`` gate it; the client answers elicitations with ``elicitation_callback`` (None: it declares none).
+    ``protocol``: the revision the gateway speaks to the upstream (a ``--config`` file's ``protocol``)."""
+    calls = tmp / "calls.jsonl"
+    argv = ["-m", "goldfive_core.cli", "mcp", "--db", str(tmp / "goldfive.db"), "--default", "allow"]
+    if protocol:
+        config = tmp / "gateway.toml"
+        words = json.dumps([str(ELICIT_UPSTREAM), "--calls", str(calls)])
+        table = f"command = {json.dumps(sys.executable)}\nargs = {words}\nprotocol = {json.dumps(protocol)}\n"
+        config.write_text(f"[upstream.bookings]\n{table}")
+        argv += ["--config", str(config)]
+    else:
+        argv += ["--upstream", f"bookings={sys.executable} {ELICIT_UPSTREAM} --calls {calls}"]
+    params = StdioServerParameters(command=sys.executable, args=[*argv, *flags], cwd=str(ROOT))
+    async with Client(params, mode="legacy", elicitation_callback=elicitation_callback) as client:
         yield Gateway(tmp, client)
 
 

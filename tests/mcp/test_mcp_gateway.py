@@ -214,6 +214,20 @@ async def test_a_paused_run_holds_the_next_call_until_resumed(tmp_path: Path) ->
     assert len(gw.upstream_calls()) == 2
 
 
+async def test_a_steer_hands_the_next_call_the_persons_words_instead_of_running_it(tmp_path: Path) -> None:
+    async with gateway(tmp_path, "--default", "allow") as gw:
+        await gw.client.call_tool("read_balance", {})
+        steered = await gw.goldfive("steer", "pay Initech instead, ACME was paid")  # the only live run: the gateway's
+        assert steered.returncode == 0, steered.stderr
+        redirected = await gw.client.call_tool("transfer_funds", TRANSFER)
+        after = await gw.client.call_tool("transfer_funds", {"amount": 80, "to": "Initech"})
+    assert redirected.is_error
+    assert "transfer_funds was not run. The people supervising this session say:" in text(redirected)
+    assert "- pay Initech instead, ACME was paid" in text(redirected)
+    assert not after.is_error and "sent 80.00 EUR to Initech" in text(after)  # the words replace one call, once
+    assert [c["args"].get("to") for c in gw.upstream_calls()] == [None, "Initech"]
+
+
 @pytest.fixture
 def http_bank(tmp_path: Path) -> Iterator[int]:
     """The demo bank serving streamable HTTP on 127.0.0.1 (its port), recording calls in tmp_path/calls.jsonl."""

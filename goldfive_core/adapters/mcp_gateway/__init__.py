@@ -8,6 +8,7 @@ the in-flight record are the core's (:func:`~goldfive_core.toolcall.gate_tool_ca
 
     gateway = MCPGateway([Upstream.parse("bank=python bank_server.py")], control=channel, sinks=[channel.sink])
     await gateway.serve_stdio()  # one client connection = one goldfive run
+    await gateway.serve_http(HttpListen(host="127.0.0.1", port=8765, token=token))  # one MCP session = one run
 
 What the client sees:
 
@@ -22,6 +23,17 @@ What the client sees:
   once, recorded in the execution ledger; rejected → an ``isError`` result with the person's reason; no
   decision in time → an ``isError`` result saying so. While a call waits, a client that gave a
   ``progressToken`` gets ``notifications/progress``; ``notifications/cancelled`` withdraws the request.
+* A ``tools/call`` with ``task`` in its params (MCP Tasks) is answered at once with a task the client polls
+  (:mod:`.tasks`); ``tasks/cancel`` withdraws a call still waiting.
+* An upstream's ``elicitation/create`` (form mode) during a call is asked of a person
+  (``ApprovalRequested{kind="input"}``, :mod:`.elicit`): accept with the checked content, decline, or cancel.
+  With ``elicit="client"`` (or ``"client-or-decline"``) it is passed on to the client that made the call, when
+  that client declared form elicitation (else a person answers, or it is declined). Never the call's approval.
+  An ``input_required`` result (MCP 2026-07-28) is answered the same way and the call sent again with the
+  answers (:mod:`.input_required`).
+
+On streamable HTTP (:meth:`MCPGateway.serve_http`, :mod:`.http`) every request needs the bearer token, and each
+MCP session is a client connection of its own: its own run, its own upstream connections.
 """
 
 from __future__ import annotations
@@ -41,6 +53,7 @@ from ...errors import ConfigError, MissingExtraError
 from ...inflight import InFlight
 from ...lifecycle import RunResult
 from ...retry import Backoff
+from ...run_state import RunState
 from ...steps import StepKind, record_step
 from ...supervision import Supervised, Supervision, SupervisionOptions
 from ...toolcall import Skip, ToolCall, gate_tool_call
@@ -57,11 +70,24 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on what is installed
     raise MissingExtraError("goldfive_core.adapters.mcp_gateway", "mcp") from exc
 
+from .elicit import ELICIT_MODES, AskClient, ElicitAnswerer, ElicitMode
+from .http import HttpListen, serve_http
+from .input_required import Unanswerable, call_with_input
 from .link import Link, UpstreamError, UpstreamGone
 from .pipe import stdio_upstream
 from .stdio import Progress, serve_stdio_streams
+from .tasks import TASKS_CAPABILITY, Tasks, TaskState
 
-__all__ = ["DEFAULT_RESTARTS", "RESTART_BACKOFF", "SEPARATOR", "MCPGateway", "Upstream"]
+__all__ = [
+    "DEFAULT_RESTARTS",
+    "ELICIT_MODES",
+    "RESTART_BACKOFF",
+    "SEPARATOR",
+    "ElicitMode",
+    "HttpListen",
+    "MCPGateway",
+    "Upstream",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -80,6 +106,9 @@ RESTART_BACKOFF = Backoff(first_s=0.2, cap_s=5.0)
 """The delays between an upstream's death and its restarts (the one backoff policy, :mod:`goldfive_core.retry`)."""
 
 _CLOSE_S = 10.0
+
+HELD_LOOK_S = 0.02
+"""How often a call that asked for progress looks whether the gate holds it yet (its first progress goes out then)."""
 
 _HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)  # as the MCP SDK's own client: a response stream may stay open
 
@@ -101,6 +130,10 @@ class Upstream:
     cwd: str | None = None
     url: str = ""
     headers_from_env: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    protocol: str = ""
+    """The MCP revision the gateway speaks to it: "" (the initialize handshake, 2025-11-25 and older; the
+    default) or ``"2026-07-28"`` (the per-request envelope; stdio only), where a server asks for input with an
+    ``input_required`` result (:mod:`.input_required`)."""
 
     def __post_init__(self) -> None:
         if not self.name or not self.name.replace("-", "").replace("_", "").isalnum() or SEPARATOR in self.name:
@@ -111,6 +144,14 @@ class Upstream:
             raise ConfigError(f"upstream {self.name!r}: the url must start with http:// or https://")
         if self.headers_from_env and not self.url:
             raise ConfigError(f"upstream {self.name!r}: headers_from_env is for a url upstream")
+        if self.protocol and self.protocol not in MODERN_PROTOCOLS:
+            raise ConfigError(
+                f"upstream {self.name!r}: protocol must be one of {', '.join(MODERN_PROTOCOLS)} (or none)"
+            )
+        if self.protocol and self.url:
+            raise ConfigError(
+                f"upstream {self.name!r}: protocol {self.protocol} is for a stdio upstream in this version"
+            )
 
     @classmethod
     def parse(cls, spec: str) -> Upstream:
@@ -161,8 +202,12 @@ class _Route:
 class _Connections:
     """The connected upstreams and what they offer, under the names the client sees."""
 
-    def __init__(self, upstreams: Sequence[Upstream], *, restarts: int = 0) -> None:
+    def __init__(
+        self, upstreams: Sequence[Upstream], *, restarts: int = 0, elicit: Callable[[str], Any] | None = None
+    ) -> None:
         self.upstreams = {u.name: u for u in upstreams}
+        self.elicit = elicit
+        """The ``elicitation_callback`` for an upstream's client, by its name (None: the SDK's refusal)."""
         self.clients: dict[str, Client] = {}
         self.links: dict[str, Link] = {}
         """The gateway's own requests (tools/call) on each upstream's transport."""
@@ -212,12 +257,15 @@ class _Connections:
             up = False
             try:
                 async with contextlib.AsyncExitStack() as stack:
+                    if upstream.protocol:
+                        link.envelope = _envelope(upstream.protocol)
                     client = Client(
                         await upstream.transport(stack, link),
-                        mode="legacy",
+                        mode=upstream.protocol or "legacy",
                         cache=None,
                         client_info=_CLIENT_INFO,
                         message_handler=self._handler(name),
+                        elicitation_callback=self.elicit(name) if self.elicit is not None else None,
                     )
                     self.clients[name] = await stack.enter_async_context(client)
                     self.links[name] = link
@@ -296,6 +344,19 @@ class _Connections:
         return self.links.get(name)
 
 
+MODERN_PROTOCOLS = ("2026-07-28",)
+"""The per-request-envelope MCP revisions the gateway can speak to a stdio upstream (``Upstream.protocol``)."""
+
+
+def _envelope(protocol: str) -> dict[str, Any]:
+    """The ``_meta`` a 2026-07-28 request carries: the revision, who asks and what it can answer (form elicitation)."""
+    return {
+        types.PROTOCOL_VERSION_META_KEY: protocol,
+        types.CLIENT_INFO_META_KEY: _CLIENT_INFO.model_dump(by_alias=True, mode="json", exclude_none=True),
+        types.CLIENT_CAPABILITIES_META_KEY: {"elicitation": {"form": {}}},
+    }
+
+
 async def _all_tools(client: Client) -> list[types.Tool]:
     """Every page of an upstream's ``tools/list``."""
     tools: list[types.Tool] = []
@@ -319,7 +380,10 @@ class MCPGateway(Supervised):
     approval timeout). ``progress_every_s``: how often a waiting call sends ``notifications/progress`` (when the
     client asked for progress; 0: never). ``restarts``: how often an upstream that died (after it ran) is started
     again, with :data:`RESTART_BACKOFF` between tries (0: never; its tools are reported unavailable; one that
-    never started is not retried). ``supervision``: every adapter's options (``control``, ``sinks``,
+    never started is not retried). ``elicit``: who answers an upstream's ``elicitation/create`` — ``"person"``
+    (through goldfive, the default), ``"client"`` (the MCP client that made the call, when it declared form
+    elicitation; else a person) or ``"client-or-decline"`` (that client, else ``decline``) (:mod:`.elicit`).
+    ``supervision``: every adapter's options (``control``, ``sinks``,
     ``config``, ``policy``, ``labels``, ``session_setup``, ``ledger``).
     """
 
@@ -331,6 +395,7 @@ class MCPGateway(Supervised):
         approval_timeout_ms: int | None = None,
         progress_every_s: float = 10.0,
         restarts: int = DEFAULT_RESTARTS,
+        elicit: ElicitMode = "person",
         name: str = "goldfive",
         **supervision: Unpack[SupervisionOptions],
     ) -> None:
@@ -344,6 +409,8 @@ class MCPGateway(Supervised):
             raise ConfigError(f"default must be 'ask' or 'allow', got {default!r}")
         if progress_every_s < 0:
             raise ConfigError(f"progress_every_s must be >= 0, got {progress_every_s}")
+        if elicit not in ELICIT_MODES:
+            raise ConfigError(f"elicit must be one of {', '.join(ELICIT_MODES)}, got {elicit!r}")
         if not 0 <= restarts <= 100:
             raise ConfigError(f"restarts must be in [0, 100], got {restarts}")
         self.supervision = Supervision(**supervision)
@@ -352,6 +419,7 @@ class MCPGateway(Supervised):
         self.approval_timeout_ms = approval_timeout_ms
         self.progress_every_s = progress_every_s
         self.restarts = restarts
+        self.elicit: ElicitMode = elicit
         self.name = name
 
     async def serve_stdio(self) -> RunResult:
@@ -359,6 +427,10 @@ class MCPGateway(Supervised):
         connection = _Connection(self)
         async with serve_stdio_streams(connection.call) as (read_stream, write_stream):
             return await connection.serve(read_stream, write_stream)
+
+    async def serve_http(self, listen: HttpListen, *, on_ready: Callable[[str], None] | None = None) -> None:
+        """Serve MCP clients on streamable HTTP (each session its own run) until stopped (:mod:`.http`)."""
+        await serve_http(self, listen, on_ready=on_ready)
 
     async def serve(self, read_stream: Any, write_stream: Any) -> RunResult:
         """Serve one client connection (one goldfive run) over an MCP stream pair until it closes."""
@@ -380,10 +452,16 @@ class _Connection:
             records_steps=True,
         )
         self.session = self.handle.session
-        self.upstreams = _Connections(gateway.upstreams, restarts=gateway.restarts)
+        self.client_name = "an unnamed MCP client"
+        self.elicit = ElicitAnswerer(
+            self.session, self._asker, timeout_ms=gateway.approval_timeout_ms, mode=gateway.elicit
+        )
+        self.upstreams = _Connections(gateway.upstreams, restarts=gateway.restarts, elicit=self.elicit.callback)
         self.in_flight = InFlight()
         self.write_stream: Any = None
         """The stream to the client (the SDK server's), for notifications the gateway sends of its own."""
+        self.tasks = Tasks(self._task_waits_for)
+        """Task-augmented calls (MCP Tasks): answered at once with a task the client polls."""
 
     async def serve(self, read_stream: Any, write_stream: Any) -> RunResult:
         server: Server[Any] = Server(
@@ -397,6 +475,8 @@ class _Connection:
             on_list_prompts=self.list_prompts,
             on_get_prompt=self.get_prompt,
         )
+        self.tasks.register(server)
+        server.middleware.append(self._task_calls)
         self.upstreams.on_tools_changed = self._tools_changed
         self.write_stream = write_stream
         error: BaseException | None = None
@@ -406,8 +486,10 @@ class _Connection:
                 await self.upstreams.connect()
                 await self.upstreams.refresh_tools()
                 options = server.create_initialization_options(NotificationOptions(tools_changed=True))
+                options.capabilities.tasks = TASKS_CAPABILITY
                 await server.run(read_stream, write_stream, options)
             finally:
+                await self.tasks.aclose()  # a task still waiting is withdrawn with its session
                 await self.upstreams.close()
         except BaseException as exc:
             error = exc
@@ -418,7 +500,10 @@ class _Connection:
 
     # -- tools -------------------------------------------------------------------------------------------
     async def list_tools(self, ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-        tools = [route.tool.model_copy(update={"name": name}) for name, route in self.upstreams.tools.items()]
+        tools = [
+            route.tool.model_copy(update={"name": name, "execution": _TASKS_OPTIONAL})
+            for name, route in self.upstreams.tools.items()
+        ]
         return types.ListToolsResult(tools=tools)
 
     async def _tools_changed(self) -> None:
@@ -433,12 +518,62 @@ class _Connection:
             async def progress(count: int, message: str) -> None:
                 await ctx.session.report_progress(count, None, message)
 
+        async def ask(question: types.ElicitRequestFormParams) -> types.ElicitResult:
+            answer: types.ElicitResult = await ctx.session.elicit_form(
+                question.message, question.requested_schema, ctx.request_id
+            )
+            return answer
+
         raw = {"name": params.name, "arguments": params.arguments or {}}
-        result = await self.call(raw, _client_params(ctx), progress)
+        result = await self.call(raw, _client_params(ctx), progress, ask)
         return types.CallToolResult.model_validate(result)
 
-    async def call(self, params: dict[str, Any], client: dict[str, Any], progress: Progress | None) -> dict[str, Any]:
-        """One ``tools/call`` (params and result as JSON): checked, through the gate, forwarded when let through."""
+    async def _task_calls(self, ctx: Any, call_next: Any) -> Any:
+        """SDK server middleware: a task-augmented ``tools/call`` is answered with its task (not a CallToolResult)."""
+        params = ctx.params
+        if ctx.method != "tools/call" or not isinstance(params, Mapping) or not Tasks.wanted(params):
+            return await call_next(ctx)
+        if getattr(ctx.session, "client_params", None) is None:  # not initialized: the SDK refuses it
+            return await call_next(ctx)
+        token = _progress_token(ctx)
+        progress = self._progress_on_session(token) if isinstance(token, str | int) else None
+        return await self.call(dict(params), _client_params(ctx), progress)
+
+    def _progress_on_session(self, token: str | int) -> Progress:
+        """``notifications/progress`` for a task on the session's own stream (the request's ended with its task)."""
+
+        async def send(count: int, message: str) -> None:
+            params = {"progressToken": token, "progress": count, "message": message}
+            note = types.JSONRPCNotification(jsonrpc="2.0", method="notifications/progress", params=params)
+            await self.write_stream.send(SessionMessage(note))
+
+        return send
+
+    async def call(
+        self,
+        params: dict[str, Any],
+        client: dict[str, Any],
+        progress: Progress | None,
+        ask: AskClient | None = None,
+    ) -> dict[str, Any]:
+        """One ``tools/call`` (params and result as JSON); with ``task`` in params, its task at once (tasks.py).
+
+        ``ask``: how to put a question to the client while the call runs (a task, polled, has no such channel)."""
+        if Tasks.wanted(params):  # its progress token stays valid while the task works; it asks through the task
+            return self.tasks.start(
+                lambda task: self._call(params, client, progress, task, self.elicit.client_asker(client, task.ask))
+            )
+        return await self._call(params, client, progress, None, self.elicit.client_asker(client, ask))
+
+    async def _call(
+        self,
+        params: dict[str, Any],
+        client: dict[str, Any],
+        progress: Progress | None,
+        task: TaskState | None,
+        ask: AskClient | None = None,
+    ) -> dict[str, Any]:
+        """Checked, through the gate, forwarded when let through."""
         name = params.get("name")
         arguments = params.get("arguments") or {}
         if not isinstance(name, str) or not isinstance(arguments, dict):
@@ -453,7 +588,7 @@ class _Connection:
         problem = route.fits(arguments)
         if problem is not None:
             return _refused(f"{name} was not run: the arguments do not fit its input schema: {problem}")
-        who = _client_name(client)
+        who = self.client_name = _client_name(client)
         call = ToolCall(
             call_id=new_id("mcp"),
             tool_name=name,
@@ -463,12 +598,25 @@ class _Connection:
             args_schema=route.tool.input_schema,
         )
         record_step(self.session, StepKind.TOOL_CALL, name=name, value=arguments, call_id=call.call_id)
+        if task is not None:
+            task.call_id = call.call_id
         outcome = await self._gate(call, route, progress)
         if isinstance(outcome, Skip):
             return _refused(_refusal(name, outcome))
+        if task is not None:
+            task.forwarding = True  # from here the call is the upstream's: tasks/cancel no longer withdraws it
 
         async def forward(approved: Mapping[str, Any]) -> dict[str, Any]:
-            return await link.request("tools/call", {"name": route.tool.name, "arguments": dict(approved)})
+            with self.elicit.calling.running(route.upstream, route.tool.name, ask):  # an elicitation names this call
+                sent = {"name": route.tool.name, "arguments": dict(approved)}
+                try:  # an input_required answer is asked (client or person) and the call sent again with it
+                    return await call_with_input(
+                        lambda params: link.request("tools/call", params),
+                        sent,
+                        lambda question: self.elicit.answer(route.upstream, question),
+                    )
+                except Unanswerable as exc:
+                    return _refused(f"{name} did not finish in its MCP server {route.upstream!r}: {exc}")
 
         try:
             result = await self.in_flight.run(outcome, forward)
@@ -487,7 +635,7 @@ class _Connection:
     async def _gate(self, call: ToolCall, route: _Route, progress: Progress | None) -> Any:
         ticker = None
         if self.gateway.progress_every_s > 0 and progress is not None:
-            ticker = asyncio.ensure_future(self._tick(progress, call.call_id))
+            ticker = asyncio.ensure_future(self._tick(progress, call))
         try:
             return await gate_tool_call(
                 self.session,
@@ -503,21 +651,44 @@ class _Connection:
                 with contextlib.suppress(asyncio.CancelledError):
                     await ticker
 
-    async def _tick(self, progress: Progress, call_id: str) -> None:
-        """``notifications/progress`` while the call waits (for a person, or in a paused run)."""
+    async def _tick(self, progress: Progress, call: ToolCall) -> None:
+        """``notifications/progress`` while the call waits (for a person, or in a paused run): one as soon as it
+        is held, then every ``progress_every_s``; none while the gate is only checking it, nor once it is decided."""
         count = 0
         while True:
-            await asyncio.sleep(self.gateway.progress_every_s)
+            message = self._waiting(call)
+            if message is None:
+                await asyncio.sleep(HELD_LOOK_S)
+                continue
             count += 1
-            if self.session.approvals.is_open(call_id):
-                message = f"waiting for a person to approve (goldfive approve {call_id})"
-            else:
-                message = f"held by goldfive (run {self.session.state})"
             try:
                 await progress(count, message)
             except Exception:  # progress is advisory: a client that went away is found by the call itself
-                logger.debug("could not send progress for %s", call_id, exc_info=True)
+                logger.debug("could not send progress for %s", call.call_id, exc_info=True)
                 return
+            await asyncio.sleep(self.gateway.progress_every_s)
+
+    def _waiting(self, call: ToolCall) -> str | None:
+        """What a held call waits for, in words (its tool's name, never its arguments); None while it is not held."""
+        if self.session.approvals.is_open(call.call_id):
+            return f"waiting for a person to approve {call.tool_name} (goldfive approve {call.call_id})"
+        if self.session.state is RunState.PAUSED:
+            return f"held by goldfive: the run is paused; {call.tool_name} runs once it is resumed"
+        return None
+
+    def _held(self, call_id: str) -> str:
+        """What a task's call that has not run yet waits for, in words."""
+        if self.session.approvals.is_open(call_id):
+            return f"waiting for a person to approve (goldfive approve {call_id})"
+        return f"held by goldfive (run {self.session.state})"
+
+    def _task_waits_for(self, task: TaskState) -> str:
+        if task.forwarding:
+            return "let through: running in its MCP server"
+        return self._held(task.call_id) if task.call_id else "checking the call"
+
+    def _asker(self) -> dict[str, str]:
+        return {"mcp_client": self.client_name, "mcp_session": self.session_id}
 
     def _identity(self, who: str, route: _Route) -> dict[str, str]:
         return {
@@ -588,6 +759,10 @@ class _Connection:
 
 
 # -- what the client is told ------------------------------------------------------------------------------
+_TASKS_OPTIONAL = types.ToolExecution(task_support="optional")
+"""Every tool the gateway offers may be called as a task (the gateway runs the task; the upstream never sees it)."""
+
+
 def _text(text: str) -> dict[str, Any]:
     return {"type": "text", "text": text}
 

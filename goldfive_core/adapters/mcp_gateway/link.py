@@ -41,6 +41,8 @@ class Link:
         self._line: Callable[[bytes], None] | None = None
         self._drain: Callable[[], Awaitable[None]] | None = None
         self._gone: str = ""
+        self.envelope: dict[str, Any] | None = None
+        """The ``_meta`` every request of the link's carries (a 2026-07-28 upstream; None: the handshake's)."""
         self.ended = asyncio.Event()
         """Set once the transport ended (the upstream exited, its connection dropped, or the gateway closed it)."""
 
@@ -117,6 +119,9 @@ class Link:
         request_id = f"goldfive-{next(_IDS)}"
         waiter: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._waiting[request_id] = waiter
+        if self.envelope is not None:
+            meta = params.get("_meta")
+            params = {**params, "_meta": {**(meta if isinstance(meta, dict) else {}), **self.envelope}}
         message = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
         try:
             await self._send(message)

@@ -9,8 +9,9 @@ while serving, fd 0 reads the null device and fd 1 writes to stderr, so nothing 
 ``tools/call`` requests are answered here, without the SDK server (its request models, dispatch and result
 model cost a millisecond a call): each is handed to the gateway's ``CallTools`` as JSON, in a task of its own,
 and its result written back as JSON; ``notifications/cancelled`` for one cancels its task (and, as every
-notification, also reaches the SDK server). Everything else (``initialize``, lists, resources, prompts) is the
-SDK server's.
+notification, also reaches the SDK server). A call may ask the client a question of its own (``elicitation/create``,
+:mod:`.elicit`): sent here under an id of the gateway's, its answer taken here by that id. Everything else
+(``initialize``, lists, resources, prompts) is the SDK server's.
 
 When stdin or stdout is not a pipe, socket or terminal (a regular file), the SDK's transport serves instead.
 """
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 import logging
 import os
@@ -29,9 +31,12 @@ from typing import Any, Protocol
 
 import anyio
 import mcp_types as types
+from mcp import MCPError
 from mcp.server.stdio import stdio_server
 from mcp.shared._context_streams import create_context_streams
 from mcp.shared.message import SessionMessage
+
+from .elicit import AskClient
 
 __all__ = ["MAX_LINE_BYTES", "CallTools", "Progress", "serve_stdio_streams"]
 
@@ -43,7 +48,7 @@ class CallTools(Protocol):
     """Answers one ``tools/call`` (its params as JSON) with a ``CallToolResult`` as JSON."""
 
     async def __call__(
-        self, params: dict[str, Any], client: dict[str, Any], progress: Progress | None
+        self, params: dict[str, Any], client: dict[str, Any], progress: Progress | None, ask: AskClient | None
     ) -> dict[str, Any]: ...
 
 
@@ -164,6 +169,8 @@ class _FastCalls:
         self.client: dict[str, Any] | None = None
         """The client's ``initialize`` params (its info and capabilities), once it sent them."""
         self.tasks: dict[Any, asyncio.Task[None]] = {}
+        self.asked: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        """The gateway's own requests to the client, waiting for its answer, by their id."""
 
     def take_raw(self, line: bytes) -> bool:
         """Whether ``line`` is a ``tools/call`` handled here (read as JSON, no model built)."""
@@ -184,7 +191,18 @@ class _FastCalls:
         return True
 
     def take(self, message: types.JSONRPCMessage) -> bool:
-        """Watches what the SDK server gets: the client's ``initialize``, and cancellations of calls answered here."""
+        """Takes the answers to the gateway's own requests; watches what the SDK server gets: the client's
+        ``initialize``, and cancellations of calls answered here."""
+        if isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
+            waiter = self.asked.get(message.id) if isinstance(message.id, str) else None
+            if waiter is None:
+                return False
+            if not waiter.done():
+                if isinstance(message, types.JSONRPCError):
+                    waiter.set_exception(MCPError.from_error_data(message.error))
+                else:
+                    waiter.set_result(dict(message.result))
+            return True
         if isinstance(message, types.JSONRPCNotification):
             if message.method == "notifications/cancelled" and message.params:
                 task = self.tasks.get(message.params.get("requestId"))
@@ -199,7 +217,7 @@ class _FastCalls:
         token = meta.get("progressToken") if isinstance(meta, dict) else None
         progress = self._progress(token) if isinstance(token, str | int) else None
         try:
-            result = await self.call_tools(params, self.client or {}, progress)
+            result = await self.call_tools(params, self.client or {}, progress, self.elicit)
             reply: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "result": result}
         except asyncio.CancelledError:
             return  # a cancelled request gets no answer (MCP: notifications/cancelled)
@@ -212,6 +230,20 @@ class _FastCalls:
         with contextlib.suppress(ConnectionError):
             await self.write_line(_line(reply))
 
+    async def elicit(self, question: types.ElicitRequestFormParams) -> types.ElicitResult:
+        """``elicitation/create`` to the client; its answer (an error answer raises ``MCPError``)."""
+        request_id = f"goldfive-{next(_ASKED)}"
+        waiter: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self.asked[request_id] = waiter
+        params = question.model_dump(by_alias=True, mode="json", exclude_none=True)
+        try:
+            await self.write_line(
+                _line({"jsonrpc": "2.0", "id": request_id, "method": "elicitation/create", "params": params})
+            )
+            return types.ElicitResult.model_validate(await waiter, by_name=False)
+        finally:
+            self.asked.pop(request_id, None)
+
     def _progress(self, token: str | int) -> Progress:
         async def send(count: int, message: str) -> None:
             params = {"progressToken": token, "progress": count, "message": message}
@@ -220,12 +252,17 @@ class _FastCalls:
         return send
 
     async def aclose(self) -> None:
+        for waiter in self.asked.values():
+            waiter.cancel()
         tasks = list(self.tasks.values())
         for task in tasks:
             task.cancel()
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+
+
+_ASKED = itertools.count(1)
 
 
 def _line(message: dict[str, Any]) -> bytes:

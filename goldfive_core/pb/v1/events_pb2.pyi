@@ -176,18 +176,20 @@ class ApprovalGranted(_message.Message):
     def __init__(self, target_id: _Optional[str] = ..., detail: _Optional[str] = ..., decided_by: _Optional[str] = ..., edited_args_json: _Optional[str] = ..., channel: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
 
 class ApprovalRejected(_message.Message):
-    __slots__ = ("target_id", "detail", "decided_by", "channel", "request_id")
+    __slots__ = ("target_id", "detail", "decided_by", "channel", "request_id", "answer")
     TARGET_ID_FIELD_NUMBER: _ClassVar[int]
     DETAIL_FIELD_NUMBER: _ClassVar[int]
     DECIDED_BY_FIELD_NUMBER: _ClassVar[int]
     CHANNEL_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    ANSWER_FIELD_NUMBER: _ClassVar[int]
     target_id: str
     detail: str
     decided_by: str
     channel: str
     request_id: str
-    def __init__(self, target_id: _Optional[str] = ..., detail: _Optional[str] = ..., decided_by: _Optional[str] = ..., channel: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
+    answer: str
+    def __init__(self, target_id: _Optional[str] = ..., detail: _Optional[str] = ..., decided_by: _Optional[str] = ..., channel: _Optional[str] = ..., request_id: _Optional[str] = ..., answer: _Optional[str] = ...) -> None: ...
 
 class DecisionRefused(_message.Message):
     __slots__ = ("target_id", "decision", "decided_by", "reason", "channel", "request_run_id", "request_id")
@@ -208,16 +210,22 @@ class DecisionRefused(_message.Message):
     def __init__(self, target_id: _Optional[str] = ..., decision: _Optional[str] = ..., decided_by: _Optional[str] = ..., reason: _Optional[str] = ..., channel: _Optional[str] = ..., request_run_id: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
 
 class ApprovalTimedOut(_message.Message):
-    __slots__ = ("target_id", "timeout_ms", "still_open", "detail")
+    __slots__ = ("target_id", "timeout_ms", "still_open", "detail", "expired_by", "channel", "request_id")
     TARGET_ID_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
     STILL_OPEN_FIELD_NUMBER: _ClassVar[int]
     DETAIL_FIELD_NUMBER: _ClassVar[int]
+    EXPIRED_BY_FIELD_NUMBER: _ClassVar[int]
+    CHANNEL_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     target_id: str
     timeout_ms: int
     still_open: bool
     detail: str
-    def __init__(self, target_id: _Optional[str] = ..., timeout_ms: _Optional[int] = ..., still_open: _Optional[bool] = ..., detail: _Optional[str] = ...) -> None: ...
+    expired_by: str
+    channel: str
+    request_id: str
+    def __init__(self, target_id: _Optional[str] = ..., timeout_ms: _Optional[int] = ..., still_open: _Optional[bool] = ..., detail: _Optional[str] = ..., expired_by: _Optional[str] = ..., channel: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
 
 class ApprovalCancelled(_message.Message):
     __slots__ = ("target_id", "reason")

@@ -543,6 +543,7 @@
   }
 
   function setMode(card, mode) {
+    if (card.dataset.input) return; // a request for input is its form (input.js)
     const q = (s) => $(s, card);
     q(".editor").hidden = mode !== "edit";
     q(".rejecter").hidden = mode !== "reject";
@@ -693,6 +694,7 @@
     });
     enableActions(card);
     setMode(card, "view");
+    if (kind === "input" && window.goldfiveInput) window.goldfiveInput.fill(card, item, decide, canDecide());
     if (!canDecide()) q(".error").textContent = "You are signed in as a viewer: you can see requests but not answer them.";
     return card;
   }
@@ -933,14 +935,23 @@
     }
     if (ok) {
       const tool = pick(item, "tool_name") || "request";
-      const how = verb === "reject" ? "Rejected" : "Approved";
-      const edits = verb === "approve" && extra.edited_args ? " with your edits" : "";
+      const answered = { approve: "Answered", decline: "Declined", cancel: "Cancelled" }[extra.answer || verb];
+      const how = card.dataset.input ? answered : verb === "reject" ? "Rejected" : "Approved";
+      const edits = verb === "approve" && extra.edited_args && !card.dataset.input ? " with your edits" : "";
       const recorded = ack.result === "RECORDED" || /record/i.test(pick(ack, "verdict") || "") ? ` ${ack.detail}` : "";
       const text = `${how} ${tool} (${short(targetId)})${edits}.${recorded}`;
       say(text);
       closeCard(runId, targetId, "", {});
       refreshSoon();
       return { ok: true, text };
+    }
+    if (ack.status === 422 && card.dataset.input) {
+      // The answer does not fit the form: the server names the field; the form shows it there (input.js).
+      const field = ack.body && typeof ack.body.field === "string" ? ack.body.field : "";
+      show(errorBox, clip(ack.detail || "", 1000), true);
+      card.dispatchEvent(new CustomEvent("goldfive:refused", { detail: { field, text: ack.detail || "" } }));
+      enableActions(card);
+      return { ok: false, text: ack.detail || "" };
     }
     if (ack.status === 422 && !$(".editor", card).hidden) {
       // The edit does not fit the tool's parameters: say which field, next to the editor, and stay in it.
@@ -1472,7 +1483,7 @@
           ` in task ${p("task_id")}${p("text") ? " — " + p("text") : ""}`;
       }
       case "execution_recorded": {
-        const what = { executing: "started", done: "finished", resolved_ran: "settled: it ran", resolved_not_run: "settled: it did not run" };
+        const what = { executing: "started", done: "finished", resolved_ran: "settled: it ran", resolved_not_run: "settled: it did not run", released_not_run: "released, not run" };
         return `tool call ${p("target_id")} ${what[p("state")] || p("state")}${p("resolved_by") ? " by " + p("resolved_by") : ""}`;
       }
       default: return name || "event";
