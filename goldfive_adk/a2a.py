@@ -39,6 +39,7 @@ from typing import Any
 from goldfive_core._util import now_ms, shorten
 from goldfive_core.control import ControlKind, ControlMessage
 from goldfive_core.errors import MissingExtraError
+from goldfive_core.events import on_record
 from goldfive_core.pb.v1 import events_pb2
 from goldfive_core.session import Session
 from goldfive_core.signing import TrustKey
@@ -97,6 +98,10 @@ DECISION_KEY = "goldfive_decision"
 
 METADATA_PREFIX = "goldfive/"
 """Keys of the status update's metadata that goldfive sets (``goldfive/approval_id``, ...)."""
+
+RECORD_WAIT_S = 10.0
+"""How long an ``auth-required`` update waits for the request to be on record in the store (the sinks'
+writes) before it is sent anyway, with a warning: past this the store is out, and its sink keeps retrying."""
 
 _MAX_REFUSED_TEXT = 300
 _CLOSED = frozenset({"approval_granted", "approval_rejected", "approval_timed_out", "approval_cancelled"})
@@ -186,7 +191,8 @@ class _Link:
         self.ended = False
         self.run: asyncio.Task[None] | None = None
         """The invocation's task (it outlives the request that started it while a person decides)."""
-        self._pending: list[A2aEvent] = []
+        self._pending: list[tuple[A2aEvent, bool]] = []
+        """Status changes to send, each with whether it must wait until the run's events are on record."""
         self._lock = asyncio.Lock()
         self._flushes: set[asyncio.Task[None]] = set()
 
@@ -196,26 +202,40 @@ class _Link:
         if kind == "approval_requested" and event.approval_requested.kind == "tool":
             wait = _wait_of(event)
             self.waiting[wait.approval_id] = wait
-            self._push(self.owner.waiting_update(self, wait))
-            self.parked.set()
+            self._push(self.owner.waiting_update(self, wait), recorded=True)
         elif kind in _CLOSED:
             target = getattr(event, kind).target_id
             if self.waiting.pop(target, None) is not None and not self.waiting:
                 self._push(self.owner.status(self, TaskState.TASK_STATE_WORKING, _closing_words(kind, event), target))
 
-    def _push(self, update: A2aEvent) -> None:
+    def _push(self, update: A2aEvent, *, recorded: bool = False) -> None:
         if self.ended:
             return
-        self._pending.append(update)
+        self._pending.append((update, recorded))
         task = self.loop.create_task(self.flush())
         self._flushes.add(task)
         task.add_done_callback(self._flushes.discard)
 
     async def flush(self) -> None:
-        """Send goldfive's status changes, in order, before whatever ADK's executor sends next."""
+        """Send goldfive's status changes, in order, before whatever ADK's executor sends next.
+
+        An ``auth-required`` update goes out once the request is on record in the store, so the approval it
+        names can be found and decided even if this process dies right after (and the request that started
+        the task returns only then).
+        """
         async with self._lock:
             while self._pending:
-                await self.queue.enqueue_event(self._pending.pop(0))
+                update, recorded = self._pending.pop(0)
+                if recorded and not await on_record(self.owner.plugin.sinks, RECORD_WAIT_S):
+                    logger.warning(
+                        "A2A task %s: the approval request is not on record after %g s (store out?); "
+                        "the caller is told it waits anyway",
+                        shorten(self.task_id, 100),
+                        RECORD_WAIT_S,
+                    )
+                await self.queue.enqueue_event(update)
+                if recorded:
+                    self.parked.set()
 
 
 class _Ordered(EventQueue):

@@ -196,7 +196,7 @@ class _GoldfiveADKPlugin(Supervised, BasePlugin):
         return reporting_tools(self)
 
     # -- run lifecycle ------------------------------------------------------------------
-    def _run_for(self, adk_session_id: str, invocation_id: str) -> AdkRun | None:
+    def _run_for(self, adk_session_id: str, invocation_id: str, app_name: str) -> AdkRun | None:
         run = self._runs.get(adk_session_id)
         if run is not None:
             if invocation_id in run.invocations:
@@ -209,9 +209,9 @@ class _GoldfiveADKPlugin(Supervised, BasePlugin):
             return run
         if invocation_id in self._ended:
             return None
-        return self._start(adk_session_id, invocation_id, None)
+        return self._start(adk_session_id, invocation_id, None, app_name)
 
-    def _start(self, adk_session_id: str, invocation_id: str, ic: InvocationContext | None) -> AdkRun:
+    def _start(self, adk_session_id: str, invocation_id: str, ic: InvocationContext | None, app_name: str) -> AdkRun:
         text = _user_text(ic) if ic is not None else ""
         agent = ic.agent.name if ic is not None and ic.agent is not None else "agent"
         handle = self.supervision.new_run(
@@ -222,6 +222,7 @@ class _GoldfiveADKPlugin(Supervised, BasePlugin):
             session_id=adk_session_id,
             on_behalf_of=ic.user_id if ic is not None else "",
             records_steps=True,
+            app_name=app_name,  # the App's name: the default ledger of a store agent with no GOLDFIVE_AGENT_ID
         )
         run = AdkRun(adk_session_id=adk_session_id, handle=handle)
         run.invocations[invocation_id] = set()
@@ -281,9 +282,9 @@ class _GoldfiveADKPlugin(Supervised, BasePlugin):
         if run is not None:
             self._drop_dead_invocations(run)
         if ic.session.id not in self._runs:
-            joined: AdkRun | None = self._start(ic.session.id, ic.invocation_id, ic)
+            joined: AdkRun | None = self._start(ic.session.id, ic.invocation_id, ic, ic.session.app_name)
         else:
-            joined = self._run_for(ic.session.id, ic.invocation_id)
+            joined = self._run_for(ic.session.id, ic.invocation_id, ic.session.app_name)
         if joined is not None:  # what the person asked this time: the context of the requests it leads to
             record_step(joined.session, StepKind.USER_TEXT, value=_user_text(ic))
         return None
@@ -339,7 +340,7 @@ class _GoldfiveADKPlugin(Supervised, BasePlugin):
         invocation_id = callback_context.invocation_id
         run = self._live.get(invocation_id)
         if run is None:  # the common case skips the slow path
-            run = self._run_for(callback_context.session.id, invocation_id)
+            run = self._run_for(callback_context.session.id, invocation_id, callback_context.session.app_name)
             if run is None:
                 return None
         if asyncio.current_task() not in run.invocations[invocation_id]:
@@ -360,15 +361,16 @@ class _GoldfiveADKPlugin(Supervised, BasePlugin):
         """The tool-call gate (:func:`~goldfive_core.toolcall.gate_tool_call`), translated for ADK."""
         # One function on purpose: this runs before every tool call, and each Python call costs.
         function_call_id = tool_context.function_call_id
+        control = self.supervision.control  # the attribute itself: `self.control` is a descriptor's call
         known = self._tools.get(id(tool))
         if known is None:
             known = self._tools[id(tool)] = (tool, body_gets_context(tool), confirmation_flag(tool))
         # The body runs when this returns None: a confirmation it asks for is then ours to ask.
-        lets_through = function_call_id if self.control is not None and known[1] else None
+        lets_through = function_call_id if control is not None and known[1] else None
         invocation_id = tool_context.invocation_id
         run = self._live.get(invocation_id)
         if run is None:
-            run = self._run_for(tool_context.session.id, invocation_id)
+            run = self._run_for(tool_context.session.id, invocation_id, tool_context.session.app_name)
             if run is None:
                 if lets_through:
                     self._let_through.add(lets_through)
@@ -378,7 +380,7 @@ class _GoldfiveADKPlugin(Supervised, BasePlugin):
         call_id = function_call_id or new_id("adk")
         run.expected.discard(call_id)
         confirmation = tool_context.tool_confirmation
-        if self.control is None and confirmation is not None:
+        if control is None and confirmation is not None:
             announce_native_answer(run.session, call_id, confirmation)  # the client answered ADK
         resume: Resume | None = None
         if self._parking is not None and (confirmation is not None or RESUME_CLAIM.get() is not None):
@@ -390,7 +392,7 @@ class _GoldfiveADKPlugin(Supervised, BasePlugin):
         # No channel: ADK's native confirmation stays in charge. A set confirmation: already decided
         # (ADK's native resume, or another plugin).
         needs = resume is not None or (
-            self.control is not None
+            control is not None
             and confirmation is None
             and flag is not False  # a tool that never asks is not asked per call (no predicate to run)
             and (flag is True or await tool.check_require_confirmation(tool_args, tool_context) is True)
@@ -412,7 +414,7 @@ class _GoldfiveADKPlugin(Supervised, BasePlugin):
                 call,
                 needs_person=needs,
                 validate_edit=params.check if params is not None else None,
-                ledger=self.ledger,
+                ledger=self.supervision.ledger,
                 detach_after_s=None if self.detach is None else self._detach_after(tool_context),
             )
         on_end = None if resume is None else await self._settle_resume(call_id, resume, outcome)
@@ -517,8 +519,19 @@ class _GoldfiveADKPlugin(Supervised, BasePlugin):
         content = event.content
         if content is None or not content.parts:
             return None
-        _record_steps(run.session, event.author, content.parts)
-        if self.control is None:
+        # The event's model text, tool calls and results noted as the run's steps (an approver's context);
+        # inline on purpose: this runs for every event, and each Python call costs.
+        steps, author, make = run.session.steps, event.author, tuple.__new__  # make: a Step, no Python __new__
+        for part in content.parts:
+            if part.function_call is not None:
+                asked = part.function_call
+                steps.add(make(Step, (StepKind.TOOL_CALL, asked.name or "", asked.args or {}, asked.id or "")))
+            elif part.function_response is not None:
+                answer = part.function_response
+                steps.add(make(Step, (StepKind.TOOL_RESULT, answer.name or "", answer.response, answer.id or "")))
+            elif part.text and not part.thought and author != "user":
+                steps.add(make(Step, (StepKind.MODEL_TEXT, author, part.text, "")))
+        if self.supervision.control is None:
             self._announce_native(run, content.parts)
             return None
         for part in content.parts:
@@ -574,20 +587,6 @@ class _GoldfiveADKPlugin(Supervised, BasePlugin):
             # Only an early announcement: before_tool_callback evaluates the predicate again for real.
             logger.warning("require_confirmation predicate of %r failed on %s", tool.name, call.id, exc_info=True)
             return False
-
-
-def _record_steps(session: Session, author: str, parts: list[types.Part]) -> None:
-    """Note the event's model text, tool calls and results as the run's steps (an approver's context)."""
-    steps = session.steps
-    for part in parts:
-        if part.function_call is not None:
-            call = part.function_call
-            steps.add(Step(StepKind.TOOL_CALL, call.name or "", call.args or {}, call.id or ""))
-        elif part.function_response is not None:
-            response = part.function_response
-            steps.add(Step(StepKind.TOOL_RESULT, response.name or "", response.response, response.id or ""))
-        elif part.text and not part.thought and author != "user":
-            steps.add(Step(StepKind.MODEL_TEXT, author, part.text, ""))
 
 
 def _pending_call(error: BaseException) -> str:

@@ -55,7 +55,8 @@ class InFlight:
 
     def started(self, outcome: Proceed, *, on_end: OnEnd | None = None) -> None:
         """The body is about to run; keep what its end must do (nothing is kept when there is nothing to do)."""
-        if outcome.ledger is None and not outcome.note and on_end is None:
+        # `decision is None` first: a call nobody decided has no note, and `note` is a property (a Python call).
+        if outcome.ledger is None and (outcome.decision is None or not outcome.note) and on_end is None:
             return
         self._calls[outcome.call_id] = _Record(outcome, on_end)
 

@@ -142,7 +142,8 @@ class RunHandle:
     ``setup``: called with the new session (steerer and detectors); None installs nothing.
     ``root_task_id`` (default a new ``task-…`` id), ``title`` and ``input`` describe the root task;
     ``adapter`` names the host in RunStarted; ``on_behalf_of`` (whom the host says the run serves) and
-    ``records_steps`` (the adapter records its host's steps, :mod:`goldfive_core.steps`) go there too.
+    ``records_steps`` (the adapter records its host's steps, :mod:`goldfive_core.steps`) go there too;
+    ``app_name``: the host's stable name for its app (the session's, see :attr:`Session.app_name`).
     """
 
     def __init__(
@@ -157,6 +158,7 @@ class RunHandle:
         session_id: str = "",
         on_behalf_of: str = "",
         records_steps: bool = False,
+        app_name: str = "",
     ) -> None:
         self.router = owner.router
         self.adapter = adapter
@@ -170,6 +172,7 @@ class RunHandle:
             has_channel=owner.control is not None,
             policy=owner.policy,
             labels=owner.labels,
+            app_name=app_name,
         )
         if setup is not None:
             steerer = setup(self.session, owner.control)

@@ -12,6 +12,7 @@ import logging
 import warnings
 from typing import TYPE_CHECKING, Any, Unpack
 
+from .errors import ConfigError
 from .lifecycle import RunResult, RunStatus, SessionSetup, SteererFactoryAlias
 from .session import Session, Steerer
 from .supervision import RunOptions, Supervised, Supervision
@@ -29,6 +30,10 @@ class Adapter(abc.ABC):
     """Drives one kind of agent inside a goldfive Session."""
 
     name: str = "adapter"
+
+    app_name: str = ""
+    """The host's stable name for its app (:attr:`Session.app_name <goldfive_core.session.Session.app_name>`): a store
+    process with no ``GOLDFIVE_AGENT_ID`` keeps its runs' approved calls in its ledger ("": the shared one)."""
 
     supports_reinvoke: bool = False
     """Whether the Runner may cancel :meth:`run` and call it again (ladder level 3, CANCEL_REINVOKE).
@@ -59,6 +64,7 @@ class Runner(Supervised):
 
     ``session_setup`` sets up each run's session (see :data:`~goldfive_core.lifecycle.SessionSetup`). The
     channel, sinks, config, policy, labels and set-up are the runner's :class:`~goldfive_core.supervision.Supervision`.
+    ``app_name`` names each run's app (default: the adapter's :attr:`Adapter.app_name`).
     """
 
     steerer_factory = SteererFactoryAlias()
@@ -67,9 +73,15 @@ class Runner(Supervised):
     def __init__(
         self,
         adapter: Adapter,
+        *,
+        app_name: str | None = None,
         **options: Unpack[RunOptions],
     ) -> None:
         self.adapter = adapter
+        if app_name is not None and not isinstance(app_name, str):
+            raise ConfigError(f"app_name must be a string, got {type(app_name).__name__}")
+        self.app_name = adapter.app_name if app_name is None else app_name
+        """Each run's :attr:`Session.app_name <goldfive_core.session.Session.app_name>` (its default ledger)."""
         self.supervision = Supervision(**options)
         self._last: Session | None = None
 
@@ -86,7 +98,7 @@ class Runner(Supervised):
     async def run(self, input: object = None, *, task_id: str | None = None, title: str = "") -> RunResult:
         """Run the agent once and return how it ended. Cancelling this call cancels the agent."""
         handle = self.supervision.new_run(
-            adapter=self.adapter.name, root_task_id=task_id, title=title or "run", input=input
+            adapter=self.adapter.name, root_task_id=task_id, title=title or "run", input=input, app_name=self.app_name
         )
         session = handle.session
         self._last = session

@@ -8,7 +8,6 @@ moment they arrive; PAUSE, CANCEL and escalations set state that
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import getpass
 import os
 from collections.abc import Callable, Iterable, Mapping
@@ -26,7 +25,7 @@ from .approvals import (
 )
 from .config import SteeringConfig
 from .control import ControlAck, ControlMessage
-from .convert import timestamp_from_ms, timestamp_to_ms
+from .convert import timestamp_from_ms
 from .dispatch import dispatch_message
 from .drift import Drift, DriftKind, DriftSeverity, InterventionLevel
 from .events import EventEmitter, EventSink
@@ -69,8 +68,12 @@ class Session(RunLifecycle):
         policy: Policy | None = None,
         labels: Mapping[str, str] | None = None,
         started_by: str | None = None,
+        app_name: str = "",
     ) -> None:
         self.run_id = run_id or new_id("run")
+        self.app_name = app_name
+        """The stable name the host gives its app (an ADK ``App``'s name; "" when it has none): a store agent with
+        no ``GOLDFIVE_AGENT_ID`` keeps its approved calls in its app's ledger (:mod:`goldfive_core.store.execution`)."""
         self.policy: Policy | None = policy if policy is not None else _env_policy()
         """Rules on tool calls (``GOLDFIVE_POLICY`` by default); the tool-call gate applies them."""
         self.labels: Mapping[str, str] = dict(labels or {})
@@ -211,10 +214,16 @@ class Session(RunLifecycle):
             )
         if result.verdict in (DecisionVerdict.APPLIED, DecisionVerdict.APPLIED_LATE):
             assert result.record is not None
-            event = self._emit_decision(result.record)
+            stamp = self._emit_decision(result.record).emitted_at
             # The ack carries the event's time, so the store records the decision once, with the time audit
-            # verify expects, and the event that follows has nothing left to write.
-            return dataclasses.replace(result, announced_at_ms=timestamp_to_ms(event.emitted_at))
+            # verify expects, and the event that follows has nothing left to write (whole milliseconds: emit's).
+            return DecisionResult(
+                verdict=result.verdict,
+                detail=result.detail,
+                record=result.record,
+                repeated=result.repeated,
+                announced_at_ms=stamp.seconds * 1000 + stamp.nanos // 1_000_000,
+            )
         return result
 
     def expect_approval(self, target_id: str) -> None:
@@ -284,10 +293,11 @@ class Session(RunLifecycle):
 
         Raises RunCancelledError / RunTerminatedError once the run was stopped (see :meth:`gate`).
         """
-        await self.observe_model_call()
-        if self.state is not RunState.RUNNING:
+        await self._watch(Detector.on_model_call)  # observe_model_call's work, one Python call fewer
+        # Own attributes, not the properties: this runs before every model call (each Python call costs).
+        if self._state is not RunState.RUNNING:
             await self.gate()
-        return self.take_guidance()
+        return self.take_guidance() if self._guidance else []
 
     async def tool_step(self, tool_name: str, args: Mapping[str, Any]) -> tuple[InterventionLevel, list[Guidance]]:
         """Before a tool call (the tool-call gate's steps 1-2): step gate, detectors, step gate again.
@@ -297,13 +307,15 @@ class Session(RunLifecycle):
         injected messages) stay queued for the host's next turn. Raises RunCancelledError /
         RunTerminatedError once the run was stopped, also when the ladder just stopped it.
         """
-        if self.state is not RunState.RUNNING:
+        if self._state is not RunState.RUNNING:
             await self.gate()
-        level = await self.observe_tool_call(tool_name, args)
+        level = await self._watch(Detector.on_tool_call, tool_name, args)  # observe_tool_call's work
         if level >= InterventionLevel.CANCEL_REINVOKE:
             await asyncio.sleep(0)  # let a cancellation the ladder just requested (re-invoke, abort) land
-        if self.state is not RunState.RUNNING:  # the ladder may just have paused or stopped the run
+        if self._state is not RunState.RUNNING:  # the ladder may just have paused or stopped the run
             await self.gate()
+        if not self._guidance:
+            return level, []
         if level >= InterventionLevel.CANCEL_REINVOKE:
             return level, self.take_guidance()
         return level, self.take_guidance(sources=("steer", "escalation"))
@@ -390,6 +402,7 @@ class Session(RunLifecycle):
                 decided_by=decision.decided_by,
                 channel=decision.channel,
                 request_id=_request_id(record),
+                answer=decision.answer,
             )
         )
 

@@ -97,6 +97,7 @@ class Supervision:
         session_id: str = "",
         on_behalf_of: str = "",
         records_steps: bool = False,
+        app_name: str = "",
     ) -> RunHandle:
         """A new run under this supervision: its session set up, not opened yet (``handle.open()``)."""
         return RunHandle(
@@ -109,6 +110,7 @@ class Supervision:
             session_id=session_id,
             on_behalf_of=on_behalf_of,
             records_steps=records_steps,
+            app_name=app_name,
         )
 
 

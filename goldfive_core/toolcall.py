@@ -44,7 +44,7 @@ import asyncio
 import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, runtime_checkable
 
 from ._util import args_digest, canonical_json, shorten
 from .approvals import REVIEWER_PREFIX, ApprovalOutcome, ApprovalRequest, Decision, EditValidator, policy_ask
@@ -63,6 +63,7 @@ __all__ = [
     "ExecutionLedger",
     "PolicyVerdict",
     "Proceed",
+    "ReleasingLedger",
     "Replay",
     "Skip",
     "SkipReason",
@@ -197,10 +198,12 @@ class Replay:
 
     ``done``: the body finished before (``result``); ``in_doubt``: it started and never finished;
     ``decided``: a decision was recorded while the agent was down (``decision``); ``none``: ask;
-    ``unavailable``: the ledger could not be reached, so nothing may run (``detail`` says why).
+    ``unavailable``: the ledger could not be reached, so nothing may run (``detail`` says why);
+    ``expired``: the deciding server's rule ended the request while the call was parked (``detail`` says why):
+    replayed as a timeout, never run.
     """
 
-    kind: Literal["none", "done", "in_doubt", "decided", "unavailable"]
+    kind: Literal["none", "done", "in_doubt", "decided", "unavailable", "expired"]
     detail: str = ""
     result: Any = None
     decision: Decision | None = None
@@ -227,6 +230,16 @@ class ExecutionLedger(Protocol):
         self, call_id: str, digest: str, *, result: Any = None, error: BaseException | None = None
     ) -> None:
         """Record "done" with the body's result (or the error it raised)."""
+        ...
+
+
+@runtime_checkable
+class ReleasingLedger(Protocol):
+    """An :class:`ExecutionLedger` that may hold a call's claim before ``begin`` (folded into the APPROVE's ack)."""
+
+    async def release(self, session: Session, call: ToolCall, digest: str) -> None:
+        """The body will not start now (the run was cancelled or paused): give back a claim held for the call, so a
+        re-ask may run it; a claim that cannot be given back stays in doubt. Never raises."""
         ...
 
 
@@ -258,8 +271,27 @@ async def gate_tool_call(
     edited arguments (None = edits are refused). ``timeout_ms`` defaults to the session's
     ``effective_tool_approval_timeout_ms``. ``detach_after_s``: stop waiting in-process after that long
     (0 = at once) and skip the call as ``awaiting_approval`` (the host parks it and resumes it when a
-    person decides). ``asyncio.CancelledError`` propagates.
+    person decides). ``asyncio.CancelledError`` propagates (a claim the approval's ack won is given back first).
     """
+    if ledger is None:
+        return await _gate(session, call, needs_person, validate_edit, None, policy, timeout_ms, detach_after_s)
+    try:
+        return await _gate(session, call, needs_person, validate_edit, ledger, policy, timeout_ms, detach_after_s)
+    except asyncio.CancelledError:  # the host cancelled the call (a CANCEL): the body will not start
+        _release_later(ledger, session, call)
+        raise
+
+
+async def _gate(
+    session: Session,
+    call: ToolCall,
+    needs_person: bool,
+    validate_edit: EditValidator | None,
+    ledger: ExecutionLedger | None,
+    policy: ToolPolicy | None,
+    timeout_ms: int | None,
+    detach_after_s: float | None,
+) -> Proceed | Skip:
     name = call.tool_name
     # 1-2. step gate, detectors, step gate again (the ladder may just have paused or stopped the run).
     try:
@@ -319,6 +351,9 @@ async def gate_tool_call(
     outcome: ApprovalOutcome | None = None
     if ledger is not None:
         replay = await _ledger_step(session, call, "could not look up whether it already ran", ledger.lookup, digest)
+        if replay.kind == "expired":  # the server's rule ended the parked request: its timeout, as if waited out
+            session.approvals.forget_expected(call.call_id)
+            return timed_out(session, call, 0, why=replay.detail)
         if replay.kind in ("done", "in_doubt", "unavailable"):
             session.approvals.forget_expected(call.call_id)
             return _replayed(call, replay)
@@ -380,10 +415,15 @@ async def gate_tool_call(
             if problem is not None:
                 return _error(call, f"the recorded edited arguments do not fit: {problem}")
             args = dict(outcome.edited_args)
-        # 8. a PAUSE that arrived while the call waited holds it here.
+        # 8. a PAUSE that arrived while the call waited holds it here. A claim the APPROVE's ack won is given back
+        # first ("released, not run"): a paused call may wait long, or never go on, and its body has not started.
+        if session.paused and ledger is not None:
+            await _release(ledger, session, call, digest)
         try:
             await session.gate()
         except _STOPPED as exc:
+            if ledger is not None:
+                await _release(ledger, session, call, digest)
             return _stopped(session, call, f"the run was stopped: {exc}")
         # 9. at most once.
         if ledger is not None:
@@ -418,21 +458,25 @@ async def gate_tool_call(
     return _stopped(session, call, outcome.detail or "the run was cancelled")
 
 
-def timed_out(session: Session, call: ToolCall, timeout_ms: int) -> Skip:
+def timed_out(session: Session, call: ToolCall, timeout_ms: int, *, why: str = "") -> Skip:
     """Nobody decided within ``timeout_ms``: the HUMAN_INTERVENTION_REQUIRED drift, and the call is skipped.
 
     The gate's own answer to a timeout; a host that resumes a parked call whose request expired uses it too.
+    ``why``: the deciding server's words when its rule's ``expires`` ended the request (said instead of the wait).
     """
     from .session import approval_timeout_drift
 
     current = session.tasks.current
     task_id = call.task_id or (current.id if current is not None else "")
-    session.emit_drift(approval_timeout_drift(task_id, call.call_id, timeout_ms))
+    drift = approval_timeout_drift(task_id, call.call_id, timeout_ms)
+    if why:
+        drift = dataclasses.replace(drift, detail=f"approval {call.call_id!r} {shorten(why, 500)}")
+    session.emit_drift(drift)
+    said = shorten(why, 500) if why else f"no decision within {timeout_ms} ms; the {call.tool_name} call was not made"
     return Skip(
         call_id=call.call_id,
         reason="approval_timeout",
-        detail=f"no decision within {timeout_ms} ms; the {call.tool_name} call was not made. "
-        "Do not assume it was approved.",
+        detail=f"{said}. Do not assume it was approved.",
     )
 
 
@@ -583,6 +627,33 @@ def _announce_not_run(session: Session, call: ToolCall, detail: str, decided_by:
     by = f" by {decided_by}" if decided_by else ""
     text = f"approved{by}, but {call.call_id!r} {detail}; the model was told it did not run"
     session.emit_drift(Drift(DriftKind.HUMAN_INTERVENTION_REQUIRED, DriftSeverity.WARNING, text))
+
+
+_RELEASING: set[asyncio.Task[None]] = set()
+"""Releases started for cancelled calls (kept until done: a cancelled task cannot await them itself)."""
+
+
+def _release_later(ledger: ExecutionLedger, session: Session, call: ToolCall) -> None:
+    """:func:`_release` on its own task, for a gate that is being cancelled (a claim the ack won must not be left)."""
+    if not isinstance(ledger, ReleasingLedger):
+        return
+    try:
+        digest = args_digest(call.tool_name, call.args)
+    except (TypeError, ValueError):
+        return  # never asked (its arguments are not JSON): nothing was claimed
+    task = asyncio.get_running_loop().create_task(_release(ledger, session, call, digest))
+    _RELEASING.add(task)
+    task.add_done_callback(_RELEASING.discard)
+
+
+async def _release(ledger: ExecutionLedger, session: Session, call: ToolCall, digest: str) -> None:
+    """Give back a claim the approval's ack may have won, when the body will not start now (a ledger that holds no
+    claims before ``begin`` has no ``release``). Never raises: a release that fails leaves the call in doubt."""
+    if isinstance(ledger, ReleasingLedger):
+        try:
+            await ledger.release(session, call, digest)
+        except Exception:
+            logger.exception("giving back the claim of %r failed; it stays in doubt", call.call_id)
 
 
 async def _ledger_step(

@@ -147,6 +147,7 @@ class CallableAdapter(Adapter):
         if not callable(fn):
             raise TypeError(f"CallableAdapter needs an async callable agent(task, tools), got {type(fn).__name__}")
         self.fn = fn
+        self.app_name = _stable_name(fn)
 
     async def run(self, session: Session, task: Task) -> Any:
         """Call the agent with its task and tools."""
@@ -156,12 +157,23 @@ class CallableAdapter(Adapter):
         return await result
 
 
-def wrap(agent: Adapter | Callable[..., Any], **options: Unpack[RunOptions]) -> Runner:
+def _stable_name(fn: object) -> str:
+    """A callable's stable name, ``module.qualname`` (its runs' app name, see :attr:`Adapter.app_name`); '' when it
+    has none (e.g. a ``functools.partial``)."""
+    module, qualname = getattr(fn, "__module__", None), getattr(fn, "__qualname__", None)
+    if not isinstance(module, str) or not isinstance(qualname, str) or not module or not qualname:
+        return ""
+    return f"{module}.{qualname}"
+
+
+def wrap(agent: Adapter | Callable[..., Any], *, app_name: str | None = None, **options: Unpack[RunOptions]) -> Runner:
     """Put ``agent`` under goldfive: an :class:`Adapter`, or ``async def agent(task, tools)``.
 
     ``options`` are every adapter's (:class:`~goldfive_core.supervision.RunOptions`): ``control``, ``sinks``,
     ``config``, ``policy`` (rules on tool calls, default ``GOLDFIVE_POLICY``), ``labels`` (the runs' labels for
     those rules) and ``session_setup`` (default: the ladder and its detectors; None: emit drift only).
+    ``app_name`` names the runs' app, whose ledger a store process with no ``GOLDFIVE_AGENT_ID`` keeps its approved
+    calls in (default: the callable's ``module.qualname``, an adapter's :attr:`Adapter.app_name`).
     """
     if isinstance(agent, Adapter):
         adapter = agent
@@ -169,4 +181,4 @@ def wrap(agent: Adapter | Callable[..., Any], **options: Unpack[RunOptions]) -> 
         adapter = CallableAdapter(agent)
     else:
         raise TypeError(f"wrap() takes an Adapter or an async callable agent(task, tools), got {type(agent).__name__}")
-    return Runner(adapter, **options)
+    return Runner(adapter, app_name=app_name, **options)

@@ -108,6 +108,9 @@ class GoldfiveClaude(Supervised):
     most once (default: the channel's ledger; a replayed tool use that ran or is in
     doubt is denied, never re-run). ``session_setup`` sets up each run's
     steerer and detectors (the intervention ladder), as on :class:`~goldfive_core.runner.Runner`.
+    ``app_name``: the stable name of the host's app (each run's :attr:`Session.app_name
+    <goldfive_core.session.Session.app_name>`): a store process with no ``GOLDFIVE_AGENT_ID`` keeps its approved
+    tool uses in that app's ledger ("": the shared one).
     """
 
     steerer_factory = SteererFactoryAlias()
@@ -119,6 +122,7 @@ class GoldfiveClaude(Supervised):
         gate_tools: GateSpec = None,
         tool_schemas: Mapping[str, Mapping[str, Any]] | None = None,
         server_name: str = "goldfive",
+        app_name: str = "",
         **supervision: Unpack[SupervisionOptions],
     ) -> None:
         control = supervision.get("control")
@@ -131,6 +135,10 @@ class GoldfiveClaude(Supervised):
         self.gate = ToolGate(gate_tools)
         self.tool_schemas = _check_schemas(tool_schemas or {})
         self.server_name = check_server_name(server_name)
+        if not isinstance(app_name, str):
+            raise ConfigError(f"app_name must be a string, got {type(app_name).__name__}")
+        self.app_name = app_name
+        """Each run's app name: its approved tool uses' ledger (:func:`~goldfive_core.store.execution.app_owner`)."""
 
     @property
     def reporting_tools(self) -> list[str]:
@@ -178,6 +186,7 @@ class ClaudeRun:
             title=title or "claude run",
             input=title,
             records_steps=True,
+            app_name=owner.app_name,
         )
         self.session = self._handle.session
         self.options: ClaudeAgentOptions = merge_options(

@@ -4,9 +4,9 @@ With ``goldfive serve --policy``, the agent may not know the server's rule (its 
 about expiry). Once a rule's ``expires`` has passed for an open request of a live run, the server tells
 that run, once, that the request expired: the run ends its wait as a timeout would (``approval_timed_out``,
 the HUMAN_INTERVENTION_REQUIRED drift) and never runs the call. A run parked by ``detach_after`` is not
-live: for its parked call the server records the same signed expiry as the call's decision (a rejection
-whose reason says it expired), which resumes the call without running it. Decisions after that time are
-refused (409) in any case, by :class:`~goldfive_core.policy.PolicyAuthority`.
+live: for its parked call the server closes the record as expired, with its signature of the expiry, which
+resumes the call and is replayed as the same timeout (never a rejection, and never run). Decisions after that
+time are refused (409) in any case, by :class:`~goldfive_core.policy.PolicyAuthority`.
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ class Expirer:
         now = self._clock()
         sent = 0
         for row in rows:
-            why = self._expired(row, now)
+            why, expires_ms = self._expired(row, now)
             if not why or (row.id, row.requested_at_ms) in self._sent:
                 continue
             if self.store.liveness_of(self.store.run(row.run_id)).live:
@@ -79,7 +79,7 @@ class Expirer:
             elif self.store.detached(row.target_id) is not None:
                 # Parked (detach_after): kept as the run's decision, which resumes the call to hear it.
                 self._sent.add((row.id, row.requested_at_ms))
-                result = record_expiry(self.store, row, why=why, signer=self.signer)
+                result = record_expiry(self.store, row, why=why, signer=self.signer, expires_ms=expires_ms)
             else:
                 continue  # nobody to tell: decisions are refused, the listing says when it expired
             if result.verdict in (DecideVerdict.APPLIED, DecideVerdict.RECORDED):
@@ -88,15 +88,16 @@ class Expirer:
                 logger.info("expiry of %s in run %s: %s", shorten(row.target_id, 80), row.run_id, result.detail)
         return sent
 
-    def _expired(self, row: ApprovalRow, now: int) -> str:
-        """Why ``row`` has expired under the server's rule ("" when it has not)."""
+    def _expired(self, row: ApprovalRow, now: int) -> tuple[str, int]:
+        """Why ``row`` has expired under the server's rule ("" when it has not), and the rule's ``expires`` in ms."""
         ask, _ = self.rules.ask_for(row)
         if ask is None or ask.expires_ms is None or not row.requested_at_ms:
-            return ""
+            return "", 0
         if now < row.requested_at_ms + ask.expires_ms:
-            return ""
+            return "", 0
         rule = self.rules.governing_rule(row.metadata)  # the server's, when the agent's request names none
-        return (
+        why = (
             f"expired: rule {shorten(rule, 80)!r} allows {format_duration(ask.expires_ms)} for a decision "
             "and none was taken; the call was not made"
         )
+        return why, ask.expires_ms

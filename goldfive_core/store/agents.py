@@ -17,17 +17,23 @@ from .._util import now_ms
 from ..approvals import OPEN_STATUSES
 from ..events import payload_name
 from ..pb.v1 import events_pb2
-from ._schema import INBOX_COLS, inbox_row
-from .base import InboxRow, Store, StoreError
+from ._schema import INBOX_COLS, RUN_COLS, inbox_row, run_row
+from .base import InboxRow, RunRow, Store, StoreError
+from .liveness import RunLiveness, StoredRunStatus, judge_liveness
 from .sql import SqlStore, appending
 
 __all__ = [
     "AGENT_ENDPOINT_PREFIX",
+    "LIVENESS_HEADER",
+    "LIVENESS_ON_STREAM",
+    "PASS_HEADER",
     "append_server_event",
     "claim_run",
+    "claim_for_streams",
     "claimed_for",
     "decision_delivered",
     "execution_owner",
+    "gone_runs",
     "grant_delivered",
     "owned_runs",
     "pending_for_runs",
@@ -36,6 +42,17 @@ __all__ = [
 
 AGENT_ENDPOINT_PREFIX = "agent:"
 """Inbox rows an HTTP agent claims are claimed by ``agent:<user>:<its endpoint>``, so no agent acks another's."""
+
+LIVENESS_HEADER = "X-Goldfive-Liveness"
+"""The header of ``GET /api/agent/stream`` by which a server says it keeps the stream's runs alive itself."""
+LIVENESS_ON_STREAM = "stream"
+"""Its value: while this stream is open, the agent need not heartbeat its runs (an older server sends nothing,
+and its agents heartbeat as before; an older agent heartbeats anyway, which is harmless)."""
+
+PASS_HEADER = "X-Goldfive-Pass"
+"""A server's proof that it checked the agent's token: sent with ``GET /api/agent/stream``'s answer, and sent back
+by the agent with its token on every request, so another server sharing the key file takes the token without a
+scrypt check of its own (a fleet's agents failing over are served at once, not queued behind one check each)."""
 
 SERVER_AUDIT_RUN = "goldfive-serve"
 """The run id under which the server puts its own audit entries (e.g. an agent token that tried to decide)."""
@@ -62,6 +79,9 @@ def claim_run(store: Store, run_id: str, agent: str) -> str | None:
     sql = _sql(store)
     with sql.db.guard(f"claiming run {run_id}"):
         conn = sql.db.conn()
+        mine = sql.db.execute(conn, "SELECT agent FROM gf_run_owners WHERE run_id = ?", (run_id,)).fetchone()
+        if mine is not None and str(mine[0]) == agent:
+            return None  # owned already (every event batch after the first): a read, no write transaction
         with sql.db.transaction(conn):
             row = sql.db.execute(conn, "SELECT agent FROM gf_run_owners WHERE run_id = ?", (run_id,)).fetchone()
             if row is None:
@@ -116,6 +136,42 @@ def pending_for_runs(store: Store, run_ids: Sequence[str], *, limit: int = 500) 
             (*run_ids, limit),
         )
         return [inbox_row(r) for r in cur.fetchall()]
+
+
+def claim_for_streams(store: Store, claims: Sequence[tuple[int, str]]) -> set[int]:
+    """Claim each ``(inbox id, endpoint)`` for its endpoint, all in one transaction; the ids won (a row claimed
+    for another endpoint, here or by another server, is not; one claimed for the same endpoint and not acked is: a
+    server killed between its claim's commit and the frame's delivery leaves it owed to that agent's stream)."""
+    return set(_sql(store).claim_controls_for(claims, again=True))
+
+
+def gone_runs(store: Store, run_ids: Sequence[str]) -> dict[str, RunLiveness]:
+    """:meth:`~goldfive_core.store.base.Store.liveness_of` of many runs at once, those not live only (one read of
+    the runs per 500, the store's clock read with them): the liveness checks of a burst of decisions waiting for
+    acks."""
+    ids = list(dict.fromkeys(run_ids))
+    sql = _sql(store)
+    rows: dict[str, RunRow] = {}
+    clock: list[int] = []
+    with sql.db.guard("reading runs"):
+        conn = sql.db.conn()
+        for start in range(0, len(ids), 500):
+            page = ids[start : start + 500]
+            marks = ", ".join("?" for _ in page)
+            # The store's clock read with the rows (one statement, not a second one for the clock).
+            query = f"SELECT {RUN_COLS}, {sql.db.now_expr} FROM gf_runs WHERE run_id IN ({marks})"
+            for raw in sql.db.execute(conn, query, page):
+                row = run_row(raw[:-1])
+                rows[row.run_id] = row
+                clock.append(int(raw[-1]))
+    running = any(row.status is StoredRunStatus.RUNNING for row in rows.values())
+    now = max(clock) if running else None  # the latest reading: the rows read are at least this old
+    gone: dict[str, RunLiveness] = {}
+    for run_id in ids:
+        liveness = judge_liveness(rows.get(storable(run_id)), stale_after_ms=store.stale_after_ms, now=now)
+        if not liveness.live:
+            gone[run_id] = liveness
+    return gone
 
 
 def claimed_for(store: Store, endpoint: str) -> list[InboxRow]:

@@ -94,6 +94,8 @@ class _ApprovalHistory:
         self.decisions: dict[_Key, _Decision] = {}
         self.closed: dict[_Key, tuple[ApprovalStatus, str]] = {}
         """Status and detail of an undecided record, by its timeout and cancel events (the store's guards)."""
+        self.expired_by: dict[_Key, tuple[str, str, int]] = {}
+        """Who expired a record by the deciding side's rule (``approval_timed_out.expired_by``), its channel, when."""
         self.first_seq: dict[_Key, int] = {}
         """The chain row of each call's first request: the store numbers records in this order (1, 2, 3, ...)."""
         self.decided_at: dict[_Key, dict[bool, set[int]]] = {}
@@ -111,12 +113,17 @@ class _ApprovalHistory:
             self.decided_at[key] = {}
             self.progress[key] = ""
             self.closed[key] = (ApprovalStatus.PENDING, "")
+            self.expired_by.pop(key, None)
         elif kind == "approval_voted":
             self.progress[(event.run_id, event.approval_voted.target_id)] = event.approval_voted.progress
         elif kind == "approval_timed_out":
             out = event.approval_timed_out
             new = ApprovalStatus.TIMED_OUT if out.still_open else ApprovalStatus.EXPIRED
-            self._close((event.run_id, out.target_id), new, out.detail)
+            key = (event.run_id, out.target_id)
+            if out.expired_by and self._close(key, new, out.detail):
+                self.expired_by[key] = (out.expired_by, out.channel, _ms(event.emitted_at))
+            else:
+                self._close(key, new, out.detail)
         elif kind == "approval_cancelled":
             cancelled = event.approval_cancelled
             self._close((event.run_id, cancelled.target_id), ApprovalStatus.CANCELLED, cancelled.reason)
@@ -128,10 +135,12 @@ class _ApprovalHistory:
             times = self.decided_at.setdefault(key, {}).setdefault(granted, set())
             times.add(_ms(event.emitted_at))
 
-    def _close(self, key: _Key, new: ApprovalStatus, detail: str) -> None:
+    def _close(self, key: _Key, new: ApprovalStatus, detail: str) -> bool:
         current = self.closed.get(key)
         if current is not None and key not in self.decisions and current[0] in sources(new):
             self.closed[key] = (new, detail)
+            return True
+        return False
 
     def check(self, records: Iterable[ApprovalRow | str]) -> list[str]:
         """``records``: every approval record, or the problem of one that could not be read."""
@@ -174,7 +183,11 @@ class _ApprovalHistory:
                 logged_at = times[row.decision == "approve"]
                 if row.requested_at_ms <= row.decided_at_ms <= max(logged_at):
                     times = {**times, row.decision == "approve": {*logged_at, row.decided_at_ms}}
-            problems.extend(self._check_decision(name, row, self.decisions.get(key), self.closed.get(key), times))
+            problems.extend(
+                self._check_decision(
+                    name, row, self.decisions.get(key), self.closed.get(key), times, self.expired_by.get(key)
+                )
+            )
             if self.trust is not None:
                 problems.extend(signature_problems(name, row, self.trust, req.metadata.get("policy_grants", "")))
         legacy.sort()
@@ -192,22 +205,28 @@ class _ApprovalHistory:
         logged: _Decision | None,
         closed: tuple[ApprovalStatus, str] | None,
         times: dict[bool, set[int]],
+        expired: tuple[str, str, int] | None = None,
     ) -> list[str]:
         status = row.status.value
         if row.status not in DECIDED_STATUSES:
             if logged is not None and row.status in OPEN_STATUSES:
                 return [f"{name} is {status} but the audit log has its decision (edited)"]
             want_status, want_detail = closed or (ApprovalStatus.PENDING, "")
+            # Expired by the deciding side's rule (recorded in the store): who, how and when, and its signature.
+            by, channel, at = expired or ("", "", 0)
             undecided = {
                 "status": (status, want_status.value),
                 "detail": (row.detail, want_detail),
-                "decided_by": (row.decided_by, ""),
+                "decided_by": (row.decided_by, by),
                 "decision": (row.decision, ""),
                 "edited_args_json": (row.edited_args_json, ""),
-                "decided_via": (row.decided_via, ""),
-                "decided_channel": (row.decided_channel, ""),
-                "decided_at_ms": (row.decided_at_ms, 0),
-                "decision_sig": (row.decision_sig, ""),
+                "decided_via": (row.decided_via, "store" if by else ""),
+                "decided_channel": (row.decided_channel, channel),
+                "decided_at_ms": (row.decided_at_ms, at),
+                "decision_sig": (
+                    row.decision_sig if not by else _signature_problem(row) is None,
+                    "" if not by else True,
+                ),
             }
             differs = [column for column, (stored, logged_value) in undecided.items() if stored != logged_value]
             if differs and logged is None:
@@ -328,7 +347,7 @@ def signature_problems(name: str, row: ApprovalRow, trust: TrustKey, grants: str
     An unsigned ``cli`` decision is what the local command line records without a key (see
     :class:`~goldfive_core.store.checkpoint.CheckpointWriter` for how a relabel to one is caught).
     """
-    if row.status not in DECIDED_STATUSES:
+    if row.status not in DECIDED_STATUSES and not (row.status is ApprovalStatus.EXPIRED and row.decided_by):
         return []
     if not row.decision_sig:
         if row.decided_channel not in SERVER_CHANNELS:
@@ -353,7 +372,7 @@ def _signature_check(row: ApprovalRow, trust: TrustKey, grants: str) -> str | No
     digest the decider saw (the call's own, or a quorum's edited one) and, for a quorum, the one signer among
     the approvers named.
     """
-    from ..signing import check_decision
+    from ..signing import EXPIRY_KIND, check_decision
 
     problem: str | None = "no matching decision"
     tries = itertools.product(
@@ -361,8 +380,9 @@ def _signature_check(row: ApprovalRow, trust: TrustKey, grants: str) -> str | No
         {row.args_digest, row.original_args_digest} - {""} or {""},
         _signers(row),
         _signed_quorums(row),
+        ("", "cancel") if row.kind == "input" and row.decision == "reject" else ("",),  # a form dismissed
     )
-    for grant, digest, (decided_by, detail, edited), quorum in tries:
+    for grant, digest, (decided_by, detail, edited), quorum, answer in tries:
         problem = check_decision(
             trust,
             target_id=row.target_id,
@@ -378,6 +398,9 @@ def _signature_check(row: ApprovalRow, trust: TrustKey, grants: str) -> str | No
             request_id=row.request_id,
             request_digest=row.request_digest if row.request_id else "",
             quorum=quorum,
+            answer=answer,
+            # An expired record holds the server's signature of its expiry, never a decision's.
+            expiry=EXPIRY_KIND if row.status is ApprovalStatus.EXPIRED else "",
         )
         if problem is None:
             return None
@@ -619,7 +642,7 @@ class _ExecutionHistory:
             }
             return
         row = self.rows.get(key)
-        if rec.state == "resolved_not_run":
+        if rec.state in ("resolved_not_run", "released_not_run"):  # a person's word, or a claim given back
             self.rows[key] = None
         elif row is not None and rec.state in ("done", "resolved_ran"):  # (a "done" of a claim made before
             row.update(state="done", finished_at_ms=at, result=rec.result_digest)  # migration 13 holds nothing)

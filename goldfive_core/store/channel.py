@@ -21,6 +21,7 @@ from pathlib import Path
 from ..control import ControlAck, ControlMessage
 from ..signing import TrustKey
 from .base import Store
+from .claims import FoldedClaims
 from .execution import StoreLedger
 from .inbox import StoreInbox
 from .sender import RUN_LEVEL_KINDS, AmbiguousRunError, DeliveryTimeout, RunGone, StoreSender
@@ -60,13 +61,16 @@ class StoreChannel(AgentChannel):
         """The decider side: posts into the store's inbox and waits for the ack."""
         endpoint = name or new_endpoint()
         key = trust_key_of(trust_key)
+        claims = FoldedClaims()  # an approved call's claim rides on its APPROVE's ack: one commit, not two
         super().__init__(
             store,
-            StoreInbox(store, endpoint=endpoint, batch_size=batch_size, sweep_interval_s=sweep_interval_s),
+            StoreInbox(
+                store, endpoint=endpoint, batch_size=batch_size, sweep_interval_s=sweep_interval_s, claims=claims
+            ),
             endpoint=endpoint,
             forward=self.sender.send,
             trust_key=key,
-            ledger=StoreLedger(store, trust=key),
+            ledger=StoreLedger(store, trust=key, claims=claims),
         )
 
     @property

@@ -41,7 +41,7 @@ import os
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
@@ -320,22 +320,34 @@ class CheckpointWriter:
         covers it, in :attr:`vouched_path` too (written through before this returns): a server killed before its
         next checkpoint holds the decisions it signed to their records when it starts again.
         """
-        try:
-            row = self._record(run_id, target_id)
-        except StoreError:
-            row = None  # then its newest record is held to it
-        item: Vouched = (run_id, target_id, -1 if row is None else row.requested_at_ms)
+        self.vouch_many([(run_id, target_id)])
+
+    def vouch_many(self, decisions: Sequence[tuple[str, str]]) -> None:
+        """:meth:`vouch` for several decisions (``(run_id, target_id)`` each) at once: one write and one fsync of
+        :attr:`vouched_path` for all of them (``goldfive serve`` vouches for a burst's decisions together). Every
+        one is kept, in memory and on disk, before this returns."""
+        items: list[Vouched] = []
+        for run_id, target_id in decisions:
+            try:
+                row = self._record(run_id, target_id)
+            except StoreError:
+                row = None  # then its newest record is held to it
+            items.append((run_id, target_id, -1 if row is None else row.requested_at_ms))
+        if not items:
+            return
+        lines = "".join(
+            json.dumps({"run_id": item[0], "target_id": item[1], "requested_at_ms": item[2]}) + "\n" for item in items
+        )
         with self._lock:
-            self._vouched.add(item)
-            line = json.dumps({"run_id": item[0], "target_id": item[1], "requested_at_ms": item[2]}) + "\n"
+            self._vouched.update(items)
             try:
                 self.vouched_path.parent.mkdir(parents=True, exist_ok=True)
                 with self.vouched_path.open("a", encoding="utf-8") as out:
-                    out.write(line)
+                    out.write(lines)
                     out.flush()
                     os.fsync(out.fileno())
-            except OSError as exc:  # held in memory still: only a crash before the next checkpoint forgets it
-                logger.error("could not keep a signed decision in %s: %s", self.vouched_path, exc)
+            except OSError as exc:  # held in memory still: only a crash before the next checkpoint forgets them
+                logger.error("could not keep %d signed decision(s) in %s: %s", len(items), self.vouched_path, exc)
 
     def _load_vouched(self) -> set[Vouched]:
         """The decisions signed since the last checkpoint, as :meth:`vouch` kept them (none: a fresh start)."""

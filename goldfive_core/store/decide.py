@@ -25,9 +25,10 @@ from .._util import canonical_json
 from ..approvals import ApprovalStatus, Principal, already_decided_text
 from ..argschema import edit_problem
 from ..control import ControlAck, ControlKind, ControlMessage
+from ..elicitation import request_answer_problem
 from ..errors import AmbiguousApprovalError, ApprovalLookupError, UnknownApprovalError
 from ..policy import Ask, PolicyAuthority, Refusal
-from ..signing import DecisionSigner, SignedDecision
+from ..signing import EXPIRY_KIND, DecisionSigner, SignedDecision
 from .base import ApprovalRow, Store
 from .grants import audit_refusal
 from .liveness import Liveness, RunLiveness
@@ -137,6 +138,7 @@ def decide(
     grant: str | None = None,
     approval: ApprovalRow | None = None,
     request_id: str | None = None,
+    answer: str = "",
 ) -> DecideResult:
     """Decide one approval from outside the agent; never raises for a refusal (see :class:`DecideVerdict`).
 
@@ -156,6 +158,9 @@ def decide(
 
     ``request_id`` is the request the decider was shown (the inbox's card): when the target was asked again
     since (a new request, even with the same arguments), the decision is refused and nothing changes.
+
+    ``answer="cancel"`` (with ``approve=False``, for an ``input`` request only): the person dismissed the form
+    rather than declined it; signed with the rest, so the agent answers its asker "cancel", not "decline".
     """
     planned = plan_decision(
         store,
@@ -171,6 +176,7 @@ def decide(
         grant=grant,
         approval=approval,
         request_id=request_id,
+        answer=answer,
     )
     if isinstance(planned, DecideResult):
         return planned
@@ -196,6 +202,7 @@ def plan_decision(
     grant: str | None = None,
     approval: ApprovalRow | None = None,
     request_id: str | None = None,
+    answer: str = "",
 ) -> DecideResult | Delivery:
     """:func:`decide` up to the delivery: its result when none is needed (refused, invalid, recorded for a run
     that is not running), else the :class:`Delivery` to hand the live run (``goldfive serve`` waits for its ack
@@ -217,6 +224,8 @@ def plan_decision(
             return reasked
     if edited_args is not None and not approve:
         return _refused(row, "refused: edited_args only go with an approval")
+    if answer and (answer != "cancel" or approve or row.kind != "input"):
+        return _refused(row, "refused: answer 'cancel' only goes with a rejection of an input request")
     if grant is not None and (not approve or edited_args is not None):
         why = "only an approval can allow matching calls" if not approve else "an edited approval never creates a grant"
         return _refused(row, f"refused: {why}; nothing was decided")
@@ -239,12 +248,20 @@ def plan_decision(
             f"refused: {row.target_id!r} needs {quorum} distinct approvers; one approver cannot allow later calls. "
             "Nothing was decided",
         )
+    if row.kind == "input" and not approve and not reason:  # the record says how the form was turned down
+        reason = "cancelled" if answer else "declined"
+    if row.kind == "input" and approve and edited_args is None:
+        edited_args = {}  # an accept with no content: what the form's schema says of an empty answer
     if edited_args is not None:
-        problem = edit_problem(row.kind, row.metadata, edited_args, tool=row.tool_name)
+        if row.kind == "input":
+            problem = request_answer_problem(row.metadata, edited_args)
+        else:
+            problem = edit_problem(row.kind, row.metadata, edited_args, tool=row.tool_name)
         if problem is not None:
             return DecideResult(
                 verdict=DecideVerdict.INVALID,
-                detail=f"refused: edited_args do not fit: {problem.message}; nothing was changed",
+                detail=f"refused: {'the answer does' if row.kind == 'input' else 'edited_args do'} not fit: "
+                f"{problem.message}; nothing was changed",
                 target_id=row.target_id,
                 run_id=row.run_id,
                 field=problem.field,
@@ -253,7 +270,18 @@ def plan_decision(
     digest = args_digest or row.args_digest
     counts = ask is not None and not ask.reject_ends
     attempt = _Attempt(
-        store, row, approve, principal, reason, edited_args, digest, signer, grant or "", quorum, reject_counts=counts
+        store,
+        row,
+        approve,
+        principal,
+        reason,
+        edited_args,
+        digest,
+        signer,
+        grant or "",
+        quorum,
+        reject_counts=counts,
+        answer=answer,
     )
     live = store.liveness_of(store.run(row.run_id))
     if not live.live:
@@ -312,11 +340,13 @@ class _Attempt:
     grant: str = ""
     quorum: int = 1
     """How many distinct approvers the deciding side's rule requires (stated, and signed, when more than one)."""
-    expiry: bool = False
-    """The deciding side's expiry notice, not a vote: recorded whatever quorum the request asks for."""
     reject_counts: bool = False
     """The deciding side's rule says ``reject = "counts"`` (stated, and signed, with its quorum; never otherwise,
     so a default-mode vote signs the same bytes as before the field existed)."""
+    answer: str = ""
+    """``"cancel"``: a rejection of an input request that dismissed its form (signed; omitted when empty)."""
+    recorded_expiry: bool = False
+    """The expiry is recorded for a parked call: signed as an expiry (``expiry = "rule"``), never as a rejection."""
 
     def _stated_quorum(self) -> int:
         return self.quorum if self.quorum > 1 else 0
@@ -345,6 +375,8 @@ class _Attempt:
             request_digest=self.row.request_digest if self.row.request_id else "",
             quorum=self._stated_quorum(),
             quorum_reject=self._stated_reject(),
+            answer=self.answer,
+            expiry=EXPIRY_KIND if self.recorded_expiry else "",
         )
         return self.signer.sign(facts)
 
@@ -372,6 +404,8 @@ class _Attempt:
             payload["quorum"] = self._stated_quorum()
         if self._stated_reject():  # and its reject mode, when a rejection is one vote rather than the end
             payload["quorum_reject"] = self._stated_reject()
+        if self.answer:  # an input request dismissed, not declined
+            payload["answer"] = self.answer
         return payload
 
     def record(self, why: str, *, detached: bool = False) -> DecideResult:
@@ -379,9 +413,14 @@ class _Attempt:
         now = _reread(self.store, self.row)
         if not now.open:
             return _closed(now)
+        if now.kind == "input":  # the asker waits for the answer in its run: nothing replays a form later
+            return _refused(
+                now,
+                f"refused: {now.target_id!r} asks for input and its run is not running ({why}); nothing was recorded",
+            )
         own = Ask.from_metadata(now.metadata)
         needed = max(self.quorum, own.quorum if own is not None else 1)
-        if needed > 1 and not self.expiry:
+        if needed > 1:
             # The votes of a quorum are counted by the live run; one recorded decision must never stand for N
             # (N by the deciding side's rule, or by the request's own when it asks for more).
             return _refused(
@@ -440,19 +479,49 @@ def expire(
     return DecideResult(verdict=verdict, detail=ack.detail, target_id=row.target_id, run_id=row.run_id, ack=ack)
 
 
-def record_expiry(store: Store, row: ApprovalRow, *, why: str, signer: DecisionSigner | None) -> DecideResult:
-    """Record ``row``'s expiry for a run that is parked (not running): the same signed REJECT :func:`expire`
-    sends, kept in the store as a decision by :data:`EXPIRY_DECIDER` whose reason (``why``) says it expired.
+def record_expiry(
+    store: Store, row: ApprovalRow, *, why: str, signer: DecisionSigner | None, expires_ms: int = 0
+) -> DecideResult:
+    """Record ``row``'s expiry for a run that is parked (not running): the record closes as expired (not
+    decided), by :data:`EXPIRY_DECIDER`, with ``why`` and the signer's signature of the expiry (bound to this
+    request, stating ``expiry = "rule"``).
 
-    The parked call is resumed by it (the Resumer sees a decision) and never runs; a trusting agent applies it
-    only with the signer's signature. Verdict RECORDED, or why nothing was recorded (decided or re-asked since).
+    The parked call is resumed by it (the Resumer sees it) and replayed as a timeout (``approval_timed_out``,
+    the HUMAN_INTERVENTION_REQUIRED drift): it never runs, and a trusting agent takes the expiry only with the
+    signer's signature of exactly it. Verdict RECORDED, or why nothing was recorded (decided or re-asked since).
     """
-    return _expiry(store, row, why, signer).record(f"run {row.run_id} is parked", detached=True)
+    attempt = _expiry(store, row, why, signer, recorded=True)
+    now = _reread(store, row)
+    if not now.open:
+        return _closed(now)
+    reasked = _reasked(now, row)
+    if reasked is not None:
+        return reasked
+    signature = attempt.signature()
+    if not store.expire_in_store(
+        now.id,
+        detail=why,
+        expired_by=EXPIRY_DECIDER,
+        timeout_ms=expires_ms,
+        channel=attempt.principal.channel,
+        signature=canonical_json(signature) if signature is not None else "",
+        request_id=row.request_id,
+    ):  # decided, or asked again, since we read it
+        after = _reread(store, now)
+        return _reasked(after, row) or _closed(after)
+    return DecideResult(
+        verdict=DecideVerdict.RECORDED,
+        detail=f"recorded: {now.target_id!r} expired in the store; run {now.run_id} is parked.",
+        target_id=now.target_id,
+        run_id=now.run_id,
+    )
 
 
-def _expiry(store: Store, row: ApprovalRow, why: str, signer: DecisionSigner | None) -> _Attempt:
+def _expiry(
+    store: Store, row: ApprovalRow, why: str, signer: DecisionSigner | None, *, recorded: bool = False
+) -> _Attempt:
     sender = Principal(name=EXPIRY_DECIDER, channel="api")
-    return _Attempt(store, row, False, sender, why, None, row.args_digest, signer, expiry=True)
+    return _Attempt(store, row, False, sender, why, None, row.args_digest, signer, recorded_expiry=recorded)
 
 
 def rule_quorum(authority: DecisionAuthority | None, row: ApprovalRow) -> int:

@@ -20,8 +20,15 @@ and owners reusing a call id never see each other's entries. The owner is the
 agent user owning the run over HTTP; for a process writing the store it is its
 agent identity (``GOLDFIVE_AGENT_ID``, or ``agent=``), which survives a restart:
 the restarted process's new run finds its own done and in-doubt calls, and two
-agents of other identities reusing a call id each run their body. Processes
-with no identity share one ledger (owner ""): a call id one of them finished is
+agents of other identities reusing a call id each run their body. A process with
+no identity whose host names its app (an ADK ``App``'s name, a callable's
+``module.qualname`` under ``wrap()``, ``GoldfiveClaude(app_name=)``: the session's
+``app_name``) keeps its calls in the app's ledger (``app:<name>``): the same app
+restarted finds them, and apps of other names never collide. That ledger also reads
+the shared one, where the app kept its calls before this default existed: a call
+done or in doubt there is not run again. Processes with neither (a callable with no
+stable name, a Claude conversation given no ``app_name``, ``run_approved`` on a
+session with none) share one ledger (owner ""): a call id one of them finished is
 done for all of them, so nothing runs twice, but their bodies may be skipped.
 :class:`StoreLedger` hands these records to the tool-call gate of every adapter.
 """
@@ -44,11 +51,13 @@ from ..errors import ConfigError, UserError
 from ..inflight import InFlight
 from ..pb.v1 import events_pb2
 from ..session import Session
-from ..signing import TrustKey, trust_key_from_env
+from ..signing import EXPIRY_KIND, TrustKey, trust_key_from_env
 from ..toolcall import ExecutionLedger, Replay, Skip, ToolCall, gate_tool_call
 from .base import HOST, ExecutionRow, ExecutionState, StoreError, StoreUnavailableError
+from .claims import FoldedClaims
 from .keeper import keeper_for
 from .roles import CallLedger, LedgerStore, RunOwners, StoreHandle
+from .rows import APP_OWNER_PREFIX
 from .trust import verify_decision
 from .users import check_name
 
@@ -59,7 +68,9 @@ __all__ = [
     "StoreLedger",
     "begin_execution",
     "check_replay",
+    "app_owner",
     "finish_execution",
+    "release_folded",
     "run_approved",
     "store_agent_owner",
 ]
@@ -112,53 +123,107 @@ def store_agent_owner(agent: str | None = None) -> str:
     return STORE_OWNER_PREFIX + name
 
 
+_APP_NAME_MAX = 128
+
+
+def app_owner(app_name: str) -> str:
+    """The default ledger owner of a run whose process has no agent identity: its host's app (``app:<name>``, from
+    :attr:`Session.app_name <goldfive_core.session.Session.app_name>`); '' (the shared ledger) for none, or for a
+    name too long or not printable to be a stable key."""
+    if not app_name or len(app_name) > _APP_NAME_MAX or not app_name.isprintable():
+        return ""
+    return APP_OWNER_PREFIX + app_name
+
+
+_FOLDED_ANSWER_S = 30.0
+"""How long an approved call waits for the store to answer the claim its ack carried (then it is not run)."""
+
+
 class StoreLedger:
     """The store's execution ledger as the gate's :class:`~goldfive_core.toolcall.ExecutionLedger`.
 
     Keyed by owner, call id and args digest: a call id the store saw with other arguments is a new call.
-    ``agent`` (default ``GOLDFIVE_AGENT_ID``; "" for none) is the identity of a process writing the store:
-    each run's calls go to the ledger of ``store:<agent>`` (registered before the run's first look-up), so a
-    restart under the same identity finds its calls and another identity never does. An agent over HTTP
-    passes "": the server keys its ledger by its token's user.
+    ``agent`` (default ``GOLDFIVE_AGENT_ID``) is the identity of a process writing the store: each run's calls
+    go to the ledger of ``store:<agent>`` (registered before the run's first look-up), so a restart under the
+    same identity finds its calls and another identity never does. With neither, a run's calls go to its host
+    app's ledger (:func:`app_owner` of ``session.app_name``), or to the shared one when the host names none.
+    ``agent=""`` names no ledger at all (every run in the shared one); an agent over HTTP passes it: the server
+    keys its ledger by its token's user.
     """
 
-    def __init__(self, store: LedgerStore, *, trust: TrustKey | None = None, agent: str | None = None) -> None:
+    def __init__(
+        self,
+        store: LedgerStore,
+        *,
+        trust: TrustKey | None = None,
+        agent: str | None = None,
+        claims: FoldedClaims | None = None,
+    ) -> None:
         self.store = store
         self.trust = trust
         """The key a decision recorded in the store must be signed with (None: any is used)."""
         self.owner = store_agent_owner(agent)
-        """The ledger this process's runs keep their calls in (``store:<agent>``; "": the shared one)."""
+        """The ledger this process's runs keep their calls in (``store:<agent>``; "": each run's app's, if any)."""
+        self._by_app = agent is None and not self.owner
+        """Whether a run's host app names its ledger (no identity given; False for ``agent=""`` and over HTTP)."""
         self._owned: set[str] = set()
-        """Runs registered as :attr:`owner`'s (once per run)."""
+        """Runs registered in their owner's ledger (once per run)."""
         self._claims: dict[tuple[str, str], str] = {}
         """(call id, digest) → the run that claimed it here, for its "done" (an owner claims a call id once)."""
+        self.folded = claims
+        """Claims the channel's inbox folds into APPROVE acks (StoreChannel's; None: each claim is its own commit)."""
 
-    async def _own(self, run_id: str) -> None:
-        """Put ``run_id``'s calls in :attr:`owner`'s ledger before it looks anything up (StoreError: it cannot)."""
-        if not self.owner or run_id in self._owned:
+    def owner_of(self, session: Session) -> str:
+        """The ledger ``session``'s run keeps its calls in: :attr:`owner`, else its app's, else "" (the shared one)."""
+        return self.owner or (app_owner(session.app_name) if self._by_app else "")
+
+    async def _own(self, session: Session) -> None:
+        """Put the run's calls in its owner's ledger before it looks anything up (StoreError: it cannot)."""
+        run_id = session.run_id
+        owner = self.owner_of(session)
+        if not owner or run_id in self._owned:
             return
         if not isinstance(self.store, RunOwners):
+            if not self.owner:
+                return  # a store that keys no ledgers by owner keeps one of its own: an app's name changes nothing
             raise StoreError(f"{self.store.url} keeps no ledger per store agent; an agent identity needs a store")
-        await asyncio.to_thread(self.store.own_run, run_id, self.owner)
+        await asyncio.to_thread(self.store.own_run, run_id, owner)
         self._owned.add(run_id)
 
     async def lookup(self, session: Session, call: ToolCall, digest: str) -> Replay:
         """What the store knows about the call (see :func:`check_replay`); ``unavailable`` through an outage
         that outlasts the store's retry budget (the gate then skips the call: fail closed)."""
         try:
-            return await self.check(session, call, digest)
+            replay = await self.check(session, call, digest)
         except StoreError as exc:
             return _unavailable(self.store, call.tool_name, "could not look up whether it already ran", exc)
+        if replay.kind == "none" and self.folded is not None:  # a person will be asked: the ack may carry the claim
+            self.folded.expect(session.run_id, call.call_id, digest)
+        return replay
 
     async def check(self, session: Session, call: ToolCall, digest: str) -> Replay:
         """:meth:`lookup` that raises StoreError (a ledger composed over this one retries it its own way)."""
-        await self._own(session.run_id)
+        await self._own(session)
         return await check_replay(
             session, self.store, call_id=call.call_id, tool_name=call.tool_name, digest=digest, trust=self.trust
         )
 
     async def begin(self, session: Session, call: ToolCall, digest: str) -> Replay | None:
-        """Record "executing" (see :func:`begin_execution`); ``unavailable`` when the store stays out of reach."""
+        """Record "executing" (see :func:`begin_execution`); ``unavailable`` when the store stays out of reach.
+
+        When the approval's ack carried the claim (:mod:`goldfive_core.store.claims`), the ack's commit was the claim
+        and the decision together: only a claim the store says was won lets the body run without a claim of its own.
+        """
+        if self.folded is not None:
+            try:
+                won = await self.folded.wait(session.run_id, call.call_id, within_s=_FOLDED_ANSWER_S)
+            except TimeoutError:
+                why = StoreUnavailableError(f"no answer to the ack that claimed it in {_FOLDED_ANSWER_S:g} s")
+                return _unavailable(self.store, call.tool_name, "could not record that it starts", why)
+            if won is True:
+                self.adopt(session, call, digest)
+                return None
+            # Not folded, or not won (claimed before: done or in doubt): claim on its own, which says why not.
         try:
             return await self.claim(session, call, digest)
         except StoreError as exc:
@@ -166,13 +231,39 @@ class StoreLedger:
 
     async def claim(self, session: Session, call: ToolCall, digest: str) -> Replay | None:
         """:meth:`begin` that raises StoreError (a ledger composed over this one retries it its own way)."""
-        await self._own(session.run_id)
+        await self._own(session)
         refused = await begin_execution(
             session, self.store, call_id=call.call_id, tool_name=call.tool_name, digest=digest
         )
         if refused is None:
             self._claims[(call.call_id, digest)] = session.run_id
         return refused
+
+    async def release(self, session: Session, call: ToolCall, digest: str) -> None:
+        """The gate will not start the body of an approved call (the run was cancelled, or paused, after the
+        APPROVE's ack claimed it): give the claim back, "released, not run", so a re-ask may run the call.
+
+        Only a claim the store said was won is given back; fail closed: when that answer or the release cannot be
+        had within the store's retry budget, the entry stays "executing" (in doubt, for a person), never released by
+        guess. Never raises."""
+        if self.folded is None:
+            return  # each claim is its own commit, made only when the body starts: nothing is held before
+        await release_folded(
+            self.folded,
+            session,
+            call,
+            within_s=_FOLDED_ANSWER_S,
+            write=lambda: self.release_claim(session, call, digest),
+            where=self.store.url,
+        )
+
+    async def release_claim(self, session: Session, call: ToolCall, digest: str) -> None:
+        """Write the release of the claim ``session``'s run won (StoreError: it could not be written)."""
+        self._claims.pop((call.call_id, digest), None)
+        if not await asyncio.to_thread(
+            self.store.release_execution, call.call_id, run_id=session.run_id, args_digest=digest
+        ):
+            raise StoreError(f"run {session.run_id} holds no claim of {call.call_id!r} to give back")
 
     def adopt(self, session: Session, call: ToolCall, digest: str) -> None:
         """Take a claim recorded for ``session``'s run elsewhere (folded into the APPROVE's ack) as made here."""
@@ -205,6 +296,39 @@ class StoreLedger:
             logger.error("store %s: %r ran but its 'done' was refused: %s", self.store.url, call_id, exc)
 
 
+async def release_folded(
+    claims: FoldedClaims,
+    session: Session,
+    call: ToolCall,
+    *,
+    within_s: float,
+    write: Callable[[], Awaitable[None]],
+    where: str,
+) -> None:
+    """Give back the claim folded into ``call``'s APPROVE ack when it was won (``write`` records it); the gate will
+    not start the body. Fail closed: no answer within ``within_s``, or a release that cannot be written, leaves the
+    entry "executing" (in doubt) and says so in the log. Never raises."""
+    name = shorten(call.call_id, 80)
+    try:
+        won = await claims.wait(session.run_id, call.call_id, within_s=within_s)
+    except TimeoutError:
+        logger.error(
+            "%s: %r was not run; no answer to the claim its approval carried, so it stays in doubt", where, name
+        )
+        return
+    if won is not True:
+        return  # not folded, or not won: this run holds nothing
+    try:
+        await write()
+    except StoreError as exc:
+        logger.error(
+            "%s: %r was not run, but giving back its claim failed, so it stays in doubt for a person: %s",
+            where,
+            name,
+            shorten(str(exc), 300),
+        )
+
+
 def _unavailable(store: StoreHandle, tool_name: str, doing: str, exc: StoreError) -> Replay:
     """Fail closed: the store is out of reach after its retry budget, so the body is not run."""
     detail = (
@@ -232,7 +356,9 @@ async def check_replay(
     ``done``: the body finished before (its result is in ``result``); ``in_doubt``: it started and
     never finished (a CRITICAL HUMAN_INTERVENTION_REQUIRED drift is emitted; do not run it);
     ``decided``: a decision was recorded while the agent was down (ApprovalGranted/Rejected is
-    emitted for this run; a decision for other arguments is ignored); ``none``: ask a person.
+    emitted for this run; a decision for other arguments is ignored); ``expired``: the deciding server's rule
+    ended the request while the call was parked (``approval_timed_out`` is emitted for this run; the gate
+    answers it as a timeout); ``none``: ask a person.
     """
     settled = await _settled(session, store, call_id, tool_name, digest)
     if settled is not None:
@@ -252,6 +378,8 @@ async def check_replay(
             "edited_args": stored.edited_args,
             "signature": stored.signature,
             "channel": stored.decided_channel,
+            # An expiry is signed as one: a rejection's signature never passes for it, nor its for a rejection.
+            "expiry": EXPIRY_KIND if stored.expired else "",
         }
         # The request is the stored record's: its id, and a digest recomputed from its columns (never a stored
         # digest), whose target and arguments were just checked against this call.
@@ -265,6 +393,18 @@ async def check_replay(
             session=session,
         ):
             return Replay(kind="none")  # not signed by the trusted key: ask a person (refusal audited)
+    if stored.expired:
+        session.events.emit(
+            events_pb2.ApprovalTimedOut(
+                target_id=call_id,
+                still_open=False,
+                detail=stored.detail,
+                expired_by=stored.decided_by,
+                channel=stored.decided_channel,
+                request_id=stored.request_id,
+            )
+        )
+        return Replay(kind="expired", detail=stored.detail or "the request expired")
     note = f"decision recorded in the store (run {stored.run_id}, via {stored.decided_via}) applied to the replay"
     edited = stored.edited_args
     if stored.approved:

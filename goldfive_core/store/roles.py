@@ -277,6 +277,22 @@ class ApprovalRecords(DecisionSource, Protocol):
         """
         ...
 
+    def expire_in_store(
+        self,
+        approval_id: int,
+        *,
+        detail: str,
+        expired_by: str,
+        timeout_ms: int,
+        channel: str = "",
+        signature: str = "",
+        request_id: str = "",
+    ) -> bool:
+        """Close a pending record whose agent is not running as expired by the deciding side's rule (its
+        ``expires`` passed): kept with who expired it and the ``signature`` block, so a replay of the call hears a
+        timeout. False when it is decided or closed, or (with ``request_id``) another request of the target."""
+        ...
+
 
 class CallLedger(StoreHandle, Protocol):
     """The execution ledger's agent side: at most one run of a tool body per approved call."""
@@ -301,6 +317,11 @@ class CallLedger(StoreHandle, Protocol):
 
     def execution(self, target_id: str, *, run_id: str | None = None) -> ExecutionRow | None:
         """The ledger entry for ``target_id`` in the ledger of ``run_id``'s owner (None: the newest of any owner)."""
+        ...
+
+    def release_execution(self, target_id: str, *, run_id: str, args_digest: str = "") -> bool:
+        """Give back ``run_id``'s claim of ``target_id`` (for ``args_digest``) whose body it never started: the entry
+        goes ("released, not run" on the audit log), so a re-ask may run the call. False: no such claim."""
         ...
 
 
@@ -499,6 +520,15 @@ class UserDirectory(Protocol):
 
     def end_web_session(self, id_hash: str) -> None:
         """Log a web session out."""
+        ...
+
+    def access_version(self) -> str:
+        """A value that changes whenever a user's access may have narrowed (an update of a user, a logout)."""
+        ...
+
+    def wait_access_news(self, seen: str | None, timeout_s: float) -> str:
+        """Block until :meth:`access_version` differs from ``seen`` (a change by any process over this store) or
+        ``timeout_s`` passed; returns it. PostgreSQL sleeps in LISTEN, SQLite on its commit wake-ups."""
         ...
 
 

@@ -19,6 +19,7 @@ from ..pb.v1 import events_pb2
 from ..policy import Grant
 
 __all__ = [
+    "APP_OWNER_PREFIX",
     "OPEN_STATUSES",
     "ApprovalPage",
     "ApprovalRow",
@@ -36,6 +37,7 @@ __all__ = [
     "StoredRunStatus",
     "UserRow",
     "WebSession",
+    "reads_shared",
 ]
 
 OPEN_STATUSES: tuple[ApprovalStatus, ...] = tuple(sorted(_OPEN))
@@ -221,6 +223,9 @@ class StoredDecision:
     """The request decided (its record's ``request_id``)."""
     request_digest: str = ""
     """:func:`~goldfive_core.approvals.request_digest` of that record, recomputed from its stored columns."""
+    expired: bool = False
+    """Not a decision: the deciding server's rule expired the request (``decided_by`` says who; ``approved`` is
+    False). A replay of the call hears a timeout."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -257,6 +262,18 @@ class ApprovalPage:
 
     rows: list[ApprovalRow]
     total: int
+
+
+APP_OWNER_PREFIX = "app:"
+"""Ledger owners named by the host's app (an ADK ``App``'s name, a wrapped callable's ``module.qualname``, a
+``GoldfiveClaude(app_name=)``) for a store process with no agent identity. Such a
+ledger also reads the shared one's entries (owner ""), where the app kept its calls before it had a name: a call
+done or in doubt there is done or in doubt for the app too (never run a second time after an upgrade)."""
+
+
+def reads_shared(owner: str) -> bool:
+    """Whether ``owner``'s ledger also holds the shared ledger's entries (see :data:`APP_OWNER_PREFIX`)."""
+    return owner.startswith(APP_OWNER_PREFIX)
 
 
 class ExecutionState(StrEnum):

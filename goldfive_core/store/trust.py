@@ -64,6 +64,8 @@ def verify_decision(
             request_digest=request_digest,
             quorum=quorum if isinstance(quorum := payload.get("quorum"), int) and not isinstance(quorum, bool) else 0,
             quorum_reject=mode if isinstance(mode := payload.get("quorum_reject"), str) else "",
+            answer=answer if isinstance(answer := payload.get("answer"), str) else "",
+            expiry=expiry if isinstance(expiry := payload.get("expiry"), str) else "",
         )
     if problem is None:
         return None

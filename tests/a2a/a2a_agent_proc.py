@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import sys
+import time
 import warnings
 from pathlib import Path
 from typing import Any
@@ -49,8 +50,24 @@ async def transfer(to: str, amount: int) -> dict[str, Any]:
     return {"sent": amount, "to": to}
 
 
+def _slow_requests(channel: StoreChannel, delay_s: float) -> None:
+    """``A2A_SLOW_RECORD_S``: the store takes this long to write a batch holding an approval request (a slow
+    disk or database), so the tests can see what the caller is told before the request is on record."""
+    store = channel.sink.store
+    write = store.append_events
+
+    def slow(batch: Any, **kwargs: Any) -> Any:
+        if any(e.WhichOneof("payload") == "approval_requested" for e in batch):
+            time.sleep(delay_s)
+        return write(batch, **kwargs)
+
+    store.append_events = slow  # type: ignore[method-assign]
+
+
 def build_app() -> App:
     channel = StoreChannel(open_store())
+    if os.environ.get("A2A_SLOW_RECORD_S"):
+        _slow_requests(channel, float(os.environ["A2A_SLOW_RECORD_S"]))
     plugin = GoldfivePlugin(control=channel, sinks=[channel.sink])
     agent = LlmAgent(
         name="payer",

@@ -62,7 +62,8 @@ class Agent:
             except httpx.TransportError:
                 return False
 
-        wait_until(up, timeout=60.0, what="the A2A agent to serve its card")
+        # Its start imports ADK, a2a-sdk and uvicorn: seconds on a quiet machine, past a minute on one at load 12.
+        wait_until(up, timeout=120.0, what="the A2A agent to serve its card")
 
     @property
     def pid(self) -> int:

@@ -12,23 +12,28 @@ import asyncio
 from typing import Any
 
 import pytest
-from a2a.types import TaskState
+from a2a.types import Task, TaskState
 from a2a.utils.errors import TaskNotFoundError
 from a2a_support import World, a2a_client, artifact_text, get, goldfive_facts, send, text, until_state, user_message
 
 pytestmark = pytest.mark.timeout(150)
 
 
-async def test_kill_9_while_waiting_loses_the_task_never_runs_the_call_and_a_resend_asks_again(
-    world: World, agents: Any
-) -> None:
+async def _asked_then_killed(agents: Any) -> tuple[Task, str]:
+    """An agent asked to pay bob answers "auth-required" and is killed -9 at once: its task and approval id."""
     first = agents()
     async with a2a_client(first.url) as client:
         task = await send(client, user_message(text("pay bob")))
         assert task.status.state == TaskState.TASK_STATE_AUTH_REQUIRED
         old = goldfive_facts(task)["approval_id"]
     first.kill9()
+    return task, old
 
+
+async def test_kill_9_while_waiting_loses_the_task_never_runs_the_call_and_a_resend_asks_again(
+    world: World, agents: Any
+) -> None:
+    task, old = await _asked_then_killed(agents)
     decided = await asyncio.to_thread(world.cli, "approve", old, "--by", "ann")
     assert decided.returncode == 0 and decided.stdout.startswith("recorded:"), (decided.stdout, decided.stderr)
 
@@ -46,3 +51,15 @@ async def test_kill_9_while_waiting_loses_the_task_never_runs_the_call_and_a_res
         done = await until_state(client, again.id, TaskState.TASK_STATE_COMPLETED)
     assert 'tool said {"sent": 10, "to": "bob"}' in artifact_text(done)
     assert world.runs_of_body() == [f"bob 10 pid {second.pid}"]
+
+
+async def test_the_caller_hears_of_a_wait_only_once_the_request_is_on_record(world: World, agents: Any) -> None:
+    """The store is slow to write the request (1.5 s): the ``auth-required`` answer waits for it, so a
+    kill -9 right after the caller heard "approval X" still leaves X for a person to find and decide."""
+    world.extra_env["A2A_SLOW_RECORD_S"] = "1.5"
+    _, old = await _asked_then_killed(agents)
+    listed = await asyncio.to_thread(world.cli, "pending")
+    assert old in listed.stdout, (listed.stdout, listed.stderr)
+    decided = await asyncio.to_thread(world.cli, "approve", old, "--by", "ann")
+    assert decided.returncode == 0 and decided.stdout.startswith("recorded:"), (decided.stdout, decided.stderr)
+    assert world.runs_of_body() == []

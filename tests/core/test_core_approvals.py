@@ -267,7 +267,7 @@ async def test_status_lists_open_approvals(sink) -> None:
         ({"timeout_ms": 10**13}, "timeout_ms must be an integer"),
         ({"timeout_ms": 1.5}, "timeout_ms must be an integer"),
         ({"target_id": ""}, "target_id must be a non-empty string"),
-        ({"kind": "email"}, "kind must be 'task' or 'tool'"),
+        ({"kind": "email"}, "kind must be 'task', 'tool' or 'input'"),
         ({"metadata": {"n": 1}}, "metadata must map strings to strings"),
     ],
 )

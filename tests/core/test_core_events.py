@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import threading
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from google.protobuf import json_format
 from loop_support import wait_all_tasks_blocked
 
 from goldfive_core import ControlKind, ControlMessage, EventEmitter, InMemorySink, JsonlSink, LoggingSink
+from goldfive_core.events import on_record
 from goldfive_core.pb.v1 import events_pb2
 
 
@@ -42,6 +44,29 @@ async def test_sequences_are_gap_free_from_zero_per_run(harness) -> None:
         assert all(e.event_id and e.emitted_at.seconds > 0 for e in events)
     assert len({e.event_id for e in h.sink.events}) == len(h.sink.events)
     assert all(e.run_id for e in h.sink.events)
+
+
+def test_an_emitter_ids_its_events_by_its_own_random_id_and_their_sequence(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No system call per event (one per emitter), and ids stay unique: two emitters of one run id never share one."""
+    import os
+
+    from goldfive_core import _util
+
+    calls: list[int] = []
+    urandom = os.urandom
+
+    def counted(n: int) -> bytes:
+        calls.append(n)
+        return urandom(n)
+
+    monkeypatch.setattr(_util.os, "urandom", counted)
+    first, again = EventEmitter("run-1"), EventEmitter("run-1")  # e.g. a run resumed in another process
+    made = [emitter.emit(events_pb2.TaskStarted(task_id=f"t{i}")) for i in range(5) for emitter in (first, again)]
+    assert len(calls) == 2  # one per emitter, none per event
+    ids = [event.event_id for event in made]
+    assert len(set(ids)) == len(ids)
+    assert [e.event_id.rsplit("-", 1)[1] for e in made[::2]] == [str(n) for n in range(5)]
+    assert all(e.emitted_at.nanos % 1_000_000 == 0 and e.emitted_at.seconds > 0 for e in made)  # whole milliseconds
 
 
 def test_emitter_needs_a_run_id() -> None:
@@ -153,3 +178,31 @@ def test_every_payload_kind_even_an_empty_one_is_the_events_payload() -> None:
         assert getattr(event, field.name) == payload
         assert (event.run_id, event.session_id, event.sequence) == ("run-1", "s-1", number)
         assert event.HasField("emitted_at") and event.emitted_at.nanos % 1_000_000 == 0  # whole milliseconds
+
+
+class _StuckSink:
+    """A background-writing sink whose flush cannot even start (its queue is full): it blocks until released."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+
+    def emit(self, event: events_pb2.Event) -> None:
+        """Take nothing."""
+
+    def flush(self, timeout: float | None = 5.0) -> bool:
+        self.release.wait()
+        return True
+
+
+class _QuickSink(_StuckSink):
+    def flush(self, timeout: float | None = 5.0) -> bool:
+        return True
+
+
+async def test_on_record_waits_for_written_sinks_and_is_bounded_when_one_is_stuck() -> None:
+    quick, stuck = _QuickSink(), _StuckSink()
+    assert await on_record([InMemorySink(), quick], 0.05) is True  # nothing to wait for, or written
+    try:
+        assert await on_record([quick, stuck], 0.05) is False  # the caller is told anyway, never held for good
+    finally:
+        stuck.release.set()

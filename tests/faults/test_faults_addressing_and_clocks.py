@@ -17,6 +17,7 @@ from goldfive_core import AgentTools, ControlKind, ControlMessage, Task, wrap
 from goldfive_core.control import AckResult
 from goldfive_core.pb.v1 import events_pb2
 from goldfive_core.store import StoreChannel
+from goldfive_core.store import agents as owners
 
 SKEWED = str(HERE.parent / "faults" / "skewed.py")
 AGENT = str(HERE / "agent_proc.py")
@@ -231,3 +232,31 @@ def test_a_server_with_a_skewed_clock_sees_a_live_run_as_live(
             if proc.poll() is None:
                 proc.kill()
                 proc.communicate(timeout=10)
+
+
+def test_the_liveness_checks_of_waiting_decisions_read_runs_and_clock_in_one_statement(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``goldfive serve`` checks the runs of every decision waiting for an ack four times a second: one statement per
+    check (were two: the runs, then the store's clock), judged on the store's clock as before."""
+    store = backend.open()
+    for run, pid, host in (("run-dead", 999_999, "another-host"), ("run-far", 999_998, "another-host")):
+        store.append_events([make_event(run, 0, events_pb2.RunStarted(adapter="callable"))], pid=pid, host=host)
+    store.append_events([make_event("run-done", 0, events_pb2.RunStarted(adapter="callable"))], pid=1, host="h")
+    store.append_events([make_event("run-done", 1, events_pb2.RunCompleted())], pid=1, host="h")
+    store.db.execute(  # type: ignore[attr-defined]
+        store.db.conn(),  # type: ignore[attr-defined]
+        "UPDATE gf_runs SET heartbeat_at_ms = heartbeat_at_ms - 60000 WHERE run_id = 'run-dead'",
+    )
+    statements: list[str] = []
+    real = type(store.db).execute  # type: ignore[attr-defined]
+
+    def counted(db: Any, conn: Any, sql: str, params: Any = ()) -> Any:
+        statements.append(sql)
+        return real(db, conn, sql, params)
+
+    monkeypatch.setattr(type(store.db), "execute", counted)  # type: ignore[attr-defined]
+    gone = owners.gone_runs(store, ["run-dead", "run-far", "run-done", "run-never"])
+    assert len(statements) == 1, statements
+    assert sorted(gone) == ["run-dead", "run-done", "run-never"]  # the fresh one on another host is live
+    assert gone["run-dead"].reason.startswith("no heartbeat from process 999999")

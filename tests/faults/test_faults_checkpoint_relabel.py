@@ -10,6 +10,7 @@ log, on the audit log (which ``goldfive audit verify --public-key`` then reports
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -147,6 +148,48 @@ async def test_a_signed_decision_relabelled_after_the_newest_checkpoint_is_never
     (tmp_path / "cp.txt").write_text(honest)
     pinned = goldfive(backend, "audit", "verify", "--checkpoint", str(tmp_path / "cp.txt"), "--public-key", srv.public)
     assert pinned.returncode == 1 and "relabelled" in pinned.stdout, pinned.stdout + pinned.stderr
+
+
+async def test_every_decision_of_a_burst_is_held_to_its_record_even_after_a_restart(
+    served: _Served, backend: Backend
+) -> None:
+    """Decisions answered together are noted together (one write of the kept file): each one is still held, in this
+    writer and in the next one that starts from the kept file, so relabelling any of them is never signed."""
+    srv = served
+    targets = ["coffee", "tea", "wire", "rent"]
+    agents = [start_task_agent(backend, t) for t in targets]
+    try:
+        await asyncio.gather(*(srv.approve(t) for t in targets))
+        for agent in agents:
+            assert (await agent.result()).output["decision"] == "approve"
+    finally:
+        for agent in agents:
+            await agent.close()
+    kept = srv.writer.vouched_path.read_text().splitlines()
+    assert sorted(json.loads(line)["target_id"] for line in kept) == sorted(targets)
+    restarted = CheckpointWriter(srv.store, srv.signer, srv.writer.path)
+    restarted.settle_s = 0.0
+    _to_cfo_on_the_cli(srv.store, "wire")
+    assert not restarted.write() and "relabelled" in restarted.refused and "'wire'" in restarted.refused
+
+
+async def test_decisions_vouched_for_together_are_each_held_to_their_records(served: _Served, backend: Backend) -> None:
+    """The server's batch of notes (:meth:`CheckpointWriter.vouch_many`): a relabel of any member is refused, by this
+    writer (in memory) and by one started from the kept file."""
+    srv = served
+    for target in ("coffee", "wire"):
+        await _asked_and_approved(srv, backend, target)
+    srv.writer.vouched_path.unlink()
+    fresh = CheckpointWriter(srv.store, srv.signer, srv.writer.path)
+    fresh.settle_s = 0.0
+    wire = srv.store.approvals_for("wire")[0].run_id
+    fresh.vouch_many([("nowhere", "gone"), (wire, "wire"), ("nowhere", "gone too")])  # the relabel is in the middle
+    fresh.vouch_many([(srv.store.approvals_for("coffee")[0].run_id, "coffee")])
+    restarted = CheckpointWriter(srv.store, srv.signer, srv.writer.path)
+    restarted.settle_s = 0.0
+    _to_cfo_on_the_cli(srv.store, "wire")
+    for writer in (fresh, restarted):
+        assert not writer.write() and "relabelled" in writer.refused and "'wire'" in writer.refused
 
 
 async def test_an_honest_local_cli_decision_is_checkpointed_and_verifies(served: _Served, backend: Backend) -> None:

@@ -26,6 +26,7 @@ from outage_proxy import OutageProxy
 from store_support import PG_DSN, Backend, await_until
 
 from goldfive_core import AgentTools, ControlKind, ControlMessage, Task, wrap
+from goldfive_core.errors import StoreUnavailableError
 from goldfive_core.pb.v1 import events_pb2
 from goldfive_core.store import ExecutionState, SqliteStore, Store, StoreChannel, run_approved
 
@@ -159,6 +160,40 @@ async def test_postgres_connections_dropped_mid_wait_or_mid_body(postgres_backen
     assert out["status"] == "ran" and ran == [{"amount": 10}]
     row = store.execution("pay-1")
     assert row is not None and row.state is ExecutionState.DONE  # reconnected and recorded: not in doubt
+    await channel.aclose()
+
+
+@pytest.mark.parametrize("backend_name", ["sqlite", "postgres"])
+async def test_a_store_out_when_the_channel_binds_is_retried_and_the_approval_still_lands(
+    request: pytest.FixtureRequest, backend_name: str
+) -> None:
+    """The store is out of reach at the very moment the agent's inbox starts listening (its first LISTEN, or its
+    wake socket): the inbox retries like any other look, and the person's approval is still applied."""
+    backend: Backend = request.getfixturevalue(f"{backend_name}_backend")
+    store = backend.open()
+    agents_store = backend.open()
+    refused: list[str] = []
+
+    def out_twice(name: str) -> Any:
+        real = getattr(agents_store, name)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if len(refused) < 2:
+                refused.append(name)
+                raise StoreUnavailableError(f"{name}: the store is out (injected)")
+            return real(*args, **kwargs)
+
+        return call
+
+    agents_store.inbox_waiter = out_twice("inbox_waiter")  # type: ignore[method-assign]
+    agents_store.wait_inbox = out_twice("wait_inbox")  # type: ignore[method-assign]
+    channel = StoreChannel(agents_store)
+    ran: list[dict[str, Any]] = []
+    run = asyncio.create_task(wrap(_guarded_agent(store, ran), control=channel, sinks=[channel.sink]).run())
+    await _approve(backend, "pay-1")
+    out = (await run).output
+    assert refused, "the injected outage was never hit"
+    assert out["status"] == "ran" and ran == [{"amount": 10}]
     await channel.aclose()
 
 

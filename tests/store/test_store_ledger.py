@@ -7,6 +7,7 @@ import subprocess
 from collections.abc import Mapping
 from typing import Any
 
+import pytest
 from store_support import PYTHON, Backend, make_event
 
 from goldfive_core import ControlKind, ControlMessage, InMemorySink, Session, SteeringConfig
@@ -53,6 +54,30 @@ async def test_a_reused_call_id_with_other_arguments_is_a_new_call(backend: Back
 
 
 # -- agents own their calls --------------------------------------------------------------------------------------
+def test_a_run_its_agent_owns_already_is_claimed_again_without_a_write_transaction(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every event batch an agent posts over HTTP re-claims its run: once owned, that is a read (no write lock for the
+    ack with its claim, posted at the same moment, to queue behind); another agent is still refused."""
+    store = backend.open()
+    assert owners.claim_run(store, "run-bot", "bot") is None
+    opened: list[str] = []
+    transaction = store.db.transaction  # type: ignore[attr-defined]
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        opened.append("transaction")
+        return transaction(*args, **kwargs)
+
+    monkeypatch.setattr(store.db, "transaction", counted)  # type: ignore[attr-defined]
+    assert owners.claim_run(store, "run-bot", "bot") is None
+    assert opened == []
+    refused = owners.claim_run(store, "run-bot", "eve")
+    assert refused is not None and "belongs to another agent" in refused
+    assert owners.owned_runs(store, "eve", ["run-bot"]) == set() and owners.owned_runs(store, "bot", ["run-bot"]) == {
+        "run-bot"
+    }
+
+
 def test_each_owner_has_its_own_ledger_and_reaches_no_other(backend: Backend) -> None:
     """A run of agent 'bot' (over HTTP) and a run of a process writing the store reuse a call id: no collision."""
     store = backend.open()

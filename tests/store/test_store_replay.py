@@ -250,11 +250,13 @@ async def test_adk_a_flow_b_timeout_closes_the_record_for_good(backend: Backend,
 
 
 class _RaceAfterTheLook:
-    """The real store, except that another process claims ``target`` right after this one looked it up."""
+    """The real store, except that another process of the same agent (its ledger ``owner``) claims ``target`` right
+    after this one looked it up."""
 
-    def __init__(self, store: Store, target: str) -> None:
+    def __init__(self, store: Store, target: str, owner: str) -> None:
         self._store = store
         self._target = target
+        self._owner = owner
         self._looked = False
 
     def __getattr__(self, name: str) -> Any:
@@ -265,6 +267,7 @@ class _RaceAfterTheLook:
         if target_id == self._target and not self._looked:
             self._looked = True
             assert found is not None
+            self._store.own_run("run-other", self._owner)
             assert self._store.mark_executing(target_id, run_id="run-other", pid=1, host="other-host")
         return found
 
@@ -273,9 +276,11 @@ async def test_callable_a_body_another_process_claimed_meanwhile_is_not_run(back
     store = backend.open()
     _orphaned(store, "c-5")
     _record(store, "c-5", approve=True)
-    racing: Any = _RaceAfterTheLook(store, "c-5")
+    agent = f"{_callable_replay.__module__}.{_callable_replay.__qualname__}.<locals>.agent"  # wrap()'s app name
+    racing: Any = _RaceAfterTheLook(store, "c-5", f"app:{agent}")
     status, _, ran = await _callable_replay(racing, "c-5")
     assert (status, ran) == ("in_doubt", [])  # the other process holds it: not run twice
+    assert [r.owner for r in store.executions()] == [f"app:{agent}"]  # in the callable's own ledger, not the shared
 
 
 def test_a_finished_body_cannot_be_resolved_as_not_run(backend: Backend) -> None:
@@ -291,8 +296,9 @@ async def test_adk_a_body_another_process_claimed_meanwhile_is_not_run(backend: 
     store = backend.open()
     _orphaned(store, "a-7")
     _record(store, "a-7", approve=True)
-    racing: Any = _RaceAfterTheLook(store, "a-7")
+    racing: Any = _RaceAfterTheLook(store, "a-7", "app:replay")  # the App's name
     run = _Adk(racing, "a-7")
     await run.run()
     assert run.ran == []
     assert run.told[0]["skipped"] is True and run.told[0]["reason"] == "in_doubt"
+    assert [r.owner for r in store.executions()] == ["app:replay"]  # in the app's own ledger, not the shared one

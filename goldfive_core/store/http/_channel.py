@@ -11,7 +11,6 @@ closed (:class:`HttpLedger`). An agent sends nothing but to its own runs: people
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
@@ -23,9 +22,9 @@ from ...session import Session
 from ...signing import TrustKey
 from ...toolcall import Replay, ToolCall
 from ..base import StoreError, StoreUnavailableError
-from ..execution import StoreLedger
+from ..claims import FoldedClaims
+from ..execution import StoreLedger, release_folded
 from ..serving import AgentChannel, new_endpoint, trust_key_of
-from ._claims import FoldedClaims
 from ._inbox import HttpInbox
 from ._remote import RemoteStore
 
@@ -127,7 +126,7 @@ class HttpLedger:
         self.records = StoreLedger(remote, trust=trust, agent="")  # the server keys the ledger by the token's user
         self.unreachable_after_s = unreachable_after_s
         self.claims = claims if claims is not None else FoldedClaims()
-        """Claims folded into APPROVE acks by the channel's inbox (see :mod:`._claims`)."""
+        """Claims folded into APPROVE acks by the channel's inbox (see :mod:`goldfive_core.store.claims`)."""
 
     @property
     def trust(self) -> TrustKey | None:
@@ -157,25 +156,35 @@ class HttpLedger:
     async def begin(self, session: Session, call: ToolCall, digest: str) -> Replay | None:
         """Record "executing" before the body runs; a server out of reach (or refusing) → not run.
 
-        When the approval's ack carried the claim (see :mod:`._claims`), the server's answer to that ack is the
-        claim: no round trip of its own. Only a claim the server said it won lets the body run.
+        When the approval's ack carried the claim (see :mod:`goldfive_core.store.claims`), the server's answer to
+        that ack is the claim: no round trip of its own. Only a claim the server said it won lets the body run.
         """
-        folded = self.claims.take(session.run_id, call.call_id)
-        if folded is not None:
-            try:
-                won = await asyncio.wait_for(asyncio.shield(folded), self.unreachable_after_s)
-            except TimeoutError:
-                self.claims.withdraw(session.run_id, call.call_id)
-                why = StoreUnavailableError(f"no answer to the ack that claimed it in {self.unreachable_after_s:g} s")
-                return _not_run(call, why)
-            if won is True:
-                self.records.adopt(session, call, digest)
-                return None
-            # Not won (claimed before: done or in doubt), or a server that does not fold claims: ask on its own.
+        try:
+            won = await self.claims.wait(session.run_id, call.call_id, within_s=self.unreachable_after_s)
+        except TimeoutError:
+            why = StoreUnavailableError(f"no answer to the ack that claimed it in {self.unreachable_after_s:g} s")
+            return _not_run(call, why)
+        if won is True:
+            self.records.adopt(session, call, digest)
+            return None
+        # Not folded, not won (claimed before: done or in doubt), or a server that does not fold claims: claim.
         try:
             return await self._bounded(call, lambda: self.records.claim(session, call, digest))
         except StoreError as exc:
             return _not_run(call, exc)
+
+    async def release(self, session: Session, call: ToolCall, digest: str) -> None:
+        """Give back the claim the APPROVE's ack won when the gate will not start the body (the run was cancelled or
+        paused first); the server's answer or the release out of reach past ``unreachable_after_s``: the call stays
+        in doubt (never released by guess). Never raises."""
+        await release_folded(
+            self.claims,
+            session,
+            call,
+            within_s=self.unreachable_after_s,
+            write=lambda: self._bounded(call, lambda: self.records.release_claim(session, call, digest)),
+            where="goldfive serve",
+        )
 
     async def finish(
         self, call_id: str, digest: str, *, result: Any = None, error: BaseException | None = None

@@ -23,6 +23,7 @@ from ..base import (
     ExecutionState,
     StoreError,
 )
+from ..rows import reads_shared
 from .chain import appending
 from .db import SqlDb, SqlRole
 
@@ -31,11 +32,13 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["LATE_FINISH", "RUN_OWNER", "SqlExecutionRecords", "owner_of"]
+__all__ = ["LATE_FINISH", "RELEASED", "RUN_OWNER", "SqlExecutionRecords", "owner_of"]
 
 RUN_OWNER = "COALESCE((SELECT agent FROM gf_run_owners WHERE run_id = {run}), '')"
 """The ledger owner of a run: the agent user who owns it over HTTP, ``store:<id>`` for a process writing the store
-directly under an agent identity (``GOLDFIVE_AGENT_ID``), '' for an unnamed one."""
+directly under an agent identity (``GOLDFIVE_AGENT_ID``), ``app:<name>`` for one whose host names its app (an ADK
+``App``; that ledger also reads the shared one, see :data:`~goldfive_core.store.rows.APP_OWNER_PREFIX`), '' for an
+unnamed one."""
 
 
 def owner_of(db: SqlDb, conn: Any, run_id: str) -> str:
@@ -43,6 +46,9 @@ def owner_of(db: SqlDb, conn: Any, run_id: str) -> str:
     row = db.execute(conn, f"SELECT {RUN_OWNER.format(run='?')}", (run_id,)).fetchone()
     return str(row[0]) if row is not None else ""
 
+
+RELEASED = "released_not_run"
+"""The ledger event of a claim its run gave back without starting the body (cancelled or paused first)."""
 
 LATE_FINISH = "finished_after_resolved"
 """The ledger event of a body whose "done" came after a person settled its call as not run (the row stays settled)."""
@@ -94,6 +100,8 @@ class SqlExecutionRecords(SqlRole):
             conn = within if within is not None else self.db.conn()
             with contextlib.nullcontext() if within is not None else self.db.transaction(conn):
                 owner = owner_of(self.db, conn, run_id)
+                if reads_shared(owner) and self._shared_holds(conn, target_id, args_digest):
+                    return False  # done or in doubt in the shared ledger the app kept its calls in before its name
                 cur = self.db.execute(
                     conn,
                     f"INSERT INTO gf_executions ({EXEC_COLS}) VALUES (?, ?, 'executing', ?, 0, '', ?, ?, ?, ?) "
@@ -117,6 +125,17 @@ class SqlExecutionRecords(SqlRole):
                 ).fetchone()
                 mine = (storable(run_id), "executing", pid, storable(host), storable(args_digest))
                 return row is not None and tuple(row) == mine
+
+    def _shared_holds(self, conn: Any, target_id: str, args_digest: str) -> bool:
+        """Whether the shared ledger (owner "") holds ``target_id`` as in doubt, or as done for these arguments: an
+        app-named ledger's claim then loses, as it would to its own entry (fail closed across the upgrade)."""
+        row = self.db.execute(
+            conn,
+            "SELECT 1 FROM gf_executions WHERE owner = '' AND target_id = ? AND (state = 'executing' "
+            "OR args_digest = '' OR ? = '' OR args_digest = ?)",
+            (target_id, args_digest, args_digest),
+        ).fetchone()
+        return row is not None
 
     def mark_done(self, target_id: str, *, result_json: str, run_id: str | None = None) -> bool:
         """Record the finished tool body and its result (retried through an outage); False: no such claim.
@@ -205,6 +224,33 @@ class SqlExecutionRecords(SqlRole):
                 )
                 return True
 
+    def release_execution(self, target_id: str, *, run_id: str, args_digest: str = "") -> bool:
+        """Give back the claim ``run_id`` holds on ``target_id`` whose body it never started (the run was cancelled
+        or paused after the APPROVE's ack claimed it): the entry goes, so a later re-ask may run the call, and the
+        audit log says ``released_not_run``. Retried through an outage; False: the run holds no such claim (done,
+        another run's, or other arguments: nothing is given back)."""
+        return self.retrying(
+            f"releasing {target_id!r}", lambda: self._release_execution(target_id, run_id, args_digest)
+        )
+
+    def _release_execution(self, target_id: str, run_id: str, args_digest: str) -> bool:
+        with self.db.guard(f"releasing {target_id!r}"):
+            conn = self.db.conn()
+            with self.db.transaction(conn):
+                where, params = self._claim_filter(conn, target_id, run_id)
+                row = self.db.execute(
+                    conn,
+                    f"DELETE FROM gf_executions WHERE {where} AND state = 'executing' AND args_digest = ? "
+                    "RETURNING run_id, owner",
+                    (*params, args_digest),
+                ).fetchone()
+                if row is None:
+                    return False
+                self._record_execution(
+                    conn, target_id, str(row[0]), RELEASED, now_ms(), str(row[1]), args_digest=args_digest
+                )
+                return True
+
     def _record_execution(
         self,
         conn: Any,
@@ -258,11 +304,18 @@ class SqlExecutionRecords(SqlRole):
                     (target_id,),
                 ).fetchone()
             else:
+                owner = owner_of(self.db, conn, run_id)
                 row = self.db.execute(
                     conn,
                     f"SELECT {EXEC_COLS} FROM gf_executions WHERE owner = ? AND target_id = ?",
-                    (owner_of(self.db, conn, run_id), target_id),
+                    (owner, target_id),
                 ).fetchone()
+                if row is None and reads_shared(owner):  # where the app kept its calls before it had a name
+                    row = self.db.execute(
+                        conn,
+                        f"SELECT {EXEC_COLS} FROM gf_executions WHERE owner = '' AND target_id = ?",
+                        (target_id,),
+                    ).fetchone()
             return execution_row(row) if row is not None else None
 
     def executions(self, *, state: ExecutionState | None = None) -> list[ExecutionRow]:

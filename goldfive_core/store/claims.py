@@ -1,12 +1,14 @@
-"""The "executing" claim an agent on HTTP folds into an APPROVE's ack: one round trip, one commit, instead of two.
+"""The "executing" claim an agent folds into an APPROVE's ack: the decision and the right to run, in one commit.
 
-When the gate looked a call up in the server's ledger and found nothing (:meth:`FoldedClaims.expect`), the
-person's APPROVE for it is acked with the claim beside it (:meth:`FoldedClaims.fold`); the server writes the ack,
-the decision and the claim in one transaction and answers whether the claim was won (:meth:`FoldedClaims.answered`).
-The ledger's ``begin`` then waits for that answer (:meth:`FoldedClaims.take`) instead of posting
-``/executing`` itself. A claim is folded only while the run is not paused (a paused call may wait long before its
-body runs) and only for a call the gate is waiting on; a server that does not answer claims (an older one) leaves
-the ledger to claim the usual way.
+When the gate looked a call up in the ledger and found nothing (:meth:`FoldedClaims.expect`), the person's
+APPROVE for it is acked with the claim beside it (:meth:`FoldedClaims.fold`); the store writes the ack, the
+decision and the claim in one transaction and answers whether the claim was won (:meth:`FoldedClaims.answered`).
+The ledger's ``begin`` then waits for that answer (:meth:`FoldedClaims.take`) instead of claiming on its own: an
+agent on HTTP (:mod:`goldfive_core.store.http`) saves the ``/executing`` round trip, a
+:class:`~goldfive_core.store.StoreChannel` a commit and a thread hop, and either knows its decision is durable
+before the body runs. A claim is folded only while the run is not paused (a paused call may wait long before its
+body runs) and only for a call the gate is waiting on; a store that does not answer claims (an older server)
+leaves the ledger to claim the usual way.
 """
 
 from __future__ import annotations
@@ -17,9 +19,9 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ...control import AckVerdict, ControlAck, ControlKind
-from ...session import Session
-from ..base import HOST, ExecutionClaim, InboxRow
+from ..control import AckVerdict, ControlAck, ControlKind
+from ..session import Session
+from .base import HOST, ExecutionClaim, InboxRow
 
 __all__ = ["FoldedClaims"]
 
@@ -31,7 +33,7 @@ _Key = tuple[str, str]
 
 
 class FoldedClaims:
-    """Claims riding on APPROVE acks, shared by an HttpChannel's inbox (which posts them) and ledger (which waits)."""
+    """Claims riding on APPROVE acks, shared by a channel's inbox (which acks with them) and ledger (which waits)."""
 
     def __init__(self) -> None:
         self._expected: collections.OrderedDict[_Key, str] = collections.OrderedDict()
@@ -85,6 +87,22 @@ class FoldedClaims:
         """The answer the ledger's ``begin`` awaits (None: this call's claim was not folded)."""
         self._expected.pop((run_id, call_id), None)
         return self._answers.pop((run_id, call_id), None)
+
+    async def wait(self, run_id: str, call_id: str, *, within_s: float) -> bool | None:
+        """For the ledger's ``begin``: whether the claim folded into this call's APPROVE ack was won (None: no claim
+        was folded, or the store did not answer it: claim on your own). No answer within ``within_s`` withdraws the
+        claim from an ack still owed and raises TimeoutError: the body must not run."""
+        folded = self.take(run_id, call_id)
+        if folded is None:
+            return None
+        try:
+            return await asyncio.wait_for(asyncio.shield(folded), within_s)
+        except TimeoutError:
+            self.withdraw(run_id, call_id)
+            raise
+        except asyncio.CancelledError:  # the call was cancelled while it waited: a release still finds the answer
+            self._answers.setdefault((run_id, call_id), folded)
+            raise
 
     def withdraw(self, run_id: str, call_id: str) -> None:
         """The ledger gave up waiting: an ack still owed goes without the claim (the body will not run)."""
