@@ -12,20 +12,19 @@ rule and per reviewer (:func:`goldfive_core.review.review_stats`) and lists the 
 from __future__ import annotations
 
 import argparse
-import dataclasses
-from collections.abc import Callable, Iterator, Mapping
+import urllib.parse
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ._text import inert
-from .approvals import DECIDED_STATUSES
+from .cli_remote import Client
 from .cli_text import EXIT_OK, EXIT_USAGE, _Exit, _Out
-from .policy import Ask, Policy, PolicyError, load_policy
-from .review import ReviewedCall, ReviewStats, review_stats
+from .policy import Policy, PolicyError, load_policy
+from .review import selected_stats
 from .store import Store
+from .store.reviews import reviewed_calls
 
-__all__ = ["add_parser", "review_command", "reviewed_calls"]
-
-_PAGE = 1000
+__all__ = ["add_parser", "review_command", "review_remote", "reviewed_calls", "stats_text"]
 _COLUMNS = ("agree", "disagree", "approved", "rejected", "undecided", "acted", "failed")
 
 
@@ -40,104 +39,77 @@ def add_parser(cmd: Callable[[str, str], argparse.ArgumentParser]) -> None:
     p.add_argument("--policy", metavar="FILE", help="check each verdict's reviewer against this policy (serve's)")
 
 
-def reviewed_calls(store: Store, *, run_id: str | None = None) -> Iterator[ReviewedCall]:
-    """Every reviewer verdict on the audit log, oldest first, with the person's decision on the same call."""
-    after = 0
-    while True:
-        rows = store.audit_rows(after_seq=after, run_id=run_id, limit=_PAGE)
-        for row in rows:
-            if row.kind == "reviewer_verdict":
-                yield _with_person(store, row.run_id, row.event().reviewer_verdict)
-        if len(rows) < _PAGE:
-            return
-        after = rows[-1].seq
-
-
-def _with_person(store: Store, run_id: str, verdict: Any) -> ReviewedCall:
-    decided = next(
-        (r for r in store.approvals_for(verdict.call_id) if r.run_id == run_id and r.status in DECIDED_STATUSES),
-        None,
-    )
-    person = decided.decision if decided is not None and decided.decision in ("approve", "reject") else ""
-    return ReviewedCall(
-        run_id=run_id,
-        call_id=verdict.call_id,
-        tool_name=verdict.tool_name,
-        rule=verdict.rule,
-        reviewer=verdict.decided_by,
-        verdict=verdict.verdict,
-        reason=verdict.reason,
-        mode=verdict.mode,
-        outcome=verdict.outcome,
-        error=verdict.error,
-        person=person,  # type: ignore[arg-type]  # checked just above
-        decided_by=decided.decided_by if decided is not None and person else "",
-        detail=decided.detail if decided is not None and person else "",
-    )
-
-
 def review_command(store: Store, args: argparse.Namespace, out: _Out) -> int:
     """``goldfive review stats``."""
-    wanted = args.reviewer or ""
-    if wanted and not wanted.startswith("reviewer:"):
-        wanted = "reviewer:" + wanted
-    calls = [
-        c
-        for c in reviewed_calls(store, run_id=args.run)
-        if (not args.rule or c.rule == args.rule) and (not wanted or c.reviewer == wanted)
-    ]
+    policy: Policy | None = None
     if args.policy:
         try:
             policy = load_policy(args.policy)
         except PolicyError as exc:
             raise _Exit(EXIT_USAGE, str(exc)) from None
-        calls = [dataclasses.replace(c, verified=_attributed(policy, c)) for c in calls]
-    stats = review_stats(calls)
-    out.emit(_text(stats, max(args.limit, 0)), stats.as_dict())
+    calls = reviewed_calls(store, run_id=args.run)
+    stats = selected_stats(calls, rule=args.rule or "", reviewer=args.reviewer or "", policy=policy).as_dict()
+    out.emit(stats_text(stats, max(args.limit, 0)), stats)
     return EXIT_OK
 
 
-def _attributed(policy: Policy, call: ReviewedCall) -> bool:
-    """Whether ``policy``'s rule of that name names this reviewer, in this mode."""
-    rule = next((r for r in policy.rules if r.name == call.rule), None)
-    review = rule.action.review if rule is not None and isinstance(rule.action, Ask) else None
-    return review is not None and review.decider == call.reviewer and review.mode == call.mode
+def review_remote(client: Client, args: argparse.Namespace, out: _Out) -> int:
+    """``goldfive review stats --url``: the server counts, checked against its own ``serve --policy``."""
+    if args.policy:
+        raise _Exit(EXIT_USAGE, "--policy is not used with --url: the server checks against its own serve --policy")
+    query = {k: v for k, v in (("run", args.run), ("rule", args.rule), ("reviewer", args.reviewer)) if v}
+    stats = client.call("GET", "/api/review/stats" + ("?" + urllib.parse.urlencode(query) if query else ""))
+    out.emit(stats_text(stats, max(args.limit, 0)), stats)
+    return EXIT_OK
 
 
-def _table(title: str, rows: Mapping[str, Mapping[str, int]]) -> list[str]:
-    width = max([len(title), *(len(inert(k, 60)) for k in rows)]) + 2
+def _table(title: str, rows: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    width = max([len(title), *(len(inert(str(k), 60)) for k in rows)]) + 2
     lines = [f"{title:<{width}}" + "".join(f"{c:>10}" for c in _COLUMNS)]
     for key, counts in rows.items():
-        lines.append(f"{inert(key or '-', 60):<{width}}" + "".join(f"{counts.get(c, 0):>10}" for c in _COLUMNS))
+        cells = "".join(f"{_n(counts.get(c)):>10}" for c in _COLUMNS)
+        lines.append(f"{inert(str(key) or '-', 60):<{width}}" + cells)
     return lines
 
 
-def _text(stats: ReviewStats, limit: int) -> str:
-    if not stats.total:
+def stats_text(stats: Mapping[str, Any], limit: int) -> str:
+    """What ``goldfive review stats`` prints for the JSON shape of :meth:`ReviewStats.as_dict` (ours or a
+    server's: every value is made text and inert here)."""
+    if not stats.get("total"):
         return 'no reviewer verdicts recorded (a rule names its reviewer with review = "module:callable")'
-    lines = [f"{stats.total} reviewer verdicts", ""]
-    lines += [*_table("verdict", stats.by_verdict), ""]
-    lines += [*_table("rule", stats.by_rule), ""]
-    lines += _table("reviewer", stats.by_reviewer)
-    if stats.disagreements:
-        lines += ["", f"disagreements ({len(stats.disagreements)}):"]
-        for call in stats.disagreements[:limit]:
-            said = f"{inert(call.reviewer, 80)} said {call.verdict}" + (
-                f" ({inert(call.reason, 200)})" if call.reason else ""
-            )
-            did = f"{inert(call.decided_by, 80) or 'a person'} {'approved' if call.person == 'approve' else 'rejected'}"
-            why = f" ({inert(call.detail, 200)})" if call.detail else ""
+    lines = [f"{_n(stats['total'])} reviewer verdicts", ""]
+    lines += [*_table("verdict", stats.get("by_verdict") or {}), ""]
+    lines += [*_table("rule", stats.get("by_rule") or {}), ""]
+    lines += _table("reviewer", stats.get("by_reviewer") or {})
+    disagreements: list[Mapping[str, Any]] = stats.get("disagreements") or []
+    if disagreements:
+        lines += ["", f"disagreements ({len(disagreements)}):"]
+        for call in disagreements[:limit]:
+            reason, detail = _s(call, "reason", 200), _s(call, "detail", 200)
+            said = f"{_s(call, 'reviewer', 80)} said {_s(call, 'verdict', 10)}" + (f" ({reason})" if reason else "")
+            chose = "approved" if call.get("person") == "approve" else "rejected"
+            did = f"{_s(call, 'decided_by', 80) or 'a person'} {chose}" + (f" ({detail})" if detail else "")
             lines.append(
-                f"  {inert(call.call_id, 80)}  {inert(call.tool_name, 60)}  run {inert(call.run_id, 60)}: "
-                f"{said}; {did}{why}"
+                f"  {_s(call, 'call_id', 80)}  {_s(call, 'tool_name', 60)}  run {_s(call, 'run_id', 60)}: {said}; {did}"
             )
-        if len(stats.disagreements) > limit:
-            lines.append(f"  ... {len(stats.disagreements) - limit} more (--limit N, or --json for all)")
-    if stats.unverified:
-        lines += ["", f"NOT VERIFIED against the policy ({len(stats.unverified)}):"]
-        for call in stats.unverified[:limit]:
+        if len(disagreements) > limit:
+            lines.append(f"  ... {len(disagreements) - limit} more (--limit N, or --json for all)")
+    unverified: list[Mapping[str, Any]] = stats.get("unverified") or []
+    if unverified:
+        lines += ["", f"NOT VERIFIED against the policy ({len(unverified)}):"]
+        for call in unverified[:limit]:
             lines.append(
-                f"  {inert(call.call_id, 80)}  run {inert(call.run_id, 60)}: {inert(call.reviewer, 80)} ({call.mode}) "
-                f"on rule {inert(call.rule, 80)!r}, which the policy does not give that reviewer"
+                f"  {_s(call, 'call_id', 80)}  run {_s(call, 'run_id', 60)}: {_s(call, 'reviewer', 80)} "
+                f"({_s(call, 'mode', 10)}) on rule {_s(call, 'rule', 80)!r}, "
+                "which the policy does not give that reviewer"
             )
     return "\n".join(lines)
+
+
+def _s(call: Mapping[str, Any], key: str, limit: int) -> str:
+    value = call.get(key)
+    return inert("" if value is None else str(value), limit)
+
+
+def _n(value: Any) -> int:
+    return value if isinstance(value, int) else 0

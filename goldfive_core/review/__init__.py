@@ -23,7 +23,7 @@ from ._card import review_json
 from ._gate import CARD_KEYS, REVIEW_CHANNEL, ReviewStep, review_call
 from ._model import DEFAULT_INSTRUCTIONS, ModelReviewer, adk_completion, parse_verdict
 from ._run import Judged, resolve_reviewer, run_reviewer
-from ._stats import Agreement, ReviewedCall, ReviewStats, review_stats
+from ._stats import Agreement, ReviewedCall, ReviewStats, attributed, review_stats, selected_stats
 from ._verdict import MAX_REASON_CHARS, ReviewContext, Reviewer, ReviewVerdict
 
 __all__ = [
@@ -41,10 +41,12 @@ __all__ = [
     "ReviewedCall",
     "Reviewer",
     "adk_completion",
+    "attributed",
     "parse_verdict",
     "resolve_reviewer",
     "review_call",
     "review_json",
     "review_stats",
     "run_reviewer",
+    "selected_stats",
 ]

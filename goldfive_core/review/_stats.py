@@ -13,7 +13,9 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
-__all__ = ["Agreement", "ReviewStats", "ReviewedCall", "review_stats"]
+from ..policy import Ask, Policy
+
+__all__ = ["Agreement", "ReviewStats", "ReviewedCall", "attributed", "review_stats", "selected_stats"]
 
 Agreement = Literal["agree", "disagree", "approved", "rejected", "undecided", "acted", "failed"]
 """Where one verdict stands against the person: agree / disagree (an allow or deny they decided too);
@@ -118,3 +120,22 @@ def review_stats(calls: Iterable[ReviewedCall]) -> ReviewStats:
         disagreements=tuple(disagreements),
         unverified=tuple(unverified),
     )
+
+
+def attributed(policy: Policy, call: ReviewedCall) -> bool:
+    """Whether ``policy``'s rule of that name names this reviewer, in this mode."""
+    rule = next((r for r in policy.rules if r.name == call.rule), None)
+    review = rule.action.review if rule is not None and isinstance(rule.action, Ask) else None
+    return review is not None and review.decider == call.reviewer and review.mode == call.mode
+
+
+def selected_stats(
+    calls: Iterable[ReviewedCall], *, rule: str = "", reviewer: str = "", policy: Policy | None = None
+) -> ReviewStats:
+    """:func:`review_stats` over the calls of ``rule`` and ``reviewer`` (``NAME`` or ``reviewer:NAME``; ""
+    for all), each checked against ``policy`` when one is given (``goldfive review stats`` and its API)."""
+    wanted = reviewer if not reviewer or reviewer.startswith("reviewer:") else "reviewer:" + reviewer
+    chosen = (c for c in calls if (not rule or c.rule == rule) and (not wanted or c.reviewer == wanted))
+    if policy is not None:
+        chosen = (dataclasses.replace(c, verified=attributed(policy, c)) for c in chosen)
+    return review_stats(chosen)

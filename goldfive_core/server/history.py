@@ -1,5 +1,7 @@
 """The history of ``goldfive serve``: every closed request as a record, newest first, searchable, exportable.
 
+``GET /api/review/stats`` is the reviewer tier's part of that history (``goldfive review stats --url``).
+
 ``GET /api/history`` lists decided, expired and cancelled requests by the time they closed (decided, or asked
 for one nobody decided), filtered by status, tool, agent, decider and a time range, a page at a time; with
 ``format=jsonl`` or ``format=csv`` it answers the same records as a download (at most :data:`MAX_EXPORT`).
@@ -24,7 +26,9 @@ from starlette.responses import JSONResponse, Response
 from .._util import shorten
 from ..approvals import DECIDED_STATUSES, ApprovalStatus
 from ..policy import PolicyAuthority
+from ..review import selected_stats
 from ..store.base import ApprovalRow, AuditRow, Store
+from ..store.reviews import reviewed_calls
 from ..store.views import approvals_json
 from .auth import User
 from .inputs import ApiError, int_param, text_field
@@ -99,6 +103,20 @@ class HistoryApi:
         )
         items = await asyncio.to_thread(approvals_json, self.store, page.rows, rules=self.rules)
         return _answer(form, items, page.total, request)
+
+    async def review_stats(self, request: Request, user: User) -> Response:
+        """``GET /api/review/stats`` (``goldfive review stats --url``): the reviewers' verdicts against the people's
+        decisions, each checked against this server's own ``--policy`` when it has one (``verified``)."""
+        params = dict(request.query_params)
+        query = {k: text_field(params, k, limit=200) for k in ("run", "rule", "reviewer")}
+        policy = self.rules.policy
+
+        def count() -> dict[str, Any]:
+            calls = reviewed_calls(self.store, run_id=query["run"] or None)
+            stats = selected_stats(calls, rule=query["rule"], reviewer=query["reviewer"], policy=policy)
+            return stats.as_dict()
+
+        return JSONResponse({**await asyncio.to_thread(count), "checked_against_server_policy": policy is not None})
 
     def _refused(self, request: Request) -> tuple[list[dict[str, Any]], int]:
         """The refused decisions the search matches, newest first: (this page, how many match)."""

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from browser_support import ARTIFACTS, ROOT
+from browser_support import ARTIFACTS, ROOT, Proc, free_port, goldfive_bin, wait_http
 from test_browser_inbox import Server, _card, _login, _target_of, browser, chromium, server
 
 __all__ = ["browser", "chromium", "server"]  # the fixtures, shared with the inbox tests
@@ -80,3 +80,56 @@ def test_the_reviewers_verdict_and_reason_are_on_the_card_and_its_allow_never_re
     expect(card).to_have_count(0)
     asked.wait_for(lambda s: s.startswith("ledger: [{'amount': 2500"), timeout=60)
     assert ana.errors == []
+
+
+SERVER_POLICY = """
+[[rule]]
+name = "reviewed payments"
+tool = "transfer_funds"
+action = "ask"
+"""
+
+
+def test_a_verdict_the_servers_own_rule_does_not_name_is_marked_not_verified(
+    server: Server, browser: Any, tmp_path: Path
+) -> None:
+    """The agent's file names a reviewer, ``serve --policy`` names none for that rule: the card says the verdict
+    was not checked by the server, so a person does not take the agent's reviewer as the operator's."""
+    from playwright.sync_api import expect
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "gf_browser_reviewer.py").write_text(textwrap.dedent(REVIEWER))
+    policy = tmp_path / "policy.toml"
+    policy.write_text(POLICY)
+    theirs = tmp_path / "server-policy.toml"
+    theirs.write_text(SERVER_POLICY)
+    port = free_port()
+    strict = Proc(
+        [goldfive_bin(), "--db", str(server.db), "serve", "--port", str(port), "--policy", str(theirs)],
+        env=server.env,
+    )
+    try:
+        wait_http(f"http://127.0.0.1:{port}/", strict)
+        site = Server(
+            url=f"http://127.0.0.1:{port}", db=server.db, env=server.env, tokens=server.tokens, proc=strict, agents=[]
+        )
+        server.env["PYTHONPATH"] = str(tmp_path)
+        example = str(ROOT / "examples" / "adk_approval.py")
+        common = ("--db", str(server.db), "--wait", "--timeout-ms", "120000", "--policy", str(policy))
+        asked_id = _target_of(server.agent(example, *common, "--invoice", "2500", "--payee", "Globex"))
+
+        plain = _card(_login(browser, server, "ana"), asked_id).locator(".review")
+        expect(plain.locator(".review-verdict")).to_have_text("asks a person to decide")
+        expect(plain.locator(".review-unverified")).to_have_count(0)  # no server policy to check against
+
+        ana = _login(browser, site, "ana")
+        review = _card(ana, asked_id).locator(".review")
+        expect(review.locator(".review-by")).to_have_text("reviewer:payments")
+        expect(review.locator(".review-unverified")).to_have_text(
+            "Not verified: the server's rule 'reviewed payments' names no reviewer; "
+            "this verdict was not checked by goldfive serve"
+        )
+        ana.screenshot(path=str(ARTIFACTS / "reviewer-not-verified.png"), full_page=True)
+        assert ana.errors == []
+    finally:
+        strict.stop()

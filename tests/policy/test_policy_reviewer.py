@@ -322,12 +322,14 @@ def test_the_review_packages_public_names_are_pinned_and_documented() -> None:
         "ReviewedCall",
         "Reviewer",
         "adk_completion",
+        "attributed",
         "parse_verdict",
         "resolve_reviewer",
         "review_call",
         "review_json",
         "review_stats",
         "run_reviewer",
+        "selected_stats",
     }
     for name in review.__all__:
         obj = getattr(review, name)
