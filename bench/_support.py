@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import os
+import signal
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +43,30 @@ def event_json(run_id: str, sequence: int, payload: Any) -> dict[str, Any]:
     return out
 
 
+def asked_events(run_id: str, targets: Sequence[str]) -> list[dict[str, Any]]:
+    """An agent's first events as it posts them: its run started, then one pending task request per target."""
+    from goldfive_core.pb.v1 import events_pb2
+
+    events = [event_json(run_id, 0, events_pb2.RunStarted(adapter="callable"))]
+    for k, target in enumerate(targets, start=1):
+        ask = events_pb2.ApprovalRequested(target_id=target, kind="task", prompt="pay?", timeout_ms=3_600_000)
+        events.append(event_json(run_id, k, ask))
+    return events
+
+
+async def stream_frames(resp: Any, connected: Any) -> AsyncIterator[dict[str, Any]]:
+    """The frames of an open ``/api/agent/stream`` response (``connected``, an asyncio.Event, set on its hello)."""
+    data = ""
+    async for line in resp.aiter_lines():
+        if line.startswith(": connected"):
+            connected.set()
+        elif line.startswith("data: "):
+            data = line[6:]
+        elif line == "" and data:
+            frame, data = json.loads(data), ""
+            yield frame
+
+
 def pct(values: list[float], q: float) -> float:
     """The ``q`` quantile of ``values`` (nearest rank)."""
     ordered = sorted(values)
@@ -49,6 +75,8 @@ def pct(values: list[float], q: float) -> float:
 
 def ms_line(values: list[float]) -> str:
     """p50 / p99 of latencies in seconds, printed in ms with the sample count."""
+    if not values:
+        return "none (n=0)"
     return f"p50 {pct(values, 0.5) * 1000:7.2f} ms   p99 {pct(values, 0.99) * 1000:7.2f} ms   (n={len(values)})"
 
 
@@ -69,7 +97,9 @@ class Served:
 
 
 @contextlib.contextmanager
-def serve(location: str, schema: str | None, key: Path, *, tree: Path = REPO) -> Iterator[Served]:
+def serve(
+    location: str, schema: str | None, key: Path, *, tree: Path = REPO, extra: Sequence[str] = ()
+) -> Iterator[Served]:
     """Run `goldfive serve` over a SQLite path or a PostgreSQL DSN (``schema``) until the block ends; ``tree`` is
     the checkout whose code it runs (another one gives a baseline measured in the same run)."""
     import httpx  # goldfive[server]; the store bench runs without it
@@ -82,8 +112,10 @@ def serve(location: str, schema: str | None, key: Path, *, tree: Path = REPO) ->
         env["GOLDFIVE_DSN"], env["GOLDFIVE_PG_SCHEMA"] = location, schema or "public"
     else:
         env["GOLDFIVE_DB"] = location
+    profile = os.environ.get("GOLDFIVE_BENCH_PROFILE", "")  # a directory: each server writes its profile there
+    runner = [str(REPO / "bench" / "_serve_timed.py")] if profile else ["-m", "goldfive_core.cli"]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "goldfive_core.cli", "serve", "--port", str(port), "--key", str(key)],
+        [sys.executable, *runner, "serve", "--port", str(port), "--key", str(key), *extra],
         env=env,
         cwd=tree,
         stdout=subprocess.PIPE,
@@ -107,6 +139,6 @@ def serve(location: str, schema: str | None, key: Path, *, tree: Path = REPO) ->
                 time.sleep(0.05)
         yield Served(url=url, pid=proc.pid, trust_line=trust)
     finally:
-        if proc.poll() is None:
-            proc.terminate()
-        proc.wait(10)
+        if proc.poll() is None:  # uvicorn re-raises the signal once stopped: SIGINT lets cProfile write its file
+            proc.send_signal(signal.SIGINT if profile else signal.SIGTERM)
+        proc.wait(60 if profile else 10)  # a profiled server writes its profile as it stops

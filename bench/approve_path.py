@@ -123,8 +123,8 @@ async def one(path: Path, key_dir: Path, target: str) -> Counter[str]:
     body = _body(started)
 
     async def agent(task: Task, tools: AgentTools) -> Any:
-        return await run_approved(
-            tools.session, store, call_id=target, tool_name="pay", args={"n": 1}, body=body, trust=signer.trust_key
+        return await run_approved(  # the channel's ledger, as every adapter's gate has it
+            tools.session, store, call_id=target, tool_name="pay", args={"n": 1}, body=body, ledger=channel.ledger
         )
 
     run = asyncio.create_task(wrap(agent, control=channel, sinks=[channel.sink]).run())

@@ -5,9 +5,13 @@
 
 A real ``goldfive serve`` process (uvicorn on 127.0.0.1) runs over a fresh store.
 
-1. decide (``POST /api/approvals/ID/approve``) → the waiting agent resumes, p50/p99, one request at a
-   time, alternating two agents in this process: one on an ``HttpChannel`` (agent token, no database)
-   and one on a ``StoreChannel`` (the direct-store path). Target: HTTP p50 at most twice the store path's.
+1. decide (``POST /api/approvals/ID/approve``) → the agent's tool body starts, p50/p99, one request at a
+   time, alternating two agent processes (``bench/_agent.py``, what a user runs): one on an ``HttpChannel``
+   (agent token, no database) and one on a ``StoreChannel`` (the direct-store path), each asking through the
+   gate and the execution ledger (``run_approved``) and trusting the server's key. The body's first line is
+   timed in the agent's process (``CLOCK_MONOTONIC``, one clock for the machine). Target: HTTP p50 at most 1.5 times the
+   store path's. ``--baseline TREE`` runs a second server and agent pair from another checkout (main's) in the
+   same rounds, so both ratios see the same load.
 2. 1,000 waiting agents simulated in this process: each has one run with one pending request and holds
    one ``/api/agent/stream`` connection (as an HttpChannel does). The server's resident memory is read
    (``/proc/PID/status``) before and after they connect: memory per waiting agent. Then decisions are
@@ -19,24 +23,25 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
+import contextlib
+import dataclasses
 import os
 import sys
 import tempfile
 import time
 import uuid
+from asyncio.subprocess import PIPE
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
 
 import httpx
-from _support import event_json, ms_line, pct, serve
+from _agent import monotonic
+from _support import REPO, event_json, ms_line, pct, serve, stream_frames
 
-from goldfive_core import AgentTools, Task, wrap
 from goldfive_core.pb.v1 import events_pb2
-from goldfive_core.store import StoreChannel, open_store
-from goldfive_core.store.http import HttpChannel
+from goldfive_core.store import open_store
 from goldfive_core.store.users import add_user
 
 
@@ -47,62 +52,126 @@ def _rss_kib(pid: int) -> int:
     raise RuntimeError("no VmRSS")
 
 
-# -- 1. decide → resume, HTTP agent vs store agent ----------------------------------------------------------------
-class _Agent:
-    """A callable agent that asks, on request, for approval of one task after another and notes when it resumes."""
+# -- 1. decide → the tool body starts, an HTTP agent process vs a store agent process ------------------------------
+_AGENT_SCRIPT = str(Path(__file__).resolve().parent / "_agent.py")
 
-    def __init__(self, channel: Any, prefix: str) -> None:
-        self.channel = channel
-        self.prefix = prefix
-        self.go: asyncio.Queue[str | None] = asyncio.Queue()
-        self.resumed: dict[str, float] = {}
+
+class _AgentProcess:
+    """``bench/_agent.py`` in a process of its own, running ``tree``'s code: asks for calls, reports body starts."""
+
+    def __init__(self, tree: Path, args: list[str], env: dict[str, str]) -> None:
+        self.tree, self.args, self.env = tree, args, env
+        self.proc: asyncio.subprocess.Process | None = None
+        self.bodies: dict[str, float] = {}
         self.events: dict[str, asyncio.Event] = {}
+        self.ready = asyncio.Event()
+        self._reader: asyncio.Task[None] | None = None
 
-        async def agent(task: Task, tools: AgentTools) -> None:
-            while (target := await self.go.get()) is not None:
-                await tools.report_task_started(target)
-                answer = await tools.report_awaiting_approval("ok?", task_id=target, timeout_ms=60_000)
-                self.resumed[target] = time.perf_counter()
-                self.events[target].set()
-                assert answer["decision"] == "approve", answer
-                await tools.report_task_completed(task_id=target)
+    async def start(self) -> None:
+        env = dict(os.environ, PYTHONPATH=str(self.tree), **self.env)
+        self.proc = await asyncio.create_subprocess_exec(
+            sys.executable, _AGENT_SCRIPT, *self.args, env=env, cwd=self.tree, stdin=PIPE, stdout=PIPE
+        )
+        self._reader = asyncio.create_task(self._read())
+        await asyncio.wait_for(self.ready.wait(), 60)
 
-        self.task = asyncio.create_task(wrap(agent, control=channel, sinks=[channel.sink]).run("bench"))
+    async def _read(self) -> None:
+        assert self.proc is not None and self.proc.stdout is not None
+        while line := (await self.proc.stdout.readline()).decode():
+            if line.startswith("ready"):
+                self.ready.set()
+            elif line.startswith("body "):
+                _, call_id, at = line.split()
+                self.bodies[call_id] = float(at)
+                self.events.setdefault(call_id, asyncio.Event()).set()
+
+    async def ask(self, call_id: str) -> None:
+        assert self.proc is not None and self.proc.stdin is not None
+        self.proc.stdin.write(f"{call_id}\n".encode())
+        await self.proc.stdin.drain()
+
+    async def body_started(self, call_id: str) -> float:
+        await asyncio.wait_for(self.events.setdefault(call_id, asyncio.Event()).wait(), 30)
+        return self.bodies[call_id]
+
+    async def stop(self) -> None:
+        assert self.proc is not None and self.proc.stdin is not None
+        self.proc.stdin.write(b"\n")
+        await self.proc.stdin.drain()
+        try:
+            await asyncio.wait_for(self.proc.wait(), 30)
+        finally:
+            if self.proc.returncode is None:
+                self.proc.kill()
+            if self._reader is not None:
+                await asyncio.gather(self._reader, return_exceptions=True)
 
 
-async def _latency(url: str, tokens: dict[str, str], location: str, schema: str | None, n: int) -> None:
-    store = open_store(location, schema=schema)
-    http_agent = _Agent(HttpChannel(url, token=tokens["bot"]), "h")
-    store_agent = _Agent(StoreChannel(open_store(location, schema=schema)), "s")
-    samples: dict[str, list[float]] = {"h": [], "s": []}
-    auth = {"Authorization": f"Bearer {tokens['ana']}"}
-    async with httpx.AsyncClient(base_url=url, headers=auth, timeout=30) as client:
-        for i in range(2 * n + 4):
-            agent = http_agent if i % 2 == 0 else store_agent
-            target = f"{agent.prefix}-{uuid.uuid4().hex[:8]}"
-            agent.events[target] = asyncio.Event()
-            await agent.go.put(target)
-            for _ in range(10_000):  # until the request is in the store and its run is live
-                rows = await asyncio.to_thread(store.approvals_for, target)
-                if rows and rows[0].open:
-                    break
-                await asyncio.sleep(0.002)
-            await asyncio.sleep(0.05)  # let the agent settle into its wait (its stream, its LISTEN)
-            t0 = time.perf_counter()
-            resp = await client.post(f"/api/approvals/{target}/approve", json={})
-            assert resp.status_code == 200, (agent.prefix, resp.text)
-            await asyncio.wait_for(agent.events[target].wait(), 30)
-            if i >= 4:  # the first rounds warm connections and caches
-                samples[agent.prefix].append(agent.resumed[target] - t0)
-    for agent in (http_agent, store_agent):
-        await agent.go.put(None)
-        await agent.task
-        await agent.channel.aclose()
-    h, s = pct(samples["h"], 0.5), pct(samples["s"], 0.5)
-    print("1. decide (API) → the waiting agent resumes, one at a time")
-    print(f"   HttpChannel (agent over HTTP)   {ms_line(samples['h'])}")
-    print(f"   StoreChannel (direct store)     {ms_line(samples['s'])}")
-    print(f"   ratio HTTP / store p50: {h / s:.2f}  (target ≤ 2)")
+@dataclasses.dataclass
+class _Setup:
+    """One server and its two agent processes, all running one checkout's code."""
+
+    name: str
+    url: str
+    token: str
+    """The approver's (``ana``)."""
+    store: Any
+    agents: dict[str, _AgentProcess]
+    samples: dict[str, list[float]] = dataclasses.field(default_factory=lambda: {"http": [], "store": []})
+
+
+async def _start_setup(
+    name: str, tree: Path, served: Any, tokens: dict[str, str], location: str, schema: str | None
+) -> _Setup:
+    trust = {"GOLDFIVE_TRUST_KEY": served.trust_line}  # both agents apply only decisions the server signed
+    store_args = ["store", location, *([schema] if schema else [])]
+    agents = {
+        "http": _AgentProcess(tree, ["http", served.url, tokens["bot"]], trust),
+        "store": _AgentProcess(tree, store_args, trust),
+    }
+    await asyncio.gather(*(a.start() for a in agents.values()))
+    return _Setup(name, served.url, tokens["ana"], open_store(location, schema=schema), agents)
+
+
+async def _one(setup: _Setup, kind: str, client: httpx.AsyncClient) -> float:
+    """Ask one call on ``setup``'s ``kind`` agent; decide it over the API once it is pending; decide → body start."""
+    agent = setup.agents[kind]
+    call_id = f"{kind[0]}-{uuid.uuid4().hex[:10]}"
+    await agent.ask(call_id)
+    for _ in range(10_000):  # until the request is in the store (its run live: the agent heartbeats)
+        rows = await asyncio.to_thread(setup.store.approvals_for, call_id)
+        if rows and rows[0].open:
+            break
+        await asyncio.sleep(0.002)
+    await asyncio.sleep(0.05)  # let the agent settle into its wait (its stream, its LISTEN)
+    t0 = monotonic()
+    auth = {"Authorization": f"Bearer {setup.token}"}
+    resp = await client.post(f"{setup.url}/api/approvals/{call_id}/approve", json={}, headers=auth)
+    assert resp.status_code == 200, (setup.name, kind, resp.text)
+    return await agent.body_started(call_id) - t0
+
+
+async def _latency(setups: list[_Setup], n: int, warmup: int = 2) -> None:
+    async with httpx.AsyncClient(timeout=30) as client:
+        for i in range(n + warmup):
+            # Every setup and both agents in each round, the order turned each round: they share the load.
+            order = [(s, k) for s in setups for k in ("http", "store")]
+            for setup, kind in order if i % 2 == 0 else reversed(order):
+                took = await _one(setup, kind, client)
+                if i >= warmup:  # the first rounds warm connections and caches
+                    setup.samples[kind].append(took)
+    print("1. decide (POST /api/approvals/ID/approve) → the tool body starts in the agent's own process, one at a time")
+    print(
+        "   (run_approved: the gate, the ledger's executing claim, then the body; both agents trust the server's key)"
+    )
+    for setup in setups:
+        h, s = setup.samples["http"], setup.samples["store"]
+        print(f"   {setup.name}: HttpChannel agent process  {ms_line(h)}")
+        print(f"   {setup.name}: StoreChannel agent process {ms_line(s)}")
+        print(f"   {setup.name}: ratio HTTP / store p50: {pct(h, 0.5) / pct(s, 0.5):.2f}  (target ≤ 1.5)")
+    for setup in setups:
+        for agent in setup.agents.values():
+            await agent.stop()
 
 
 # -- 2. 1,000 waiting agents --------------------------------------------------------------------------------------
@@ -120,23 +189,15 @@ class _SimAgent:
         params = {"run": self.run_id, "endpoint": self.run_id}
         async with client.stream("GET", "/api/agent/stream", params=params) as resp:
             assert resp.status_code == 200, resp.status_code
-            data = ""
-            async for line in resp.aiter_lines():
-                if line.startswith(": connected"):
-                    self.connected.set()
-                elif line.startswith("data: "):
-                    data = line[6:]
-                elif line == "" and data:
-                    frame = json.loads(data)
-                    self.got_at = time.perf_counter()
-                    self.got.set()
-                    control_id = frame["message"]["id"]
-                    ack = {"control_id": control_id, "result": "SUCCESS", "detail": "approved"}
-                    await client.post(
-                        "/api/agent/acks",
-                        json={"endpoint": self.run_id, "acks": [{"inbox_id": frame["inbox_id"], "ack": ack}]},
-                    )
-                    data = ""
+            async for frame in stream_frames(resp, self.connected):
+                self.got_at = time.perf_counter()
+                self.got.set()
+                control_id = frame["message"]["id"]
+                ack = {"control_id": control_id, "result": "SUCCESS", "detail": "approved"}
+                await client.post(
+                    "/api/agent/acks",
+                    json={"endpoint": self.run_id, "acks": [{"inbox_id": frame["inbox_id"], "ack": ack}]},
+                )
 
 
 async def _many(url: str, pid: int, tokens: dict[str, str], agents: int, decisions: int, burst: int) -> None:
@@ -208,30 +269,42 @@ async def _many(url: str, pid: int, tokens: dict[str, str], agents: int, decisio
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dsn", default="", help="PostgreSQL DSN (default: SQLite in a temp dir)")
-    parser.add_argument("--n", type=int, default=30, help="decisions per path in part 1")
-    parser.add_argument("--agents", type=int, default=1000, help="waiting agents in part 2")
+    parser.add_argument("--n", type=int, default=30, help="decisions per agent in part 1")
+    parser.add_argument("--baseline", type=Path, help="another checkout (e.g. /work/main) measured in part 1's rounds")
+    parser.add_argument("--agents", type=int, default=1000, help="waiting agents in part 2 (0: skip part 2)")
     parser.add_argument("--decisions", type=int, default=200, help="one-at-a-time decisions in part 2")
     parser.add_argument("--burst", type=int, default=20, help="decisions at once in part 2")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        schema = None
-        location = args.dsn or str(Path(tmp) / "goldfive.db")
-        if args.dsn:
-            schema = f"bench_{uuid.uuid4().hex[:8]}"
-        store = open_store(location, schema=schema)
-        tokens = {name: add_user(store, name, role).token for name, role in (("ana", "approver"), ("bot", "agent"))}
+    trees = [("this tree", REPO)] + ([("baseline", args.baseline.resolve())] if args.baseline else [])
+    schemas: list[str] = []
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
         try:
-            print(f"store: {'PostgreSQL' if args.dsn else 'SQLite'}; machine: {os.cpu_count()} cores")
-            with serve(location, schema, Path(tmp) / "key.pem") as served:
-                url, pid = served.url, served.pid
-                await _latency(url, tokens, location, schema, args.n)
-                await _many(url, pid, tokens, args.agents, args.decisions, args.burst)
+            load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+            print(f"store: {'PostgreSQL' if args.dsn else 'SQLite'}; machine: {os.cpu_count()} cores; load {load}")
+            setups: list[_Setup] = []
+            first: tuple[Any, dict[str, str]] | None = None
+            for index, (name, tree) in enumerate(trees):
+                schema = f"bench_{uuid.uuid4().hex[:8]}" if args.dsn else None
+                schemas += [schema] if schema else []
+                location = args.dsn or str(Path(tmp) / f"goldfive-{index}.db")
+                store = open_store(location, schema=schema)
+                tokens = {n: add_user(store, n, role).token for n, role in (("ana", "approver"), ("bot", "agent"))}
+                key = Path(tmp) / f"keys-{index}" / "key.pem"  # each server its own key and checkpoint
+                served = stack.enter_context(serve(location, schema, key, tree=tree))
+                setups.append(await _start_setup(name, tree, served, tokens, location, schema))
+                first = first or (served, tokens)
+            await _latency(setups, args.n)
+            if args.agents and first is not None:
+                served, tokens = first
+                await _many(served.url, served.pid, tokens, args.agents, args.decisions, args.burst)
+            print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
         finally:
             if args.dsn:
                 import psycopg
 
                 with psycopg.connect(args.dsn, autocommit=True) as conn:
-                    conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+                    for schema in schemas:
+                        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
 if __name__ == "__main__":

@@ -16,7 +16,6 @@ from typing import IO, Any, Protocol, runtime_checkable
 
 from google.protobuf import json_format
 from google.protobuf.message import Message
-from google.protobuf.timestamp_pb2 import Timestamp
 
 from ._util import new_id
 from .pb.v1 import events_pb2
@@ -27,8 +26,10 @@ __all__ = [
     "InMemorySink",
     "JsonlSink",
     "LoggingSink",
+    "RecordingSink",
     "event_to_dict",
     "format_event",
+    "on_record",
     "payload_name",
 ]
 
@@ -43,6 +44,34 @@ class EventSink(Protocol):
 
     def emit(self, event: events_pb2.Event) -> None:
         """Handle one event."""
+
+
+@runtime_checkable
+class RecordingSink(Protocol):
+    """A sink that writes in the background (:class:`~goldfive_core.store.StoreSink`): ``flush`` waits until
+    what was emitted so far is written, False when ``timeout`` passed first."""
+
+    def flush(self, timeout: float | None = ...) -> bool:
+        """Wait for the writes of what was emitted so far."""
+
+
+async def on_record(sinks: Iterable[object], timeout_s: float) -> bool:
+    """Wait (off the loop) until every background-writing sink has written the events emitted so far.
+
+    For a host about to tell someone outside the run "a person is asked: approval X" (an A2A status, a
+    link): X is then on record, so the person can find and decide it even if this process dies next. False
+    when a sink did not finish within ``timeout_s`` (a store outage); the sink keeps retrying.
+    """
+    waits = [s for s in sinks if isinstance(s, RecordingSink)]
+    if not waits:
+        return True
+    try:  # bounded here too: a sink whose queue is full blocks its flush before the flush's own timeout starts
+        done = await asyncio.wait_for(
+            asyncio.gather(*(asyncio.to_thread(s.flush, timeout_s) for s in waits)), timeout_s + 1.0
+        )
+    except TimeoutError:
+        return False
+    return all(done)
 
 
 class InMemorySink:
@@ -164,6 +193,9 @@ class EventEmitter:
         self.session_id = session_id
         self.sinks: Sequence[EventSink] = tuple(sinks)
         self._sequence = 0
+        self._ids = f"{new_id('ev')}-"
+        """Event ids are this emitter's own 48 random bits and the event's sequence: unique as a random id per event
+        was, without a system call for each."""
 
     @property
     def next_sequence(self) -> int:
@@ -174,18 +206,18 @@ class EventEmitter:
         """Wrap ``payload`` (e.g. ``ApprovalGranted(...)``) in an Event and deliver it to every sink."""
         field = _PAYLOAD_FIELD[type(payload).DESCRIPTOR.full_name]
         # One constructor call (the payload is copied in), now_ms() and timestamp_from_ms() inline (whole
-        # milliseconds, as they give): every event passes here, some while an agent waits for them.
+        # milliseconds, as they give), the time set in place: every event passes here, some while an agent (or a
+        # tool body a person just approved) waits for them.
         ms = time.time_ns() // 1_000_000
+        sequence = self._sequence
         body: dict[str, Any] = {field: payload}
         event = events_pb2.Event(
-            event_id=new_id("ev"),
-            run_id=self.run_id,
-            sequence=self._sequence,
-            session_id=self.session_id,
-            emitted_at=Timestamp(seconds=ms // 1000, nanos=(ms % 1000) * 1_000_000),
-            **body,
+            event_id=f"{self._ids}{sequence}", run_id=self.run_id, sequence=sequence, session_id=self.session_id, **body
         )
-        self._sequence += 1
+        stamp = event.emitted_at
+        stamp.seconds, stamp.nanos = divmod(ms, 1000)
+        stamp.nanos *= 1_000_000
+        self._sequence = sequence + 1
         for sink in self.sinks:
             try:
                 sink.emit(event)

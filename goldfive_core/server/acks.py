@@ -4,7 +4,8 @@ One :class:`AckWatch` per server process sleeps on the store's ack news (one Pos
 on one thread of its own, :data:`~.threads.ACK_WATCH`) and, each time it wakes, reads the acks of every
 message waited for in one query and hands each to its waiter. A waiter looks once itself when it starts
 (the watcher listens before anyone waits, so an ack stored after that look wakes the watcher), so a burst of
-hundreds of decisions in flight costs hundreds of futures, not hundreds of threads and connections.
+hundreds of decisions in flight costs hundreds of futures, not hundreds of threads and connections. The waiters'
+own first looks are made together too (:class:`~.batching.Coalesced`): one read per round trip for a burst.
 """
 
 from __future__ import annotations
@@ -12,13 +13,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Sequence
 
 from ..control import ControlAck
 from ..retry import Backoff
+from ..store import agents as owners
 from ..store.base import Store, StoreError
+from ..store.liveness import RunLiveness
+from .batching import Coalesced
 from .threads import ACK_WATCH, ServerThreads
 
-__all__ = ["AckWatch"]
+__all__ = ["AckWatch", "Watched"]
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +45,20 @@ class AckWatch:
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
         self._listening = asyncio.Event()
+        self._first_looks: Coalesced[str, ControlAck] = Coalesced(self._acks_of, name="goldfive-serve-ack-looks")
+
+        self._liveness: Coalesced[str, RunLiveness] = Coalesced(self._gone_of, name="goldfive-serve-run-looks")
+
+    async def _acks_of(self, control_ids: Sequence[str]) -> dict[str, ControlAck]:
+        return await asyncio.to_thread(self.store.get_acks, list(control_ids))
+
+    async def _gone_of(self, run_ids: Sequence[str]) -> dict[str, RunLiveness]:
+        return await asyncio.to_thread(owners.gone_runs, self.store, run_ids)
+
+    async def run_gone(self, run_id: str) -> RunLiveness | None:
+        """How ``run_id``'s process is gone, or None while it is live: the check a decision waiting for its ack
+        makes every quarter second, made together with those of the other decisions waiting (one read)."""
+        return await self._liveness.get(run_id)
 
     @property
     def waiting(self) -> int:
@@ -49,26 +68,13 @@ class AckWatch:
     async def wait_ack(self, control_id: str, timeout_s: float) -> ControlAck | None:
         """The ack of ``control_id`` once stored, or None after ``timeout_s`` (never raises for an outage: the
         watcher waits it out, and the caller's deadline decides)."""
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[ControlAck] = loop.create_future()
-        self._waiting.setdefault(control_id, []).append(future)
-        self._start()
-        try:
-            async with asyncio.timeout(max(timeout_s, 0.0)):
-                await self._listening.wait()  # from here on an ack stored wakes the watcher: look once ourselves
-                if not future.done():
-                    try:
-                        found = await asyncio.to_thread(self.store.get_acks, [control_id])
-                    except StoreError as exc:  # the watcher looks again once the store is back
-                        logger.debug("ack of %s: first look failed: %s", control_id, exc)
-                        found = {}
-                    if control_id in found and not future.done():
-                        future.set_result(found[control_id])
-                return await future
-        except TimeoutError:
-            return None
-        finally:
-            self._forget(control_id, future)
+        with self.watch(control_id) as watched:
+            return await watched.wait(timeout_s)
+
+    def watch(self, control_id: str) -> Watched:
+        """Wait for ``control_id``'s ack in slices (a delivery checks its run's liveness between them), watched the
+        whole time: looked for once, and from then on handed over by the watcher; ``with`` ends the watch."""
+        return Watched(self, control_id)
 
     def _forget(self, control_id: str, future: asyncio.Future[ControlAck]) -> None:
         futures = self._waiting.get(control_id)
@@ -121,3 +127,46 @@ class AckWatch:
         if task is not None:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
+        await self._first_looks.aclose()
+        await self._liveness.aclose()
+
+
+class Watched:
+    """One message's ack watched over a whole delivery (:meth:`AckWatch.watch`): one waiter, one first look."""
+
+    def __init__(self, watch: AckWatch, control_id: str) -> None:
+        self._watch = watch
+        self.control_id = control_id
+        self._future: asyncio.Future[ControlAck] = asyncio.get_running_loop().create_future()
+        watch._waiting.setdefault(control_id, []).append(self._future)
+        watch._start()
+        self._looked = False
+
+    def __enter__(self) -> Watched:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._watch._forget(self.control_id, self._future)
+
+    async def wait(self, timeout_s: float) -> ControlAck | None:
+        """The ack once stored, or None after ``timeout_s`` (the watch goes on: a later wait still gets it)."""
+        try:
+            async with asyncio.timeout(max(timeout_s, 0.0)):
+                if not self._looked:
+                    await self._watch._listening.wait()  # from here on an ack stored wakes the watcher: look once
+                    await self._first_look()
+                    self._looked = True
+                return await asyncio.shield(self._future)
+        except TimeoutError:
+            return None
+
+    async def _first_look(self) -> None:
+        if self._future.done():
+            return
+        try:  # with the first looks of the other messages of a burst: one read for all
+            ack = await self._watch._first_looks.get(self.control_id)
+        except StoreError as exc:  # the watcher looks again once the store is back
+            logger.debug("ack of %s: first look failed: %s", self.control_id, exc)
+            ack = None
+        if ack is not None and not self._future.done():
+            self._future.set_result(ack)

@@ -40,7 +40,7 @@ from ..store import agents as owners
 from ..store import grants as grants_mod
 from ..store.base import ExecutionClaim, ExecutionRow, InboxRow, Store, StoreError
 from .auth import User
-from .heartbeats import HeartbeatBatch
+from .heartbeats import HeartbeatBatch, StreamLiveness
 from .inputs import BODY_TIMEOUT_S, json_body
 from .threads import AGENTS, HUB, ServerThreads
 
@@ -64,8 +64,11 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-AGENT_PING_S = 15.0
-"""A comment line on an idle agent stream this often, so proxies and the agent see a live connection."""
+AGENT_PING_S = 30.0
+"""A comment line on an idle agent stream this often, so proxies and the agent see a live connection (within the
+agent's 45 s read timeout). Each ping is a send per waiting agent (on loopback ≈ 0.25 ms of CPU under load: at 15 s,
+1,000 idle agents cost a server 2.3 % of a core in pings alone); a vanished agent host is found by TCP keepalive,
+not by the ping (see :mod:`.connections`)."""
 
 _QUEUE_MAX = 256
 _MAX_RUNS = 256
@@ -142,6 +145,10 @@ class InboxHub:
         """How many agent streams are connected to this process."""
         return len({id(s) for subs in self._by_run.values() for s in subs})
 
+    def runs(self) -> list[str]:
+        """The runs with an agent stream connected to this process."""
+        return list(self._by_run)
+
     def subscribe(self, sub: _Subscriber) -> None:
         """Route messages for ``sub.runs`` to ``sub`` (the newest subscriber of a run wins)."""
         for run in sub.runs:
@@ -177,9 +184,7 @@ class InboxHub:
         """Claim ``rows`` for ``sub`` and queue those it won (a row claimed elsewhere went to another stream)."""
         if not rows:
             return
-        won = set(
-            await self.threads.run(AGENTS, self.store.claim_controls, [r.id for r in rows], endpoint=sub.endpoint)
-        )
+        won = await self.threads.run(AGENTS, owners.claim_for_streams, self.store, [(r.id, sub.endpoint) for r in rows])
         for row in rows:
             if row.id in won:
                 self._put(sub, row)
@@ -223,19 +228,11 @@ class InboxHub:
                     await self._wake.wait()
                     continue
                 try:
-                    runs = list(self._by_run)
-                    rows: list[InboxRow] = []
-                    for start in range(0, len(runs), 500):
-                        rows += await self.threads.run(
-                            AGENTS, owners.pending_for_runs, self.store, runs[start : start + 500]
-                        )
-                    by_sub: dict[_Subscriber, list[InboxRow]] = {}
-                    for row in rows:
-                        subs = self._by_run.get(row.run_id)
-                        if subs:
-                            by_sub.setdefault(subs[-1], []).append(row)
-                    for sub, mine in by_sub.items():
-                        await self.deliver(sub, mine)
+                    newest = {run: subs[-1] for run, subs in self._by_run.items() if subs}
+                    endpoints = {run: sub.endpoint for run, sub in newest.items()}
+                    # The look and the claims in one thread hop: a decision's message is on its way to a body.
+                    for row in await self.threads.run(AGENTS, _claim_pending, self.store, endpoints):
+                        self._put(newest[row.run_id], row)
                     delays.reset()
                 except StoreError as exc:
                     await _outage_pause(delays, exc)
@@ -244,6 +241,79 @@ class InboxHub:
         finally:
             pump.cancel()
             await asyncio.gather(pump, return_exceptions=True)
+
+
+def _claim_pending(store: Store, endpoints: dict[str, str]) -> list[InboxRow]:
+    """The messages waiting for the runs of ``endpoints`` (run id → the endpoint of its newest stream), each claimed
+    for its run's endpoint, every stream's claims in one transaction (a burst of decisions to many agents is one
+    claim, not one per agent); the rows won, in inbox order (a row claimed elsewhere went to another stream)."""
+    runs = list(endpoints)
+    rows: list[InboxRow] = []
+    for start in range(0, len(runs), 500):
+        rows += owners.pending_for_runs(store, runs[start : start + 500])
+    if not rows:
+        return []
+    won = owners.claim_for_streams(store, [(row.id, endpoints[row.run_id]) for row in rows])
+    return [row for row in rows if row.id in won]
+
+
+def _claim_runs(store: Store, runs: Sequence[str], agent: str) -> str | None:
+    """Claim each of ``runs`` for ``agent`` (or find it the agent's): the first refusal, None when all are its."""
+    for run in runs:
+        if (refusal := owners.claim_run(store, run, agent)) is not None:
+            return refusal
+    return None
+
+
+def _claim_own(store: Store, run_id: str, agent: str) -> None:
+    """Refuse (403) a run id outside ``agent``'s namespace or owned by another agent; claim it for ``agent`` if
+    nobody owns it."""
+    if (refusal := run_namespace_refusal(run_id, agent)) is not None:
+        raise AgentError(403, refusal)
+    if (refusal := owners.claim_run(store, run_id, agent)) is not None:
+        raise AgentError(403, refusal)
+
+
+def _admit_events(store: Store, agent: str, events: Sequence[events_pb2.Event]) -> None:
+    """Refuse (403) events ``agent`` may not write: a run that is not its own (each run claimed for it first), a
+    decision, grant or vote that no person's decision delivered to the run. One thread, one hop; nothing written."""
+    for run_id in sorted({e.run_id for e in events}):
+        _claim_own(store, run_id, agent)
+    for event in events:
+        kind = payload_name(event)
+        if kind in ("approval_granted", "approval_rejected"):
+            granted = kind == "approval_granted"
+            target = (event.approval_granted if granted else event.approval_rejected).target_id
+            if not owners.decision_delivered(store, event.run_id, target, approved=granted):
+                raise AgentError(
+                    403,
+                    f"event {event.sequence} of run {event.run_id}: no person's decision for {target!r} reached "
+                    "this run; an agent reports decisions, it cannot make them",
+                )
+        elif kind in ("grant_created", "approval_voted"):
+            target = (event.grant_created if kind == "grant_created" else event.approval_voted).target_id
+            if kind == "grant_created":
+                ok = owners.grant_delivered(store, event.run_id, target)
+            else:
+                ok = owners.decision_delivered(
+                    store, event.run_id, target, approved=event.approval_voted.decision != "reject"
+                )
+            if not ok:
+                raise AgentError(
+                    403,
+                    f"event {event.sequence} of run {event.run_id} ({kind}): no person's approval for "
+                    f"{target!r} reached this run; an agent reports grants and votes, it cannot make them",
+                )
+
+
+def _owed_and_pending(store: Store, endpoint: str, runs: Sequence[str]) -> tuple[list[InboxRow], list[InboxRow]]:
+    """What a new stream sends first: the rows claimed for its endpoint and never acked (its connection broke), and
+    those waiting for its runs; one thread hop.
+
+    Pending first, then claimed: a claim another server commits between the two reads (it was killed with the claim
+    on its way) is in one of them; the pending ones are claimed again for this endpoint."""
+    pending = owners.pending_for_runs(store, runs)
+    return owners.claimed_for(store, endpoint), pending
 
 
 # -- request parsing ---------------------------------------------------------------------------------------------
@@ -352,6 +422,61 @@ async def audit_refusal(store: Store, user: User, request: Request, permission: 
         logger.error("could not audit the refused request of agent %r: %s", user.name, exc)
 
 
+def _claim(raw: Any, index: int) -> ExecutionClaim:
+    """The "executing" claim an APPROVE's ack carries (what ``POST .../executing`` takes), as sent; whether its run
+    is the agent's is checked by :func:`_ack`."""
+    ok = isinstance(raw, dict) and isinstance(raw.get("call_id"), str) and 0 < len(raw["call_id"]) <= 500
+    digest = raw.get("args_digest", "") if isinstance(raw, dict) else None
+    ok = ok and isinstance(digest, str) and len(digest) <= 200 and _is_pid(raw.get("pid", 0))
+    if not ok or not isinstance(raw.get("host", ""), str):
+        raise AgentError(
+            400, f"acks[{index}].claim must be {{'call_id', 'run_id', 'args_digest', 'pid' (0-2^31), 'host'}}"
+        )
+    run_id = raw.get("run_id")
+    if not isinstance(run_id, str) or not 0 < len(run_id) <= 200:
+        raise AgentError(400, f"acks[{index}].claim.run_id must name the asking run: a string of 1-200 characters")
+    return ExecutionClaim(
+        target_id=raw["call_id"],
+        run_id=run_id,
+        pid=int(raw.get("pid", 0)),
+        host=str(raw.get("host", ""))[:255],
+        args_digest=str(digest),
+    )
+
+
+def _ack(
+    store: Store,
+    agent: str,
+    endpoint: str,
+    acks: list[tuple[int, ControlAck]],
+    claims: dict[int, tuple[int, ExecutionClaim]],
+) -> dict[str, Any]:
+    """Record ``endpoint``'s acks (and the claims folded into them) for agent ``agent``: the answer of
+    ``POST /api/agent/acks``. One thread, one hop: the ownership check, the look-up and the commit."""
+    # The run streamed this agent the message it acks, so it is the agent's already: a read, not a claim.
+    owned = owners.owned_runs(store, agent, sorted({claim.run_id for _, claim in claims.values()}))
+    for index, claim in claims.values():
+        if claim.run_id not in owned:
+            raise AgentError(
+                403, f"acks[{index}].claim names run {shorten(claim.run_id, 80)!r}, not one of this agent's"
+            )
+    claimed = {row.id for row in owners.claimed_for(store, endpoint)}
+    mine = [(ident, ack) for ident, ack in acks if ident in claimed]
+    folded = {ident: claims[ident][1] for ident, _ in mine if ident in claims}
+    won = store.ack_controls(mine, claims=folded)
+    for ident, (_, claim) in claims.items():
+        if ident not in folded:  # acked before (its answer was lost): the claim alone, idempotent for its claimer
+            won[ident] = store.mark_executing(
+                claim.target_id, run_id=claim.run_id, pid=claim.pid, host=claim.host, args_digest=claim.args_digest
+            )
+    # An id not claimed by this endpoint was acked before (a retry after a lost answer) or is not this agent's.
+    return {
+        "acked": [ident for ident, _ in mine],
+        "ignored": [ident for ident, _ in acks if ident not in claimed],
+        "claims": {str(ident): bool(won.get(ident, False)) for ident in claims},
+    }
+
+
 class AgentApi:
     """The handlers of ``/api/agent/...``; every one needs the ``agent`` permission (app.py wraps them)."""
 
@@ -362,13 +487,18 @@ class AgentApi:
         max_body_bytes: int,
         body_timeout_s: float = BODY_TIMEOUT_S,
         threads: ServerThreads | None = None,
+        pass_for: Callable[[User], str] | None = None,
     ) -> None:
         self.store = store
+        self.pass_for = pass_for if pass_for is not None else (lambda user: "")
+        """The pass a stream's answer carries for its agent's token (see :data:`~..store.agents.PASS_HEADER`)."""
         self.hub = InboxHub(store, threads=threads)
         self.threads = self.hub.threads
         """Where its store calls run (:data:`~.threads.AGENTS`): never queued behind people's decisions."""
         self.heartbeats = HeartbeatBatch(store, threads=self.threads)
         """The agents' beats of each interval, written in one transaction (see :mod:`.heartbeats`)."""
+        self.liveness = StreamLiveness(self.heartbeats, self.hub.runs)
+        """The runs of open streams, stamped alive by this server: their agents send no heartbeats for them."""
         self.max_body_bytes = max_body_bytes
         self.body_timeout_s = body_timeout_s
 
@@ -382,11 +512,7 @@ class AgentApi:
         )
 
     async def _own(self, user: User, run_id: str) -> None:
-        if (refusal := run_namespace_refusal(run_id, user.name)) is not None:
-            raise AgentError(403, refusal)
-        refusal = await self.threads.run(AGENTS, owners.claim_run, self.store, run_id, user.name)
-        if refusal is not None:
-            raise AgentError(403, refusal)
+        await self.threads.run(AGENTS, _claim_own, self.store, run_id, user.name)
 
     # -- events, heartbeats ----------------------------------------------------------------------------------
     async def events(self, request: Request, user: User) -> dict[str, Any]:
@@ -412,37 +538,8 @@ class AgentApi:
             if too_big := event_over_limits(event, self.store.limits):
                 raise AgentError(400, f"events[{index}]: {too_big}; nothing was written")
             events.append(event)
-        for run_id in sorted({e.run_id for e in events}):
-            await self._own(user, run_id)
-        for event in events:
-            kind = payload_name(event)
-            if kind in ("approval_granted", "approval_rejected"):
-                granted = kind == "approval_granted"
-                target = (event.approval_granted if granted else event.approval_rejected).target_id
-                ok = await self.threads.run(
-                    AGENTS, owners.decision_delivered, self.store, event.run_id, target, approved=granted
-                )
-                if not ok:
-                    raise AgentError(
-                        403,
-                        f"event {event.sequence} of run {event.run_id}: no person's decision for {target!r} reached "
-                        "this run; an agent reports decisions, it cannot make them",
-                    )
-            elif kind in ("grant_created", "approval_voted"):
-                target = (event.grant_created if kind == "grant_created" else event.approval_voted).target_id
-                if kind == "grant_created":
-                    ok = await self.threads.run(AGENTS, owners.grant_delivered, self.store, event.run_id, target)
-                else:
-                    approved = event.approval_voted.decision != "reject"
-                    ok = await self.threads.run(
-                        AGENTS, owners.decision_delivered, self.store, event.run_id, target, approved=approved
-                    )
-                if not ok:
-                    raise AgentError(
-                        403,
-                        f"event {event.sequence} of run {event.run_id} ({kind}): no person's approval for "
-                        f"{target!r} reached this run; an agent reports grants and votes, it cannot make them",
-                    )
+        # The runs' ownership and every reported decision checked in one thread hop (were one hop per run and event).
+        await self.threads.run(AGENTS, _admit_events, self.store, user.name, events)
         await self.threads.run(AGENTS, self.store.append_events, events, pid=pid, host=host)
         return {"written": len(events)}
 
@@ -465,12 +562,27 @@ class AgentApi:
             raise AgentError(400, "name at least one run: /api/agent/stream?run=RUN_ID&endpoint=E")
         endpoint = _endpoint(user.name, params.get("endpoint"))
         for run in runs:
-            await self._own(user, run)
+            if (refusal := run_namespace_refusal(run, user.name)) is not None:
+                raise AgentError(403, refusal)
+        # Every run claimed (or found the agent's) in one thread hop: agents failing over to this server in the middle
+        # of a burst queue behind its acks and claims for each hop, while their runs age.
+        refusal = await self.threads.run(AGENTS, _claim_runs, self.store, runs, user.name)
+        if refusal is not None:
+            raise AgentError(403, refusal)
         sub = _Subscriber(user.name, endpoint, frozenset(runs), asyncio.Queue(maxsize=_QUEUE_MAX))
         self.hub.subscribe(sub)  # before the look at the database: nothing posted from now on falls between
         try:
-            owed = await self.threads.run(AGENTS, owners.claimed_for, self.store, endpoint)
-            pending = await self.threads.run(AGENTS, owners.pending_for_runs, self.store, runs)
+            # From this answer on the agent stops heartbeating these runs (LIVENESS_HEADER): stamped now, then
+            # with every open stream's runs each STREAM_BEAT_S, so no run goes stale between its beats and ours.
+            # The stamp and the look (one hop) go together; both are done before the answer.
+            look = self.threads.run(AGENTS, _owed_and_pending, self.store, endpoint, runs)
+            stamped, looked = await asyncio.gather(self.heartbeats.beat(runs), look, return_exceptions=True)
+            if isinstance(stamped, BaseException):
+                raise stamped
+            if isinstance(looked, BaseException):
+                raise looked
+            self.liveness.start()
+            owed, pending = looked
         except BaseException:
             self.hub.unsubscribe(sub)
             raise
@@ -529,7 +641,7 @@ class AgentApi:
         if not isinstance(raw, list) or not raw or len(raw) > 500:
             raise AgentError(400, "'acks' must be a list of 1-500 {inbox_id, ack} objects")
         acks: list[tuple[int, ControlAck]] = []
-        claims: dict[int, ExecutionClaim] = {}
+        claims: dict[int, tuple[int, ExecutionClaim]] = {}
         for index, item in enumerate(raw):
             if not isinstance(item, dict) or not isinstance(item.get("inbox_id"), int):
                 raise AgentError(400, f"acks[{index}] must be {{'inbox_id': int, 'ack': ControlAck}}")
@@ -541,51 +653,10 @@ class AgentApi:
                 raise AgentError(400, f"acks[{index}].ack is not a ControlAck: {shorten(str(exc), 200)}") from None
             acks.append((int(item["inbox_id"]), ack))
             if item.get("claim") is not None:
-                claims[int(item["inbox_id"])] = await self._claim(user, item["claim"], index)
-        claimed = {row.id for row in await self.threads.run(AGENTS, owners.claimed_for, self.store, endpoint)}
-        mine = [(ident, ack) for ident, ack in acks if ident in claimed]
-        folded = {ident: claims[ident] for ident, _ in mine if ident in claims}
-        won = await self.threads.run(AGENTS, self.store.ack_controls, mine, claims=folded)
-        for ident, claim in claims.items():
-            if ident not in folded:  # acked before (its answer was lost): the claim alone, idempotent for its claimer
-                won[ident] = await self.threads.run(
-                    AGENTS,
-                    self.store.mark_executing,
-                    claim.target_id,
-                    run_id=claim.run_id,
-                    pid=claim.pid,
-                    host=claim.host,
-                    args_digest=claim.args_digest,
-                )
-        # An id not claimed by this endpoint was acked before (a retry after a lost answer) or is not this agent's.
-        return {
-            "acked": [ident for ident, _ in mine],
-            "ignored": [ident for ident, _ in acks if ident not in claimed],
-            "claims": {str(ident): bool(won.get(ident, False)) for ident in claims},
-        }
-
-    async def _claim(self, user: User, raw: Any, index: int) -> ExecutionClaim:
-        """The "executing" claim an APPROVE's ack carries (what ``POST .../executing`` takes), for a run of ``user``."""
-        ok = isinstance(raw, dict) and isinstance(raw.get("call_id"), str) and 0 < len(raw["call_id"]) <= 500
-        digest = raw.get("args_digest", "") if isinstance(raw, dict) else None
-        ok = ok and isinstance(digest, str) and len(digest) <= 200 and _is_pid(raw.get("pid", 0))
-        if not ok or not isinstance(raw.get("host", ""), str):
-            raise AgentError(
-                400, f"acks[{index}].claim must be {{'call_id', 'run_id', 'args_digest', 'pid' (0-2^31), 'host'}}"
-            )
-        run_id = raw.get("run_id")
-        if not isinstance(run_id, str) or not 0 < len(run_id) <= 200:
-            raise AgentError(400, f"acks[{index}].claim.run_id must name the asking run: a string of 1-200 characters")
-        # The run streamed this agent the message it acks, so it is the agent's already: a read, not a claim.
-        if run_id not in await self.threads.run(AGENTS, owners.owned_runs, self.store, user.name, [run_id]):
-            raise AgentError(403, f"acks[{index}].claim names run {shorten(run_id, 80)!r}, not one of this agent's")
-        return ExecutionClaim(
-            target_id=raw["call_id"],
-            run_id=run_id,
-            pid=int(raw.get("pid", 0)),
-            host=str(raw.get("host", ""))[:255],
-            args_digest=str(digest),
-        )
+                claims[int(item["inbox_id"])] = (index, _claim(item["claim"], index))
+        # One thread hop for the checks and the commit: an APPROVE's ack with its claim is on the way to its body.
+        answer: dict[str, Any] = await self.threads.run(AGENTS, _ack, self.store, user.name, endpoint, acks, claims)
+        return answer
 
     async def decisions(self, request: Request, user: User) -> dict[str, Any]:
         """``GET /api/agent/runs/{run_id}/decisions``: decisions recorded in the store for the run's requests."""
@@ -673,6 +744,7 @@ class AgentApi:
                 "decided_via": stored.decided_via,
                 "decided_channel": stored.decided_channel,
                 "signature": stored.signature,
+                "expired": stored.expired,
             }
         return {"execution": _execution_json(row) if row is not None else None, "decision": decision}
 
@@ -704,6 +776,21 @@ class AgentApi:
             raise AgentError(404, f"run {shorten(run_id, 80)!r} started no execution of {shorten(call_id, 80)!r}")
         return {"done": True}
 
+    async def released(self, request: Request, user: User) -> dict[str, Any]:
+        """``POST /api/agent/ledger/{call_id}/released``: ``{"run_id": R, "args_digest": D}`` — R gives back its
+        claim of the call without having started the body (cancelled or paused after the APPROVE's ack claimed
+        it), so a re-ask may run it; another agent's run: 403."""
+        call_id = request.path_params["call_id"]
+        body = await self._body(request)
+        digest = body.get("args_digest", "")
+        if not isinstance(digest, str):
+            raise AgentError(400, "'args_digest' must be a string")
+        run_id = await self._ledger_run(user, body.get("run_id"))  # another agent's run: 403
+        released = await self.threads.run(
+            AGENTS, self.store.release_execution, call_id, run_id=run_id, args_digest=digest
+        )
+        return {"released": bool(released)}
+
 
 def agent_routes(
     api: AgentApi, guard: Callable[[Callable[[Request, User], Awaitable[Response]], str], Any]
@@ -720,7 +807,13 @@ def agent_routes(
 
     async def stream(request: Request, user: User) -> Response:
         body = await api.open_stream(request, user)
-        headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+        headers = {
+            "Cache-Control": "no-cache",
+            "X-Accel-Buffering": "no",
+            owners.LIVENESS_HEADER: owners.LIVENESS_ON_STREAM,  # this server keeps the stream's runs alive
+        }
+        if proof := api.pass_for(user):  # the agent's token, checked: no other server need scrypt it again
+            headers[owners.PASS_HEADER] = proof
         return StreamingResponse(body, media_type="text/event-stream", headers=headers)
 
     return [
@@ -733,4 +826,5 @@ def agent_routes(
         Route("/api/agent/ledger/{call_id}", json_route(api.ledger), methods=["GET"]),
         Route("/api/agent/ledger/{call_id}/executing", json_route(api.executing), methods=["POST"]),
         Route("/api/agent/ledger/{call_id}/done", json_route(api.done), methods=["POST"]),
+        Route("/api/agent/ledger/{call_id}/released", json_route(api.released), methods=["POST"]),
     ]

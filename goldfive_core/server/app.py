@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from importlib import resources
 from typing import Any
 
@@ -65,13 +65,14 @@ from ..store.views import InboxState, approval_json, approvals_json, execution_f
 from .acks import AckWatch
 from .agents import AgentApi, agent_routes, audit_refusal
 from .auth import COOKIE, SESSION_TTL_MS, Authenticator, User, derive_cookie_key
+from .batching import Coalesced
 from .expiry import Expirer, expiring
 from .history import HistoryApi
 from .inputs import BODY_TIMEOUT_S, MAX_SEQ, int_param, json_body, only_fields, seq_param, text_field
 from .notify import Notifier, NotifyConfig
-from .sessions import SessionWatch
+from .sessions import SESSION_RECHECK_S, SessionWatch
 from .stream import Broadcaster
-from .threads import ACKS, SERVE, ServerThreads
+from .threads import ACCESS_WATCH, ACKS, SERVE, ServerThreads
 from .users_api import UsersApi
 
 __all__ = ["MAX_BODY_BYTES", "ApiError", "ServerConfig", "create_app"]
@@ -124,9 +125,10 @@ class ServerConfig:
     checkpoints: CheckpointWriter | None = None
     """Writes signed checkpoints of the audit chain head (to a file outside the database); None: none."""
     checkpoint_every_s: float = 60.0
-    session_recheck_s: float = 1.0
-    """How often open event streams re-check their credential: a disable, rotate or logout done by another
-    process (``goldfive users``, another ``serve``) ends them within this (one done here ends them at once)."""
+    session_recheck_s: float = SESSION_RECHECK_S
+    """How often open event streams re-check their credential anyway. A disable, rotate or logout, done here or by
+    another process (``goldfive users``, another ``serve`` over the store), ends them at once: the store's access
+    news wakes the re-check; this is the safety net for news that was lost."""
     body_timeout_s: float = BODY_TIMEOUT_S
     """Longest a client may take to send a request body (408 beyond; see :data:`~.inputs.BODY_TIMEOUT_S`)."""
 
@@ -134,6 +136,22 @@ class ServerConfig:
 # -- helpers --------------------------------------------------------------------------------------------------------
 async def _run(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     return await asyncio.to_thread(fn, *args, **kwargs)
+
+
+def _plan_and_post(
+    store: Store, target_id: str, run_id: str | None, *, answer: str = "", **plan: Any
+) -> tuple[ApprovalRow, DecideResult | Delivery]:
+    """Find the approval a decider means, plan the decision and, for a live run, post its message: one thread hop
+    where there were three (each costs on a busy host), in the order they always ran. ``answer`` (decline or
+    cancel) is only for a request for input."""
+    row = find_approval(store, target_id, run_id=run_id)
+    if answer and row.kind != "input":
+        raise ApiError(400, f"'answer' is for a request for input; {shorten(row.target_id, 80)!r} is a {row.kind}")
+    cancel = "cancel" if answer == "cancel" else ""
+    planned = plan_decision(store, row.target_id, run_id=row.run_id, approval=row, answer=cancel, **plan)
+    if isinstance(planned, Delivery):
+        StoreSender(store).post(planned.message, run_id=planned.run_id)
+    return row, planned
 
 
 def _liveness(store: Store, run: RunRow | None, now: int) -> RunLiveness:
@@ -160,30 +178,56 @@ class _Api:
         )
         self.events = Broadcaster(store, poll_interval_s=config.poll_interval_s)
         self.sessions = SessionWatch(
-            self.auth.still_valid, every_s=config.session_recheck_s, still_valid_all=self.auth.still_valid_all
+            self.auth.still_valid,
+            every_s=config.session_recheck_s,
+            still_valid_all=self.auth.still_valid_all,
+            news=self._access_news,
         )
-        """The open streams' leases: they end when their user's access does."""
+        """The open streams' leases: they end when their user's access does (at once, whichever process changed it)."""
         self.users = UsersApi(store, self.sessions, self._body)
         """The admins' user routes."""
         self.agents = AgentApi(
-            store, max_body_bytes=MAX_AGENT_BODY_BYTES, body_timeout_s=config.body_timeout_s, threads=self.threads
+            store,
+            max_body_bytes=MAX_AGENT_BODY_BYTES,
+            body_timeout_s=config.body_timeout_s,
+            threads=self.threads,
+            pass_for=self.auth.pass_for,
         )
         self.policy_authority = PolicyAuthority(config.policy, roles=self._roles)
         """Who may decide when the config names no authority of its own: the policy's rules, the users' roles."""
         self.acks = AckWatch(store, threads=self.threads)
         """Where decisions and controls wait for their agent's ack: in the event loop, no thread each."""
+        self.vouches: Coalesced[tuple[str, str], None] = Coalesced(self._vouch_many, name="goldfive-serve-vouches")
+        """The checkpoint writer's notes of the decisions that took effect, made together: one fsync for those of a
+        burst (each decision's answer still waits for its own note)."""
         self.history = HistoryApi(store, self.policy_authority)
         """The closed requests as a record (``/api/history``)."""
         self.expirer = Expirer(store, self.policy_authority, config.signer) if expiring(config.policy) else None
         """Ends requests at their server rule's ``expires`` (None when no rule of the server's policy names one)."""
+
+    async def _vouch_many(self, decisions: Sequence[tuple[str, str]]) -> dict[tuple[str, str], None]:
+        if self.config.checkpoints is not None:
+            await _run(self.config.checkpoints.vouch_many, list(decisions))
+        return {}
 
     async def end_streams(self) -> None:
         """End every open event stream (the inbox's and the agents'): a server that is stopping must not wait
         for browser tabs and agents to hang up. Agents reconnect to another server; a tab says disconnected."""
         await self.events.aclose()
         await self.agents.hub.aclose()
+        await self.agents.liveness.aclose()
         await self.agents.heartbeats.aclose()
         await self.acks.aclose()
+        await self.vouches.aclose()
+
+    async def _access_news(self, seen: str | None, timeout_s: float) -> str:
+        """The store's users' access version once it differs from ``seen`` (on the one thread that LISTENs)."""
+        return await self.threads.run(ACCESS_WATCH, self.store.wait_access_news, seen, timeout_s)
+
+    def close_access_news(self) -> None:
+        """Close the access watcher thread's own (LISTEN) connection, as its last queued call."""
+        with contextlib.suppress(RuntimeError):  # its pool was never made, or is already shut down
+            self.threads.pool(ACCESS_WATCH).submit(self.store.close)
 
     def _roles(self, name: str) -> tuple[str, ...]:
         """A user's roles for a rule's ``role:NAME`` approvers: their permission role and their policy groups
@@ -318,30 +362,33 @@ class _Api:
         if approve:
             only_fields(body, ("reason", "edited_args", "args_digest", "grant", "request_id"))
         else:
-            only_fields(body, ("reason", "args_digest", "request_id"))
-        reason = text_field(body, "reason", required=not approve)
+            only_fields(body, ("reason", "args_digest", "request_id", "answer"))
+        answer = text_field(body, "answer", limit=20)
+        if answer not in ("", "decline", "cancel"):
+            raise ApiError(400, f"'answer' must be 'decline' or 'cancel', got {shorten(answer, 40)!r}")
+        # An answer to a request for input (decline or cancel) needs no reason; a rejection of a call does.
+        reason = text_field(body, "reason", required=not approve and not answer)
         grant = text_field(body, "grant", limit=40) or None
         digest = text_field(body, "args_digest", limit=200) or None
         asked = text_field(body, "request_id", limit=200) or None  # the request the page showed
         edited = body.get("edited_args")
         if edited is not None and not isinstance(edited, dict):
             raise ApiError(400, f"'edited_args' must be a JSON object, got {type(edited).__name__}")
-        row = await self._find(request)
-        planned = await _run(
-            plan_decision,
+        row, planned = await _run(
+            _plan_and_post,
             self.store,
-            row.target_id,
+            request.path_params["target_id"],
+            request.query_params.get("run") or None,
             approve=approve,
             principal=Principal(name=user.name, channel="web" if user.channel == "web" else "api"),
             reason=reason,
             edited_args=edited,
             args_digest=digest,
-            run_id=row.run_id,
             authority=self.config.authority or self.policy_authority,
             signer=self.config.signer,
             grant=grant,
-            approval=row,
             request_id=asked,
+            answer=answer,
         )
         result = planned if isinstance(planned, DecideResult) else await self._deliver(planned)
         data: dict[str, Any] = {
@@ -365,7 +412,7 @@ class _Api:
         if result.ok:
             if self.config.checkpoints is not None and not data.get("counted"):
                 # Signed here: no checkpoint is signed while its record lacks the signature (a relabel).
-                await _run(self.config.checkpoints.vouch, result.run_id, result.target_id)
+                await self.vouches.get((result.run_id, result.target_id))
             return JSONResponse(data)
         if result.verdict is DecideVerdict.NO_ANSWER:
             return JSONResponse({**data, "error": result.detail}, status_code=504)
@@ -386,6 +433,7 @@ class _Api:
                 offload=_run,
                 timeout_s=self.config.decide_timeout_s,
                 run_id=planned.run_id,
+                posted=True,  # by _plan_and_post
             )
         except DeliveryTimeout as exc:  # RunGone too: undelivered() records it for a run that ended meanwhile
             result: DecideResult = await _run(planned.undelivered, exc)
@@ -716,6 +764,7 @@ def create_app(store: Store, config: ServerConfig) -> Starlette:
                 with contextlib.suppress(asyncio.CancelledError):
                     await notifier
             await api.sessions.aclose()
+            api.close_access_news()
             await api.end_streams()
             api.threads.shutdown()
 
@@ -726,6 +775,7 @@ def create_app(store: Store, config: ServerConfig) -> Starlette:
         Route("/api/me", r(api.me), methods=["GET"]),
         Route("/api/approvals", r(api.approvals), methods=["GET"]),
         Route("/api/history", r(api.history.history), methods=["GET"]),
+        Route("/api/review/stats", r(api.history.review_stats), methods=["GET"]),
         Route("/api/approvals/{target_id}", r(api.approval), methods=["GET"]),
         Route("/api/approvals/{target_id}/approve", r(api.approve, "decide"), methods=["POST"]),
         Route("/api/approvals/{target_id}/reject", r(api.reject, "decide"), methods=["POST"]),

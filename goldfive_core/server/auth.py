@@ -3,6 +3,12 @@
 * API clients send ``Authorization: Bearer gf5_…``. The token's id finds the user; its secret is
   checked against the scrypt hash once per process and then cached (keyed by a SHA-256 of the
   token, holding the stored hash it matched, so a rotated or disabled user is refused on the next request).
+* A server that checked a token gives its agent a *pass* (``X-Goldfive-Pass`` on the stream's answer): an HMAC,
+  under a key derived from the signing key, of the token's SHA-256, the stored hash it matched and an expiry. The
+  agent sends it back with its token; any ``serve`` sharing the key takes the token on it without scrypt (the
+  token's user is still looked up on every request, and a rotated or disabled user's pass no longer fits). A pass
+  is worth nothing without its token: it only spares a fleet's agents, failing over to another server, one scrypt
+  check each there (hundreds queued behind each other: their runs aged past the crash window meanwhile).
 * The web page logs in with name + token and gets a cookie holding a random session id and an
   HMAC of it (the key is derived from the server's signing key, so every ``serve`` process sharing
   that key accepts it). The store keeps only a hash of the id, with the user and a CSRF token.
@@ -33,9 +39,11 @@ from starlette.requests import HTTPConnection
 
 from .._util import now_ms
 from ..errors import ApiError
+from ..store.agents import PASS_HEADER
 from ..store.base import Store, StoreError, UserRow, WebSession
 from ..store.users import ROLES, parse_token, role_allows, verify_token
-from .threads import AUTH, ServerThreads
+from .batching import Coalesced
+from .threads import AUTH, SECRETS, ServerThreads
 from .throttle import AttemptLimiter, client_key
 
 __all__ = [
@@ -52,6 +60,8 @@ __all__ = [
 COOKIE = "goldfive_session"
 CSRF_HEADER = "x-csrf-token"
 SESSION_TTL_MS = 12 * 3600 * 1000
+PASS_TTL_MS = SESSION_TTL_MS
+"""How long an agent's pass is taken (by the issuing server's clock); then its token is checked by scrypt again."""
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +72,7 @@ WRONG_SECRET_REFILL_S = 10.0
 LOGIN_FAILURE_BURST = 30
 """Other failed logins (unknown name, someone else's token) from one address before 429s; one more every 10 s."""
 _LOGIN_FAILURE_REFILL_S = 10.0
+_PASS_VERSION = "p1"
 _CACHE_MAX = 65_536
 """Tokens whose secret was verified, kept (LRU): one per agent of a fleet, so a beat never pays a scrypt check."""
 
@@ -109,9 +120,14 @@ class Authenticator:
         """Where its store look-ups run (the :data:`~.threads.AUTH` pool): decisions waiting for agents' acks
         hold other threads, and the agents' requests that carry those acks must still get through here."""
         self._cookie_key = cookie_key
+        self._pass_key = hmac.new(cookie_key, b"goldfive-agent-pass-key", hashlib.sha256).digest()
+        """Agents' passes are made under a key of their own (a pass is never a cookie's MAC, nor one its)."""
         self.secure_cookies = secure_cookies
         self._verified: collections.OrderedDict[str, str] = collections.OrderedDict()
         """SHA-256 of a token → the stored hash its secret matched (LRU, at most ``_CACHE_MAX``)."""
+        self.tokens: Coalesced[str, UserRow] = Coalesced(self._users_of, name="goldfive-serve-token-lookups")
+        """Each request's token look-up, made together with those of the requests that arrived meanwhile: one
+        read per round trip, not one per request (thousands of agents' acks and beats)."""
         self._checks: dict[str, asyncio.Future[bool]] = {}
         """Scrypt checks under way, by the token's SHA-256: concurrent requests with one token share one."""
         self.wrong_secrets = AttemptLimiter(burst=WRONG_SECRET_BURST, refill_s=WRONG_SECRET_REFILL_S)
@@ -126,7 +142,11 @@ class Authenticator:
             token = token.strip()
             if scheme.lower() != "bearer" or not token:
                 raise AuthError(401, "the Authorization header must be 'Bearer <token>'")
-            user = await self._by_token(token, addr=client_key(conn.client.host if conn.client else None))
+            user = await self._by_token(
+                token,
+                addr=client_key(conn.client.host if conn.client else None),
+                presented=conn.headers.get(PASS_HEADER, ""),
+            )
             if user is None:
                 raise AuthError(401, "the bearer token is not valid (unknown, rotated, or its user is disabled)")
             return User(name=user.name, role=user.role, channel="api", credential=token)
@@ -175,9 +195,10 @@ class Authenticator:
             verdicts.append(ok)
         return verdicts
 
-    async def _by_token(self, token: str, *, addr: str | None) -> UserRow | None:
+    async def _by_token(self, token: str, *, addr: str | None, presented: str = "") -> UserRow | None:
         """The user of a valid token. With ``addr``, a secret not verified yet is subject to the (token id,
-        address) limit: a limited one is refused with 429 before the store or scrypt is asked."""
+        address) limit: a limited one is refused with 429 before the store or scrypt is asked. ``presented``: the
+        pass the request carried (see :meth:`pass_for`), taken instead of a scrypt check when it fits."""
         parsed = parse_token(token)
         if parsed is None:
             return None
@@ -186,12 +207,17 @@ class Authenticator:
         key = f"{token_id} {addr}" if addr is not None else None
         if key is not None and digest not in self._verified:
             _refuse_if_limited(token_id, self.wrong_secrets.wait(key))
-        user = await self.threads.run(AUTH, self.store.user_by_token_id, token_id)
+        user = await self.tokens.get(token_id)  # looked up after this request arrived: a disable is seen at once
         if user is None or user.disabled:
             return None
+        if presented and digest not in self._verified and self._pass_fits(presented, digest, user.token_hash):
+            self._remember(digest, user.token_hash)  # this process takes the token as checked from now on
         if not await self._secret_matches(digest, secret, user.token_hash, token_id=token_id, key=key):
             return None
         return user
+
+    async def _users_of(self, token_ids: Sequence[str]) -> dict[str, UserRow]:
+        return await self.threads.run(AUTH, self.store.users_by_token_ids, token_ids)
 
     async def _secret_matches(self, digest: str, secret: str, stored: str, *, token_id: str, key: str | None) -> bool:
         """Whether the secret matches the ``stored`` hash: from the cache, else by one scrypt check per token at
@@ -207,21 +233,53 @@ class Authenticator:
         if check is None:
             if key is not None:
                 _refuse_if_limited(token_id, self.wrong_secrets.take(key))
-            check = asyncio.ensure_future(self.threads.run(AUTH, verify_token, secret, stored))
+            check = asyncio.ensure_future(self.threads.run(SECRETS, verify_token, secret, stored))
             self._checks[digest] = check
 
             def settle(done: asyncio.Future[bool]) -> None:
                 self._checks.pop(digest, None)
                 if done.cancelled() or done.exception() is not None or not done.result():
                     return  # a wrong secret (or a failed check) keeps its place of the limit taken
-                self._verified[digest] = stored
-                while len(self._verified) > _CACHE_MAX:
-                    self._verified.popitem(last=False)
+                self._remember(digest, stored)
                 if key is not None:
                     self.wrong_secrets.give_back(key)
 
             check.add_done_callback(settle)
         return await asyncio.shield(check)
+
+    def _remember(self, digest: str, stored: str) -> None:
+        self._verified[digest] = stored
+        self._verified.move_to_end(digest)
+        while len(self._verified) > _CACHE_MAX:
+            self._verified.popitem(last=False)
+
+    # -- agents' passes ---------------------------------------------------------------------------------------
+    def _pass_mac(self, digest: str, stored: str, expires_ms: int) -> str:
+        message = f"goldfive-agent-pass\n{digest}\n{stored}\n{expires_ms}".encode()
+        return hmac.new(self._pass_key, message, hashlib.sha256).hexdigest()
+
+    def pass_for(self, user: User) -> str:
+        """A pass for the bearer token ``user`` came with ("" when this process holds no check of it): sent back
+        with the token, it spares every server sharing the key file a scrypt check of its own."""
+        if user.channel != "api":
+            return ""
+        digest = hashlib.sha256(user.credential.encode()).hexdigest()
+        stored = self._verified.get(digest)
+        if stored is None:
+            return ""
+        expires_ms = now_ms() + PASS_TTL_MS
+        return f"{_PASS_VERSION}.{expires_ms}.{self._pass_mac(digest, stored, expires_ms)}"
+
+    def _pass_fits(self, presented: str, digest: str, stored: str) -> bool:
+        """Whether ``presented`` is a pass this key made for the token of SHA-256 ``digest`` while it matched the
+        ``stored`` hash (the user's current one), and has not expired. Anything else: no (scrypt decides)."""
+        version, _, rest = presented.partition(".")
+        expires, _, mac = rest.partition(".")
+        if version != _PASS_VERSION or not (expires.isascii() and expires.isdigit()) or len(expires) > 16:
+            return False  # junk (a '²' is a digit to isdigit, not to int): scrypt decides
+        if int(expires) <= now_ms():
+            return False
+        return hmac.compare_digest(mac.encode(), self._pass_mac(digest, stored, int(expires)).encode())
 
     def _mac(self, sid: str) -> str:
         return hmac.new(self._cookie_key, sid.encode(), hashlib.sha256).hexdigest()[:32]

@@ -9,6 +9,14 @@ closes. The body has its deadline in the app (``ServerConfig.body_timeout_s``, s
 :mod:`goldfive_core.server.inputs`). And a client that stops reading what it asked for (an event
 stream, a big page) holds its connection only ``write_timeout_s``: once the socket's buffers are full
 and nothing drains them for that long, the connection is dropped. So each phase of a request is bounded.
+
+A peer that vanishes without closing (its host lost power, a cable pulled) is found by the kernel: every
+connection has TCP keepalive (a probe after :data:`KEEPALIVE_IDLE_S` of silence, given up after
+:data:`KEEPALIVE_PROBES` unanswered ones :data:`KEEPALIVE_INTERVAL_S` apart) and a TCP user timeout (data
+unacknowledged for :data:`TCP_USER_TIMEOUT_S` ends it). An agent's open stream carries its runs' liveness
+(:mod:`.heartbeats`), so this is how long a vanished agent host keeps its runs alive: at most about
+:data:`TCP_USER_TIMEOUT_S` and a probe interval (Linux ends a connection whose keepalive probes go unanswered
+for the user timeout, with or without a ping in flight); an agent process that ends closes its connection at once.
 """
 
 from __future__ import annotations
@@ -16,10 +24,21 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import socket
+from typing import Any
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-__all__ = ["HEAD_TIMEOUT_S", "KEEPALIVE_S", "WRITE_TIMEOUT_S", "DeadlineProtocol", "deadline_protocol"]
+__all__ = [
+    "HEAD_TIMEOUT_S",
+    "KEEPALIVE_IDLE_S",
+    "KEEPALIVE_S",
+    "TCP_USER_TIMEOUT_S",
+    "WRITE_TIMEOUT_S",
+    "DeadlineProtocol",
+    "deadline_protocol",
+    "keep_probing",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -31,6 +50,33 @@ KEEPALIVE_S = 5
 
 WRITE_TIMEOUT_S = 60.0
 """Longest an answer may sit unread with the socket's buffers full (the connection is dropped beyond)."""
+
+KEEPALIVE_IDLE_S = 5
+"""Seconds of silence on a connection before the kernel probes the peer (TCP keepalive)."""
+KEEPALIVE_INTERVAL_S = 2
+KEEPALIVE_PROBES = 3
+TCP_USER_TIMEOUT_S = 20
+"""Longest sent data may stay unacknowledged (a ping to a vanished agent host) before the kernel ends the
+connection (Linux ``TCP_USER_TIMEOUT``; never above the write timeout)."""
+
+
+def keep_probing(sock: Any, *, user_timeout_s: float = TCP_USER_TIMEOUT_S) -> None:
+    """Turn on TCP keepalive and the user timeout on ``sock`` where the platform has them (else nothing)."""
+    if sock is None or sock.family not in (socket.AF_INET, socket.AF_INET6):
+        return
+    options = [
+        (socket.SOL_SOCKET, getattr(socket, "SO_KEEPALIVE", None), 1),
+        (socket.IPPROTO_TCP, getattr(socket, "TCP_KEEPIDLE", None), KEEPALIVE_IDLE_S),
+        (socket.IPPROTO_TCP, getattr(socket, "TCP_KEEPINTVL", None), KEEPALIVE_INTERVAL_S),
+        (socket.IPPROTO_TCP, getattr(socket, "TCP_KEEPCNT", None), KEEPALIVE_PROBES),
+        (socket.IPPROTO_TCP, getattr(socket, "TCP_USER_TIMEOUT", None), int(user_timeout_s * 1000)),
+    ]
+    for level, option, value in options:
+        if option is not None:
+            try:
+                sock.setsockopt(level, option, value)
+            except OSError:  # not on this platform or socket: the write timeout still bounds a stuck peer
+                continue
 
 
 def _answer_408(seconds: float) -> bytes:
@@ -57,6 +103,7 @@ class DeadlineProtocol(H11Protocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         """Start the first request's deadline."""
         super().connection_made(transport)
+        keep_probing(transport.get_extra_info("socket"), user_timeout_s=min(TCP_USER_TIMEOUT_S, self.write_timeout_s))
         self._arm()
 
     def data_received(self, data: bytes) -> None:

@@ -7,6 +7,13 @@ call (one transaction, the store's clock), at most once per :data:`BATCH_INTERVA
 the write that carries it committed, as before, so what the agent is told is what the store holds; a failed
 write fails every beat it carried (the agent retries, as it would have).
 
+An agent's open stream carries its runs' liveness too (:class:`StreamLiveness`): while an agent's
+``/api/agent/stream`` is open here, this server stamps the stream's runs itself, every
+:data:`STREAM_BEAT_S`, all open streams' runs in one batched write, and says so in the stream's
+:data:`~goldfive_core.store.agents.LIVENESS_HEADER`; the agent then sends no heartbeat requests for them. A
+stream whose agent process ended is closed by its kernel at once (and the stamps stop); one whose host
+vanished is ended by the connection's TCP keepalive and user timeout (see :mod:`.connections`).
+
 Which runs an agent owns never changes once claimed (``gf_run_owners`` rows are never updated or deleted), so
 the answer "agent A owns run R" is kept (a bounded cache) and the store is asked only about runs not seen yet.
 """
@@ -15,20 +22,23 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
 
 from ..store import agents as owners
-from ..store.base import Store
-from .threads import AGENTS, ServerThreads
+from ..store.base import HEARTBEAT_INTERVAL_S, Store
+from .batching import stop_task
+from .threads import LIVENESS, ServerThreads
 
-__all__ = ["BATCH_INTERVAL_S", "HeartbeatBatch"]
+__all__ = ["BATCH_INTERVAL_S", "STREAM_BEAT_S", "HeartbeatBatch", "StreamLiveness"]
 
 logger = logging.getLogger(__name__)
 
 BATCH_INTERVAL_S = 0.1
 """Longest a beat waits for the write that carries it (and the least time between two writes)."""
+
+STREAM_BEAT_S = HEARTBEAT_INTERVAL_S
+"""How often the runs of open agent streams are stamped alive (as often as an agent would heartbeat them)."""
 
 _OWNED_MAX = 200_000
 """How many (agent, run) pairs the ownership cache keeps (the oldest are forgotten, then asked again)."""
@@ -53,7 +63,7 @@ class HeartbeatBatch:
         unknown = [run for run in run_ids if (agent, run) not in self._owned]
         found = {run for run in run_ids if (agent, run) in self._owned}
         if unknown:
-            mine = await self.threads.run(AGENTS, owners.owned_runs, self.store, agent, unknown)
+            mine = await self.threads.run(LIVENESS, owners.owned_runs, self.store, agent, unknown)
             for run in mine:
                 self._owned[(agent, run)] = None
             while len(self._owned) > _OWNED_MAX:
@@ -80,7 +90,7 @@ class HeartbeatBatch:
             runs, self._due = sorted(self._due), set()
             written, self._written = self._written, None
             try:
-                await self.threads.run(AGENTS, self.store.heartbeat, runs)
+                await self.threads.run(LIVENESS, self.store.heartbeat, runs)
             except asyncio.CancelledError:
                 if written is not None:
                     written.cancel()
@@ -98,9 +108,44 @@ class HeartbeatBatch:
     async def aclose(self) -> None:
         """Stop writing (beats still waiting get CancelledError: their requests are ending with the server)."""
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await stop_task(task)
         if self._written is not None and not self._written.done():
             self._written.cancel()
+
+
+class StreamLiveness:
+    """Keeps the runs of this server's open agent streams alive: one batched stamp of all of them per interval.
+
+    ``runs()`` says which runs have an open stream now (the hub's subscriptions). The stamping task runs while
+    any stream is open and stops with the last one; :meth:`start` (called as a stream opens) restarts it.
+    """
+
+    def __init__(
+        self, batch: HeartbeatBatch, runs: Callable[[], Collection[str]], *, every_s: float = STREAM_BEAT_S
+    ) -> None:
+        self.batch = batch
+        self.runs = runs
+        self.every_s = every_s
+        self._task: asyncio.Task[None] | None = None
+        self.stamps = 0
+        """How many stamps of the open streams' runs were written so far."""
+
+    def start(self) -> None:
+        """Stamp the open streams' runs from now on (a no-op while already stamping)."""
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._keep(), name="goldfive-serve-stream-liveness")
+
+    async def _keep(self) -> None:
+        while self.runs():
+            await asyncio.sleep(self.every_s)
+            runs = sorted(self.runs())
+            try:
+                await self.batch.beat(runs)
+            except Exception:  # logged by the batch; the next interval tries again
+                continue
+            self.stamps += 1
+
+    async def aclose(self) -> None:
+        """Stop stamping."""
+        task, self._task = self._task, None
+        await stop_task(task)

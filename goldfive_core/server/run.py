@@ -22,6 +22,7 @@ from .app import ServerConfig, create_app
 from .connections import HEAD_TIMEOUT_S, KEEPALIVE_S, WRITE_TIMEOUT_S, deadline_protocol
 from .inputs import BODY_TIMEOUT_S
 from .notify import NotifyConfig
+from .sessions import SESSION_RECHECK_S
 
 __all__ = ["CHECKPOINT_FILE", "DEFAULT_KEY_PATH", "first_admin", "serve", "signing_key_path", "uvicorn_config"]
 
@@ -160,6 +161,8 @@ def serve(
             checkpoints=checkpoints,
             checkpoint_every_s=checkpoint_every_s,
             body_timeout_s=env_seconds("GOLDFIVE_SERVE_BODY_TIMEOUT_S", BODY_TIMEOUT_S),
+            # The open streams' periodic re-check, a safety net: access news ends them at once.
+            session_recheck_s=env_seconds("GOLDFIVE_SERVE_SESSION_RECHECK_S", SESSION_RECHECK_S),
         ),
     )
     server = _Server(uvicorn_config(app, host=host, port=port), app.state.api.end_streams)

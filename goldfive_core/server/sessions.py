@@ -6,10 +6,12 @@ permission its route needs. A lease ends — and its stream with it, before anot
 
 * this process disables or rotates the user, or logs the session out (:meth:`SessionWatch.end_user`,
   :meth:`SessionWatch.end_session`: at once), or
-* the periodic re-check finds the credential no longer valid: a disable, rotate or logout done by another
-  process (the ``goldfive users`` command, another ``serve`` over the same store), seen within
-  ``every_s`` seconds. One check per distinct credential, not per stream, and all the bearer tokens in one store
-  look-up. A check that errs (the store is
+* a re-check finds the credential no longer valid: a disable, rotate or logout done by another process (the
+  ``goldfive users`` command, another ``serve`` over the same store). With ``news`` (the store's users' access
+  news: PostgreSQL LISTEN/NOTIFY, SQLite's commit wake-ups) the re-check runs as soon as such a change is
+  committed; every ``every_s`` seconds it runs anyway (a safety net for lost news; with news, the bearer tokens
+  only every :data:`BEARER_RECHECK_S` while the store's access version stands still). One check per distinct
+  credential, not per stream, and all the bearer tokens in one store look-up. A check that errs (the store is
   unreadable) ends the lease: fail closed; the client reconnects and is authenticated afresh.
 """
 
@@ -24,9 +26,20 @@ from typing import Any
 
 from .auth import User
 
-__all__ = ["SessionWatch"]
+__all__ = ["BEARER_RECHECK_S", "SESSION_RECHECK_S", "SessionWatch"]
 
 logger = logging.getLogger(__name__)
+
+SESSION_RECHECK_S = 1.0
+"""How often the open streams' credentials are re-checked anyway (``GOLDFIVE_SERVE_SESSION_RECHECK_S``)."""
+BEARER_RECHECK_S = 30.0
+"""With access news, how often the bearer tokens of open streams are re-checked while the store's access version has
+not changed: every goldfive change to a user (disable, rotate, role) changes it in the same transaction, and a
+change is re-checked at once; this is the safety net for an edit made outside goldfive. Web sessions (which expire
+by time) are re-checked every ``every_s`` still. Re-reading a thousand agents' user rows every second was the
+largest part of an idle fleet server's cost after its pings."""
+NEWS_SLICE_S = 1.0
+"""Longest one wait for access news blocks its thread (so a stopping server is never held up by it)."""
 
 
 @dataclasses.dataclass(eq=False)
@@ -49,10 +62,13 @@ class SessionWatch:
         *,
         every_s: float = 1.0,
         still_valid_all: Callable[[list[tuple[User, str]]], Awaitable[list[bool]]] | None = None,
+        news: Callable[[str | None, float], Awaitable[str]] | None = None,
     ) -> None:
         self._still_valid = still_valid
         self._still_valid_all = still_valid_all
         """Checks every distinct credential in one call (one store look-up), when given."""
+        self._news = news
+        """``news(seen, timeout_s)``: the store's access version once it differs from ``seen`` or at the timeout."""
         self.every_s = every_s
         self._leases: set[_Lease] = set()
         self._task: asyncio.Task[None] | None = None
@@ -78,11 +94,12 @@ class SessionWatch:
                 ended += 1
         return ended
 
-    async def recheck(self) -> int:
-        """Check each distinct credential of the open streams once; end the leases that lost access."""
+    async def recheck(self, *, bearer: bool = True) -> int:
+        """Check each distinct credential of the open streams once; end the leases that lost access. ``bearer``
+        False: the web sessions' only (no user changed since the bearer tokens were last checked)."""
         groups: dict[tuple[str, str, str], list[_Lease]] = collections.defaultdict(list)
         for lease in self._leases:
-            if not lease.ended.is_set():
+            if not lease.ended.is_set() and (bearer or lease.user.channel != "api"):
                 groups[lease.credential].append(lease)
         ended = 0
         if self._still_valid_all is not None:
@@ -97,10 +114,31 @@ class SessionWatch:
         return ended
 
     async def _watch(self) -> None:
+        loop = asyncio.get_running_loop()
+        seen: str | None = None
+        due = loop.time() + self.every_s
+        bearer_due = loop.time()  # the first round checks every credential
         while self._leases:
-            await asyncio.sleep(self.every_s)
+            left = max(due - loop.time(), 0.0)
+            changed = heard = False
+            if self._news is None:
+                await asyncio.sleep(left)
+            else:
+                try:
+                    version = await self._news(seen, min(left, NEWS_SLICE_S))
+                    changed, seen, heard = version != seen, version, True
+                except Exception as exc:  # no news for now: the periodic re-check still runs
+                    logger.warning("open streams: waiting for news of users' access failed: %s", exc)
+                    await asyncio.sleep(min(left, NEWS_SLICE_S))
+            if not changed and loop.time() < due:
+                continue
+            due = loop.time() + self.every_s
+            # Every credential when a user changed, when the news failed us, or on the safety net's interval.
+            bearer = changed or not heard or loop.time() >= bearer_due
+            if bearer:
+                bearer_due = loop.time() + max(self.every_s, BEARER_RECHECK_S)
             try:
-                await self.recheck()
+                await self.recheck(bearer=bearer)
             except Exception:  # a watcher that stopped would leave streams open: end them all (fail closed)
                 logger.exception("open streams: re-checking their access failed; ending them")
                 self._end(self._leases)

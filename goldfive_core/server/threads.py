@@ -20,7 +20,19 @@ import functools
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-__all__ = ["ACKS", "ACK_WATCH", "AGENTS", "AUTH", "HUB", "SERVE", "Pool", "ServerThreads"]
+__all__ = [
+    "ACCESS_WATCH",
+    "ACKS",
+    "ACK_WATCH",
+    "AGENTS",
+    "AUTH",
+    "HUB",
+    "LIVENESS",
+    "SECRETS",
+    "SERVE",
+    "Pool",
+    "ServerThreads",
+]
 
 T = TypeVar("T")
 
@@ -38,14 +50,25 @@ SERVE = Pool(name="goldfive-serve", threads=16)
 """The app's default pool (``asyncio.to_thread``): store calls of the routes, each may hold one connection."""
 AUTH = Pool(name="goldfive-auth", threads=4)
 """Authentication's store look-ups: the agents' requests that carry acks must get through while decisions wait."""
+SECRETS = Pool(name="goldfive-secrets", threads=2)
+"""The scrypt check of a token not verified yet in this process (tens of milliseconds of CPU each): a fleet's
+agents all reconnecting here after a server died queue their first checks here, never in front of the look-ups
+of the agents already verified (:data:`AUTH`)."""
 AGENTS = Pool(name="goldfive-agents", threads=8)
 """Store calls of the agent routes, never queued behind people's decisions waiting for those agents' acks."""
+LIVENESS = Pool(name="goldfive-liveness", threads=1)
+"""The agents' liveness: the batched heartbeat stamps (one write per interval, so one thread) and a heartbeat's
+ownership look-up. Never queued behind the agent routes' event writes (:data:`AGENTS`): a fleet registering at once
+(hundreds of event writes taking turns on the audit chain) left its beats waiting there until the runs were judged
+crashed."""
 ACKS = Pool(name="goldfive-ack", threads=32)
 """Kept for callers that wait for an ack on a thread of their own; the app's decisions and controls wait in the
 event loop (:class:`~.acks.AckWatch`) and use :data:`ACK_WATCH`."""
 ACK_WATCH = Pool(name="goldfive-ack-watch", threads=1, finish_queued=True)
 """The acks' watcher: one thread, so one LISTEN connection, per process, however many decisions wait (closed by a
 last queued call)."""
+ACCESS_WATCH = Pool(name="goldfive-access-watch", threads=1, finish_queued=True)
+"""The open streams' watcher of users' access news: one thread, so one LISTEN connection, per process."""
 HUB = Pool(name="goldfive-hub", threads=1, finish_queued=True)
 """The agent inbox's watcher: one thread, so one LISTEN connection, per process (closed by a last queued call)."""
 

@@ -20,7 +20,8 @@ from typing import Any, TypeVar
 
 from ..control import ControlAck
 from ..retry import Backoff, retry
-from .base import InboxWaiter, Store, StoreError
+from .base import InboxRow, InboxWaiter, Store, StoreError
+from .claims import FoldedClaims
 from .serving import Served
 
 __all__ = ["StoreInbox"]
@@ -50,13 +51,23 @@ class StoreInbox:
 
     task_name = "goldfive-store"
 
-    def __init__(self, store: Store, *, endpoint: str, batch_size: int = 100, sweep_interval_s: float = 5.0) -> None:
+    def __init__(
+        self,
+        store: Store,
+        *,
+        endpoint: str,
+        batch_size: int = 100,
+        sweep_interval_s: float = 5.0,
+        claims: FoldedClaims | None = None,
+    ) -> None:
         self.store = store
         self.endpoint = endpoint
         self.batch_size = batch_size
         self.sweep_interval_s = sweep_interval_s
         self.backlog = 0
         """Messages seen waiting at the last look."""
+        self.claims = claims
+        """An approved call's "executing" claim, acked with its APPROVE in one commit (see :mod:`.claims`)."""
 
     def start(self, served: Served) -> Coroutine[Any, Any, None]:
         """Dispatch what waited for a run (before its first step: a PAUSE sent first holds it), then serve."""
@@ -128,12 +139,15 @@ class StoreInbox:
         give_up_at: float | None = None
         waiter: InboxWaiter | None = None
         quiet_sweep_at = 0.0
+        listening = False
         try:
-            waiter = _watchable(loop, await io(self.store.inbox_waiter))  # bound before the first look
-            if waiter is None:
-                await idle(self.store.wait_inbox, 0.0)  # PostgreSQL: LISTEN before the first look
             while True:
                 try:
+                    if not listening:  # bound before the first look, and retried like any look if the store is out
+                        waiter = _watchable(loop, await io(self.store.inbox_waiter))
+                        if waiter is None:
+                            await idle(self.store.wait_inbox, 0.0)  # PostgreSQL: LISTEN before the first look
+                        listening = True
                     if recovering:
                         # A claim may have committed while its answer was lost: dispatch what we hold.
                         held = await io(self.store.claimed_controls, endpoint=self.endpoint)
@@ -141,7 +155,7 @@ class StoreInbox:
                         unacked += [(r.id, served.dispatch(r)) for r in held if r.id not in known]
                         recovering = False
                     if unacked:  # acks of dispatched messages are written before anything else
-                        await io(self.store.ack_controls, unacked)
+                        await self._ack(io, unacked)
                         unacked = []
                     if not served.current:
                         return
@@ -151,15 +165,18 @@ class StoreInbox:
                         await served.sweep(io)
                         next_sweep = time.monotonic() + self.sweep_interval_s
                         quiet_sweep_at = next_sweep + _QUIET_SWEEP_S
-                    rows = await io(self.store.pending_controls, limit=self.batch_size)
-                    self.backlog = len(rows)
-                    if not served.current:
+                    # One hop looks and claims the rows addressed to the bound runs; the loop judges the rest
+                    # (before anything is dispatched: a dispatch may end the run) and claims those in one more.
+                    claimed, rows = await io(self._look, served.addressed_runs())
+                    if not claimed and not served.current:
                         return
-                    mine = [r for r in rows if served.is_ours(r)]
-                    if mine:
-                        won = set(await io(self.store.claim_controls, [r.id for r in mine], endpoint=self.endpoint))
-                        unacked = [(r.id, served.dispatch(r)) for r in mine if r.id in won]
-                        await io(self.store.ack_controls, unacked)
+                    others = [r for r in rows if served.is_ours(r)] if served.current else []
+                    if others:
+                        won = set(await io(self.store.claim_controls, [r.id for r in others], endpoint=self.endpoint))
+                        claimed = sorted([*claimed, *(r for r in others if r.id in won)], key=lambda r: r.id)
+                    if claimed:  # claimed: dispatched and acked whatever happens to the binding meanwhile
+                        unacked = [(r.id, self._dispatch(served, r)) for r in claimed]
+                        await self._ack(io, unacked)
                         unacked = []
                         continue
                     if waiter is not None:
@@ -193,6 +210,41 @@ class StoreInbox:
                 waiter.close()
             executor.submit(self.store.close)
             executor.shutdown(wait=False)
+
+    def _look(self, runs: frozenset[str] | None) -> tuple[list[InboxRow], list[InboxRow]]:
+        """In the I/O thread: claim the waiting rows addressed to ``runs`` (None: every row is this channel's);
+        returns those won and the other waiting rows, for the loop to judge."""
+        rows = self.store.pending_controls(limit=self.batch_size)
+        self.backlog = len(rows)
+        addressed = [r for r in rows if runs is None or (r.run_id and r.run_id in runs)]
+        if not addressed:
+            return [], rows
+        ids = [r.id for r in addressed]
+        won = set(self.store.claim_controls(ids, endpoint=self.endpoint))
+        return [r for r in addressed if r.id in won], [r for r in rows if r.id not in set(ids)]
+
+    def _dispatch(self, served: Served, row: InboxRow) -> ControlAck:
+        ack = served.dispatch(row)
+        if self.claims is not None:  # an APPROVE of a call the gate waits on: its ack carries the claim
+            self.claims.fold(row.id, row, ack, served.sessions())
+        return ack
+
+    async def _ack(self, io: Callable[..., Coroutine[Any, Any, Any]], acks: Acks) -> None:
+        """Write ``acks``, each with the claim folded into it, in one commit; then answer the claims' waiters.
+
+        When the store refuses the commit, the waiters are answered "not folded": each ledger then claims in a commit
+        of its own, which fails closed with the store's own words (a claim that did commit unseen is the claimer's:
+        claiming again says so), and the acks are retried without the claims."""
+        folded = self.claims
+        owed = {ident: claim for ident, _ in acks if folded is not None and (claim := folded.owed(ident))}
+        try:
+            won: dict[int, bool] = await io(self.store.ack_controls, acks, claims=owed or None)
+        except StoreError:
+            if folded is not None and owed:  # rolled back (or in doubt): each ledger claims on its own, as it says
+                folded.answered(owed, {})  # and the acks are retried without the claims
+            raise
+        if folded is not None:
+            folded.answered([ident for ident, _ in acks], {str(ident): value for ident, value in won.items()})
 
     def _ack_eventually(self, acks: Acks) -> None:
         try:

@@ -98,8 +98,8 @@ class PostgresDb(SqlDb):
         self.connect_timeout_s = connect_timeout_s
         self._secrets = _secrets_of(dsn)
         self.url = _redact(dsn) + ("" if schema == "public" else f" (schema {schema})")
-        self.channels = {"inbox": f"gf_inbox_{schema}", "ack": f"gf_ack_{schema}"}
-        """The NOTIFY channel of each kind of news (``inbox``, ``ack``) in this schema."""
+        self.channels = {"inbox": f"gf_inbox_{schema}", "ack": f"gf_ack_{schema}", "access": f"gf_user_{schema}"}
+        """The NOTIFY channel of each kind of news (``inbox``, ``ack``, users' ``access``) in this schema."""
 
     def has_meta(self, conn: Any) -> bool:
         row = self.execute(conn, "SELECT to_regclass(?)", (f"{self.schema}.gf_meta",)).fetchone()
@@ -231,6 +231,26 @@ class PostgresStore(SqlStore):
                     pass
         except StoreUnavailableError:
             self._drop_listener("ack")
+            raise
+
+    def wait_access_news(self, seen: str | None, timeout_s: float) -> str:
+        """Sleep in LISTEN until a user's access changes (any process) or ``timeout_s`` passed; the access version.
+
+        Listens before it looks, so a change committed between two calls is seen by the next at once.
+        """
+        try:
+            with self.db.guard("waiting for news of users' access"):
+                conn = self._listener("access")
+                for _ in conn.notifies(timeout=0):  # what queued is covered by the look below
+                    pass
+                version = self.access_version()
+                if version != seen or timeout_s <= 0:
+                    return version
+                for _ in conn.notifies(timeout=timeout_s, stop_after=1):
+                    break
+                return self.access_version()
+        except StoreUnavailableError:
+            self._drop_listener("access")
             raise
 
     def wait_ack(self, control_id: str, timeout_s: float) -> ControlAck | None:

@@ -11,7 +11,9 @@ The agents' side (serving an inbox) is :mod:`goldfive_core.store.channel`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Generator, Mapping
@@ -72,7 +74,12 @@ the next run to start when none is live; with several live runs they are refused
 
 
 class AckSource(Protocol):
-    """Where an event loop waits for acks without a thread of its own per wait (``goldfive serve``'s watch)."""
+    """Where an event loop waits for acks without a thread of its own per wait (``goldfive serve``'s watch).
+
+    One that also has ``async run_gone(run_id) -> RunLiveness | None`` answers the deliveries' liveness checks
+    too (how the run's process is gone, None while live: what :meth:`Store.liveness_of` says). One that also has
+    ``watch(control_id)`` (a context manager whose ``async wait(timeout_s)`` gives the ack or None) watches a
+    message over its whole delivery, so the wait between two liveness checks does not look for the ack again."""
 
     async def wait_ack(self, control_id: str, timeout_s: float) -> ControlAck | None:
         """The ack of ``control_id`` once stored, or None after ``timeout_s``."""
@@ -172,28 +179,51 @@ class StoreSender:
         offload: Offload,
         timeout_s: float | None = None,
         run_id: str | None = None,
+        posted: bool = False,
     ) -> ControlAck:
         """:meth:`deliver` without holding a thread while the agent acks: ``acks`` waits for the ack in the event
         loop, ``offload`` runs the short store calls (post, liveness, withdraw) on a thread; same answers, same
-        timeouts, same exceptions."""
+        timeouts, same exceptions. ``posted``: the caller already posted ``msg`` (:meth:`post`, to ``run_id``) on
+        the thread that checked it, saving a thread hop; the delivery goes on from there."""
         address = self.address(msg) if run_id is None else run_id
         steps = self._delivery(msg, address, self.ack_timeout_s if timeout_s is None else timeout_s)
+        watch = getattr(acks, "watch", None)  # one watch over the whole delivery: looked for once, not every slice
+        with watch(msg.id) if watch is not None else contextlib.nullcontext() as watched:
+            wait = watched.wait if watched is not None else functools.partial(acks.wait_ack, msg.id)
+            return await self._adeliver(steps, wait, acks, offload, posted)
+
+    async def _adeliver(
+        self,
+        steps: Generator[_Step, Any, ControlAck],
+        wait: Callable[[float], Awaitable[ControlAck | None]],
+        acks: AckSource,
+        offload: Offload,
+        posted: bool,
+    ) -> ControlAck:
         reply: Any = None
         try:
             while True:
                 step = steps.send(reply)
                 if step.kind is _Do.AWAIT_ACK:
-                    reply = await acks.wait_ack(msg.id, max(step.until - time.monotonic(), 0.0))
+                    reply = await wait(max(step.until - time.monotonic(), 0.0))
+                elif step.kind is _Do.POST and posted:
+                    posted, reply = False, None
+                elif step.kind is _Do.GONE and step.address and (gone := getattr(acks, "run_gone", None)):
+                    reply = await gone(step.address)  # with the other waiting deliveries' checks (goldfive serve)
                 else:
                     reply = await offload(self._step, step)
         except StopIteration as done:
             ack: ControlAck = done.value
             return ack
 
+    def post(self, msg: ControlMessage, *, run_id: str) -> int:
+        """Put ``msg`` in the control inbox for ``run_id`` (a delivery's first step); its inbox id."""
+        return self.store.post_control(msg, run_id=run_id)
+
     def _step(self, step: _Step) -> Any:
         """One store call of a delivery (all but the wait for the ack, which each driver does its own way)."""
         if step.kind is _Do.POST:
-            return self.store.post_control(step.msg, run_id=step.address)
+            return self.post(step.msg, run_id=step.address)
         if step.kind is _Do.GONE:
             return self._gone(step.address)
         return self.store.withdraw_control(step.msg.id)

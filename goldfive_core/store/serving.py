@@ -253,6 +253,11 @@ class Served:
         """Whether this process should claim ``row``: it serves the run the row names, or the call it decides."""
         return _is_ours(self._channel._owner, row)
 
+    def addressed_runs(self) -> frozenset[str] | None:
+        """The runs bound now, whose addressed rows :meth:`is_ours` takes (None: it takes every row)."""
+        owner = self._channel._owner
+        return frozenset(s.run_id for s in owner.sessions) if isinstance(owner, ControlRouter) else None
+
     def dispatch(self, row: InboxRow) -> ControlAck:
         """Dispatch one inbox row (a quarantined one is answered, never dispatched); never raises."""
         return self._channel._dispatch_row(self._dispatcher, row)

@@ -360,6 +360,17 @@ class SqliteStore(SqlStore):
             news, interval = self._wait_for(changed, timeout_s, getattr(self.db.local, "poll", self.poll_interval_s))
             self.db.local.poll = self.poll_interval_s if news else interval
 
+    def wait_access_news(self, seen: str | None, timeout_s: float) -> str:
+        """Return the access version once it differs from ``seen`` (a user changed by any process) or at the
+        deadline, sleeping on the commit wake-ups between looks (like :meth:`wait_inbox`)."""
+        deadline = time.monotonic() + max(timeout_s, 0.0)
+        while True:
+            version = self.access_version()
+            left = deadline - time.monotonic()
+            if version != seen or left <= 0:
+                return version
+            self.wait_inbox(left)
+
     def wait_ack_news(self, timeout_s: float) -> None:
         """Return when another connection committed (an ack may be stored) or at the deadline (like
         :meth:`wait_inbox`: a commit since this thread's last look returns at once)."""

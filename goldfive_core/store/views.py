@@ -15,13 +15,14 @@ from typing import Any
 from .._util import now_ms
 from ..approvals import DECIDED_STATUSES, ApprovalStatus
 from ..convert import timestamp_to_ms
+from ..elicitation import form_from_metadata
 from ..pb.v1 import events_pb2
 from ..policy import Ask, PolicyAuthority, format_duration
 from ..review import review_json
 from .base import ApprovalRow, ExecutionState, RunRow, Store
 from .context import RunRecord, approval_context
 from .liveness import DETACHED_LIVENESS, RunLiveness, judge_liveness
-from .sql.ledger import LATE_FINISH
+from .sql.ledger import LATE_FINISH, RELEASED
 
 __all__ = [
     "InboxState",
@@ -102,6 +103,7 @@ def approval_json(
         "original_args_digest": row.original_args_digest,
         "original_args_json": row.original_args_json,
         "metadata": dict(row.metadata),
+        "form": form_from_metadata(row.metadata) if row.kind == "input" else None,
         "state": state.value,
         "status": row.status,
         "orphaned_reason": "" if state is not InboxState.ORPHANED else f"run {row.run_id} is not running: {run.reason}",
@@ -281,19 +283,25 @@ def in_doubt_json(store: Store) -> list[dict[str, Any]]:
 
 def execution_fields(store: Store, target_id: str, run_id: str) -> dict[str, Any]:
     """What ``show`` says of a call's execution: the ledger's state and start, and, when its body finished after a
-    person resolved it as not run (on the audit log, :data:`~goldfive_core.store.sql.ledger.LATE_FINISH`), when."""
+    person resolved it as not run (on the audit log, :data:`~goldfive_core.store.sql.ledger.LATE_FINISH`), when;
+    ``released`` when the run gave back its claim without starting the body
+    (:data:`~goldfive_core.store.sql.ledger.RELEASED`)."""
     ex = store.execution(target_id, run_id=run_id)
     data: dict[str, Any] = {
         "execution": ex.state.value if ex is not None else "none",
         "execution_started_at_ms": ex.started_at_ms if ex is not None else 0,
     }
-    late = [
+    ledger = [
         event
         for event in (
             r.event() for r in store.audit_rows(run_id=run_id, limit=1_000_000) if r.kind == "execution_recorded"
         )
-        if event.execution_recorded.target_id == target_id and event.execution_recorded.state == LATE_FINISH
+        if event.execution_recorded.target_id == target_id
     ]
+    late = [event for event in ledger if event.execution_recorded.state == LATE_FINISH]
     if late:
         data["finished_after_resolved_at_ms"] = timestamp_to_ms(late[-1].emitted_at)
+    if ex is None and ledger and ledger[-1].execution_recorded.state == RELEASED:
+        data["execution"] = "released"  # claimed by the approval's ack, given back unstarted: a re-ask may run it
+        data["execution_released_at_ms"] = timestamp_to_ms(ledger[-1].emitted_at)
     return data

@@ -7,7 +7,10 @@ from importlib import resources
 from pathlib import Path
 
 STATIC = resources.files("goldfive_core").joinpath("server", "static")
-FILES = {"index.html", "inbox.css", "inbox.js", "review.js", "text.js", "context.js", "context.css"}
+FILES = {
+    *("index.html", "inbox.css", "inbox.js", "review.js", "text.js", "context.js", "context.css"),
+    *("input.js", "input.css"),
+}
 
 
 def test_the_page_loads_only_its_own_files() -> None:

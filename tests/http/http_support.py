@@ -7,6 +7,7 @@ import contextlib
 import dataclasses
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
@@ -31,28 +32,49 @@ class Serve:
     proc: subprocess.Popen[str] | None = None
     trust_key: str = ""
     """The server's GOLDFIVE_TRUST_KEY (agents given it apply only decisions the server signed)."""
+    wrapper: tuple[str, ...] = ()
+    """A script the server's module runs under (``script -m goldfive_core.cli serve ...``), e.g. a fault's."""
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    @property
+    def log(self) -> Path:
+        """The server's stderr (its log): a file, never an undrained pipe a chatty server would block on."""
+        return self.key.parent.parent / f"serve-{self.port}.log"
+
     def start(self) -> Serve:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "goldfive_core.cli", "serve", "--port", str(self.port), "--key", str(self.key)],
-            env=self.backend.env(),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=REPO,
-        )
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        with self.log.open("a") as log:
+            self.proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    *self.wrapper,
+                    "-m",
+                    "goldfive_core.cli",
+                    "serve",
+                    "--port",
+                    str(self.port),
+                    "--key",
+                    str(self.key),
+                ],
+                env=self.backend.env(),
+                stdout=subprocess.PIPE,
+                stderr=log,
+                text=True,
+                cwd=REPO,
+            )
         assert self.proc.stdout is not None
         while True:
             line = self.proc.stdout.readline()
-            assert line, f"serve exited early: {self.proc.stderr.read() if self.proc.stderr else ''}"
+            assert line, f"serve exited early: {self.log.read_text()[-4000:]}"
             if "GOLDFIVE_TRUST_KEY=" in line:
                 self.trust_key = line.split("GOLDFIVE_TRUST_KEY=", 1)[1].strip()
             if line.startswith("gf5_") or "log in with a user's name and token" in line:
                 break
+        # Whatever it prints later is drained, so a full pipe never stalls the server mid-test.
+        threading.Thread(target=_drain, args=(self.proc.stdout, self.log), daemon=True).start()
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             with contextlib.suppress(httpx.TransportError):
@@ -77,6 +99,13 @@ class Serve:
                 self.proc.kill()
                 self.proc.wait()
             self.proc = None
+
+
+def _drain(out: Any, log: Path) -> None:
+    with log.open("a") as sink:
+        for line in out:
+            sink.write(line)
+            sink.flush()
 
 
 @dataclasses.dataclass

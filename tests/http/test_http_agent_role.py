@@ -11,7 +11,11 @@ from google.protobuf import json_format
 from server_support import Server, make_server
 from store_support import Backend, make_event
 
+from goldfive_core import ControlKind, ControlMessage
+from goldfive_core.control import ControlAck
+from goldfive_core.convert import ack_to_proto
 from goldfive_core.pb.v1 import events_pb2
+from goldfive_core.store.agents import AGENT_ENDPOINT_PREFIX
 from goldfive_core.store.users import add_user
 
 
@@ -137,3 +141,39 @@ async def test_an_agent_cannot_write_a_standing_grant_or_a_vote_nobody_gave(serv
     assert (await server.post("/api/agent/events", _events(vote), user="bot")).status_code == 403
     assert (await server.get("/api/grants?all=1", user="ana")).json()["grants"] == []
     assert [r.sequence for r in server.store.audit_rows(run_id="run-g")] == [0, 1]
+
+
+_NAMES = {"preserving_proto_field_name": True}
+
+
+async def test_an_agent_cannot_ack_a_message_another_agents_stream_holds(server: Server) -> None:
+    """eve answers a control message claimed by bot's stream (a forged "done" for bot's run): it is ignored, the
+    message stays bot's to answer, and bot's own ack is the one the sender gets."""
+
+    assert (await server.post("/api/agent/events", _events(*_request("run-v", "pay-v")), user="bot")).status_code == 200
+    msg = ControlMessage(ControlKind.CANCEL, {})
+    ident = server.store.post_control(msg, run_id="run-v")
+    assert server.store.claim_controls([ident], endpoint=f"{AGENT_ENDPOINT_PREFIX}bot:e1") == [ident]
+
+    def acks(ack: ControlAck, endpoint: str) -> dict[str, Any]:
+        return {
+            "endpoint": endpoint,
+            "acks": [
+                {
+                    "inbox_id": ident,
+                    "ack": json_format.MessageToDict(ack_to_proto(ack), preserving_proto_field_name=True),
+                }
+            ],
+        }
+
+    forged = await server.post(
+        "/api/agent/acks", acks(ControlAck.success(msg.id, "cancelled (forged)"), "e1"), user="eve"
+    )
+    assert forged.status_code == 200 and forged.json()["acked"] == [] and forged.json()["ignored"] == [ident]
+    assert server.store.get_ack(msg.id) is None  # nobody answered the sender yet
+    assert [r.id for r in server.store.claimed_controls(endpoint=f"{AGENT_ENDPOINT_PREFIX}bot:e1")] == [ident]
+
+    real = await server.post("/api/agent/acks", acks(ControlAck.failure(msg.id, "not running"), "e1"), user="bot")
+    assert real.status_code == 200 and real.json()["acked"] == [ident]
+    got = server.store.get_ack(msg.id)
+    assert got is not None and not got.ok and got.detail == "not running"

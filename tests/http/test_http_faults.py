@@ -71,6 +71,20 @@ async def test_the_server_is_killed_and_restarted_mid_wait_and_the_agent_resumes
         assert channel.failed_closed == 0
 
 
+def _states(channels: list[HttpChannel]) -> list[str]:
+    """What each agent's channel is doing (for a failure's message)."""
+    out = []
+    for channel in channels:
+        source, task = channel.source, channel._task
+        ended = "" if task is None or not task.done() else f" ended={task}"
+        out.append(
+            f"{channel.endpoint}: connects={channel.connects} url={channel.remote.url} bound={channel.bound} "
+            f"down_since={getattr(source, '_down_since', None)} last_error={getattr(source, '_last_error', '')!r}"
+            f"{ended}"
+        )
+    return out
+
+
 async def _connected(channel: HttpChannel, times: int) -> bool:
     return channel.connects >= times
 
@@ -130,7 +144,7 @@ async def test_a_server_killed_mid_burst_of_decisions_loses_none_and_runs_each_b
             for call, answer in zip(calls, answers, strict=True):
                 if isinstance(answer, BaseException):
                     again = await s.decide(call, server=1)
-                    assert again.status_code in (200, 409), again.text
+                    assert again.status_code in (200, 409), (again.text, _states(channels))
                     # Applied now; or refused: decided already, or its run already ended (A had applied it and
                     # died before answering; the agent's run went on). Each body ran once either way (below).
                     said = again.json()["detail"]

@@ -321,6 +321,7 @@ JUNK_QUERY = ("", "²", "١٢", "-1", "0", "1", "9" * 5000, "1e3", " 5", "0x10",
 QUERY_NAMES = ("after", "limit", "offset", "status", "run", "live", "all", "tool", "agent", "rule", "endpoint")
 JUNK_HEADERS: tuple[tuple[str, bytes], ...] = (
     ("Last-Event-ID", b"\xb2"),
+    ("X-Goldfive-Pass", b"p1.\xb2\xb2.ab"),
     ("Last-Event-ID", "²".encode()),
     ("Last-Event-ID", b"9" * 5000),
     ("Last-Event-ID", b"-5"),

@@ -14,17 +14,23 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from store_support import REPO, Backend, await_until
+import uvicorn
+from google.protobuf import json_format
+from store_support import REPO, Backend, await_until, make_event
 
 from goldfive_core import AgentTools, InMemorySink, Task, wrap
+from goldfive_core.pb.v1 import events_pb2
 from goldfive_core.runner import RunResult
 from goldfive_core.server import ServerConfig, create_app
 from goldfive_core.signing import DecisionSigner, TrustKey, load_or_create_signing_key
 from goldfive_core.store import Store, StoreChannel
 from goldfive_core.store.execution import GuardedResult, run_approved
+from goldfive_core.store.http import HttpChannel
 from goldfive_core.store.users import add_user
 
 ORIGIN = "http://inbox.test"
+LIVE_DEADLINE_S = 20.0
+"""How long a live server may take to stop (a stream that should have ended fails there, not forever)."""
 
 
 @dataclasses.dataclass
@@ -81,7 +87,7 @@ async def make_server(backend: Backend, tmp_path: Path, *, timeout_s: float = 10
 class Agent:
     """A callable agent run in this process over its own StoreChannel (another store object: another 'process')."""
 
-    channel: StoreChannel
+    channel: StoreChannel | HttpChannel
     sink: InMemorySink
     task: asyncio.Task[RunResult]
     ran: list[Mapping[str, Any]]
@@ -123,9 +129,11 @@ def start_tool_agent(
     trust: Any = None,
     tool: str = "transfer_funds",
     args_schema: Mapping[str, Any] | None = None,
+    over_http: HttpChannel | None = None,
 ) -> Agent:
-    """A tool call gated by run_approved: the body records the args it ran with."""
-    channel = StoreChannel(backend.open(), trust_key=trust, sweep_interval_s=0.2)
+    """A tool call gated by run_approved: the body records the args it ran with. ``over_http``: the agent is on
+    that channel (and its ledger) instead of a StoreChannel over ``backend``."""
+    channel = over_http or StoreChannel(backend.open(), trust_key=trust, sweep_interval_s=0.2)
     sink = InMemorySink()
     ran: list[Mapping[str, Any]] = []
 
@@ -144,6 +152,7 @@ def start_tool_agent(
             timeout_ms=AGENT_WAIT_MS,
             trust=channel.trust_key,
             args_schema=args_schema,
+            ledger=over_http.ledger if over_http is not None else None,
         )
 
     run = asyncio.create_task(wrap(agent, control=channel, sinks=[channel.sink, sink]).run("go"))
@@ -196,11 +205,11 @@ class Served:
 
 
 @contextlib.contextmanager
-def serve_process(backend: Backend, key: Path, *extra: str) -> Iterator[Served]:
+def serve_process(backend: Backend, key: Path, *extra: str, env: Mapping[str, str] | None = None) -> Iterator[Served]:
     port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "goldfive_core.cli", "serve", "--port", str(port), "--key", str(key), *extra],
-        env=backend.env(),
+        env={**backend.env(), **(env or {})},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -241,3 +250,27 @@ __all__ = [
     "start_task_agent",
     "start_tool_agent",
 ]
+
+
+@contextlib.asynccontextmanager
+async def live(app: Any) -> AsyncIterator[str]:
+    """``app`` served by uvicorn on 127.0.0.1 in this event loop (streams need a real server); its URL."""
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
+    task = asyncio.create_task(server.serve())
+    while not server.started:
+        if task.done():
+            task.result()
+        await asyncio.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        await asyncio.wait_for(task, LIVE_DEADLINE_S)
+
+
+def run_started(run: str) -> dict[str, Any]:
+    """The body of ``POST /api/agent/events`` that starts ``run`` (another process's)."""
+    event = make_event(run, 0, events_pb2.RunStarted(adapter="callable"))
+    events = [json_format.MessageToDict(event, preserving_proto_field_name=True)]
+    return {"pid": 1, "host": "elsewhere", "events": events}

@@ -43,6 +43,7 @@ MATRIX: dict[tuple[str, str], Row] = {
     ("GET", "/api/me"): Row("read", "/api/me", 200),
     ("GET", "/api/approvals"): Row("read", "/api/approvals", 200),
     ("GET", "/api/history"): Row("read", "/api/history", 200),
+    ("GET", "/api/review/stats"): Row("read", "/api/review/stats", 200),
     ("GET", "/api/approvals/{target_id}"): Row("read", "/api/approvals/nope", 404),
     ("POST", "/api/approvals/{target_id}/approve"): Row("decide", "/api/approvals/nope/approve", 404),
     ("POST", "/api/approvals/{target_id}/reject"): Row("decide", "/api/approvals/nope/reject", 400),
@@ -72,6 +73,7 @@ MATRIX: dict[tuple[str, str], Row] = {
     ("GET", "/api/agent/ledger/{call_id}"): Row("agent", "/api/agent/ledger/nope?run=run-matrix", 200),
     ("POST", "/api/agent/ledger/{call_id}/executing"): Row("agent", "/api/agent/ledger/nope/executing", 400),
     ("POST", "/api/agent/ledger/{call_id}/done"): Row("agent", "/api/agent/ledger/nope/done", 400),
+    ("POST", "/api/agent/ledger/{call_id}/released"): Row("agent", "/api/agent/ledger/nope/released", 400),
 }
 
 ROLE_PERMISSIONS = {

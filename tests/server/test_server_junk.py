@@ -104,6 +104,23 @@ async def test_lone_surrogates_are_refused_naming_the_field(server: Server) -> N
 
 
 @pytest.mark.parametrize(
+    "junk", [b"p1.\xb2\xb2.ab", "p1.١٢.ab".encode(), b"p1." + b"9" * 5000 + b".ab", b"p1..", b"\xff"]
+)
+async def test_a_junk_agent_pass_is_ignored_and_the_token_is_checked_as_usual(
+    sqlite_server: Server, junk: bytes
+) -> None:
+    """An agent's pass (X-Goldfive-Pass) that is not one is never a 500: the token's secret decides, as without it."""
+    from goldfive_core.store.agents import PASS_HEADER
+
+    token = add_user(sqlite_server.store, f"ann-{uuid.uuid4().hex[:6]}", "approver").token  # not checked yet here
+    for credential, status in ((token[:-2] + "xx", 401), (token, 200)):
+        resp = await sqlite_server.client.get(
+            "/api/me", headers={"Authorization": f"Bearer {credential}", PASS_HEADER: junk}
+        )
+        assert resp.status_code == status, (junk[:40], resp.status_code, resp.text[:200])
+
+
+@pytest.mark.parametrize(
     ("where", "value"),
     [("after", "²"), ("after", "١٢"), ("after", "9" * 5000), ("header", "\xb2"), ("header", "9" * 5000)],
 )

@@ -4,15 +4,12 @@ and from another process within the re-check interval; a rotate never re-enables
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import httpx
-import uvicorn
-from server_support import Server, free_port, goldfive, serve_process, start_task_agent
+from server_support import Server, goldfive, live, serve_process, start_task_agent
 from store_support import Backend
 
 from goldfive_core.server.auth import COOKIE
@@ -20,23 +17,6 @@ from goldfive_core.store.users import add_user, disable_user, enable_user, rotat
 
 DEADLINE_S = 20.0
 """A safety net for a stream that should end (a broken fix hangs there, and fails, instead of forever)."""
-
-
-@contextlib.asynccontextmanager
-async def live(app: Any) -> AsyncIterator[str]:
-    """``app`` served by uvicorn on 127.0.0.1 in this event loop (streams need a real server); its URL."""
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
-    task = asyncio.create_task(server.serve())
-    while not server.started:
-        if task.done():
-            task.result()
-        await asyncio.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        await asyncio.wait_for(task, DEADLINE_S)
 
 
 @dataclasses.dataclass
@@ -85,9 +65,11 @@ def bearer(token: str) -> dict[str, str]:
 
 
 def _only_immediate_ends(srv: Server) -> Any:
-    """The app, its periodic re-check pushed out of the way: only an end done by this process can close a stream."""
+    """The app, its periodic re-check pushed out of the way and no access news: only an end done by this process's
+    own route (disable, rotate, logout) can close a stream."""
     app = srv.client._transport.app  # type: ignore[attr-defined]
     app.state.api.sessions.every_s = 3600.0
+    app.state.api.sessions._news = None
     return app
 
 
@@ -139,13 +121,17 @@ async def test_disabling_an_agent_user_closes_its_control_stream(sqlite_server: 
         assert await stream.until_ended() == []
 
 
+NO_PERIODIC_RECHECK = {"GOLDFIVE_SERVE_SESSION_RECHECK_S": "3600"}
+"""A serve whose periodic re-check is pushed out of the way: only the store's access news ends a stream now."""
+
+
 async def test_a_disable_or_rotate_by_another_process_closes_a_serve_processs_streams(
     backend: Backend, tmp_path: Path
 ) -> None:
     store = backend.open()
     ana, vic = add_user(store, "ana", "approver").token, add_user(store, "vic", "viewer").token
     root = add_user(store, "root", "admin").token
-    with serve_process(backend, tmp_path / "k.pem") as served:
+    with serve_process(backend, tmp_path / "k.pem", env=NO_PERIODIC_RECHECK) as served:
         async with httpx.AsyncClient(base_url=served.url) as client:
             admin = await open_stream(client, "/api/events", bearer(root))
             ana_stream = await open_stream(client, "/api/events", bearer(ana))
@@ -160,6 +146,38 @@ async def test_a_disable_or_rotate_by_another_process_closes_a_serve_processs_st
             finally:
                 await agent.close()
                 admin.task.cancel()  # type: ignore[union-attr]
+
+
+async def test_a_disable_or_rotate_on_one_serve_closes_the_streams_another_serve_holds_at_once(
+    backend: Backend, tmp_path: Path
+) -> None:
+    store = backend.open()
+    ana, vic = add_user(store, "ana", "approver").token, add_user(store, "vic", "viewer").token
+    root, bot = add_user(store, "root", "admin").token, add_user(store, "bot", "agent").token
+    key = tmp_path / "k.pem"
+    with (
+        serve_process(backend, key, env=NO_PERIODIC_RECHECK) as holder,
+        serve_process(backend, key, env=NO_PERIODIC_RECHECK) as other,
+    ):
+        async with httpx.AsyncClient(base_url=holder.url) as client, httpx.AsyncClient(base_url=other.url) as admin:
+            watching = await open_stream(client, "/api/events", bearer(root))
+            streams = {
+                "ana": await open_stream(client, "/api/events", bearer(ana)),
+                "vic": await open_stream(client, "/api/events", bearer(vic)),
+                "bot": await open_stream(client, "/api/agent/stream?run=run-s&endpoint=e1", bearer(bot)),
+            }
+            for name, verb in (("ana", "disable"), ("vic", "rotate"), ("bot", "disable")):
+                done = await admin.post(f"/api/users/{name}/{verb}", headers=bearer(root))  # on the other serve
+                assert done.status_code == 200, done.text
+                assert await streams[name].until_ended() == [], name  # on this one, with nothing more sent
+            refused = await client.get("/api/events", headers=bearer(ana))
+            assert refused.status_code == 401
+            agent = start_task_agent(backend, "after-the-other-serve")
+            try:
+                await watching.until_event("approval_requested")  # the admin's own stream was not touched
+            finally:
+                await agent.close()
+                watching.task.cancel()  # type: ignore[union-attr]
 
 
 def test_rotate_never_re_enables_a_disabled_user_and_enable_does(sqlite_backend: Backend) -> None:
@@ -200,6 +218,7 @@ async def test_the_re_check_of_many_agents_streams_is_one_store_look_up(sqlite_s
     srv = sqlite_server
     bots = {f"bot{i}": add_user(srv.store, f"bot{i}", "agent").token for i in range(6)}
     app = _only_immediate_ends(srv)
+    app.state.api.sessions._news = None  # no access news either: only the explicit re-checks below see the disable
     looks: list[str] = []
     one, many = srv.store.user_by_token_id, srv.store.users_by_token_ids
     srv.store.user_by_token_id = lambda token_id: looks.append("one") or one(token_id)  # type: ignore[method-assign]

@@ -28,9 +28,10 @@ from ...control import ControlAck
 from ...convert import ack_to_proto, message_from_proto
 from ...pb.v1 import control_pb2, events_pb2
 from ...retry import Backoff
+from ..agents import LIVENESS_HEADER, LIVENESS_ON_STREAM, PASS_HEADER
 from ..base import InboxRow, StoreError, StoreUnavailableError
+from ..claims import FoldedClaims
 from ..serving import Served
-from ._claims import FoldedClaims
 from ._remote import AgentRefused, RemoteStore, answer, loads
 
 __all__ = ["HttpInbox"]
@@ -38,7 +39,8 @@ __all__ = ["HttpInbox"]
 logger = logging.getLogger(__name__)
 
 _READ_TIMEOUT_S = 45.0
-"""A stream that sent nothing (not even its 15 s ping) for this long is taken as broken."""
+"""A stream that sent nothing (not even its ping, every 30 s; older servers every 15 s) for this long is taken as
+broken."""
 
 _LOOK_S = 0.5
 """How often the serving loop looks at in-process state (runs added, unbind) while the stream is quiet."""
@@ -155,13 +157,18 @@ class HttpInbox:
         seen: collections.OrderedDict[int, ControlAck],
     ) -> None:
         params: dict[str, str | list[str]] = {"run": runs, "endpoint": self.endpoint}
-        async with client.stream("GET", base + "/api/agent/stream", params=params) as response:
+        headers = self.remote.pass_headers()
+        async with client.stream("GET", base + "/api/agent/stream", params=params, headers=headers) as response:
             if response.status_code != 200:
                 await response.aread()
                 answer(base, response)
+            if proof := response.headers.get(PASS_HEADER):  # kept for the next server this agent reaches
+                self.remote.proof = proof
             frames: Frames = asyncio.Queue()
             reader = asyncio.get_running_loop().create_task(self._read(response, frames))
             try:
+                if response.headers.get(LIVENESS_HEADER) == LIVENESS_ON_STREAM:
+                    self.remote.streamed = frozenset(runs)  # the server stamps them while this stream is open
                 next_sweep = time.monotonic() + self.sweep_interval_s
                 while served.current and served.runs() == runs:
                     try:
@@ -192,6 +199,7 @@ class HttpInbox:
                     owed[ident] = ack
                     await self._post_acks(client, base, owed)
             finally:
+                self.remote.streamed = frozenset()  # the sink heartbeats them again from its next beat
                 reader.cancel()
                 await asyncio.gather(reader, return_exceptions=True)
 
@@ -265,7 +273,11 @@ class HttpInbox:
             return
         acks = [self._ack_item(ident, ack) for ident, ack in owed.items()]
         try:
-            response = await client.post(base + "/api/agent/acks", json={"endpoint": self.endpoint, "acks": acks})
+            response = await client.post(
+                base + "/api/agent/acks",
+                json={"endpoint": self.endpoint, "acks": acks},
+                headers=self.remote.pass_headers(),
+            )
         except httpx.HTTPError as exc:
             raise StoreUnavailableError(f"goldfive serve at {base} unreachable: {type(exc).__name__}: {exc}") from None
         claims: Any = None

@@ -29,6 +29,7 @@ from ...approvals import ApprovalStatus
 from ...control import ControlMessage
 from ...errors import AgentRefused
 from ...pb.v1 import events_pb2
+from ..agents import PASS_HEADER
 from ..base import (
     DEFAULT_STALE_AFTER_MS,
     ApprovalRow,
@@ -73,6 +74,13 @@ class RemoteStore:
         self.timeout_s = timeout_s
         self._local = threading.local()
         self._lock = threading.Lock()
+        self.proof = ""
+        """The last pass a server gave for this token (PASS_HEADER), sent with every request: a server sharing the
+        key file takes the token on it without a scrypt check (an agent failing over is served at once)."""
+        self.streamed: frozenset[str] = frozenset()
+        """The runs whose liveness the channel's open stream carries (the server said so): not heartbeated here."""
+        self.beats = 0
+        """How many heartbeat requests were sent (observability and tests)."""
 
     # -- plumbing -------------------------------------------------------------------------------------------
     @property
@@ -90,6 +98,11 @@ class RemoteStore:
     def headers(self) -> dict[str, str]:
         """The Authorization header."""
         return {"Authorization": f"Bearer {self._token}"}
+
+    def pass_headers(self) -> dict[str, str]:
+        """The pass header to send with a request ({} until a server gave one)."""
+        proof = self.proof
+        return {PASS_HEADER: proof} if proof else {}
 
     def _client(self) -> httpx.Client:
         client: httpx.Client | None = getattr(self._local, "client", None)
@@ -109,7 +122,7 @@ class RemoteStore:
         """One request to the current server; its JSON answer, or StoreUnavailableError / AgentRefused."""
         base = self.url
         try:
-            response = self._client().request(method, base + path, json=body)
+            response = self._client().request(method, base + path, json=body, headers=self.pass_headers())
         except httpx.HTTPError as exc:
             self.rotate(base)
             raise StoreUnavailableError(f"goldfive serve at {base} unreachable: {type(exc).__name__}: {exc}") from None
@@ -123,9 +136,12 @@ class RemoteStore:
         )
 
     def heartbeat(self, run_ids: Sequence[str]) -> None:
-        """The runs are alive."""
-        if run_ids:
-            self.request("POST", "/api/agent/heartbeat", {"run_ids": list(run_ids)})
+        """The runs are alive (those an open stream keeps alive need no request)."""
+        streamed = self.streamed
+        runs = [run for run in run_ids if run not in streamed]
+        if runs:
+            self.beats += 1
+            self.request("POST", "/api/agent/heartbeat", {"run_ids": runs})
 
     def reap_crashed(self) -> list[str]:
         """Nothing: the servers close runs whose process stopped heartbeating (not every agent's sink)."""
@@ -241,6 +257,7 @@ class RemoteStore:
             decided_via=str(item["decided_via"]),
             decided_channel=str(item.get("decided_channel", "")),
             signature=str(item.get("signature", "")),
+            expired=item.get("expired") is True,  # a server before it: never an expiry (a rejection; nothing runs)
         )
 
     def mark_executing(self, target_id: str, *, run_id: str, pid: int, host: str, args_digest: str = "") -> bool:
@@ -254,6 +271,11 @@ class RemoteStore:
             raise StoreError(f"an agent's 'done' of {target_id!r} must name the run that claimed it")
         body = {"run_id": run_id, "result_json": result_json}
         return bool(self.request("POST", f"/api/agent/ledger/{_path(target_id)}/done", body).get("done"))
+
+    def release_execution(self, target_id: str, *, run_id: str, args_digest: str = "") -> bool:
+        """Give back ``run_id``'s claim whose body never started (False: the server holds no such claim)."""
+        body = {"run_id": run_id, "args_digest": args_digest}
+        return bool(self.request("POST", f"/api/agent/ledger/{_path(target_id)}/released", body).get("released"))
 
     # -- what an agent may not do ---------------------------------------------------------------------------------
     def post_control(self, msg: ControlMessage, *, run_id: str = "") -> int:

@@ -21,9 +21,10 @@ from ..base import (
     ApprovalRow,
     StoredDecision,
 )
+from ..rows import reads_shared
 from .chain import appending, next_sequence
 from .db import SqlRole
-from .decisions import write_decision
+from .decisions import marks, sources_of, write_decision
 from .ledger import RUN_OWNER, owner_of
 
 if TYPE_CHECKING:
@@ -209,6 +210,68 @@ class SqlApprovalRecords(SqlRole):
                 self.db.notify(conn, "inbox", "")
                 return True
 
+    def expire_in_store(
+        self,
+        approval_id: int,
+        *,
+        detail: str,
+        expired_by: str,
+        timeout_ms: int,
+        channel: str = "",
+        signature: str = "",
+        request_id: str = "",
+    ) -> bool:
+        """Close a pending record as expired by the deciding side's rule, audited as its run's ``approval_timed_out``
+        naming who expired it (see :meth:`ApprovalRecords.expire_in_store`)."""
+        with self.db.guard(f"recording the expiry of approval #{approval_id}"):
+            conn = self.db.conn()
+            with self.db.transaction(conn):
+                at = now_ms()
+                new = ApprovalStatus.EXPIRED
+                row = self.db.execute(
+                    conn,
+                    "UPDATE gf_approvals SET status = ?, detail = ?, decided_by = ?, decided_at_ms = ?, "
+                    "decided_via = 'store', decided_channel = ?, decision_sig = ? "
+                    f"WHERE id = ? AND (? = '' OR request_id = ?) AND status IN ({marks(new)}) "
+                    "RETURNING run_id, session_id, target_id, request_id",
+                    (
+                        new.value,
+                        detail,
+                        expired_by,
+                        at,
+                        channel,
+                        signature,
+                        approval_id,
+                        request_id,
+                        request_id,
+                        *sources_of(new),
+                    ),
+                ).fetchone()
+                if row is None:
+                    return False
+                event = events_pb2.Event(
+                    event_id=f"ev-store-{approval_id}-{at}",
+                    run_id=str(row[0]),
+                    session_id=str(row[1]),
+                    sequence=next_sequence(self.db, conn, str(row[0])),
+                )
+                event.emitted_at.FromMilliseconds(at)
+                event.approval_timed_out.CopyFrom(
+                    events_pb2.ApprovalTimedOut(
+                        target_id=str(row[2]),
+                        timeout_ms=timeout_ms,
+                        still_open=False,
+                        detail=detail,
+                        expired_by=expired_by,
+                        channel=channel,
+                        request_id=str(row[3]),
+                    )
+                )
+                with appending(self.db, conn) as chain:
+                    chain.append(event)
+                self.db.notify(conn, "inbox", "")  # a parked call's Resumer takes it up now, as for a decision
+                return True
+
     def find_decision(self, target_id: str, *, run_id: str | None = None) -> StoredDecision | None:
         """The newest decision for ``target_id`` that no execution has claimed (retried through an outage).
 
@@ -222,18 +285,20 @@ class SqlApprovalRecords(SqlRole):
             owned, params = "", []
             if run_id is not None:
                 owner = owner_of(self.db, conn, run_id)
-                owned = f"AND {RUN_OWNER.format(run='a.run_id')} = ? "
-                params = [owner]
-            claimed = "e.owner = ? AND " if run_id is not None else ""
+                owned = f"AND {RUN_OWNER.format(run='a.run_id')} IN (?, ?) "
+                # An app's ledger holds the shared one's too: where its runs kept their calls before it had a name.
+                params = [owner, "" if reads_shared(owner) else owner]
+            claimed = "e.owner IN (?, ?) AND " if run_id is not None else ""
             row = self.db.execute(
                 conn,
                 f"SELECT {APPROVAL_SELECT} FROM gf_approvals a "
-                f"WHERE target_id = ? AND status IN (?, ?) {owned}"
+                # A record the deciding side's rule expired (it names who did) is found too: replayed as a timeout.
+                f"WHERE target_id = ? AND (status IN (?, ?) OR (status = ? AND decided_by <> '')) {owned}"
                 f"AND NOT EXISTS (SELECT 1 FROM gf_executions e WHERE {claimed}e.target_id = a.target_id "
                 "AND (e.args_digest = '' OR a.args_digest = '' OR e.args_digest = a.args_digest "
                 "OR e.args_digest = a.original_args_digest)) "
                 "ORDER BY id DESC LIMIT 1",
-                (target_id, *sorted(s.value for s in DECIDED_STATUSES), *params, *params),
+                (target_id, *sorted(s.value for s in DECIDED_STATUSES), ApprovalStatus.EXPIRED.value, *params, *params),
             ).fetchone()
         if row is None:
             return None
@@ -255,6 +320,7 @@ class SqlApprovalRecords(SqlRole):
             signature=rec.decision_sig,
             request_id=rec.request_id,
             request_digest=rec.request_digest if rec.request_id else "",  # as signed: a record with no id, none
+            expired=rec.status is ApprovalStatus.EXPIRED,
         )
 
 

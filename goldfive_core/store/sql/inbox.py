@@ -92,19 +92,28 @@ class SqlControlInbox(SqlRole):
 
     def claim_controls(self, ids: Sequence[int], *, endpoint: str) -> list[int]:
         """Claim unclaimed messages; returns the ids won."""
-        if not ids:
+        return self.claim_controls_for([(ident, endpoint) for ident in ids])
+
+    def claim_controls_for(self, claims: Sequence[tuple[int, str]], *, again: bool = False) -> list[int]:
+        """Claim unclaimed messages, each ``(id, endpoint)`` for its own endpoint, in one transaction (``goldfive
+        serve`` claims a burst's messages for many agents' streams at once); returns the ids won.
+
+        ``again``: a message the same endpoint claimed and has not acked is won again (a stream's delivery, whose
+        agent skips repeats: a claim another server committed late for this endpoint is still delivered here)."""
+        if not claims:
             return []
         won = []
+        mine = " OR (status = 'claimed' AND claimed_by = ?)" if again else ""
         with self.db.guard("claiming control messages"):
             conn = self.db.conn()
             with self.db.transaction(conn):
                 at = now_ms()
-                for ident in ids:
+                for ident, endpoint in claims:
                     cur = self.db.execute(
                         conn,
                         "UPDATE gf_inbox SET status = 'claimed', claimed_by = ?, claimed_at_ms = ? "
-                        "WHERE id = ? AND status = 'pending'",
-                        (endpoint, at, ident),
+                        f"WHERE id = ? AND (status = 'pending'{mine})",
+                        (endpoint, at, ident, endpoint) if again else (endpoint, at, ident),
                     )
                     if cur.rowcount == 1:
                         won.append(ident)

@@ -37,14 +37,24 @@ class SqlRunRegistry(SqlRole):
     def _heartbeat(self, run_ids: Sequence[str]) -> None:
         # every 5 s: an idle agent is not woken by its own. One transaction however many runs (goldfive serve
         # batches the beats of thousands of agents into one call), one statement per page of them.
-        ids = list(dict.fromkeys(run_ids))
+        # Rows are locked in run id order, as the reaper locks them: two servers' batches (and a reaper) that
+        # share runs wait for each other instead of deadlocking (PostgreSQL locks an UPDATE's rows in scan order).
+        ids = sorted(set(run_ids))
         with self.db.writing("writing a heartbeat", quiet=True) as conn:
             for start in range(0, len(ids), _HEARTBEAT_PAGE):
                 page = ids[start : start + _HEARTBEAT_PAGE]
+                marks = ", ".join("?" * len(page))
+                if self.db.for_update:
+                    self.db.execute(
+                        conn,
+                        f"SELECT run_id FROM gf_runs WHERE status = 'running' AND run_id IN ({marks}) "
+                        f"ORDER BY run_id{self.db.for_update}",
+                        tuple(page),
+                    ).fetchall()
                 self.db.execute(
                     conn,
                     f"UPDATE gf_runs SET heartbeat_at_ms = {self.db.now_expr} "
-                    f"WHERE status = 'running' AND run_id IN ({', '.join('?' * len(page))})",
+                    f"WHERE status = 'running' AND run_id IN ({marks})",
                     tuple(page),
                 )
 
@@ -83,7 +93,7 @@ class SqlRunRegistry(SqlRole):
                 if not rows:
                     return []
                 with appending(self.db, conn) as chain:
-                    for run in (run_row(r) for r in rows):
+                    for run in sorted((run_row(r) for r in rows), key=lambda run: run.run_id):  # as heartbeats lock
                         self._close_crashed(chain, run, now)
                         closed.append(run.run_id)
         for run_id in closed:

@@ -6,7 +6,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..._util import now_ms
+from ..._util import new_id, now_ms
 from .._schema import (
     USER_COLS,
     user_row,
@@ -21,6 +21,9 @@ if TYPE_CHECKING:
     pass
 
 logger = logging.getLogger(__name__)
+
+ACCESS_VERSION = "access_version"
+"""The ``gf_meta`` key whose value changes with every change of a user's access (open streams re-check then)."""
 
 
 class SqlUsers(SqlRole):
@@ -139,6 +142,7 @@ class SqlUsers(SqlRole):
                     return False
                 if disabled or token_hash is not None:
                     self.db.execute(conn, "DELETE FROM gf_web_sessions WHERE user_name = ?", (name,))
+                self._access_changed(conn)
                 return True
 
     def note_login(self, name: str, *, ok: bool, lock_until_ms: int = 0) -> int:
@@ -191,3 +195,22 @@ class SqlUsers(SqlRole):
             conn = self.db.conn()
             with self.db.transaction(conn):
                 self.db.execute(conn, "DELETE FROM gf_web_sessions WHERE id_hash = ?", (id_hash,))
+                self._access_changed(conn)
+
+    def _access_changed(self, conn: Any) -> None:
+        """In the change's own transaction: a new :meth:`access_version`, and news for every ``serve`` over the
+        store, whose open streams re-check their credentials at once (PostgreSQL: NOTIFY; SQLite: the commit)."""
+        self.db.execute(
+            conn,
+            "INSERT INTO gf_meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (ACCESS_VERSION, new_id("access")),
+        )
+        self.db.notify(conn, "access", "")
+
+    def access_version(self) -> str:
+        """Changes with every user update and logout (see :meth:`_access_changed`); "" before the first."""
+        with self.db.guard("reading the access version"):
+            row = self.db.execute(
+                self.db.conn(), "SELECT value FROM gf_meta WHERE key = ?", (ACCESS_VERSION,)
+            ).fetchone()
+        return str(row[0]) if row is not None else ""

@@ -1,0 +1,137 @@
+"""``goldfive serve`` with its time accounted for (``GOLDFIVE_BENCH_PROFILE=DIR`` in bench/_support.py's serve).
+
+Every store call the server hands to a thread (its pools and ``asyncio.to_thread``) is timed by what it called:
+calls, wall time and that thread's CPU time; the event loop's own thread is profiled by cProfile. Every SQL statement
+is counted (by its first words), and every write transaction made through ``SqlDb.writing`` by the statements it ran,
+its wall time and how long it held the audit chain's head. All of it is written into DIR when the server stops
+(SIGINT): ``serve-PID.prof`` and ``serve-PID.calls.json``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import collections
+import contextlib
+import cProfile
+import json
+import os
+import sys
+import threading
+import time
+from typing import Any
+
+from goldfive_core.server import threads
+from goldfive_core.store.sql.db import SqlDb
+
+OUT = os.environ["GOLDFIVE_BENCH_PROFILE"]
+_calls: collections.defaultdict[str, list[float]] = collections.defaultdict(lambda: [0, 0.0, 0.0])
+_lock = threading.Lock()
+
+
+def _timed(name: str, fn: Any) -> Any:
+    def call(*args: Any, **kwargs: Any) -> Any:
+        wall, cpu = time.perf_counter(), time.thread_time()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            with _lock:
+                entry = _calls[name]
+                entry[0] += 1
+                entry[1] += time.perf_counter() - wall
+                entry[2] += time.thread_time() - cpu
+
+    return call
+
+
+def _name(pool: str, fn: Any) -> str:
+    return f"{pool} {getattr(fn, '__qualname__', type(fn).__name__)}"
+
+
+_run = threads.ServerThreads.run
+
+
+async def _pool_run(self: Any, pool: Any, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    return await _run(self, pool, _timed(_name(pool.name, fn), fn), *args, **kwargs)
+
+
+_to_thread = asyncio.to_thread
+
+
+async def _default_run(fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+    return await _to_thread(_timed(_name("to_thread", fn), fn), *args, **kwargs)
+
+
+threads.ServerThreads.run = _pool_run  # type: ignore[method-assign]
+
+# Statements and transactions: every statement counted by its SQL's first words, every write transaction by the
+# statements it ran and how long it held the audit chain's head (from the head's lock to the commit's end).
+_statements: collections.Counter[str] = collections.Counter()
+_writes: collections.defaultdict[str, list[float]] = collections.defaultdict(lambda: [0, 0, 0.0, 0.0])
+_local = threading.local()
+_execute = SqlDb.execute
+_writing = SqlDb.writing
+
+
+def _counted_execute(self: Any, conn: Any, sql: str, params: Any = ()) -> Any:
+    key = " ".join(sql.split()[:4])[:60]
+    with _lock:
+        _statements[key] += 1
+    tx = getattr(_local, "tx", None)
+    if tx is not None:
+        tx[0] += 1
+        if tx[1] == 0.0 and "gf_chain_head" in sql and sql.lstrip().upper().startswith("SELECT"):
+            tx[1] = time.perf_counter()
+    return _execute(self, conn, sql, params)
+
+
+@contextlib.contextmanager
+def _counted_writing(self: Any, what: str, *, quiet: bool = False) -> Any:
+    _local.tx = tx = [0, 0.0]
+    t0 = time.perf_counter()
+    try:
+        with _writing(self, what, quiet=quiet) as conn:
+            yield conn
+    finally:
+        _local.tx = None
+        end = time.perf_counter()
+        key = " ".join(w for w in what.split() if not w.isdigit())[:50]
+        with _lock:
+            entry = _writes[key]
+            entry[0] += 1
+            entry[1] += tx[0]
+            entry[2] += end - t0
+            entry[3] += (end - tx[1]) if tx[1] else 0.0
+
+
+SqlDb.execute = _counted_execute  # type: ignore[method-assign]
+SqlDb.writing = _counted_writing  # type: ignore[assignment,method-assign]
+asyncio.to_thread = _default_run
+profile = cProfile.Profile()
+
+
+def _dump() -> None:
+    profile.disable()
+    profile.dump_stats(f"{OUT}/serve-{os.getpid()}.prof")
+    times = os.times()
+    report = {
+        "process_cpu_s": times.user + times.system,
+        "loop_thread_cpu_s": time.thread_time(),
+        "calls": {k: {"n": v[0], "wall_s": v[1], "cpu_s": v[2]} for k, v in _calls.items()},
+        "statements": dict(_statements.most_common()),
+        "writes": {
+            k: {"n": v[0], "statements": v[1], "wall_s": v[2], "chain_head_s": v[3]} for k, v in _writes.items()
+        },
+    }
+    with open(f"{OUT}/serve-{os.getpid()}.calls.json", "w") as out:
+        json.dump(report, out, indent=1)
+
+
+atexit.register(_dump)
+from goldfive_core.cli import main  # noqa: E402
+
+profile.enable()
+try:
+    sys.exit(main(sys.argv[1:]))
+except KeyboardInterrupt:
+    sys.exit(130)
