@@ -2557,6 +2557,43 @@ MUTATIONS: tuple[Mutation, ...] = (
         "mcp input_required: the retry leaves out the upstream's requestState (it cannot continue its call)",
         (MCP_ELICIT_CLIENT + "test_an_input_required_result_is_answered_by_the_client_and_the_call_continues",),
     ),
+    M(
+        MCP_ELICIT,
+        '            return types.ElicitResult(action="accept", content=dict(answer.content or {}))\n'
+        "        return types.ElicitResult(action=answer.action)",
+        '            return types.ElicitResult(action="decline")\n'
+        "        return types.ElicitResult(action=answer.action)",
+        "mcp elicit: a person's submitted form (the inbox's approve) reaches the upstream as a decline",
+        (
+            "tests/mcp/test_mcp_adk.py::test_an_adk_agents_elicitation_is_answered_from_the_inbox_and_the_model_reads_the_result",
+            "tests/mcp/test_mcp_http_serve.py::test_an_http_gateways_elicitation_is_answered_through_the_servers_inbox",
+        ),
+    ),
+    M(
+        MCP_ELICIT,
+        '            return types.ElicitResult(action="accept", content=dict(answer.content or {}))\n'
+        "        return types.ElicitResult(action=answer.action)",
+        '            return types.ElicitResult(action="accept", content=dict(answer.content or {}))\n'
+        '        return types.ElicitResult(action="cancel")',
+        "mcp elicit: a person's decline reaches the upstream as a cancel (the two answers not told apart)",
+        (
+            "tests/mcp/test_mcp_http.py::test_an_elicitation_over_http_is_answered_by_a_person_accept_decline_and_cancel",
+        ),
+    ),
+    M(
+        ("goldfive_core/adapters/mcp_gateway/names.py",),
+        "            if any(tool_pattern_matches(pattern, exposed) for exposed in tools):",
+        "            if True:",
+        "mcp gateway: a policy naming bare tools behind several upstreams (it never applies) is not said at start-up",
+        ("tests/mcp/test_mcp_names.py::test_bare_names_behind_several_upstreams_are_named_with_the_prefix_to_write",),
+    ),
+    M(
+        ("goldfive_core/adapters/mcp_gateway/stdio.py",),
+        "stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or (stat.S_ISCHR(mode) and os.isatty(fd))",
+        "stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)",
+        "mcp gateway: a gateway whose stdin is /dev/null waits for ever (the loop cannot watch the device)",
+        ("tests/mcp/test_mcp_gateway.py::test_a_gateway_whose_stdin_is_the_null_device_ends_at_once",),
+    ),
     # -- the reviewer tier: fails closed, never a vote, never a grant, shadow never acts ------------------------
     M(
         REVIEW_RUN,

@@ -60,6 +60,7 @@ from ._model import (
     RuleReviewer,
     format_duration,
     parse_duration,
+    tool_pattern_matches,
 )
 from ._policy import DEFAULT_ASK, Policy, Verdict
 from ._quorum import QuorumStep, QuorumTally
@@ -98,4 +99,5 @@ __all__ = [
     "load_policy_from_env",
     "parse_duration",
     "parse_policy",
+    "tool_pattern_matches",
 ]

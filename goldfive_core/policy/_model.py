@@ -24,6 +24,7 @@ __all__ = [
     "RuleReviewer",
     "format_duration",
     "parse_duration",
+    "tool_pattern_matches",
 ]
 
 MAX_QUORUM = 20
@@ -361,6 +362,11 @@ class _NameMatcher:
         if self.star or name in self.exact:
             return True
         return self.regex is not None and self.regex.match(name) is not None
+
+
+def tool_pattern_matches(pattern: str, name: str) -> bool:
+    """Whether one entry of a rule's ``tool`` (a name or a glob) matches the tool ``name``, as the rule matches it."""
+    return _NameMatcher((pattern,))(name)
 
 
 def covers(wide: tuple[str, ...], narrow: tuple[str, ...]) -> bool:

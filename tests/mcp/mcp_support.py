@@ -28,10 +28,12 @@ ELICIT_UPSTREAM = Path(__file__).with_name("elicit_upstream.py")
 class Gateway:
     """One gateway process, its store and the demo upstream's call record."""
 
-    def __init__(self, tmp: Path, client: Client | None) -> None:
+    def __init__(self, tmp: Path, client: Client | None, store: Sequence[str] = ()) -> None:
         self.db = tmp / "goldfive.db"
         self.calls = tmp / "calls.jsonl"
         self.client = client
+        self.store = tuple(store) or ("--db", str(self.db))
+        """The gateway's store, as ``goldfive`` options (``--db tmp/goldfive.db`` unless given: ``--dsn ...``)."""
 
     def upstream_calls(self) -> list[dict[str, Any]]:
         """What reached the demo server, in order."""
@@ -41,11 +43,12 @@ class Gateway:
 
     async def goldfive(self, *argv: str) -> subprocess.CompletedProcess[str]:
         """The ``goldfive`` command in another process, on the gateway's store."""
-        cmd = [sys.executable, "-m", "goldfive_core.cli", "--db", str(self.db), *argv]
+        cmd = [sys.executable, "-m", "goldfive_core.cli", *self.store, *argv]
         return await asyncio.to_thread(subprocess.run, cmd, capture_output=True, text=True, timeout=60)
 
     async def pending(self) -> list[dict[str, Any]]:
-        if not self.db.exists():  # the gateway has not made its store yet (a client that starts it started late)
+        if self.store[0] == "--db" and not self.db.exists():  # the gateway has not made its store yet (a client
+            # that starts it started late)
             return []
         out = await self.goldfive("pending", "--json")
         assert out.returncode == 0, out.stderr
@@ -77,17 +80,23 @@ class Gateway:
 
 @contextlib.asynccontextmanager
 async def gateway(
-    tmp: Path, *flags: str, upstreams: Sequence[str] = ("bank",), message_handler: MessageHandlerFnT | None = None
+    tmp: Path,
+    *flags: str,
+    upstreams: Sequence[str] = ("bank",),
+    message_handler: MessageHandlerFnT | None = None,
+    store: Sequence[str] = (),
 ) -> AsyncIterator[Gateway]:
     """``goldfive mcp --db tmp/goldfive.db --upstream NAME=demo ... flags`` with an SDK client connected to it
-    (``message_handler``: the client's, which sees every notification the gateway sends)."""
-    calls = tmp / "calls.jsonl"
-    argv = ["-m", "goldfive_core.cli", "mcp", "--db", str(tmp / "goldfive.db")]
+    (``message_handler``: the client's, which sees every notification the gateway sends; ``store``: other store
+    options than ``--db``, e.g. ``--dsn DSN --schema S``)."""
+    gw = Gateway(tmp, None, store)
+    argv = ["-m", "goldfive_core.cli", "mcp", *gw.store]
     for name in upstreams:
-        argv += ["--upstream", f"{name}={sys.executable} {DEMO} --calls {calls}"]
+        argv += ["--upstream", f"{name}={sys.executable} {DEMO} --calls {gw.calls}"]
     params = StdioServerParameters(command=sys.executable, args=[*argv, *flags], cwd=str(ROOT))
     async with Client(params, mode="legacy", message_handler=message_handler) as client:
-        yield Gateway(tmp, client)
+        gw.client = client
+        yield gw
 
 
 @contextlib.asynccontextmanager

@@ -21,10 +21,13 @@ from google.adk.tools.mcp_tool import McpToolset, StdioConnectionParams
 from google.genai import types
 from mcp import StdioServerParameters
 from mcp_support import DEMO, ROOT, Gateway
+from test_mcp_elicit_serve import Site, site
 
 from goldfive_core.testing import Call, ScriptedModel, SeenRequest
 
 Person = Callable[[Gateway], Awaitable[None]]
+
+__all__ = ["site"]  # the fixture: a goldfive serve with ana (approver) and bot (agent), the gateway trusting its key
 
 
 async def run_teller(tmp: Path, turns: list[Any], person: Person, *flags: str) -> Gateway:
@@ -33,20 +36,26 @@ async def run_teller(tmp: Path, turns: list[Any], person: Person, *flags: str) -
     argv = ["-m", "goldfive_core.cli", "mcp", "--db", str(gw.db), *flags]
     argv += ["--upstream", f"bank={sys.executable} {DEMO} --calls {gw.calls}"]
     server = StdioServerParameters(command=sys.executable, args=argv, cwd=str(ROOT))
+    await run_agent(server, turns, person(gw), "pay ACME")
+    return gw
+
+
+async def run_agent(server: StdioServerParameters, turns: list[Any], person: Awaitable[None], said: str) -> None:
+    """A real ADK Runner/App whose agent plays ``turns`` with ``server`` (the gateway) as its McpToolset, told
+    ``said`` by its user; ``person`` decides meanwhile, in this process, through another one."""
     toolset = McpToolset(connection_params=StdioConnectionParams(server_params=server, timeout=60))
     agent = LlmAgent(name="teller", model=ScriptedModel(turns), tools=[toolset])
     runner = InMemoryRunner(app=App(name="bank", root_agent=agent))
     try:
         session = await runner.session_service.create_session(app_name="bank", user_id="u")
-        message = types.Content(role="user", parts=[types.Part(text="pay ACME")])
+        message = types.Content(role="user", parts=[types.Part(text=said)])
         async with asyncio.timeout(50), asyncio.TaskGroup() as tg:
-            deciding = tg.create_task(person(gw))
+            deciding = tg.create_task(person)
             async for _ in runner.run_async(user_id="u", session_id=session.id, new_message=message):
                 pass
             await deciding
     finally:
         await toolset.close()
-    return gw
 
 
 def heard(into: list[Any]) -> Callable[[SeenRequest], str]:
@@ -106,3 +115,22 @@ async def test_an_adk_agents_call_waits_is_approved_with_an_edit_once_and_a_deni
     assert "sent 100.00 EUR to ACME" in json.dumps(approved)
     assert "transfers over 1000 need the finance desk" in json.dumps(denied)
     assert gw.upstream_calls() == [{"tool": "transfer_funds", "args": {"amount": 100, "to": "ACME", "currency": "EUR"}}]
+
+
+async def test_an_adk_agents_elicitation_is_answered_from_the_inbox_and_the_model_reads_the_result(site: Site) -> None:
+    """The upstream's question (``elicitation/create``) is a ``kind="input"`` request in ``goldfive serve``; ana
+    submits its form through the inbox's route; the upstream gets exactly her answer, and the model its result."""
+    told: list[Any] = []
+    answer = {"name": "Ana", "guests": 3, "seating": "terrace"}
+
+    async def person() -> None:
+        card = await site.answer_form(answer)
+        assert card["prompt"] == "Booking at Chez Ana: who is it for, and how many?"
+        assert card["metadata"]["mcp_tool"] == "book_table" and card["metadata"]["mcp_upstream"] == "bookings"
+
+    turns = [[Call("book_table", {"restaurant": "Chez Ana"})], heard(told)]
+    await run_agent(site.gateway_params(*site.as_agent()), turns, person(), "book a table at Chez Ana")
+    assert site.upstream_calls() == [
+        {"tool": "book_table", "action": "accept", "data": {**answer, "vegetarian": False}}
+    ]  # exactly ana's answer (the form's defaults filled in by the upstream), once
+    assert "booked Chez Ana for Ana (3)" in json.dumps(told)

@@ -25,7 +25,9 @@ import pytest
 claude_agent_sdk = pytest.importorskip("claude_agent_sdk", reason="claude-agent-sdk (and its bundled CLI) is absent")
 
 from claude_agent_sdk import ClaudeAgentOptions, Message, ResultMessage, query  # noqa: E402
+from claude_agent_sdk.types import McpStdioServerConfig  # noqa: E402
 from mcp_support import DEMO, Gateway  # noqa: E402
+from test_mcp_elicit_serve import Site, site  # noqa: E402
 
 from tests.claude.mock_messages_api import Block, MockMessagesAPI, offline_env, text, tool_use  # noqa: E402
 
@@ -35,6 +37,8 @@ pytestmark = [
     pytest.mark.skipif(not CLI.is_file(), reason=f"the Claude Code CLI bundled in claude-agent-sdk is absent: {CLI}"),
     pytest.mark.claude_cli,
 ]
+
+__all__ = ["site"]  # the fixture: a goldfive serve with ana (approver) and bot (agent), the gateway trusting its key
 
 TRANSFER = "mcp__bank__transfer_funds"
 """The name Claude Code gives the gateway's ``transfer_funds`` (``mcp__<server>__<tool>``)."""
@@ -64,16 +68,19 @@ class Model:
     ``before(n)``, when given, runs before the model answers the request that carries ``n`` tool results (in the
     stand-in's thread: what a person does while the model thinks)."""
 
-    def __init__(self, *calls: dict[str, Any], before: Callable[[int], None] | None = None) -> None:
+    def __init__(
+        self, *calls: dict[str, Any], before: Callable[[int], None] | None = None, tool: str = TRANSFER
+    ) -> None:
         self.calls = calls
         self.before = before
+        self.tool = tool
 
     def __call__(self, body: dict[str, Any]) -> list[Block]:
         done = len(tool_results(body))
         if self.before is not None:
             self.before(done)
         if done < len(self.calls):
-            return [tool_use(f"toolu_01Gateway{done}", TRANSFER, self.calls[done])]
+            return [tool_use(f"toolu_01Gateway{done}", self.tool, self.calls[done])]
         return [text("done")]
 
 
@@ -84,13 +91,22 @@ async def converse(
     gw = Gateway(tmp, client=None)
     gateway = [sys.executable, "-m", "goldfive_core.cli", "mcp", "--db", str(gw.db), *flags]
     gateway += ["--upstream", f"bank={sys.executable} {DEMO} --calls {gw.calls}"]
+    server: McpStdioServerConfig = {"type": "stdio", "command": gateway[0], "args": gateway[1:]}
+    return await claude_code(tmp, model, "bank", server, person(gw), "pay ACME")
+
+
+async def claude_code(
+    tmp: Path, model: Model, name: str, server: McpStdioServerConfig, person: Awaitable[None], prompt: str
+) -> tuple[MockMessagesAPI, list[Message]]:
+    """One Claude Code run told ``prompt``, with ``server`` (the gateway) as its MCP server ``name``; ``person``
+    decides meanwhile."""
     home = tmp / "home"
     home.mkdir()
     seen: list[Message] = []
     with MockMessagesAPI(model) as api:
         options = ClaudeAgentOptions(
-            mcp_servers={"bank": {"type": "stdio", "command": gateway[0], "args": gateway[1:]}},
-            allowed_tools=["mcp__bank"],  # the client lets the gateway's tools through: goldfive's policy decides
+            mcp_servers={name: server},
+            allowed_tools=[f"mcp__{name}"],  # the client lets the gateway's tools through: goldfive's policy decides
             tools=[],
             setting_sources=[],
             max_turns=6,
@@ -99,8 +115,8 @@ async def converse(
             model="claude-mock",
         )
         async with asyncio.timeout(60), asyncio.TaskGroup() as tg:
-            deciding = tg.create_task(person(gw))
-            async for message in query(prompt="pay ACME", options=options):
+            deciding = tg.create_task(person)
+            async for message in query(prompt=prompt, options=options):
                 seen.append(message)
             await deciding
     return api, seen
@@ -168,3 +184,26 @@ async def test_a_steer_reaches_the_model_instead_of_the_call(tmp_path: Path) -> 
     assert gw.upstream_calls() == [
         {"tool": "transfer_funds", "args": {"amount": 80, "to": "Initech", "currency": "EUR"}}
     ]  # the steered call never reached the bank
+
+
+async def test_an_elicitation_is_answered_from_the_inbox_and_its_result_reaches_the_model(site: Site) -> None:
+    """The upstream's question while Claude Code's call runs is a ``kind="input"`` request in ``goldfive serve``;
+    ana submits its form through the inbox's route; the upstream gets exactly her answer, the model its result."""
+    answer = {"name": "Ana", "guests": 4, "vegetarian": True}
+
+    async def person() -> None:
+        card = await site.answer_form(answer)
+        assert card["prompt"] == "Booking at Chez Ana: who is it for, and how many?"
+        assert card["metadata"]["mcp_client"].startswith("claude-code")  # who asked: the CLI's clientInfo
+
+    params = site.gateway_params(*site.as_agent())
+    server: McpStdioServerConfig = {"type": "stdio", "command": params.command, "args": params.args}
+    server["env"] = {"GOLDFIVE_TRUST_KEY": site.trust}
+    model = Model({"restaurant": "Chez Ana"}, tool="mcp__bookings__book_table")
+    api, seen = await claude_code(site.tmp, model, "bookings", server, person(), "book a table at Chez Ana")
+    assert site.upstream_calls() == [
+        {"tool": "book_table", "action": "accept", "data": {**answer, "seating": "inside"}}
+    ]  # exactly ana's answer (the form's defaults filled in by the upstream), once
+    (result,) = tool_results(api.requests[-1])
+    assert not result.get("is_error") and "booked Chez Ana for Ana (4)" in said(result)
+    assert isinstance(seen[-1], ResultMessage) and seen[-1].result == "done"

@@ -67,13 +67,29 @@ class Site:
         env = {**os.environ, **self.backend.env()}
         return await asyncio.to_thread(subprocess.run, cmd, capture_output=True, text=True, timeout=60, env=env)
 
-    @contextlib.asynccontextmanager
-    async def gateway(self, *control: str) -> AsyncIterator[Client]:
-        argv = ["-m", "goldfive_core.cli", "mcp", *control, "--default", "allow"]
+    def gateway_params(self, *control: str) -> StdioServerParameters:
+        """``goldfive mcp`` on ``control`` in front of the booking upstream (every call allowed; a person answers
+        its questions), trusting only what the server signed: what any MCP client's config starts."""
+        argv = ["-m", "goldfive_core.cli", "mcp", *control, "--default", "allow", "--elicit", "person"]
         argv += ["--upstream", f"bookings={sys.executable} {UPSTREAM} --calls {self.calls}"]
         env = {**os.environ, "GOLDFIVE_TRUST_KEY": self.trust}
-        params = StdioServerParameters(command=sys.executable, args=argv, cwd=str(ROOT), env=env)
-        async with Client(params, mode="legacy") as client:
+        return StdioServerParameters(command=sys.executable, args=argv, cwd=str(ROOT), env=env)
+
+    def as_agent(self) -> tuple[str, ...]:
+        """The gateway's control: an agent (bot) of the server."""
+        return ("--url", self.url, "--token", self.tokens["bot"])
+
+    async def answer_form(self, content: dict[str, Any]) -> dict[str, Any]:
+        """ana submits the first open question's form through the server's API, as the inbox does; its card."""
+        card = await self.card()
+        assert card["kind"] == "input", card
+        answered = await self.post(f"/api/approvals/{card['target_id']}/approve", {"edited_args": content})
+        assert answered.status_code == 200, answered.text
+        return card
+
+    @contextlib.asynccontextmanager
+    async def gateway(self, *control: str) -> AsyncIterator[Client]:
+        async with Client(self.gateway_params(*control), mode="legacy") as client:
             yield client
 
 

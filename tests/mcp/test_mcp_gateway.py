@@ -331,3 +331,21 @@ async def test_an_upstreams_tool_list_change_reaches_the_client(tmp_path: Path) 
         await asyncio.wait_for(changed.wait(), 30)
         assert sorted(t.name for t in (await client.list_tools()).tools) == ["grow", "shiny"]
         assert text(await client.call_tool("shiny", {})) == "new"
+
+
+def test_a_gateway_whose_stdin_is_the_null_device_ends_at_once(tmp_path: Path) -> None:
+    """No client (stdin is ``/dev/null``, as a service's is): the gateway starts, reads the end and exits cleanly,
+    instead of waiting forever on a device its event loop cannot watch."""
+    cmd = [sys.executable, "-m", "goldfive_core.cli", "mcp", "--db", str(tmp_path / "g.db")]
+    cmd += ["--upstream", f"bank={sys.executable} {DEMO}"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=ROOT, stdin=subprocess.DEVNULL)
+    assert out.returncode == 0, out.stderr
+    runs = subprocess.run(
+        [sys.executable, "-m", "goldfive_core.cli", "--db", str(tmp_path / "g.db"), "runs", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
+    (run,) = json.loads(runs.stdout)["runs"]
+    assert run["status"] != "running"  # its run ended with it

@@ -15,8 +15,9 @@ import sys
 from pathlib import Path
 
 import httpx
+import mcp_types as types
 import pytest
-from mcp_http_support import HttpGateway, ProgressSeen, cancel_once_pending, http_gateway
+from mcp_http_support import HttpGateway, ProgressSeen, cancel_once_pending, elicit_http_session, http_gateway
 from mcp_support import ROOT, text
 
 TRANSFER = {"amount": 120, "to": "ACME"}
@@ -166,3 +167,36 @@ async def test_stopping_the_gateway_ends_every_sessions_run_and_withdraws_waitin
     cancelled = [e["approval_cancelled"] for e in await gw.events() if "approval_cancelled" in e]
     assert [c["target_id"] for c in cancelled] == [request["target_id"]]
     assert gw.upstream_calls() == []
+
+
+async def test_an_elicitation_over_http_is_answered_by_a_person_accept_decline_and_cancel(tmp_path: Path) -> None:
+    """With ``--elicit person`` the upstream's question goes to a person even though this client could answer it;
+    ``goldfive answer`` on the store submits, declines and cancels, and the upstream gets each distinctly."""
+    asked: list[str] = []
+
+    async def client_would_answer(context: object, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"name": "Mallory", "guests": 12})
+
+    book = {"restaurant": "Chez Ana"}
+    flags = ("--elicit", "person")
+    async with elicit_http_session(tmp_path, *flags, elicitation_callback=client_would_answer) as (gw, client):
+        answers = (("name=Ana", "guests=2", "seating=terrace"), ("--decline",), ("--cancel",))
+        results = []
+        for answer in answers:
+            call = asyncio.create_task(client.call_tool("book_table", book))
+            request = await gw.wait_pending()
+            assert request["kind"] == "input" and request["metadata"]["mcp_tool"] == "book_table"
+            assert request["prompt"] == "Booking at Chez Ana: who is it for, and how many?"
+            answered = await gw.goldfive("answer", request["target_id"], *answer, "--by", "ana")
+            assert answered.returncode == 0, answered.stderr
+            results.append(text(await asyncio.wait_for(call, 30)))
+    assert asked == []  # the operator chose a person: the client is never asked
+    assert "booked Chez Ana for Ana (2)" in results[0]
+    assert "not booked: decline" in results[1] and "not booked: cancel" in results[2]
+    data = {"name": "Ana", "guests": 2, "seating": "terrace", "vegetarian": False}
+    assert gw.upstream_calls() == [
+        {"tool": "book_table", "action": "accept", "data": data},
+        {"tool": "book_table", "action": "decline"},
+        {"tool": "book_table", "action": "cancel"},
+    ]

@@ -7,10 +7,11 @@ a person (ana) approves through the server's API, as the inbox does.
 from __future__ import annotations
 
 import asyncio
+import sys
 from pathlib import Path
 
 from mcp_http_support import http_gateway
-from mcp_support import text
+from mcp_support import ELICIT_UPSTREAM, text
 from test_mcp_serve import Site, served
 
 __all__ = ["served"]  # the fixture: a goldfive serve with ana (approver) and bot (agent)
@@ -27,3 +28,24 @@ async def test_an_http_gateway_call_waits_in_the_servers_inbox_and_runs_once(ser
         result = await asyncio.wait_for(call, 60)
     assert not result.is_error, text(result)
     assert gw.upstream_calls() == [{"tool": "transfer_funds", "args": {"amount": 80, "to": "ACME", "currency": "EUR"}}]
+
+
+async def test_an_http_gateways_elicitation_is_answered_through_the_servers_inbox(served: Site, tmp_path: Path) -> None:
+    """The upstream's question is a ``kind="input"`` request on the server; ana submits its form through the inbox's
+    route (the approve endpoint, the form's values as ``edited_args``); the upstream gets exactly those values."""
+    control = ["--url", served.url, "--token", served.tokens["bot"]]
+    bookings = f"bookings={sys.executable} {ELICIT_UPSTREAM} --calls {{calls}}"
+    flags = ("--default", "allow", "--elicit", "person")
+    async with (
+        http_gateway(tmp_path, *flags, control=control, upstreams=(), upstream_specs=[bookings]) as gw,
+        gw.connect() as client,
+    ):
+        call = asyncio.create_task(client.call_tool("book_table", {"restaurant": "Chez Ana"}))
+        card = await served.pending()
+        assert card["kind"] == "input" and card["form"]["required"] == ["name", "guests"]
+        answer = {"name": "Ana", "guests": 5, "seating": "terrace", "vegetarian": True}
+        decided = await served.decide(card["target_id"], "approve", {"edited_args": answer})
+        assert decided.status_code == 200, decided.text
+        result = await asyncio.wait_for(call, 60)
+    assert not result.is_error and "booked Chez Ana for Ana (5)" in text(result)
+    assert gw.upstream_calls() == [{"tool": "book_table", "action": "accept", "data": answer}]

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import importlib.util
 import os
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -47,6 +49,20 @@ def pg_problem() -> str:
 HERE = Path(__file__).parent
 REPO = HERE.parent.parent
 PYTHON = sys.executable
+
+
+def store_conftest() -> ModuleType:
+    """The module pytest loaded for tests/store/conftest.py (so its run counters are shared), else a fresh load:
+    how another suite's conftest takes the store tests' fixtures (``backend``, ``postgres_backend``) without a copy."""
+    path = (HERE / "conftest.py").resolve()
+    for module in list(sys.modules.values()):
+        if getattr(module, "__file__", None) and Path(str(module.__file__)).resolve() == path:
+            return module
+    spec = importlib.util.spec_from_file_location("goldfive_store_test_fixtures", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @dataclasses.dataclass

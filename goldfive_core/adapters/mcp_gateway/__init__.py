@@ -74,6 +74,7 @@ from .elicit import ELICIT_MODES, AskClient, ElicitAnswerer, ElicitMode
 from .http import HttpListen, serve_http
 from .input_required import Unanswerable, call_with_input
 from .link import Link, UpstreamError, UpstreamGone
+from .names import SEPARATOR, warn_policy_names
 from .pipe import stdio_upstream
 from .stdio import Progress, serve_stdio_streams
 from .tasks import TASKS_CAPABILITY, Tasks, TaskState
@@ -90,9 +91,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-SEPARATOR = "__"
-"""Between an upstream's name and its tool's name when the gateway fronts several upstreams (``bank__pay``)."""
 
 _VERSION = "0.1.0"
 _CLIENT_INFO = types.Implementation(name="goldfive-mcp-gateway", version=_VERSION)
@@ -421,6 +419,8 @@ class MCPGateway(Supervised):
         self.restarts = restarts
         self.elicit: ElicitMode = elicit
         self.name = name
+        self.said_names: set[str] = set()
+        """What :func:`~.names.warn_policy_names` said already (once per gateway, not per HTTP session)."""
 
     async def serve_stdio(self) -> RunResult:
         """Serve one client on this process's stdin/stdout until it disconnects; returns how the run ended."""
@@ -485,6 +485,10 @@ class _Connection:
             try:
                 await self.upstreams.connect()
                 await self.upstreams.refresh_tools()
+                named = {name: (route.upstream, route.tool.name) for name, route in self.upstreams.tools.items()}
+                warn_policy_names(
+                    self.session.policy, named, prefixed=self.upstreams.prefixed, said=self.gateway.said_names
+                )
                 options = server.create_initialization_options(NotificationOptions(tools_changed=True))
                 options.capabilities.tasks = TASKS_CAPABILITY
                 await server.run(read_stream, write_stream, options)

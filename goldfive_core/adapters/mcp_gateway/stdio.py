@@ -13,7 +13,8 @@ notification, also reaches the SDK server). A call may ask the client a question
 :mod:`.elicit`): sent here under an id of the gateway's, its answer taken here by that id. Everything else
 (``initialize``, lists, resources, prompts) is the SDK server's.
 
-When stdin or stdout is not a pipe, socket or terminal (a regular file), the SDK's transport serves instead.
+When stdin or stdout is not a pipe, socket or terminal (a regular file, the null device), the SDK's transport
+serves instead.
 """
 
 from __future__ import annotations
@@ -59,11 +60,14 @@ MAX_LINE_BYTES = 64 * 1024 * 1024
 
 
 def _loop_can_serve(fd: int) -> bool:
+    """A pipe, a socket or a terminal: what the event loop can watch. Not another character device: the loop
+    cannot watch ``/dev/null`` (a client gone before it started, a service's empty stdin), and would wait forever
+    for its end; the SDK's transport reads it and ends."""
     try:
         mode = os.fstat(fd).st_mode
     except OSError:
         return False
-    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or (stat.S_ISCHR(mode) and os.isatty(fd))
 
 
 @contextlib.asynccontextmanager
