@@ -2023,6 +2023,13 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     M(
         CHANNEL_FILE,
+        "    if session is not None:\n        run_id = session.run_id\n        record",
+        "    if session is not None:\n        record",
+        "the signature is checked against the run the payload names (the request is still the session's own)",
+        TRUSTED,
+    ),
+    M(
+        CHANNEL_FILE,
         "        refused = _unverified(self.trust_key, self._owner, msg)\n"
         "        if refused is not None:\n            return refused",
         "        refused = _unverified(self.trust_key, self._owner, msg)",
