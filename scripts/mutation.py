@@ -2201,6 +2201,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         REQUEST,
     ),
     M(
+        ("goldfive_core/signing.py",),
+        "    for name in _OMITTED_WHEN_EMPTY:  # a decision without them",
+        '    if facts.quorum:  # a vote\n        body["request_id"] = body["request_digest"] = ""\n'
+        "    for name in _OMITTED_WHEN_EMPTY:  # a decision without them",
+        "a quorum vote's signature covers no request: a vote signed for one request counts on another",
+        REQUEST,
+    ),
+    M(
         BOOK,
         "if not decision.request_id or request is None or decision.request_id == request.request_id:",
         "if True:",
