@@ -242,7 +242,15 @@ def _policy_lines(policy: Mapping[str, Any] | None, progress: str = "", *, error
     """
     lines = []
     if policy:
-        parts = [f"rule {inert(policy.get('rule') or '', 80)!r} ({inert(policy.get('action') or '?', 20)})"]
+        rule = policy.get("rule") or ""
+        parts = [f"rule {inert(rule, 80)!r} ({inert(policy.get('action') or '?', 20)})" if rule else "no rule"]
+        if policy.get("disagrees"):
+            named = str(policy.get("requested_rule") or "")
+            parts.append(
+                "the request stated other terms"
+                if named == policy.get("rule")
+                else f"the request named {inert(named, 80)!r}"
+            )
         for key in ("approvers", "barred"):
             if policy.get(key):
                 parts.append(f"{key} {inert(','.join(str(v) for v in policy[key]), 200)}")
@@ -260,9 +268,12 @@ def _policy_lines(policy: Mapping[str, Any] | None, progress: str = "", *, error
         if policy.get("source") == "server":
             parts.append("as the server's policy says")
         lines.append("policy     " + inert(" · ".join(parts), 4000))
+        if policy.get("note"):
+            lines.append(f"policy     {inert(policy['note'], 400)}")
         error = str(policy.get("error") or "")
-    if error:
-        lines.append(f"policy     asked because: {inert(error, 300)}")
+    if error:  # why nobody may decide (the server's refusal), or why the agent's policy asked
+        said = "" if error.startswith("refused") else "asked because: "
+        lines.append(f"policy     {said}{inert(error, 300)}")
     if progress:
         lines.append(f"approvals  {inert(progress, 400)}")
     return lines

@@ -79,6 +79,8 @@ AUTHZ = ("tests/server/test_server_authz_matrix.py", "tests/server/test_server_a
 SESSIONS = ("tests/server/test_server_sessions.py",)
 POLICY_GATE = ("tests/policy/test_policy_fail_closed.py",)
 SERVER_POLICY = ("tests/server/test_server_authority.py",)
+SERVER_POLICY_JUDGES = ("tests/policy/test_policy_server_judges.py", *SERVER_POLICY)
+"""The server's own judgment of a call (fast table first, then the served cases)."""
 _JUNK = "tests/server/test_server_junk.py::"
 OTEL = ("tests/adk/test_adk_otel.py::test_no_span_carries_a_tool_calls_arguments_unless_asked",)
 NUL_STORE = ("tests/store/test_store_nul.py",)
@@ -121,6 +123,7 @@ GATE = ("goldfive_core/toolcall.py",)
 TALLY = ("goldfive_core/policy/_quorum.py",)
 SIGNING = ("goldfive_core/signing.py",)
 TRUST = ("goldfive_core/store/trust.py",)
+AUTHORITY = ("goldfive_core/policy/_authority.py",)
 CHANNEL_FILE = ("goldfive_core/store/serving.py",)
 REPLAY_FILE = ("goldfive_core/store/execution.py",)
 INFLIGHT = "goldfive_core/inflight.py"
@@ -1268,8 +1271,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     M(
         ("goldfive_core/store/views.py",),
-        "    if rules is not None and rules.policy is not None:",
-        "    if False:",
+        "    judged = (rules if rules is not None else PolicyAuthority()).judge(row)",
+        "    judged = PolicyAuthority().judge(row)",
         "with serve --policy the API and goldfive show list the agent's rule, not the server's",
         SERVER_POLICY,
     ),
@@ -2023,6 +2026,13 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     M(
         CHANNEL_FILE,
+        "    if session is not None:\n        run_id = session.run_id\n        record",
+        "    if session is not None:\n        record",
+        "the signature is checked against the run the payload names (the request is still the session's own)",
+        TRUSTED,
+    ),
+    M(
+        CHANNEL_FILE,
         "        refused = _unverified(self.trust_key, self._owner, msg)\n"
         "        if refused is not None:\n            return refused",
         "        refused = _unverified(self.trust_key, self._owner, msg)",
@@ -2158,14 +2168,78 @@ MUTATIONS: tuple[Mutation, ...] = (
         CLAUDE,
     ),
     M(
-        ("goldfive_core/policy/_authority.py",),
-        "        if self.policy is not None and not name:\n            judged = self._judge(meta)",
-        "        if False:\n            judged = self._judge(meta)",
+        AUTHORITY,
+        "        if self.policy is None:\n            return Judgment(",
+        "        if self.policy is None or not named:\n            return Judgment(",
         "a call whose request names no rule is decided by its own fields, not the server's policy",
         SERVER_POLICY,
     ),
+    # -- with serve --policy the server judges the call itself: the rule a request names never picks its rule ----
     M(
-        ("goldfive_core/policy/_authority.py",),
+        AUTHORITY,
+        "        if self.policy is None:\n            return Judgment(",
+        "        if self.policy is None or named:\n            return Judgment(",
+        "a request that names a rule is decided by its own fields (the agent picks: quorum 1, its own approvers)",
+        SERVER_POLICY_JUDGES,
+    ),
+    M(
+        AUTHORITY,
+        "        if verdict is None or (verdict.rule is None and not verdict.error):",
+        "        if verdict is None or verdict.rule is None:",
+        "a call the server's policy could not read (arguments, digest) is decided by the request's own fields",
+        SERVER_POLICY_JUDGES,
+    ),
+    M(
+        AUTHORITY,
+        '        if verdict.kind == "deny":  # first',
+        "        if False:  # first",
+        "a call the server's rule denies may be approved (by anyone: no ask governs it)",
+        SERVER_POLICY_JUDGES,
+    ),
+    M(
+        AUTHORITY,
+        "                base,\n                ask=own,",
+        "                base,\n                ask=None,",
+        "a call the server's rule allows is decided by anyone, not the approvers the request asked for",
+        SERVER_POLICY_JUDGES,
+    ),
+    M(
+        AUTHORITY,
+        "            if not named:\n                return Judgment(",
+        "            if True:\n                return Judgment(",
+        "a task's (non-tool) request naming a server rule is decided by the approvers it wrote",
+        SERVER_POLICY_JUDGES,
+    ),
+    M(
+        AUTHORITY,
+        "        if not _digest_of(tool, args, digest):",
+        "        if False:",
+        "the server judges arguments its request's digest does not cover (a writer downgrades the rule)",
+        SERVER_POLICY_JUDGES,
+    ),
+    M(
+        AUTHORITY,
+        "    if not digest:\n        return False",
+        "    if not digest:\n        return True",
+        "the server judges the arguments of a request with no digest (nothing binds them to the call)",
+        SERVER_POLICY_JUDGES,
+    ),
+    M(
+        AUTHORITY,
+        "        disagrees = bool(named) and _terms(meta) != _terms(verdict.metadata())",
+        "        disagrees = False",
+        "the API hides that the request named another rule than the server's",
+        SERVER_POLICY_JUDGES,
+    ),
+    M(
+        AUTHORITY,
+        "        if unseen:  # it might have decided first",
+        "        if False:  # it might have decided first",
+        "a server rule on run labels (a deny) is skipped: the call falls to the weaker rule after it",
+        SERVER_POLICY_JUDGES,
+    ),
+    M(
+        AUTHORITY,
         "        if verdict.error:  # fail closed: what the rule would have said is unknown",
         "        if False:  # fail closed: what the rule would have said is unknown",
         "a call the server's policy could not judge is decided by the request's own fields (fail open)",
@@ -2191,6 +2265,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         "        if not body[name]:\n            del body[name]",
         "        if True:\n            del body[name]",
         "a signature covers no request: a signed approval moves onto a later ask of the target",
+        REQUEST,
+    ),
+    M(
+        ("goldfive_core/signing.py",),
+        "    for name in _OMITTED_WHEN_EMPTY:  # a decision without them",
+        '    if facts.quorum:  # a vote\n        body["request_id"] = body["request_digest"] = ""\n'
+        "    for name in _OMITTED_WHEN_EMPTY:  # a decision without them",
+        "a quorum vote's signature covers no request: a vote signed for one request counts on another",
         REQUEST,
     ),
     M(

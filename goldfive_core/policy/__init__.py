@@ -44,7 +44,7 @@ parentheses. Types are strict (see ``goldfive_core.policy._expr``) and evaluatio
 
 from __future__ import annotations
 
-from ._authority import PolicyAuthority, Refusal, RequestView
+from ._authority import Judgment, PolicyAuthority, Refusal, RequestView
 from ._expr import EvalError, Expression, ExpressionError, compile_expression
 from ._grants import Grant, GrantBook, GrantError, GrantRecords, find_grant
 from ._load import ENV_VAR, default_policy, load_policy, load_policy_from_env, parse_policy
@@ -67,6 +67,7 @@ from ._quorum import QuorumStep, QuorumTally
 
 __all__ = [
     "RequestView",
+    "Judgment",
     "QuorumTally",
     "QuorumStep",
     "PolicyAuthority",

@@ -1,26 +1,31 @@
-"""Who may decide a request, by the rule that asked it: a ``DecisionAuthority`` for ``decide()``.
+"""Who may decide a request, and by which rule: a ``DecisionAuthority`` for ``decide()``.
 
 ``decide()`` (the one way in for decisions from outside an agent: the CLI, the HTTP API, the inbox)
 asks its authority before anything is recorded or delivered. :class:`PolicyAuthority` answers from
-the rule named in the request's metadata (``policy_rule``): barred principals (the user who started
-the run, the agent itself, names), approvers (roles and users; the escalation group too once the
-escalation time has passed), and the request's expiry.
+the rule that governs the request (:meth:`PolicyAuthority.judge`): barred principals (the user who
+started the run, the agent itself, names), approvers (roles and users; the escalation group too once
+the escalation time has passed), the quorum and reject mode each vote is signed with, and the
+request's expiry.
 
-Give it the deciding side's own policy (``--policy`` / ``GOLDFIVE_POLICY``): then the approvers come
-from a file the agent cannot change. Without one it reads the ``policy_*`` fields the agent wrote.
+Give it the deciding side's own policy (``--policy`` / ``GOLDFIVE_POLICY``): then it judges each tool
+call itself, by its tool name and arguments (checked against the request's digest), and the rule a
+request names is only the agent's word (shown beside the server's, never used in its place). Without
+one it reads the ``policy_*`` fields the agent wrote.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable, Collection, Mapping
-from typing import Protocol
+from typing import Any, Literal, Protocol
 
-from .._util import now_ms, safe_repr
-from ._model import Ask, PolicyCall, format_duration
+from .._stored import NUL_MARK
+from .._util import args_digest, now_ms, safe_repr, shorten
+from ._model import Allow, Ask, PolicyCall, format_duration
 from ._policy import Policy, Verdict
 
-__all__ = ["PolicyAuthority", "Refusal", "RequestView"]
+__all__ = ["Judgment", "PolicyAuthority", "Refusal", "RequestView"]
 
 
 class Refusal(str):
@@ -50,16 +55,51 @@ class RequestView(Protocol):
     @property
     def target_id(self) -> str: ...
     @property
+    def kind(self) -> str: ...
+    @property
     def metadata(self) -> Mapping[str, str]: ...
     @property
     def requested_at_ms(self) -> int: ...
+    @property
+    def args_digest(self) -> str: ...
+    @property
+    def original_args_digest(self) -> str: ...
 
 
 Roles = Callable[[str], Collection[str]] | Mapping[str, Collection[str]]
 
+_IGNORED_META = frozenset({"policy_error", "policy_review"})
+"""``policy_*`` fields that say how the agent's evaluation went, not what its rule says (left out of the
+comparison with the deciding side's rule)."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Judgment:
+    """The rule that governs one request on the deciding side, and what it lets a person do.
+
+    ``source``: ``"server"`` when the deciding side's policy judged the call (its rule governs: ask, deny or
+    allow; or it could not judge the call, and nothing may be decided), ``"request"`` when the request's own
+    fields govern (no policy on the deciding side, no rule of it for the call, or a request that is not a tool
+    call). ``ask`` is whom it asks and how many (None: anyone who may decide, one); ``refusal`` says why no
+    decision may be taken ("" when one may). ``requested_rule`` is the rule the request names (the agent's);
+    ``disagrees`` is True when the deciding side's rule is another one, or the same name with other terms.
+    """
+
+    source: Literal["server", "request"]
+    rule: str
+    """The governing rule's name ("" when none)."""
+    action: str
+    """``ask``, ``deny`` or ``allow`` ("" when no rule governs)."""
+    ask: Ask | None
+    refusal: str = ""
+    requested_rule: str = ""
+    disagrees: bool = False
+    note: str = ""
+    """A sentence for a person: why this rule governs (the disagreement, a deny, an allow); "" when plain."""
+
 
 class PolicyAuthority:
-    """Refuses decisions the request's rule does not allow; requests no rule asked are left as they are.
+    """Refuses decisions the governing rule does not allow; requests no rule asked are left as they are.
 
     ``roles`` maps a user name to their roles (a mapping, or a function such as the server's user
     table lookup). ``clock`` returns milliseconds; tests pass a virtual one.
@@ -85,65 +125,134 @@ class PolicyAuthority:
         return self._roles.get(user, ())
 
     def ask_for(self, request: RequestView) -> tuple[Ask | None, str]:
-        """(the rule's ask, "") or (None, why no decision may be taken) or (None, "") when no rule asked.
+        """(the governing rule's ask, "") or (None, why no decision may be taken) or (None, "") when no rule asks."""
+        judged = self.judge(request)
+        return judged.ask, judged.refusal
 
-        A tool call whose request names no rule (its agent had no policy, or none that matched) is judged by
-        the deciding side's own policy: that rule's ask, its deny, or its error governs it.
+    def governing_rule(self, request: RequestView) -> str:
+        """The name of the rule that governs ``request`` ("" when none): see :meth:`judge`."""
+        return self.judge(request).rule
+
+    def judge(self, request: RequestView) -> Judgment:
+        """The rule that governs ``request`` and what it lets a person do.
+
+        Without a policy of the deciding side: the request's own fields. With one, for a tool call: the deciding
+        side evaluates the call itself (the tool name and the arguments the request shows, which must be the ones
+        its digest covers) and never takes the rule the request names in its place --
+
+        - an ``ask`` rule governs: its approvers, quorum, reject mode and expiry;
+        - a ``deny`` rule: nobody may approve; a person may still reject (the call never runs);
+        - an ``allow`` rule, or no rule for the call: the deciding side asks no person for it, so the request's
+          own fields say who answers (they can only add to what the deciding side asks);
+        - a call it cannot judge (arguments that are not a JSON object, or not the ones the digest covers; a rule
+          that erred): nothing may be decided (fail closed).
+
+        A request that is not a tool call (a task's approval, a request for input) holds nothing the rules judge:
+        its own fields, unless it names a rule, which only a tool call can have (refused: fail closed).
         """
         meta = request.metadata
-        name = meta.get("policy_rule", "")
-        if self.policy is not None and not name:
-            judged = self._judge(meta)
-            if judged is not None:
-                return judged
-        if self.policy is not None and name:
-            rule = next((r for r in self.policy.rules if r.name == name), None)
-            if rule is None:
-                return None, f"refused: the request names rule {name!r}, which the deciding side's policy does not have"
-            if isinstance(rule.action, Ask):
-                return rule.action, ""
-            # An allow or deny rule of ours, yet the agent asked: it had another policy. Its own fields decide.
-        return Ask.from_metadata(meta), ""
+        named = meta.get("policy_rule", "")
+        own = Ask.from_metadata(meta)
+        if self.policy is None:
+            return Judgment(source="request", rule=named, action=meta.get("policy_action", ""), ask=own)
+        if request.kind != "tool":
+            if not named:
+                return Judgment(source="request", rule="", action=meta.get("policy_action", ""), ask=own)
+            return Judgment(
+                source="server",
+                rule="",
+                action="",
+                ask=None,
+                refusal=Refusal(
+                    f"refused: this {safe_repr(request.kind, 40)} request names policy rule {safe_repr(named, 80)}, "
+                    "but the deciding side's policy judges tool calls only and this request holds none; "
+                    "nothing was decided"
+                ),
+                requested_rule=named,
+                disagrees=True,
+            )
+        verdict = self._verdict(request)
+        if verdict is None or (verdict.rule is None and not verdict.error):
+            # The deciding side's policy has no rule for this call: it asks nobody in particular of it.
+            return Judgment(
+                source="request",
+                rule=named,
+                action=meta.get("policy_action", ""),
+                ask=own,
+                requested_rule=named,
+                note="the server's policy has no rule for this call; the request's own fields say who decides",
+            )
+        return self._governed(verdict, meta, named, own)
 
-    def governing_rule(self, metadata: Mapping[str, str]) -> str:
-        """The name of the rule that governs a request: the one it names, else the deciding side's for its call."""
-        name = metadata.get("policy_rule", "")
-        if name or self.policy is None:
-            return name
-        verdict = self._verdict(metadata)
-        return verdict.rule_name if verdict is not None else ""
+    def _governed(self, verdict: Verdict, meta: Mapping[str, str], named: str, own: Ask | None) -> Judgment:
+        """The judgment of a call the deciding side's policy has a verdict on (a rule, or an error)."""
+        rule = verdict.rule_name
+        disagrees = bool(named) and _terms(meta) != _terms(verdict.metadata())
+        said = _disagreement(named, rule) if disagrees else ""
+        action = verdict.kind if verdict.rule is not None else ""  # no rule decided: it could not judge the call
+        base = Judgment(source="server", rule=rule, action=action, ask=None, requested_rule=named, disagrees=disagrees)
+        if verdict.kind == "deny":  # first: a rule that erred before it changes nothing of a deny
+            return dataclasses.replace(
+                base,
+                refusal=Refusal(
+                    f"refused: the deciding side's policy denies this call (rule {rule!r}): "
+                    f"{verdict.reason or 'denied'}; it can only be rejected",
+                    "denied",
+                ),
+                note=_join(said, f"the server's rule {rule!r} denies this call: it can only be rejected"),
+            )
+        if verdict.error:  # fail closed: what the rule would have said is unknown
+            return dataclasses.replace(
+                base,
+                refusal=Refusal(
+                    f"refused: the deciding side's policy could not judge this call ({verdict.error}); "
+                    "nothing was decided"
+                ),
+                note=said,
+            )
+        if verdict.kind == "allow":
+            return dataclasses.replace(
+                base,
+                ask=own,
+                note=_join(
+                    said,
+                    f"the server's rule {rule!r} allows this call without a person; the agent asked anyway, "
+                    "and the request's own fields say who decides",
+                ),
+            )
+        return dataclasses.replace(base, ask=verdict.ask, note=said)
 
-    def _verdict(self, meta: Mapping[str, str]) -> Verdict | None:
-        """The deciding side's verdict on the tool call a request holds; None when its policy has no rule for it."""
+    def _verdict(self, request: RequestView) -> Verdict | None:
+        """The deciding side's verdict on the tool call ``request`` holds; None when its policy has no rule for the
+        tool. A call it cannot read (arguments that are not a JSON object, or not the ones the request's digest
+        covers: another call than the one that would run) is an error verdict, never a pass."""
+        assert self.policy is not None
+        meta = request.metadata
         tool = meta.get("tool_name", "")
-        if self.policy is None or not tool or not self.policy.mentions(tool):
-            return None
         try:
             args = json.loads(meta.get("args_json", "") or "null")
         except (ValueError, RecursionError):
             args = None
         if not isinstance(args, dict):  # a rule may read the arguments: one that cannot be read is no pass
             return Verdict(kind="ask", error=f"the arguments of {safe_repr(tool)} are not a JSON object")
-        return self.policy.evaluate(PolicyCall(tool=tool, args=args, agent=meta.get("agent_name", ""), gated=True))
-
-    def _judge(self, meta: Mapping[str, str]) -> tuple[Ask | None, str] | None:
-        """The deciding side's rule for a call whose request names none (None: its policy asks nothing of it)."""
-        verdict = self._verdict(meta)
-        if verdict is None:
+        digest = request.original_args_digest or request.args_digest
+        if not _digest_of(tool, args, digest):
+            return Verdict(
+                kind="ask",
+                error=f"the arguments of {safe_repr(tool)} the request shows are not the ones its digest "
+                f"({shorten(digest, 80) or 'none'}) covers",
+            )
+        if not self.policy.mentions(tool):
             return None
-        if verdict.error:  # fail closed: what the rule would have said is unknown
-            return None, Refusal(
-                f"refused: the deciding side's policy could not judge this call ({verdict.error}); nothing was decided"
+        call = PolicyCall(tool=tool, args=args, agent=meta.get("agent_name", ""), gated=True)
+        verdict = self.policy.evaluate(call)
+        unseen = _label_rule_before(self.policy, call, verdict)
+        if unseen:  # it might have decided first; what it says is unknown: never a pass, never another rule
+            return Verdict(
+                kind="ask",
+                error=f"{unseen} matches on run labels, which a request does not carry, and would come first",
             )
-        if verdict.kind == "deny":
-            return None, Refusal(
-                f"refused: the deciding side's policy denies this call (rule {verdict.rule_name!r}): "
-                f"{verdict.reason or 'denied'}; it can only be rejected",
-                "denied",
-            )
-        if verdict.kind == "ask" and verdict.rule is not None:
-            return verdict.ask, ""
-        return None
+        return verdict
 
     def may_decide(self, principal: _Named, approval: RequestView, *, approve: bool) -> str | None:
         """None when ``principal`` may decide ``approval``; else the sentence saying why not."""
@@ -175,3 +284,46 @@ class PolicyAuthority:
             verb = "approval" if approve else "rejection"
             return Refusal(f"refused ({verb} of {approval.target_id!r}): {why}; the request stays pending")
         return None
+
+
+def _terms(meta: Mapping[str, str]) -> dict[str, str]:
+    """What a rule says of a request, as its ``policy_*`` fields: its name, action and ask."""
+    return {k: v for k, v in meta.items() if k.startswith("policy_") and k not in _IGNORED_META}
+
+
+def _disagreement(named: str, rule: str) -> str:
+    if named == rule:
+        return f"the agent's request states other terms for rule {shorten(named, 80)!r} than the server's file"
+    governs = f"the server's rule {rule!r} governs this call" if rule else "the server's policy governs this call"
+    return f"the agent's request names rule {shorten(named, 80)!r}; {governs}"
+
+
+def _join(*parts: str) -> str:
+    return "; ".join(p for p in parts if p)
+
+
+def _digest_of(tool: str, args: Mapping[str, Any], digest: str) -> bool:
+    """Whether ``digest`` is the agent's digest of this call: of the tool name as stored, or as the agent had it
+    when the store keeps its NULs as ␀ (the digest is the agent's, of the name it was given)."""
+    if not digest:
+        return False
+    names = {tool, tool.replace(NUL_MARK, "\x00")}
+    try:
+        return any(args_digest(name, args) == digest for name in names)
+    except (TypeError, ValueError):
+        return False
+
+
+def _label_rule_before(policy: Policy, call: PolicyCall, verdict: Verdict) -> str:
+    """The first ask or deny rule (as ``rule 'name' (line N)``) that matches on run labels and could have decided
+    ``call`` before the rule that did (or before the default, when none did); "" when there is none.
+
+    A request does not carry its run's labels, so the deciding side cannot tell whether such a rule applies. An
+    allow rule is left out: had it applied, nobody would be needed, so the rule after it is the stricter answer.
+    """
+    for rule in policy.rules:
+        if rule is verdict.rule:
+            return ""
+        if rule.labels and not isinstance(rule.action, Allow) and rule.matches_tool(call.tool, call.agent):
+            return rule.where()
+    return ""

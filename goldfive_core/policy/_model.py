@@ -445,9 +445,13 @@ class Rule:
         """``rule 'name' (line 12)`` for messages."""
         return f"rule {self.name!r}" + (f" (line {self.line})" if self.line else "")
 
+    def matches_tool(self, tool: str, agent: str) -> bool:
+        """Tool and agent only (not labels, not ``when``)."""
+        return self._tool(tool) and self._agent(agent)
+
     def matches_head(self, call: PolicyCall) -> bool:
         """Tool, agent and labels (not ``when``)."""
-        if not self._tool(call.tool) or not self._agent(call.agent):
+        if not self.matches_tool(call.tool, call.agent):
             return False
         for key, pattern in self.labels.items():
             value = call.labels.get(key)

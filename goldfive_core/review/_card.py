@@ -14,12 +14,16 @@ if TYPE_CHECKING:
 __all__ = ["review_json"]
 
 
-def review_json(meta: Mapping[str, str], *, rules: PolicyAuthority | None = None) -> dict[str, Any] | None:
+def review_json(
+    meta: Mapping[str, str], *, rules: PolicyAuthority | None = None, rule: str | None = None
+) -> dict[str, Any] | None:
     """The reviewer's verdict a request carries (``review_*`` metadata, act mode only); None without one.
 
     The agent wrote these fields. With ``rules`` holding the deciding side's policy (``serve --policy``),
     ``verified`` says whether that policy's rule of this request names the same reviewer (True), another or
-    none (False, with ``verified_note``); None when there is no policy to check against.
+    none (False, with ``verified_note``); None when there is no policy to check against. ``rule`` is the rule
+    that governs the request there (:meth:`~goldfive_core.policy.PolicyAuthority.judge`; default: the one the
+    request names).
     """
     by = meta.get("review_by", "")
     if not by:
@@ -27,9 +31,9 @@ def review_json(meta: Mapping[str, str], *, rules: PolicyAuthority | None = None
     verified: bool | None = None
     note = ""
     if rules is not None and rules.policy is not None:
-        name = meta.get("policy_rule", "")
-        rule = next((r for r in rules.policy.rules if r.name == name), None)
-        review = getattr(rule.action, "review", None) if rule is not None else None
+        name = meta.get("policy_rule", "") if rule is None else rule
+        found = next((r for r in rules.policy.rules if r.name == name), None)
+        review = getattr(found.action, "review", None) if found is not None else None
         expected = review.decider if review is not None else ""
         verified = bool(expected) and expected == by
         if not verified:

@@ -90,12 +90,13 @@ class Expirer:
 
     def _expired(self, row: ApprovalRow, now: int) -> tuple[str, int]:
         """Why ``row`` has expired under the server's rule ("" when it has not), and the rule's ``expires`` in ms."""
-        ask, _ = self.rules.ask_for(row)
+        judged = self.rules.judge(row)  # the server's own rule for the call, whatever rule the request names
+        ask = judged.ask
         if ask is None or ask.expires_ms is None or not row.requested_at_ms:
             return "", 0
         if now < row.requested_at_ms + ask.expires_ms:
             return "", 0
-        rule = self.rules.governing_rule(row.metadata)  # the server's, when the agent's request names none
+        rule = judged.rule
         why = (
             f"expired: rule {shorten(rule, 80)!r} allows {format_duration(ask.expires_ms)} for a decision "
             "and none was taken; the call was not made"

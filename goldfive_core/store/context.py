@@ -129,13 +129,19 @@ def _steps(rows: Sequence[AuditRow]) -> list[events_pb2.RunStep]:
     return [e.run_step for e in events if e is not None]
 
 
+_SAYS = {"deny": "denies this call", "allow": "allows this call without a person (the agent asked anyway)"}
+
+
 def _why(row: ApprovalRow, rules: PolicyAuthority | None) -> dict[str, str]:
-    rule = row.metadata.get("policy_rule", "")
+    # The rule that governs it: with the deciding side's policy, its own for the call (not the one the agent named).
+    judged = (rules if rules is not None else PolicyAuthority()).judge(row)
+    rule = judged.rule
     if rule:
         policy = rules.policy if rules is not None else None
         found = next((r for r in policy.rules if r.name == rule), None) if policy is not None else None
         when = f" when {found.when}" if found is not None and found.when else ""
-        return {"rule": rule, "why": shorten(f"the rule {rule!r} asks a person{when}", 400)}
+        says = _SAYS.get(judged.action, "asks a person")
+        return {"rule": rule, "why": shorten(f"the rule {rule!r} {says}{when}", 400)}
     if row.kind == "task":
         return {"rule": "", "why": "the agent asked for approval of its task (report_awaiting_approval)"}
     if row.kind == "input":

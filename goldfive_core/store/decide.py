@@ -533,8 +533,9 @@ def rule_quorum(authority: DecisionAuthority | None, row: ApprovalRow) -> int:
 def rule_ask(authority: DecisionAuthority | None, row: ApprovalRow) -> Ask | None:
     """The deciding side's rule's ask for ``row`` (its quorum and ``reject`` mode), or None when no rule asks.
 
-    A :class:`PolicyAuthority` answers from its policy (``serve --policy``), else from the request's own fields;
-    any other authority says only who may decide, so the request's own fields say how many.
+    A :class:`PolicyAuthority` answers from the rule its policy (``serve --policy``) judges the call by (never the
+    one the request names), else from the request's own fields; any other authority says only who may decide, so
+    the request's own fields say how many.
     """
     rules = authority if isinstance(authority, PolicyAuthority) else PolicyAuthority()
     ask, _ = rules.ask_for(row)

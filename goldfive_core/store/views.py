@@ -17,7 +17,7 @@ from ..approvals import DECIDED_STATUSES, ApprovalStatus
 from ..convert import timestamp_to_ms
 from ..elicitation import form_from_metadata
 from ..pb.v1 import events_pb2
-from ..policy import Ask, PolicyAuthority, format_duration
+from ..policy import Judgment, PolicyAuthority, format_duration
 from ..review import review_json
 from .base import ApprovalRow, ExecutionState, RunRow, Store
 from .context import RunRecord, approval_context
@@ -78,10 +78,12 @@ def approval_json(
 ) -> dict[str, Any]:
     """The JSON shape of one approval record (the inbox renders these); ``liveness``: its run's.
 
-    ``rules``: the deciding side's authority (``goldfive serve --policy``); with a policy of its own, ``policy``
-    and ``expires_at_ms`` show its rule (the one enforced), not the fields the agent wrote.
+    ``rules``: the deciding side's authority (``goldfive serve --policy``); with a policy of its own, ``rule``,
+    ``policy`` and ``expires_at_ms`` show the rule it judged the call by (the one enforced), not the one the agent
+    named (that stays in ``metadata`` and ``policy.requested_rule``).
     """
-    policy = policy_json(row.metadata, requested_at_ms=row.requested_at_ms, rules=rules)
+    judged = (rules if rules is not None else PolicyAuthority()).judge(row)
+    policy = policy_json(row, judged)
     run = liveness if isinstance(liveness, RunLiveness) else RunLiveness.of_words(liveness)
     state = inbox_state(row, liveness=run)
     return {
@@ -122,44 +124,41 @@ def approval_json(
         "detail": row.detail,
         "edited_args": json_or_none(row.edited_args_json),
         "edited_args_json": row.edited_args_json,
-        "rule": row.metadata.get("policy_rule") or None,
+        "rule": judged.rule or None,
         "policy": policy,
         "quorum_progress": row.quorum_progress,
         # What the rule's reviewer said before a person was asked (None: no reviewer, or shadow mode).
-        "review": review_json(row.metadata, rules=rules),
+        "review": review_json(row.metadata, rules=rules, rule=judged.rule),
         # This request's own identity (a re-ask of the target is a new request); decisions name it.
         "request_id": row.request_id,
     }
 
 
-def policy_json(
-    meta: Mapping[str, str], *, requested_at_ms: int = 0, rules: PolicyAuthority | None = None
-) -> dict[str, Any] | None:
-    """What the request's rule says (who may answer, how many, escalation, expiry, grants offered); None without one.
+def policy_json(row: ApprovalRow, judged: Judgment) -> dict[str, Any] | None:
+    """What the rule that governs ``row`` says (who may answer, how many, escalation, expiry, grants offered); None
+    when no rule does.
 
-    With ``rules`` holding a policy (``serve --policy``), the rule of that name in it (``source`` ``"server"``): the
-    one the server enforces; else the ``policy_*`` fields the agent wrote (``source`` ``"request"``).
+    ``judged`` is :meth:`PolicyAuthority.judge` of ``row``: with a policy on the deciding side (``serve --policy``)
+    its own rule for the call (``source`` ``"server"``), else the ``policy_*`` fields the agent wrote (``source``
+    ``"request"``). ``requested_rule`` is the rule the request names; ``disagrees`` says the server's rule is another
+    one (or the same name with other terms); ``note`` says why, for a person. ``error``: why no decision may be
+    taken, or why the agent's policy asked (``policy_error``).
     """
-    rule = meta.get("policy_rule") or (rules.governing_rule(meta) if rules is not None else "")
-    if not rule:
+    if not judged.rule and not judged.refusal and judged.source == "request":
         return None
-    error = meta.get("policy_error", "")
-    if rules is not None and rules.policy is not None:
-        source = "server"
-        ask, refusal = rules.ask_for(_Meta(meta))
-        if refusal:
-            error = refusal
-    else:
-        source = "request"
-        ask = Ask.from_metadata(meta)
+    ask = judged.ask
     escalate = ask.escalate if ask is not None else None
     expires_ms = ask.expires_ms if ask is not None else None
+    requested_at_ms = row.requested_at_ms
     return {
         # Nobody answered within escalate.after: the escalation group may answer now too.
         "escalated": bool(escalate and requested_at_ms and now_ms() >= requested_at_ms + escalate.after_ms),
-        "rule": rule,
-        "source": source,
-        "action": meta.get("policy_action", ""),
+        "rule": judged.rule,
+        "source": judged.source,
+        "action": judged.action,
+        "requested_rule": judged.requested_rule,
+        "disagrees": judged.disagrees,
+        "note": judged.note,
         "approvers": list(ask.approvers) if ask else [],
         "quorum": ask.quorum if ask else 1,
         "barred": list(ask.barred) if ask else [],
@@ -169,7 +168,7 @@ def policy_json(
         "expires_at_ms": requested_at_ms + expires_ms if expires_ms and requested_at_ms else 0,
         # What an approver may extend an approval to, in the words they read before confirming.
         "grants": [{"scope": g.text(), "label": g.label()} for g in ask.grants] if ask and ask.quorum == 1 else [],
-        "error": error,
+        "error": judged.refusal or row.metadata.get("policy_error", ""),
     }
 
 
@@ -179,17 +178,6 @@ def _expires_at(row: ApprovalRow, policy: Mapping[str, Any] | None) -> int:
     if by_rule and (not row.expires_at_ms or by_rule < row.expires_at_ms):
         return by_rule
     return row.expires_at_ms
-
-
-class _Meta:
-    """A request's metadata as :meth:`PolicyAuthority.ask_for` reads it (it reads nothing else)."""
-
-    __slots__ = ("metadata",)
-    target_id = ""
-    requested_at_ms = 0
-
-    def __init__(self, metadata: Mapping[str, str]) -> None:
-        self.metadata = metadata
 
 
 def run_json(store: Store, run: RunRow, *, now: int | None = None) -> dict[str, Any]:

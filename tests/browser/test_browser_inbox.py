@@ -65,12 +65,19 @@ def chromium() -> str:
 
 @pytest.fixture
 def server(tmp_path: Path, chromium: str) -> Iterator[Server]:
+    with serving(tmp_path) as srv:
+        yield srv
+
+
+@contextlib.contextmanager
+def serving(tmp_path: Path, *serve_args: str) -> Iterator[Server]:
+    """A ``goldfive serve`` subprocess (``serve_args`` added: ``--policy FILE``) with approvers ana and ben."""
     db = tmp_path / "goldfive.db"
     env = {k: v for k, v in os.environ.items() if not k.startswith("GOLDFIVE_")}
     env.update(GOLDFIVE_DB=str(db), GOLDFIVE_KEY_DIR=str(tmp_path / "keys"), HOME=str(tmp_path))
     tokens = {"ana": "", "ben": ""}
     port = free_port()
-    proc = Proc([goldfive_bin(), "--db", str(db), "serve", "--port", str(port)], env=env)
+    proc = Proc([goldfive_bin(), "--db", str(db), "serve", "--port", str(port), *serve_args], env=env)
     url = f"http://127.0.0.1:{port}"
     srv = Server(url=url, db=db, env=env, tokens=tokens, proc=proc, agents=[])
     try:

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 from browser_support import ARTIFACTS, ROOT, goldfive_bin
-from test_browser_inbox import Server, _card, _login, _target_of, browser, chromium, server
+from test_browser_inbox import Server, _card, _login, _target_of, browser, chromium, server, serving
 
-__all__ = ["browser", "chromium", "server"]  # the fixtures, shared with the inbox tests
+__all__ = ["browser", "chromium", "server", "serving"]  # the fixtures (and serve), shared with the inbox tests
 
 pytestmark = pytest.mark.timeout(150)
 
@@ -186,3 +186,58 @@ def test_an_edit_in_a_quorum_shows_the_edited_arguments_to_the_next_approver(
     expect(_card(ana, big_id)).to_have_count(0)
     expect(_card(ben, big_id)).to_have_count(0)
     assert not ana.errors and not ben.errors, (ana.errors, ben.errors)
+
+
+SERVER_POLICY = """
+[[rule]]
+name = "large payments"
+tool = "transfer_funds"
+when = "args.amount > 1000"
+action = "ask"
+approvers = ["user:ana", "user:ben"]
+quorum = 2
+
+[[rule]]
+name = "payments"
+tool = "transfer_funds"
+action = "ask"
+"""
+AGENT_POLICY = """
+[[rule]]
+name = "any payment"
+tool = "transfer_funds"
+action = "ask"
+approvers = ["user:ana"]
+"""
+
+
+def test_with_serve_policy_the_card_shows_the_servers_rule_not_the_one_the_request_named(
+    tmp_path: Path, chromium: str, browser: Any
+) -> None:
+    """The agent's own file names "any payment" (ana alone) for a 5000 payment; ``goldfive serve --policy`` judges
+    the call by its file: "large payments", ana and ben, two of them. The card says so, and that the request named
+    another rule; ana's approval is one vote of two."""
+    from playwright.sync_api import expect
+
+    server_policy = tmp_path / "server-policy.toml"
+    server_policy.write_text(SERVER_POLICY)
+    agent_policy = tmp_path / "agent-policy.toml"
+    agent_policy.write_text(AGENT_POLICY)
+    with serving(tmp_path, "--policy", str(server_policy)) as server:
+        example = str(ROOT / "examples" / "adk_approval.py")
+        common = ("--db", str(server.db), "--wait", "--timeout-ms", "120000", "--policy", str(agent_policy))
+        ana = _login(browser, server, "ana")
+        big = server.agent(example, *common, "--invoice", "5000")
+        card = _card(ana, _target_of(big))
+        expect(card.locator(".policy .rule")).to_have_text("rule large payments · approvers user:ana, user:ben")
+        expect(card.locator(".policy .quorum")).to_have_text("0 of 2 approvals")
+        note = card.locator(".policy .policy-note")
+        expect(note).to_be_visible()
+        expect(note).to_contain_text("the agent's request names rule 'any payment'")
+        expect(note).to_contain_text("the server's rule 'large payments' governs this call")
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        ana.screenshot(path=str(ARTIFACTS / "inbox-server-rule.png"), full_page=True)
+        card.get_by_role("button", name="Approve", exact=True).click()
+        expect(card.locator(".policy .quorum")).to_have_text("1 of 2 approvals: ana")
+        assert "ledger:" not in big.output()  # one vote: the call waits for ben
+        assert not ana.errors, ana.errors

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from goldfive_core._util import args_digest, canonical_json
 from goldfive_core.policy import (
     Ask,
     Escalation,
@@ -221,6 +222,9 @@ class Row:
     target_id: str
     metadata: Mapping[str, str]
     requested_at_ms: int
+    kind: str = "tool"
+    args_digest: str = ""
+    original_args_digest: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -247,9 +251,17 @@ ROLES = {"ana": {"finance"}, "bo": {"finance"}, "cy": {"cfo"}, "pay-agent": {"fi
 
 
 def request(clock: Clock, **extra: str) -> Row:
-    verdict = PAYMENTS.evaluate(PolicyCall(tool="transfer_funds", args={"amount": 20_000}))
-    meta = {**verdict.metadata(), "agent_name": "pay-agent", "started_by": "bo", **extra}
-    return Row(target_id="call-1", metadata=meta, requested_at_ms=clock.now)
+    """The agent's request for transfer_funds(amount=20000), as its gate wrote it (``extra``: what it also wrote)."""
+    args = {"amount": 20_000}
+    verdict = PAYMENTS.evaluate(PolicyCall(tool="transfer_funds", args=args))
+    call = {"tool_name": "transfer_funds", "args_json": canonical_json(args)}
+    meta = {**verdict.metadata(), **call, "agent_name": "pay-agent", "started_by": "bo", **extra}
+    return Row(
+        target_id="call-1",
+        metadata=meta,
+        requested_at_ms=clock.now,
+        args_digest=args_digest("transfer_funds", args),
+    )
 
 
 AUTHORITY_CASES = [
@@ -283,17 +295,21 @@ def test_who_may_decide(who: str, after: str, own_policy: bool, refusal: str) ->
 
 
 def test_the_deciding_sides_policy_wins_over_what_the_agent_wrote() -> None:
+    """The agent's fields (mallory, nobody barred) and the rule it names (one the deciding side does not have, or
+    no rule at all) never stand in for the deciding side's own evaluation of the call."""
     clock = Clock()
-    forged = request(clock, policy_approvers="user:mallory", policy_barred="")
     authority = PolicyAuthority(PAYMENTS, roles=lambda user: ROLES.get(user, ()), clock=clock)
-    assert authority.may_decide(Who("mallory"), forged, approve=True) is not None
-    assert authority.may_decide(Who("ana"), forged, approve=True) is None
-    unknown = request(clock, policy_rule="made up")
-    answer = authority.may_decide(Who("ana"), unknown, approve=True)
-    assert answer is not None and "does not have" in answer
+    for named in ({}, {"policy_rule": "made up"}, {"policy_rule": ""}):
+        forged = request(clock, policy_approvers="user:mallory", policy_barred="", **named)
+        assert authority.may_decide(Who("mallory"), forged, approve=True) is not None, named
+        assert authority.may_decide(Who("ana"), forged, approve=True) is None, named
+        judged = authority.judge(forged)
+        assert (judged.rule, judged.source, judged.ask) == ("large transfers", "server", PAYMENTS.rules[0].action)
+        assert judged.disagrees is bool(forged.metadata["policy_rule"])
 
 
 def test_requests_no_rule_asked_are_left_alone() -> None:
-    row = Row(target_id="t", metadata={"tool_name": "x"}, requested_at_ms=1)
+    row = Row(target_id="t", metadata={"tool_name": "x", "args_json": "{}"}, requested_at_ms=1)
+    row = dataclasses.replace(row, args_digest=args_digest("x", {}))
     assert PolicyAuthority(PAYMENTS).may_decide(Who("anyone"), row, approve=True) is None
     assert PolicyAuthority().may_decide(Who("anyone"), row, approve=False) is None

@@ -5,10 +5,12 @@ agents (wrap) with an in-process control channel."""
 from __future__ import annotations
 
 import asyncio
+import json
 from types import SimpleNamespace
 from typing import Any
 
 from goldfive_core import AckResult, ControlChannel, ControlKind, ControlMessage, InMemorySink, SteeringConfig, wrap
+from goldfive_core._util import args_digest
 from goldfive_core.adapters.callable import AgentTools
 from goldfive_core.approvals import Principal
 from goldfive_core.policy import PolicyAuthority, parse_policy
@@ -203,7 +205,18 @@ def test_a_call_the_deciding_sides_policy_cannot_judge_cannot_be_decided() -> No
     authority = PolicyAuthority(policy, roles={"ana": ("approver",), "bo": ("approver",)})
 
     def view(args_json: str) -> SimpleNamespace:
-        return SimpleNamespace(target_id="c", metadata={"tool_name": "pay", "args_json": args_json}, requested_at_ms=0)
+        try:
+            digest = args_digest("pay", json.loads(args_json))
+        except ValueError:
+            digest = "sha256:unknown"
+        return SimpleNamespace(
+            target_id="c",
+            kind="tool",
+            metadata={"tool_name": "pay", "args_json": args_json},
+            requested_at_ms=0,
+            args_digest=digest,
+            original_args_digest="",
+        )
 
     for bad in ('{"amount": "lots"}', "[1]", "not json"):
         why = authority.may_decide(Principal(name="ana"), view(bad), approve=True)

@@ -13,6 +13,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 EXPECTED = [
     "RequestView",
+    "Judgment",
     "QuorumTally",
     "QuorumStep",
     "PolicyAuthority",

@@ -237,12 +237,13 @@ async def test_immediate_re_asks_are_each_asked_and_listed(server: Server, round
     assert report.ok, report.problems
 
 
-@pytest.mark.parametrize("kind", ["approve", "reject", "approve with edits"])
+@pytest.mark.parametrize("kind", ["approve", "reject", "approve with edits", "quorum vote"])
 async def test_every_kind_of_signed_decision_is_bound_to_the_request_it_was_signed_for(
     server: Server, kind: str
 ) -> None:
     """A signature made for another request of the call (another id, or another prompt or arguments) is
-    refused whatever the decision says; the one made for this request applies."""
+    refused whatever the decision says; the one made for this request applies. A quorum vote (one of two, the
+    server's rule stated and signed) is bound the same way: a vote signed for request A never counts on B."""
     schema = {"type": "object", "properties": {"amount": {"type": "integer"}, "to": {"type": "string"}}}
     agent = start_tool_agent(
         server.backend, "call-7", {"amount": 5, "to": "bob"}, trust=server.signer.trust_key, args_schema=schema
@@ -253,23 +254,26 @@ async def test_every_kind_of_signed_decision_is_bound_to_the_request_it_was_sign
         approve = kind != "reject"
         edited = {"amount": 4, "to": "bob"} if kind == "approve with edits" else None
 
-        def signed(request_id: str, request_digest: str) -> dict[str, Any]:
+        quorum = 2 if kind == "quorum vote" else 0
+
+        def signed(request_id: str, request_digest: str, by: str = "ana") -> dict[str, Any]:
             facts = SignedDecision(
                 target_id="call-7",
                 run_id=row.run_id,
                 decision="approve" if approve else "reject",
                 edited_args_json=canonical_json(edited) if edited else "",
                 args_digest=row.args_digest,
-                decided_by="ana",
+                decided_by=by,
                 detail="checked",
                 channel="api",
                 request_id=request_id,
                 request_digest=request_digest,
+                quorum=quorum,
             )
             payload: dict[str, Any] = {
                 "target_id": "call-7",
                 "run_id": row.run_id,
-                "decided_by": "ana",
+                "decided_by": by,
                 "channel": "api",
                 "detail": "checked",
                 "args_digest": row.args_digest,
@@ -278,6 +282,8 @@ async def test_every_kind_of_signed_decision_is_bound_to_the_request_it_was_sign
             }
             if edited:
                 payload["edited_args"] = edited
+            if quorum:  # one vote of the deciding server's rule (two approvers): stated, and signed
+                payload["quorum"] = quorum
             return payload
 
         verb = ControlKind.APPROVE if approve else ControlKind.REJECT
@@ -288,6 +294,10 @@ async def test_every_kind_of_signed_decision_is_bound_to_the_request_it_was_sign
         assert agent.ran == [] and not agent.task.done()
         ack = await _post(server, signed(row.request_id, row.request_digest), row.run_id, kind=verb)
         assert ack.ok and ack.data is not None and ack.data["request_id"] == row.request_id, ack
+        if quorum:  # ana's vote counted (one of two); bo's, signed for this request too, completes it
+            assert ack.data["quorum_progress"] == "1 of 2: ana" and agent.ran == [], ack
+            ack = await _post(server, signed(row.request_id, row.request_digest, by="bo"), row.run_id, kind=verb)
+            assert ack.ok, ack
         result = await agent.result()
         assert agent.ran == ([edited or {"amount": 5, "to": "bob"}] if approve else [])
         assert result.output.status == ("ran" if approve else "reject")

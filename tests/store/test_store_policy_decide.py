@@ -10,6 +10,7 @@ import pytest
 from store_support import Backend, make_event
 
 from goldfive_core import cli
+from goldfive_core._util import args_digest, canonical_json
 from goldfive_core.approvals import ApprovalStatus, Principal
 from goldfive_core.control import ControlAck, ControlKind, ControlMessage
 from goldfive_core.pb.v1 import events_pb2
@@ -42,12 +43,18 @@ approvers = ["user:cy"]
 """
 
 
+DIGEST = args_digest("transfer_funds", {"amount": 20_000})
+"""The digest of the call every request here holds (a deciding side with a policy checks it against the call)."""
+
+
 def _ask(store: Store, target: str, *, requested_at_ms: int = 0, **extra: str) -> None:
-    verdict = PAYMENTS.evaluate(PolicyCall(tool="transfer_funds", args={"amount": 20_000}))
-    metadata = {"tool_name": "transfer_funds", "agent_name": "pay-agent", "started_by": "bo", **verdict.metadata()}
+    args = {"amount": 20_000}
+    verdict = PAYMENTS.evaluate(PolicyCall(tool="transfer_funds", args=args))
+    call = {"tool_name": "transfer_funds", "args_json": canonical_json(args)}
+    metadata = {**call, "agent_name": "pay-agent", "started_by": "bo", **verdict.metadata()}
     metadata.update(extra)
     request = events_pb2.ApprovalRequested(
-        target_id=target, kind="tool", prompt="pay?", args_digest="sha256:abc", timeout_ms=60_000, metadata=metadata
+        target_id=target, kind="tool", prompt="pay?", args_digest=DIGEST, timeout_ms=60_000, metadata=metadata
     )
     event = make_event("run-a", 0, request)
     event.emitted_at.FromMilliseconds(requested_at_ms or time.time_ns() // 1_000_000)
@@ -213,25 +220,25 @@ def test_an_edit_that_restarts_a_quorum_puts_its_arguments_on_the_record(
 
     edited = {"amount": 15_000}
     _vote(store, "pay-1", "ana", {"decision": "counted", "quorum_progress": "1 of 2: ana"})
-    assert store.approvals_for("pay-1")[0].args_digest == "sha256:abc"  # a plain vote changes no arguments
+    assert store.approvals_for("pay-1")[0].args_digest == DIGEST  # a plain vote changes no arguments
     restart = {"decision": "counted", "quorum_progress": "1 of 2: ana", "args_digest": "sha256:new", "args": edited}
     _vote(store, "pay-1", "ana", restart)
     [row] = store.approvals_for("pay-1")
     assert (row.args_json, row.args_digest) == ('{"amount":15000}', "sha256:new")
-    assert (row.original_args_json, row.original_args_digest) == (before.args_json, "sha256:abc")
+    assert (row.original_args_json, row.original_args_digest) == (before.args_json, DIGEST)
     assert row.quorum_progress == "1 of 2: ana" and row.status is ApprovalStatus.PENDING
 
     # A second edit keeps the call's own arguments as the original; a vote from outside now defaults to the
     # edited digest, and one on the call's own digest is refused as stale by the run (tests/server).
     _vote(store, "pay-1", "bo", {**restart, "args_digest": "sha256:newer", "args": {"amount": 12_000}})
     [row] = store.approvals_for("pay-1")
-    assert (row.args_digest, row.original_args_digest) == ("sha256:newer", "sha256:abc")
+    assert (row.args_digest, row.original_args_digest) == ("sha256:newer", DIGEST)
     assert cli.main([*store_args, "show", "pay-1"]) == 0
     shown = capsys.readouterr().out
     assert 'args       {"amount":12000}' in shown and "digest     sha256:newer" in shown
-    assert f"originally requested  {before.args_json}  (digest sha256:abc;" in shown
+    assert f"originally requested  {before.args_json}  (digest {DIGEST};" in shown
 
     # The call is asked again (a replay): a new request, with its own arguments and no original.
     _ask(store, "pay-1", policy_quorum="2", args_json='{"amount":20000}')
     [again] = store.approvals_for("pay-1")
-    assert (again.args_digest, again.original_args_json, again.original_args_digest) == ("sha256:abc", "", "")
+    assert (again.args_digest, again.original_args_json, again.original_args_digest) == (DIGEST, "", "")

@@ -181,18 +181,33 @@ async def test_the_signature_of_a_rejection_never_approves(sqlite_backend: Backe
 async def test_a_signature_is_bound_to_the_sessions_run_not_the_run_the_payload_names(
     sqlite_backend: Backend, signer: DecisionSigner
 ) -> None:
-    # A signed approval of the same target id in another run (yesterday's run asked for "pay-b" too),
-    # delivered to today's run with the payload still naming yesterday's: it must not verify here.
+    # A signed approval of this very request (its id and digest) but for another run (yesterday's run asked for
+    # "pay-b" too), delivered to today's run with the payload still naming yesterday's: only the run differs, and
+    # it must not verify here. The same forgery made for today's run applies: the run is what was refused.
     agent = Agent(sqlite_backend, "pay-b", trust=signer.trust_key)
     try:
         row = await agent.pending()
-        elsewhere = signer.sign(facts(row, run_id="run-yesterday"))
+        assert row.request_id and row.request_digest
+        bound = {"request_id": row.request_id, "request_digest": row.request_digest}
+        elsewhere = signer.sign(facts(row, run_id="run-yesterday", **bound))
         ack = await post(
-            sqlite_backend, row, ControlKind.APPROVE, decided_by="ana", signature=elsewhere, run_id="run-yesterday"
+            sqlite_backend,
+            row,
+            ControlKind.APPROVE,
+            decided_by="ana",
+            signature=elsewhere,
+            run_id="run-yesterday",
+            request_id=row.request_id,
         )
-        assert not ack.ok and "does not match" in ack.detail
+        assert not ack.ok and "does not match" in ack.detail, ack.detail
         assert agent.ran == [] and agent.row().status is ApprovalStatus.PENDING
         assert agent.refused() == [("approve", "ana")]
+        here = signer.sign(facts(row, **bound))
+        ack = await post(
+            sqlite_backend, row, ControlKind.APPROVE, decided_by="ana", signature=here, request_id=row.request_id
+        )
+        assert ack.ok, ack.detail
+        assert await agent.result() == "ran" and agent.ran == [ARGS]
     finally:
         await agent.close()
 

@@ -762,7 +762,13 @@
     box.hidden = !policy;
     if (!policy) return;
     const who = (policy.approvers || []).join(", ");
-    show($(".rule", box), clip(`rule ${policy.rule}` + (who ? ` · approvers ${who}` : ""), 400));
+    const action = policy.action && policy.action !== "ask" ? ` (${policy.action})` : "";
+    show($(".rule", box), clip(`rule ${policy.rule || "none"}${action}` + (who ? ` · approvers ${who}` : ""), 400));
+    // With serve --policy: the server's rule governs; why (another rule than the request named, a deny, an allow).
+    const note = $(".policy-note", box);
+    const why = [policy.note, policy.error].filter(Boolean).join(" — ");
+    note.hidden = !why;
+    show(note, clip(why, 600));
     const escalated = $(".escalated", box);
     escalated.hidden = !policy.escalated;
     // Nobody answered in time: the rule's escalation group may answer now too.

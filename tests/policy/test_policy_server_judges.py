@@ -1,0 +1,235 @@
+"""With a policy of its own (``goldfive serve --policy``, ``goldfive approve --policy``) the deciding side judges each
+tool call itself, by its tool name and arguments; the rule a request names is only the agent's word.
+
+Table-driven over :class:`PolicyAuthority` (the served cases are in ``tests/server/test_server_authority.py``): which
+rule governs, who may approve or reject, and what happens to requests the deciding side's rules do not cover
+(an allow rule, no rule, a task's approval, a request for input) or cannot judge (fail closed).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from goldfive_core._util import args_digest, canonical_json
+from goldfive_core.policy import Judgment, PolicyAuthority, PolicyCall, parse_policy
+
+SERVER = parse_policy(
+    """
+[[rule]]
+name = "large transfers"
+tool = "transfer_funds"
+when = "args.amount > 10000"
+action = "ask"
+approvers = ["user:ana", "user:bo"]
+quorum = 2
+expires = "1h"
+
+[[rule]]
+name = "quick ones"
+tool = "transfer_funds"
+action = "ask"
+approvers = ["user:ana"]
+expires = "5m"
+
+[[rule]]
+name = "no crypto"
+tool = "buy_crypto"
+action = "deny"
+reason = "never"
+
+[[rule]]
+name = "small buys"
+tool = "buy_coffee"
+action = "allow"
+""",
+    source="server.toml",
+)
+MALLORY = {"policy_action": "ask", "policy_approvers": "user:mallory", "policy_barred": ""}
+"""What an agent writes to make itself (mallory) the approver."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+    target_id: str
+    kind: str
+    metadata: Mapping[str, str]
+    args_digest: str
+    requested_at_ms: int = 1
+    original_args_digest: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class Who:
+    name: str
+
+
+def call(tool: str, args: Any, *, digest: str | None = None, **meta: str) -> Row:
+    """A tool call's request as the agent's gate writes it; ``meta``: what the agent's own rule wrote."""
+    text = args if isinstance(args, str) else canonical_json(args)
+    if digest is None:
+        digest = args_digest(tool, args) if not isinstance(args, str) else ""
+    return Row(target_id="c1", kind="tool", metadata={"tool_name": tool, "args_json": text, **meta}, args_digest=digest)
+
+
+def other(kind: str, **meta: str) -> Row:
+    """A request that holds no tool call (a task's approval, a request for input)."""
+    return Row(target_id="t1", kind=kind, metadata=dict(meta), args_digest="")
+
+
+BIG = {"amount": 20_000, "to": "bolt"}
+ROWS: dict[str, Row] = {
+    "names a weaker rule": call("transfer_funds", BIG, policy_rule="quick ones", **MALLORY),
+    "names no rule": call("transfer_funds", BIG),
+    "names the rule with other terms": call("transfer_funds", BIG, policy_rule="large transfers", **MALLORY),
+    "names the server's rule with its terms": call(
+        "transfer_funds", BIG, **SERVER.evaluate(PolicyCall(tool="transfer_funds", args=BIG)).metadata()
+    ),
+    "names the deny rule as an ask": call("buy_crypto", {"coin": "x"}, policy_rule="no crypto", **MALLORY),
+    "allowed by the server": call("buy_coffee", {"cups": 2}, policy_rule="coffee", **MALLORY),
+    "no server rule": call("send_gift", {"to": "bo"}, policy_rule="gifts", **MALLORY),
+    "arguments not JSON": call("transfer_funds", "{amount: 20000}", policy_rule="quick ones", **MALLORY),
+    "arguments not an object": call("transfer_funds", "[20000]", policy_rule="quick ones", **MALLORY),
+    "arguments the digest does not cover": call(
+        "transfer_funds", {"amount": 5}, digest=args_digest("transfer_funds", BIG), policy_rule="quick ones", **MALLORY
+    ),
+    "no digest": call("transfer_funds", {"amount": 5}, digest="", policy_rule="quick ones", **MALLORY),
+    "a task naming a rule": other("task", policy_rule="quick ones", **MALLORY),
+    "a task": other("task"),
+    "a request for input": other("input", tool_name="transfer_funds"),
+}
+
+# (row, source, governing rule, action, disagrees, quorum or None for no ask, refusal substring or "")
+JUDGED = [
+    ("names a weaker rule", "server", "large transfers", "ask", True, 2, ""),
+    ("names no rule", "server", "large transfers", "ask", False, 2, ""),
+    ("names the rule with other terms", "server", "large transfers", "ask", True, 2, ""),
+    # An agent with the server's own file: the same rule, the same terms, nothing to flag.
+    ("names the server's rule with its terms", "server", "large transfers", "ask", False, 2, ""),
+    ("names the deny rule as an ask", "server", "no crypto", "deny", True, None, "denies this call"),
+    ("allowed by the server", "server", "small buys", "allow", True, 1, ""),
+    ("no server rule", "request", "gifts", "ask", False, 1, ""),
+    ("arguments not JSON", "server", "", "", True, None, "are not a JSON object"),
+    ("arguments not an object", "server", "", "", True, None, "are not a JSON object"),
+    ("arguments the digest does not cover", "server", "", "", True, None, "not the ones its digest"),
+    ("no digest", "server", "", "", True, None, "not the ones its digest (none)"),
+    ("a task naming a rule", "server", "", "", True, None, "judges tool calls only"),
+    ("a task", "request", "", "", False, None, ""),
+    ("a request for input", "request", "", "", False, None, ""),
+]
+
+
+@pytest.mark.parametrize(("case", "source", "rule", "action", "disagrees", "quorum", "refusal"), JUDGED)
+def test_the_rule_that_governs_a_request(
+    case: str, source: str, rule: str, action: str, disagrees: bool, quorum: int | None, refusal: str
+) -> None:
+    judged = PolicyAuthority(SERVER).judge(ROWS[case])
+    assert isinstance(judged, Judgment)
+    assert (judged.source, judged.rule, judged.action, judged.disagrees) == (source, rule, action, disagrees), judged
+    assert (judged.ask.quorum if judged.ask is not None else None) == quorum, judged
+    assert refusal in judged.refusal and bool(refusal) == bool(judged.refusal), judged.refusal
+    if disagrees and judged.rule:
+        assert repr(judged.rule) in judged.note, judged.note
+
+
+# (row, who, approve?, refusal substring or "" for allowed)
+DECISIONS = [
+    ("names a weaker rule", "mallory", True, "not among the approvers (user:ana, user:bo)"),
+    ("names a weaker rule", "ana", True, ""),
+    ("names the rule with other terms", "mallory", True, "not among the approvers"),
+    ("names the deny rule as an ask", "mallory", True, "denies this call (rule 'no crypto')"),
+    ("names the deny rule as an ask", "ana", True, "denies this call (rule 'no crypto')"),
+    ("names the deny rule as an ask", "ana", False, ""),  # a denied call can still be rejected
+    ("allowed by the server", "dee", True, "not among the approvers (user:mallory)"),  # the request's own
+    ("allowed by the server", "mallory", True, ""),
+    ("no server rule", "mallory", True, ""),
+    ("no server rule", "ana", True, "not among the approvers (user:mallory)"),
+    ("arguments not JSON", "mallory", True, "could not judge this call"),
+    ("arguments not JSON", "ana", False, "could not judge this call"),
+    ("arguments the digest does not cover", "ana", True, "could not judge this call"),
+    ("no digest", "ana", True, "could not judge this call"),
+    ("a task naming a rule", "mallory", True, "judges tool calls only"),
+    ("a task naming a rule", "ana", True, "judges tool calls only"),
+    ("a task", "anyone", True, ""),
+    ("a request for input", "anyone", True, ""),
+]
+
+
+@pytest.mark.parametrize(("case", "who", "approve", "refusal"), DECISIONS)
+def test_who_may_decide_under_the_deciding_sides_policy(case: str, who: str, approve: bool, refusal: str) -> None:
+    authority = PolicyAuthority(SERVER, clock=lambda: 60_000)  # a minute after the requests were asked
+    answer = authority.may_decide(Who(who), ROWS[case], approve=approve)
+    if refusal:
+        assert answer is not None and refusal in answer, answer
+    else:
+        assert answer is None
+
+
+def test_without_a_policy_of_its_own_the_deciding_side_takes_the_requests_fields() -> None:
+    """``goldfive serve`` without ``--policy``: the request's own rule and fields, as the agent wrote them."""
+    authority = PolicyAuthority(clock=lambda: 60_000)
+    row = ROWS["names a weaker rule"]
+    judged = authority.judge(row)
+    assert (judged.source, judged.rule, judged.disagrees) == ("request", "quick ones", False)
+    assert authority.may_decide(Who("mallory"), row, approve=True) is None
+    assert authority.may_decide(Who("ana"), row, approve=True) is not None
+
+
+def test_the_call_is_judged_by_its_own_arguments_after_an_approver_of_a_quorum_edited_them() -> None:
+    """An edit of a quorum puts other arguments on the table; the request's own call (and its digest) is what the
+    deciding side judged and keeps judging, so the rule does not change mid-count."""
+    row = dataclasses.replace(
+        ROWS["names no rule"], args_digest="sha256:edited", original_args_digest=ROWS["names no rule"].args_digest
+    )
+    judged = PolicyAuthority(SERVER).judge(row)
+    assert (judged.rule, judged.refusal) == ("large transfers", "")
+
+
+LABELLED = parse_policy(
+    """
+[[rule]]
+name = "staging is free"
+tool = "deploy"
+labels = { env = "staging" }
+action = "allow"
+
+[[rule]]
+name = "no prod deletes"
+tool = "delete"
+labels = { env = "prod" }
+action = "deny"
+reason = "not in production"
+
+[[rule]]
+name = "deletes"
+tool = "delete"
+action = "ask"
+approvers = ["user:ana"]
+
+[[rule]]
+name = "deploys"
+tool = "deploy"
+action = "ask"
+approvers = ["user:ana"]
+""",
+    source="server.toml",
+)
+
+
+def test_a_rule_on_run_labels_the_request_does_not_carry_is_never_skipped_to_a_weaker_one() -> None:
+    """A request does not carry its run's labels: a deny (or ask) rule on labels that would come first might
+    apply, so the call cannot be decided (fail closed) rather than falling to the rule after it. An allow rule on
+    labels is left out: the rule after it is the stricter answer."""
+    authority = PolicyAuthority(LABELLED, clock=lambda: 60_000)
+    delete = call("delete", {"path": "/srv/x"}, policy_rule="deletes", **MALLORY)
+    judged = authority.judge(delete)
+    assert "rule 'no prod deletes' (line 8) matches on run labels" in judged.refusal, judged
+    assert authority.may_decide(Who("ana"), delete, approve=True) is not None
+    deploy = call("deploy", {"version": "1.2"})
+    judged = authority.judge(deploy)
+    assert (judged.rule, judged.refusal) == ("deploys", "")
+    assert authority.may_decide(Who("ana"), deploy, approve=True) is None
+    assert authority.may_decide(Who("mallory"), deploy, approve=True) is not None
