@@ -98,6 +98,7 @@ RUN_APPROVED = ("tests/store/test_store_run_approved.py",)
 REQUEST = ("tests/server/test_server_request_binding.py",)
 REVIEWER = ("tests/policy/test_policy_reviewer.py",)
 REVIEWER_STORE = ("tests/store/test_store_review.py",)
+NOT_TEXT = ("tests/core/test_core_not_text.py",)
 
 # Where code lives now, and where the tool-call gate moves it (a mutation applies in the first file
 # that holds its snippet exactly once).
@@ -2613,6 +2614,28 @@ MUTATIONS: tuple[Mutation, ...] = (
         "problem = None",
         "a reviewer allow recorded in the store is replayed as a decision",
         REVIEWER_STORE,
+    ),
+    # -- text that is not text (a lone surrogate) refused in words, before anything is done with it --------------
+    M(
+        ("goldfive_core/reporting.py",),
+        "        if not_text:  # a lone surrogate",
+        "        if False:  # a lone surrogate",
+        "not text: a reporting tool's argument holding a lone surrogate crashes the run instead of an error",
+        NOT_TEXT,
+    ),
+    M(
+        ("goldfive_core/control.py",),
+        '    not_text = text_problem(msg.payload, what="payload")\n    if not_text:',
+        '    not_text = text_problem(msg.payload, what="payload")\n    if False:',
+        "not text: a control payload holding a lone surrogate reaches its handler (fails half-way)",
+        NOT_TEXT,
+    ),
+    M(
+        ("goldfive_core/limits.py",),
+        "        elif isinstance(item, Mapping):\n            seen.add(id(item))",
+        "        elif False:\n            seen.add(id(item))",
+        "not text: a lone surrogate nested in a mapping (a payload's field, an edit) is not seen",
+        NOT_TEXT,
     ),
 )
 
