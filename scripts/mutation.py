@@ -2615,6 +2615,28 @@ MUTATIONS: tuple[Mutation, ...] = (
         "a reviewer allow recorded in the store is replayed as a decision",
         REVIEWER_STORE,
     ),
+    # -- nosniff on the answers serve writes without the app ---------------------------------------------------------
+    M(
+        ("goldfive_core/server/connections.py",),
+        '        (b"x-content-type-options", b"nosniff"),\n',
+        "",
+        "nosniff: the 408 and h11's 400 that the connection writes itself carry no nosniff",
+        (_JUNK + "test_every_answer_serve_writes_itself_carries_nosniff_too",),
+    ),
+    M(
+        ("goldfive_core/server/connections.py",),
+        "    def send_400_response(self, msg: str) -> None:",
+        "    def _send_400_response_unused(self, msg: str) -> None:",
+        "nosniff: uvicorn's own plain-text 400 answers a request h11 cannot parse (no nosniff)",
+        (_JUNK + "test_every_answer_serve_writes_itself_carries_nosniff_too",),
+    ),
+    M(
+        ("goldfive_core/server/run.py",),
+        '        ws="none",\n',
+        "",
+        "nosniff: a WebSocket upgrade is answered by the WebSocket library (403 without nosniff)",
+        (_JUNK + "test_every_answer_serve_writes_itself_carries_nosniff_too",),
+    ),
     # -- text that is not text (a lone surrogate) refused in words, before anything is done with it --------------
     M(
         ("goldfive_core/reporting.py",),
