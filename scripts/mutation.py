@@ -99,6 +99,13 @@ REQUEST = ("tests/server/test_server_request_binding.py",)
 REVIEWER = ("tests/policy/test_policy_reviewer.py",)
 REVIEWER_STORE = ("tests/store/test_store_review.py",)
 NOT_TEXT = ("tests/core/test_core_not_text.py",)
+GRANT_BOOK = ("tests/policy/test_policy_decisions.py",)
+GRANTS_KEPT = ("tests/store/test_store_grants.py",)
+GRANT_ASKED = (
+    "tests/adk/test_adk_policy.py",
+    "tests/store/test_store_grants.py",
+    "tests/policy/test_policy_fail_closed.py",
+)
 
 # Where code lives now, and where the tool-call gate moves it (a mutation applies in the first file
 # that holds its snippet exactly once).
@@ -2614,6 +2621,218 @@ MUTATIONS: tuple[Mutation, ...] = (
         "problem = None",
         "a reviewer allow recorded in the store is replayed as a decision",
         REVIEWER_STORE,
+    ),
+    # -- grants: what one covers (scope, expiry, constraint), revocations from the store, what may ask for one ------
+    M(
+        ("goldfive_core/policy/_grants.py",),
+        "        if not self.active(at_ms) or rule != self.rule or call.tool != self.tool:",
+        "        if rule != self.rule or call.tool != self.tool:",
+        "grants: an expired or revoked grant still lets calls through",
+        GRANT_BOOK + GRANTS_KEPT,
+    ),
+    M(
+        ("goldfive_core/policy/_grants.py",),
+        "        if not self.active(at_ms) or rule != self.rule or call.tool != self.tool:",
+        "        if not self.active(at_ms) or call.tool != self.tool:",
+        "grants: a grant lets through a call that another rule asks about",
+        GRANT_BOOK + GRANTS_KEPT,
+    ),
+    M(
+        ("goldfive_core/policy/_grants.py",),
+        "        if not self.active(at_ms) or rule != self.rule or call.tool != self.tool:",
+        "        if not self.active(at_ms) or rule != self.rule:",
+        "grants: a grant lets through a call of another tool its rule asks about",
+        GRANT_BOOK + GRANTS_KEPT,
+    ),
+    M(
+        ("goldfive_core/policy/_grants.py",),
+        '        if self.scope == "run" and (not run_id or run_id != self.run_id):',
+        '        if self.scope == "run" and not run_id:',
+        "grants: a run grant lets calls of another run through",
+        GRANT_BOOK + GRANTS_KEPT,
+    ),
+    M(
+        ("goldfive_core/policy/_grants.py",),
+        '        if self.scope == "run" and (not run_id or run_id != self.run_id):',
+        '        if self.scope == "run" and run_id and run_id != self.run_id:',
+        "grants: a run grant lets through a call that names no run",
+        GRANT_BOOK + GRANTS_KEPT,
+    ),
+    M(
+        ("goldfive_core/policy/_grants.py",),
+        '        if self.scope == "session" and (not session_id or session_id != self.session_id):',
+        '        if self.scope == "session" and not session_id:',
+        "grants: a session grant lets calls of another session through",
+        GRANT_BOOK + GRANTS_KEPT,
+    ),
+    M(
+        ("goldfive_core/policy/_grants.py",),
+        '        if self.scope == "session" and (not session_id or session_id != self.session_id):',
+        '        if self.scope == "session" and session_id and session_id != self.session_id:',
+        "grants: a session grant lets through a call of a run in no session",
+        GRANT_BOOK + GRANTS_KEPT,
+    ),
+    M(
+        ("goldfive_core/policy/_grants.py",),
+        "            return self._constraint.test(call)",
+        "            return True",
+        "grants: a grant's argument constraint is not applied (any arguments pass)",
+        GRANT_BOOK + GRANTS_KEPT,
+    ),
+    M(
+        ("goldfive_core/policy/_grants.py",),
+        "            return False  # cannot tell: the call asks a person as it would without the grant",
+        "            return True  # cannot tell: the call asks a person as it would without the grant",
+        "grants: a constraint that cannot be evaluated on a call lets it through (fail open)",
+        GRANT_BOOK + GRANTS_KEPT,
+    ),
+    M(
+        ("goldfive_core/policy/_grants.py",),
+        "(self.expires_at_ms is None or at_ms < self.expires_at_ms)",
+        "(self.expires_at_ms is None or at_ms <= self.expires_at_ms)",
+        "grants: a timed grant still lets a call through at its expiry instant",
+        GRANT_BOOK + GRANTS_KEPT,
+    ),
+    M(
+        ("goldfive_core/policy/_grants.py",),
+        "        return self.revoked_at_ms is None and (self.expires_at_ms is None",
+        "        return (self.expires_at_ms is None",
+        "grants: a revoked grant is still active",
+        GRANT_BOOK + GRANTS_KEPT,
+    ),
+    M(
+        ("goldfive_core/policy/_grants.py",),
+        "            expires_at_ms=now + wanted.ttl_ms if wanted.ttl_ms is not None else None,",
+        "            expires_at_ms=None,",
+        "grants: a timed grant never expires",
+        GRANT_BOOK + GRANTS_KEPT,
+    ),
+    M(
+        ("goldfive_core/policy/_grants.py",),
+        '            book.revoke(grant.grant_id, by=grant.revoked_by or "someone")',
+        "            pass",
+        "grants: a revocation read from the store does not end the grant this process made (it still applies)",
+        GRANTS_KEPT,
+    ),
+    M(
+        DISPATCH,
+        '    if not decision.approved:\n        return "only an approval can allow matching calls"',
+        '    if False:\n        return "only an approval can allow matching calls"',
+        "grants: a rejection asking for a grant creates one",
+        GRANT_ASKED,
+    ),
+    M(
+        DISPATCH,
+        '    if decision.edited_args is not None:\n        return "an edited approval never creates a grant',
+        '    if False:\n        return "an edited approval never creates a grant',
+        "grants: an edited approval creates a standing grant (for calls with other arguments than the edit)",
+        GRANT_ASKED,
+    ),
+    M(
+        DISPATCH,
+        "    if wanted not in ask.grants:\n        offered",
+        "    if False:\n        offered",
+        "grants: an approval asking for a scope its rule does not offer is applied (the grant quietly not made)",
+        GRANT_ASKED,
+    ),
+    # -- goldfive serve: which role may do what on which route ------------------------------------------------------
+    M(
+        APP,
+        'Route("/api/approvals/{target_id}/approve", r(api.approve, "decide"), methods=["POST"]),',
+        'Route("/api/approvals/{target_id}/approve", r(api.approve), methods=["POST"]),',
+        "authz: the approve route needs only read (a viewer approves)",
+        AUTHZ,
+    ),
+    M(
+        APP,
+        'Route("/api/approvals/{target_id}/reject", r(api.reject, "decide"), methods=["POST"]),',
+        'Route("/api/approvals/{target_id}/reject", r(api.reject), methods=["POST"]),',
+        "authz: the reject route needs only read (a viewer rejects)",
+        AUTHZ,
+    ),
+    M(
+        APP,
+        'Route("/api/grants/{grant_id}/revoke", r(api.revoke_grant, "decide"), methods=["POST"]),',
+        'Route("/api/grants/{grant_id}/revoke", r(api.revoke_grant), methods=["POST"]),',
+        "authz: a viewer revokes a grant",
+        AUTHZ,
+    ),
+    M(
+        APP,
+        'r(api.control(ControlKind.STEER), "control")',
+        "r(api.control(ControlKind.STEER))",
+        "authz: a viewer steers a run",
+        AUTHZ,
+    ),
+    M(
+        APP,
+        'r(api.control(ControlKind.CANCEL), "control")',
+        'r(api.control(ControlKind.CANCEL), "agent")',
+        "authz: an agent token cancels a run (the cancel route asks the agent permission)",
+        AUTHZ,
+    ),
+    M(
+        APP,
+        'Route("/api/users/{name}/{action}", r(api.users.act, "manage_users"), methods=["POST"]),',
+        'Route("/api/users/{name}/{action}", r(api.users.act, "decide"), methods=["POST"]),',
+        "authz: an approver rotates, disables and enables users",
+        AUTHZ,
+    ),
+    M(
+        APP,
+        "            if not user.can(permission):",
+        '            if user.channel == "api" and not user.can(permission):',
+        "authz: a web session's role is never checked (a cookie may do anything)",
+        AUTHZ,
+    ),
+    M(
+        ("goldfive_core/store/users.py",),
+        '    "viewer": frozenset({"read"}),',
+        '    "viewer": frozenset({"read", "control"}),',
+        "authz: the permission table lets a viewer control runs",
+        AUTHZ,
+    ),
+    M(
+        ("goldfive_core/store/users.py",),
+        '    "agent": frozenset({"agent"}),',
+        '    "agent": frozenset({"agent", "read"}),',
+        "authz: the permission table lets an agent token read the inbox",
+        AUTHZ,
+    ),
+    M(
+        ("goldfive_core/store/users.py",),
+        "    return permission in roles.get(role, frozenset())",
+        '    return permission in roles.get(role, roles["viewer"])',
+        "authz: a role the table does not know (a row by hand, a newer version's) may read (fail open)",
+        AUTHZ,
+    ),
+    M(
+        ("goldfive_core/store/sql/users.py",),
+        '                "WHERE id_hash = ? AND expires_at_ms > ?",',
+        '                "WHERE id_hash = ? AND (expires_at_ms > ? OR 1 = 1)",',
+        "sessions: an expired web session still works",
+        AUTHZ,
+    ),
+    M(
+        AUTH,
+        "expires_at_ms=now + SESSION_TTL_MS",
+        "expires_at_ms=now + SESSION_TTL_MS * 1000",
+        "sessions: a web session lasts a thousand times its TTL (seconds taken for milliseconds)",
+        AUTHZ,
+    ),
+    M(
+        ("goldfive_core/store/sql/users.py",),
+        "                if disabled or token_hash is not None:",
+        "                if disabled:",
+        "sessions: web sessions opened before a rotate keep working (the old credential lives on)",
+        AUTHZ,
+    ),
+    M(
+        AUTH,
+        "            if matched == stored:\n",
+        "            if matched:\n",
+        "sessions: a token verified before its user's hash changed is still taken from the cache",
+        AUTHZ,
     ),
     # -- nosniff on the answers serve writes without the app ---------------------------------------------------------
     M(
