@@ -99,6 +99,18 @@ REQUEST = ("tests/server/test_server_request_binding.py",)
 REVIEWER = ("tests/policy/test_policy_reviewer.py",)
 REVIEWER_STORE = ("tests/store/test_store_review.py",)
 NOT_TEXT = ("tests/core/test_core_not_text.py",)
+_RELABEL = "tests/faults/test_faults_checkpoint_relabel.py::"
+SERVER_ROWS = tuple(
+    _RELABEL + name
+    for name in (
+        "test_a_revocation_the_server_made_erased_after_the_newest_checkpoint_is_never_signed",
+        "test_a_revocation_the_server_made_relabelled_after_the_newest_checkpoint_is_never_signed",
+        "test_a_finished_call_the_server_recorded_put_back_in_doubt_is_never_signed",
+        "test_a_ledger_record_the_server_wrote_rewritten_is_never_signed_even_after_a_restart",
+        "test_rows_the_server_wrote_are_signed_when_they_read_as_written_and_then_forgotten",
+        "test_a_refusal_the_server_put_on_the_audit_log_erased_is_never_signed",
+    )
+)
 GRANT_BOOK = ("tests/policy/test_policy_decisions.py",)
 GRANTS_KEPT = ("tests/store/test_store_grants.py",)
 GRANT_ASKED = (
@@ -1555,8 +1567,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     # -- checkpoints: verified before they are signed, never laundering a rewrite -----------------------------------
     M(
         CHECKPOINT,
-        "        self._vouched: set[Vouched] = self._load_vouched()",
-        "        self._vouched: set[Vouched] = set()",
+        "        self._vouched, self._vouched_rows = self._load_vouched()",
+        "        self._vouched, self._vouched_rows = set(), self._load_vouched()[1]",
         "a serve killed -9 forgets the decisions it signed since its last checkpoint (a relabel is then signed)",
         KILLED_SERVE,
     ),
@@ -1576,8 +1588,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     M(
         CHECKPOINT,
-        "            self._vouched.update(items)\n",
-        "            self._vouched.update(items[-1:])\n",
+        "            self._vouched.update(decisions)\n",
+        "            self._vouched.update(decisions[-1:])\n",
         "a burst's decisions vouched for together are kept on disk but only the last in memory (its relabel signed)",
         ("tests/faults/test_faults_checkpoint_relabel.py",),
     ),
@@ -2833,6 +2845,80 @@ MUTATIONS: tuple[Mutation, ...] = (
         "            if matched:\n",
         "sessions: a token verified before its user's hash changed is still taken from the cache",
         AUTHZ,
+    ),
+    # -- checkpoints hold the rows the server wrote itself (revocations, ledger records, refusals) -------------------
+    M(
+        CHECKPOINT,
+        "        rewritten = self._written_problems(rows)",
+        "        rewritten: list[str] = []",
+        "server rows: the rows the server wrote are never checked before a checkpoint is signed",
+        SERVER_ROWS,
+    ),
+    M(
+        CHECKPOINT,
+        "    return row is not None and row.event_id == a.event_id and hashlib.sha256(row.body).hexdigest() == "
+        "a.body_sha256",
+        "    return row is not None and row.event_id == a.event_id",
+        "server rows: a row the server wrote, edited in place (chain recomputed), reads as written",
+        SERVER_ROWS,
+    ),
+    M(
+        CHECKPOINT,
+        "            if row is None:\n"
+        '                problems.append(f"{what} is gone (deleted): history was rewritten")',
+        "            if row is None:\n                pass",
+        "server rows: a row the server wrote, deleted (the head put back), is not missed",
+        SERVER_ROWS,
+    ),
+    M(
+        CHECKPOINT,
+        "        with self._lock:\n            vouched = set(self._vouched)\n",
+        "        with self._lock:\n            vouched = set(self._vouched)\n"
+        "        rows = {a for a in rows if a.seq <= head[0]}\n",
+        "server rows: only rows the head reaches are checked (one cut off the tail, the head put back, is skipped)",
+        SERVER_ROWS,
+    ),
+    M(
+        CHECKPOINT,
+        "        kept = [a for a in appended if _reads_as_written(found.get(a.seq), a)]",
+        "        kept = list(appended)",
+        "server rows: a row of a write attempt that rolled back is held too (a false alarm at the next checkpoint)",
+        SERVER_ROWS,
+    ),
+    M(
+        CHECKPOINT,
+        "                    rows.add(Appended(seq, event_id, kind, digest))",
+        "                    pass",
+        "server rows: the rows kept beside the checkpoint are forgotten by a restarted server",
+        SERVER_ROWS,
+    ),
+    M(
+        ("goldfive_core/store/sql/chain.py",),
+        "        note_appended(self.seq, event.event_id, kind, body)\n",
+        "",
+        "server rows: the chain never notes what a call appended (the server vouches for nothing it wrote)",
+        SERVER_ROWS,
+    ),
+    M(
+        APP,
+        "        revoked = await self._written(\n            grants_mod.revoke_grant,",
+        "        revoked = await _run(\n            grants_mod.revoke_grant,",
+        "server rows: a grant revocation through the API is not vouched for",
+        SERVER_ROWS,
+    ),
+    M(
+        ("goldfive_core/server/agents.py",),
+        "        if not await self._written(self.store.mark_done,",
+        "        if not await self.threads.run(AGENTS, self.store.mark_done,",
+        "server rows: an agent's 'done' written through the server is not vouched for",
+        SERVER_ROWS,
+    ),
+    M(
+        ("goldfive_core/server/agents.py",),
+        "    if vouch_rows is not None:\n        await vouch_rows(rows)",
+        "    if False:\n        await vouch_rows(rows)",
+        "server rows: the server's refusal of an agent token is not vouched for",
+        SERVER_ROWS,
     ),
     # -- nosniff on the answers serve writes without the app ---------------------------------------------------------
     M(
