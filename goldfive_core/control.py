@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ._util import new_id, now_ms, safe_repr, shorten
 from .errors import ChannelBusyError
+from .limits import text_problem
 
 if TYPE_CHECKING:
     from .toolcall import ExecutionLedger
@@ -176,6 +177,14 @@ def check_message(msg: object) -> ControlAck | None:
         return ControlAck.failure(msg.id, "control kind UNSPECIFIED: say what the message asks for")
     if type(msg.payload) is not dict and not isinstance(msg.payload, Mapping):  # a dict skips the ABC's check
         return ControlAck.failure(msg.id, f"payload must be a mapping, got {type(msg.payload).__name__}")
+    # A lone surrogate in a steer text, a reason, a name or an edit: refused here, once for every kind, before a
+    # handler queues it, decides with it or emits it (each of which would fail in an encoder half-way).
+    not_text = text_problem(msg.id, what="control message id")
+    if not_text:
+        return ControlAck.failure("", f"{msg.kind}: {not_text}; nothing was done")
+    not_text = text_problem(msg.payload, what="payload")
+    if not_text:
+        return ControlAck.failure(msg.id, f"{msg.kind}: {not_text}; nothing was done")
     return None
 
 

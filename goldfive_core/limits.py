@@ -29,6 +29,7 @@ __all__ = [
     "check_json_depth",
     "check_json_text",
     "parse_json_strict",
+    "text_problem",
 ]
 
 logger = logging.getLogger(__name__)
@@ -144,23 +145,43 @@ def _short_int(text: str) -> int:
 def check_json_text(value: Any, *, what: str = "the JSON") -> None:
     """Raise ``ValueError`` when a string or key of a parsed JSON value is not text (a lone surrogate from a
     ``\\ud800`` escape): no store, encoder or terminal can hold it. The message names where it is."""
-    stack: list[tuple[Any, str]] = [(value, "")]
+    problem = text_problem(value, what=what)
+    if problem:
+        raise ValueError(problem)
+
+
+def text_problem(value: object, *, what: str) -> str:
+    """Why a string in ``value`` (itself, or nested in mappings, lists and tuples, keys too) is not text, naming
+    where (``what``, then the path to it); ``""`` when every string is text.
+
+    A Python string can hold a lone surrogate (``"\\ud800"``, from a model's output or a JSON escape); UTF-8,
+    protobuf, both stores and the terminals cannot. Every boundary that takes text from a model or a sender
+    asks this first and answers in words, instead of failing later in an encoder."""
+    stack: list[tuple[object, str]] = [(value, "")]
+    seen: set[int] = set()  # a container met twice (shared, or a cycle a caller built) is walked once
     while stack:
         item, where = stack.pop()
-        if isinstance(item, dict):
+        if isinstance(item, str):
+            if not _is_text(item):
+                place = f"{what}: {where!r}" if where else what
+                return f"{place} is not text: it holds a lone surrogate (\\ud800-\\udfff), which UTF-8 cannot encode"
+        elif isinstance(item, Mapping | list | tuple) and id(item) in seen:
+            continue
+        elif isinstance(item, Mapping):
+            seen.add(id(item))
             for key, child in item.items():
-                path = f"{where}.{key}" if where else str(key)
-                if not _is_text(key):
-                    raise ValueError(f"{what} has a key that is not text: a lone surrogate (\\ud800-\\udfff) escape")
-                stack.append((child, path))
-        elif isinstance(item, list):
+                if isinstance(key, str) and not _is_text(key):
+                    return f"{what} has a key that is not text: a lone surrogate (\\ud800-\\udfff)"
+                stack.append((child, f"{where}.{key}" if where else str(key)))
+        elif isinstance(item, list | tuple):
+            seen.add(id(item))
             stack.extend((child, f"{where}[{index}]") for index, child in enumerate(item))
-        elif isinstance(item, str) and not _is_text(item):
-            place = f"{what}: {where!r}" if where else what
-            raise ValueError(f"{place} is not text: it holds a lone surrogate (\\ud800-\\udfff) escape")
+    return ""
 
 
 def _is_text(text: str) -> bool:
+    if text.isascii():
+        return True
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:

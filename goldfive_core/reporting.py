@@ -17,7 +17,7 @@ from ._util import safe_repr
 from .approvals import MAX_TIMEOUT_MS, ApprovalRequest, ApprovalStatus
 from .drift import Drift, DriftKind, DriftSeverity
 from .errors import ApprovalError, InvalidTransitionError
-from .limits import agent_limits, env_name
+from .limits import agent_limits, env_name, text_problem
 from .pb.v1 import events_pb2
 from .session import Session, approval_timeout_drift
 from .tasks import Task, TaskStatus
@@ -157,6 +157,9 @@ def validate_args(name: str, args: object) -> tuple[dict[str, Any] | None, str |
             continue
         if not _type_ok(prop["type"], value):
             return None, f"{key!r} must be {_PY_TYPES[prop['type']]}, got {_safe_repr(value)}"
+        not_text = text_problem(value, what=repr(key))
+        if not_text:  # a lone surrogate: no event, store or terminal could carry it, so nothing is done with it
+            return None, not_text
         if prop["type"] == "integer":
             value = int(value)
         if "minimum" in prop and value < prop["minimum"]:

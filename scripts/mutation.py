@@ -100,6 +100,26 @@ RUN_APPROVED = ("tests/store/test_store_run_approved.py",)
 REQUEST = ("tests/server/test_server_request_binding.py",)
 REVIEWER = ("tests/policy/test_policy_reviewer.py",)
 REVIEWER_STORE = ("tests/store/test_store_review.py",)
+NOT_TEXT = ("tests/core/test_core_not_text.py",)
+_RELABEL = "tests/faults/test_faults_checkpoint_relabel.py::"
+SERVER_ROWS = tuple(
+    _RELABEL + name
+    for name in (
+        "test_a_revocation_the_server_made_erased_after_the_newest_checkpoint_is_never_signed",
+        "test_a_revocation_the_server_made_relabelled_after_the_newest_checkpoint_is_never_signed",
+        "test_a_finished_call_the_server_recorded_put_back_in_doubt_is_never_signed",
+        "test_a_ledger_record_the_server_wrote_rewritten_is_never_signed_even_after_a_restart",
+        "test_rows_the_server_wrote_are_signed_when_they_read_as_written_and_then_forgotten",
+        "test_a_refusal_the_server_put_on_the_audit_log_erased_is_never_signed",
+    )
+)
+GRANT_BOOK = ("tests/policy/test_policy_decisions.py",)
+GRANTS_KEPT = ("tests/store/test_store_grants.py",)
+GRANT_ASKED = (
+    "tests/adk/test_adk_policy.py",
+    "tests/store/test_store_grants.py",
+    "tests/policy/test_policy_fail_closed.py",
+)
 
 # Where code lives now, and where the tool-call gate moves it (a mutation applies in the first file
 # that holds its snippet exactly once).
@@ -1550,8 +1570,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     # -- checkpoints: verified before they are signed, never laundering a rewrite -----------------------------------
     M(
         CHECKPOINT,
-        "        self._vouched: set[Vouched] = self._load_vouched()",
-        "        self._vouched: set[Vouched] = set()",
+        "        self._vouched, self._vouched_rows = self._load_vouched()",
+        "        self._vouched, self._vouched_rows = set(), self._load_vouched()[1]",
         "a serve killed -9 forgets the decisions it signed since its last checkpoint (a relabel is then signed)",
         KILLED_SERVE,
     ),
@@ -1571,8 +1591,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     M(
         CHECKPOINT,
-        "            self._vouched.update(items)\n",
-        "            self._vouched.update(items[-1:])\n",
+        "            self._vouched.update(decisions)\n",
+        "            self._vouched.update(decisions[-1:])\n",
         "a burst's decisions vouched for together are kept on disk but only the last in memory (its relabel signed)",
         ("tests/faults/test_faults_checkpoint_relabel.py",),
     ),
@@ -2732,6 +2752,336 @@ MUTATIONS: tuple[Mutation, ...] = (
         "problem = None",
         "a reviewer allow recorded in the store is replayed as a decision",
         REVIEWER_STORE,
+    ),
+    # -- grants: what one covers (scope, expiry, constraint), revocations from the store, what may ask for one ------
+    M(
+        ("goldfive_core/policy/_grants.py",),
+        "        if not self.active(at_ms) or rule != self.rule or call.tool != self.tool:",
+        "        if rule != self.rule or call.tool != self.tool:",
+        "grants: an expired or revoked grant still lets calls through",
+        GRANT_BOOK + GRANTS_KEPT,
+    ),
+    M(
+        ("goldfive_core/policy/_grants.py",),
+        "        if not self.active(at_ms) or rule != self.rule or call.tool != self.tool:",
+        "        if not self.active(at_ms) or call.tool != self.tool:",
+        "grants: a grant lets through a call that another rule asks about",
+        GRANT_BOOK + GRANTS_KEPT,
+    ),
+    M(
+        ("goldfive_core/policy/_grants.py",),
+        "        if not self.active(at_ms) or rule != self.rule or call.tool != self.tool:",
+        "        if not self.active(at_ms) or rule != self.rule:",
+        "grants: a grant lets through a call of another tool its rule asks about",
+        GRANT_BOOK + GRANTS_KEPT,
+    ),
+    M(
+        ("goldfive_core/policy/_grants.py",),
+        '        if self.scope == "run" and (not run_id or run_id != self.run_id):',
+        '        if self.scope == "run" and not run_id:',
+        "grants: a run grant lets calls of another run through",
+        GRANT_BOOK + GRANTS_KEPT,
+    ),
+    M(
+        ("goldfive_core/policy/_grants.py",),
+        '        if self.scope == "run" and (not run_id or run_id != self.run_id):',
+        '        if self.scope == "run" and run_id and run_id != self.run_id:',
+        "grants: a run grant lets through a call that names no run",
+        GRANT_BOOK + GRANTS_KEPT,
+    ),
+    M(
+        ("goldfive_core/policy/_grants.py",),
+        '        if self.scope == "session" and (not session_id or session_id != self.session_id):',
+        '        if self.scope == "session" and not session_id:',
+        "grants: a session grant lets calls of another session through",
+        GRANT_BOOK + GRANTS_KEPT,
+    ),
+    M(
+        ("goldfive_core/policy/_grants.py",),
+        '        if self.scope == "session" and (not session_id or session_id != self.session_id):',
+        '        if self.scope == "session" and session_id and session_id != self.session_id:',
+        "grants: a session grant lets through a call of a run in no session",
+        GRANT_BOOK + GRANTS_KEPT,
+    ),
+    M(
+        ("goldfive_core/policy/_grants.py",),
+        "            return self._constraint.test(call)",
+        "            return True",
+        "grants: a grant's argument constraint is not applied (any arguments pass)",
+        GRANT_BOOK + GRANTS_KEPT,
+    ),
+    M(
+        ("goldfive_core/policy/_grants.py",),
+        "            return False  # cannot tell: the call asks a person as it would without the grant",
+        "            return True  # cannot tell: the call asks a person as it would without the grant",
+        "grants: a constraint that cannot be evaluated on a call lets it through (fail open)",
+        GRANT_BOOK + GRANTS_KEPT,
+    ),
+    M(
+        ("goldfive_core/policy/_grants.py",),
+        "(self.expires_at_ms is None or at_ms < self.expires_at_ms)",
+        "(self.expires_at_ms is None or at_ms <= self.expires_at_ms)",
+        "grants: a timed grant still lets a call through at its expiry instant",
+        GRANT_BOOK + GRANTS_KEPT,
+    ),
+    M(
+        ("goldfive_core/policy/_grants.py",),
+        "        return self.revoked_at_ms is None and (self.expires_at_ms is None",
+        "        return (self.expires_at_ms is None",
+        "grants: a revoked grant is still active",
+        GRANT_BOOK + GRANTS_KEPT,
+    ),
+    M(
+        ("goldfive_core/policy/_grants.py",),
+        "            expires_at_ms=now + wanted.ttl_ms if wanted.ttl_ms is not None else None,",
+        "            expires_at_ms=None,",
+        "grants: a timed grant never expires",
+        GRANT_BOOK + GRANTS_KEPT,
+    ),
+    M(
+        ("goldfive_core/policy/_grants.py",),
+        '            book.revoke(grant.grant_id, by=grant.revoked_by or "someone")',
+        "            pass",
+        "grants: a revocation read from the store does not end the grant this process made (it still applies)",
+        GRANTS_KEPT,
+    ),
+    M(
+        DISPATCH,
+        '    if not decision.approved:\n        return "only an approval can allow matching calls"',
+        '    if False:\n        return "only an approval can allow matching calls"',
+        "grants: a rejection asking for a grant creates one",
+        GRANT_ASKED,
+    ),
+    M(
+        DISPATCH,
+        '    if decision.edited_args is not None:\n        return "an edited approval never creates a grant',
+        '    if False:\n        return "an edited approval never creates a grant',
+        "grants: an edited approval creates a standing grant (for calls with other arguments than the edit)",
+        GRANT_ASKED,
+    ),
+    M(
+        DISPATCH,
+        "    if wanted not in ask.grants:\n        offered",
+        "    if False:\n        offered",
+        "grants: an approval asking for a scope its rule does not offer is applied (the grant quietly not made)",
+        GRANT_ASKED,
+    ),
+    # -- goldfive serve: which role may do what on which route ------------------------------------------------------
+    M(
+        APP,
+        'Route("/api/approvals/{target_id}/approve", r(api.approve, "decide"), methods=["POST"]),',
+        'Route("/api/approvals/{target_id}/approve", r(api.approve), methods=["POST"]),',
+        "authz: the approve route needs only read (a viewer approves)",
+        AUTHZ,
+    ),
+    M(
+        APP,
+        'Route("/api/approvals/{target_id}/reject", r(api.reject, "decide"), methods=["POST"]),',
+        'Route("/api/approvals/{target_id}/reject", r(api.reject), methods=["POST"]),',
+        "authz: the reject route needs only read (a viewer rejects)",
+        AUTHZ,
+    ),
+    M(
+        APP,
+        'Route("/api/grants/{grant_id}/revoke", r(api.revoke_grant, "decide"), methods=["POST"]),',
+        'Route("/api/grants/{grant_id}/revoke", r(api.revoke_grant), methods=["POST"]),',
+        "authz: a viewer revokes a grant",
+        AUTHZ,
+    ),
+    M(
+        APP,
+        'r(api.control(ControlKind.STEER), "control")',
+        "r(api.control(ControlKind.STEER))",
+        "authz: a viewer steers a run",
+        AUTHZ,
+    ),
+    M(
+        APP,
+        'r(api.control(ControlKind.CANCEL), "control")',
+        'r(api.control(ControlKind.CANCEL), "agent")',
+        "authz: an agent token cancels a run (the cancel route asks the agent permission)",
+        AUTHZ,
+    ),
+    M(
+        APP,
+        'Route("/api/users/{name}/{action}", r(api.users.act, "manage_users"), methods=["POST"]),',
+        'Route("/api/users/{name}/{action}", r(api.users.act, "decide"), methods=["POST"]),',
+        "authz: an approver rotates, disables and enables users",
+        AUTHZ,
+    ),
+    M(
+        APP,
+        "            if not user.can(permission):",
+        '            if user.channel == "api" and not user.can(permission):',
+        "authz: a web session's role is never checked (a cookie may do anything)",
+        AUTHZ,
+    ),
+    M(
+        ("goldfive_core/store/users.py",),
+        '    "viewer": frozenset({"read"}),',
+        '    "viewer": frozenset({"read", "control"}),',
+        "authz: the permission table lets a viewer control runs",
+        AUTHZ,
+    ),
+    M(
+        ("goldfive_core/store/users.py",),
+        '    "agent": frozenset({"agent"}),',
+        '    "agent": frozenset({"agent", "read"}),',
+        "authz: the permission table lets an agent token read the inbox",
+        AUTHZ,
+    ),
+    M(
+        ("goldfive_core/store/users.py",),
+        "    return permission in roles.get(role, frozenset())",
+        '    return permission in roles.get(role, roles["viewer"])',
+        "authz: a role the table does not know (a row by hand, a newer version's) may read (fail open)",
+        AUTHZ,
+    ),
+    M(
+        ("goldfive_core/store/sql/users.py",),
+        '                "WHERE id_hash = ? AND expires_at_ms > ?",',
+        '                "WHERE id_hash = ? AND (expires_at_ms > ? OR 1 = 1)",',
+        "sessions: an expired web session still works",
+        AUTHZ,
+    ),
+    M(
+        AUTH,
+        "expires_at_ms=now + SESSION_TTL_MS",
+        "expires_at_ms=now + SESSION_TTL_MS * 1000",
+        "sessions: a web session lasts a thousand times its TTL (seconds taken for milliseconds)",
+        AUTHZ,
+    ),
+    M(
+        ("goldfive_core/store/sql/users.py",),
+        "                if disabled or token_hash is not None:",
+        "                if disabled:",
+        "sessions: web sessions opened before a rotate keep working (the old credential lives on)",
+        AUTHZ,
+    ),
+    M(
+        AUTH,
+        "            if matched == stored:\n",
+        "            if matched:\n",
+        "sessions: a token verified before its user's hash changed is still taken from the cache",
+        AUTHZ,
+    ),
+    # -- checkpoints hold the rows the server wrote itself (revocations, ledger records, refusals) -------------------
+    M(
+        CHECKPOINT,
+        "        rewritten = self._written_problems(rows)",
+        "        rewritten: list[str] = []",
+        "server rows: the rows the server wrote are never checked before a checkpoint is signed",
+        SERVER_ROWS,
+    ),
+    M(
+        CHECKPOINT,
+        "    return row is not None and row.event_id == a.event_id and hashlib.sha256(row.body).hexdigest() == "
+        "a.body_sha256",
+        "    return row is not None and row.event_id == a.event_id",
+        "server rows: a row the server wrote, edited in place (chain recomputed), reads as written",
+        SERVER_ROWS,
+    ),
+    M(
+        CHECKPOINT,
+        "            if row is None:\n"
+        '                problems.append(f"{what} is gone (deleted): history was rewritten")',
+        "            if row is None:\n                pass",
+        "server rows: a row the server wrote, deleted (the head put back), is not missed",
+        SERVER_ROWS,
+    ),
+    M(
+        CHECKPOINT,
+        "        with self._lock:\n            vouched = set(self._vouched)\n",
+        "        with self._lock:\n            vouched = set(self._vouched)\n"
+        "        rows = {a for a in rows if a.seq <= head[0]}\n",
+        "server rows: only rows the head reaches are checked (one cut off the tail, the head put back, is skipped)",
+        SERVER_ROWS,
+    ),
+    M(
+        CHECKPOINT,
+        "        kept = [a for a in appended if _reads_as_written(found.get(a.seq), a)]",
+        "        kept = list(appended)",
+        "server rows: a row of a write attempt that rolled back is held too (a false alarm at the next checkpoint)",
+        SERVER_ROWS,
+    ),
+    M(
+        CHECKPOINT,
+        "                    rows.add(Appended(seq, event_id, kind, digest))",
+        "                    pass",
+        "server rows: the rows kept beside the checkpoint are forgotten by a restarted server",
+        SERVER_ROWS,
+    ),
+    M(
+        ("goldfive_core/store/sql/chain.py",),
+        "        note_appended(self.seq, event.event_id, kind, body)\n",
+        "",
+        "server rows: the chain never notes what a call appended (the server vouches for nothing it wrote)",
+        SERVER_ROWS,
+    ),
+    M(
+        APP,
+        "        revoked = await self._written(\n            grants_mod.revoke_grant,",
+        "        revoked = await _run(\n            grants_mod.revoke_grant,",
+        "server rows: a grant revocation through the API is not vouched for",
+        SERVER_ROWS,
+    ),
+    M(
+        ("goldfive_core/server/agents.py",),
+        "        if not await self._written(self.store.mark_done,",
+        "        if not await self.threads.run(AGENTS, self.store.mark_done,",
+        "server rows: an agent's 'done' written through the server is not vouched for",
+        SERVER_ROWS,
+    ),
+    M(
+        ("goldfive_core/server/agents.py",),
+        "    if vouch_rows is not None:\n        await vouch_rows(rows)",
+        "    if False:\n        await vouch_rows(rows)",
+        "server rows: the server's refusal of an agent token is not vouched for",
+        SERVER_ROWS,
+    ),
+    # -- nosniff on the answers serve writes without the app ---------------------------------------------------------
+    M(
+        ("goldfive_core/server/connections.py",),
+        '        (b"x-content-type-options", b"nosniff"),\n',
+        "",
+        "nosniff: the 408 and h11's 400 that the connection writes itself carry no nosniff",
+        (_JUNK + "test_every_answer_serve_writes_itself_carries_nosniff_too",),
+    ),
+    M(
+        ("goldfive_core/server/connections.py",),
+        "    def send_400_response(self, msg: str) -> None:",
+        "    def _send_400_response_unused(self, msg: str) -> None:",
+        "nosniff: uvicorn's own plain-text 400 answers a request h11 cannot parse (no nosniff)",
+        (_JUNK + "test_every_answer_serve_writes_itself_carries_nosniff_too",),
+    ),
+    M(
+        ("goldfive_core/server/run.py",),
+        '        ws="none",\n',
+        "",
+        "nosniff: a WebSocket upgrade is answered by the WebSocket library (403 without nosniff)",
+        (_JUNK + "test_every_answer_serve_writes_itself_carries_nosniff_too",),
+    ),
+    # -- text that is not text (a lone surrogate) refused in words, before anything is done with it --------------
+    M(
+        ("goldfive_core/reporting.py",),
+        "        if not_text:  # a lone surrogate",
+        "        if False:  # a lone surrogate",
+        "not text: a reporting tool's argument holding a lone surrogate crashes the run instead of an error",
+        NOT_TEXT,
+    ),
+    M(
+        ("goldfive_core/control.py",),
+        '    not_text = text_problem(msg.payload, what="payload")\n    if not_text:',
+        '    not_text = text_problem(msg.payload, what="payload")\n    if False:',
+        "not text: a control payload holding a lone surrogate reaches its handler (fails half-way)",
+        NOT_TEXT,
+    ),
+    M(
+        ("goldfive_core/limits.py",),
+        "        elif isinstance(item, Mapping):\n            seen.add(id(item))",
+        "        elif False:\n            seen.add(id(item))",
+        "not text: a lone surrogate nested in a mapping (a payload's field, an edit) is not seen",
+        NOT_TEXT,
     ),
 )
 

@@ -39,6 +39,7 @@ from ..retry import Backoff, Delays
 from ..store import agents as owners
 from ..store import grants as grants_mod
 from ..store.base import ExecutionClaim, ExecutionRow, InboxRow, Store, StoreError
+from ..store.witness import Appended, witnessed
 from .auth import User
 from .heartbeats import HeartbeatBatch, StreamLiveness
 from .inputs import BODY_TIMEOUT_S, json_body
@@ -404,8 +405,17 @@ def _execution_json(row: ExecutionRow) -> dict[str, Any]:
     }
 
 
-async def audit_refusal(store: Store, user: User, request: Request, permission: str, *, threads: ServerThreads) -> None:
-    """Put an agent token's refused attempt (to decide, control, read the inbox...) on the audit log."""
+async def audit_refusal(
+    store: Store,
+    user: User,
+    request: Request,
+    permission: str,
+    *,
+    threads: ServerThreads,
+    vouch_rows: Callable[[Sequence[Appended]], Awaitable[None]] | None = None,
+) -> None:
+    """Put an agent token's refused attempt (to decide, control, read the inbox...) on the audit log (its row
+    vouched for with ``vouch_rows``)."""
     target = request.path_params.get("target_id") or request.path_params.get("run_id") or ""
     event = events_pb2.Event(event_id=f"ev-refused-{user.name}-{id(request):x}", run_id=owners.SERVER_AUDIT_RUN)
     event.decision_refused.target_id = shorten(str(target), 200)
@@ -417,9 +427,12 @@ async def audit_refusal(store: Store, user: User, request: Request, permission: 
     event.decision_refused.channel = "agent"
     logger.warning("refused agent %r: %s %s", user.name, request.method, shorten(request.url.path, 200))
     try:
-        await threads.run(AGENTS, owners.append_server_event, store, event)
+        _, rows = await threads.run(AGENTS, witnessed, owners.append_server_event, store, event)
     except StoreError as exc:  # the refusal stands; only its record is missing (logged above)
         logger.error("could not audit the refused request of agent %r: %s", user.name, exc)
+        return
+    if vouch_rows is not None:
+        await vouch_rows(rows)
 
 
 def _claim(raw: Any, index: int) -> ExecutionClaim:
@@ -488,9 +501,13 @@ class AgentApi:
         body_timeout_s: float = BODY_TIMEOUT_S,
         threads: ServerThreads | None = None,
         pass_for: Callable[[User], str] | None = None,
+        vouch_rows: Callable[[Sequence[Appended]], Awaitable[None]] | None = None,
     ) -> None:
         self.store = store
         self.pass_for = pass_for if pass_for is not None else (lambda user: "")
+        self.vouch_rows = vouch_rows
+        """Holds the audit rows this server writes for an agent's ledger to what they say until a checkpoint covers
+        them (see :meth:`~goldfive_core.store.checkpoint.CheckpointWriter.vouch_events`); None: nobody does."""
         """The pass a stream's answer carries for its agent's token (see :data:`~..store.agents.PASS_HEADER`)."""
         self.hub = InboxHub(store, threads=threads)
         self.threads = self.hub.threads
@@ -513,6 +530,14 @@ class AgentApi:
 
     async def _own(self, user: User, run_id: str) -> None:
         await self.threads.run(AGENTS, _claim_own, self.store, run_id, user.name)
+
+    async def _written(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """``fn`` (a store write) on an :data:`~.threads.AGENTS` thread; the audit rows it appended (the ledger's
+        records) are vouched for before the agent is answered."""
+        result, rows = await self.threads.run(AGENTS, witnessed, fn, *args, **kwargs)
+        if rows and self.vouch_rows is not None:
+            await self.vouch_rows(rows)
+        return result
 
     # -- events, heartbeats ----------------------------------------------------------------------------------
     async def events(self, request: Request, user: User) -> dict[str, Any]:
@@ -655,7 +680,7 @@ class AgentApi:
             if item.get("claim") is not None:
                 claims[int(item["inbox_id"])] = (index, _claim(item["claim"], index))
         # One thread hop for the checks and the commit: an APPROVE's ack with its claim is on the way to its body.
-        answer: dict[str, Any] = await self.threads.run(AGENTS, _ack, self.store, user.name, endpoint, acks, claims)
+        answer: dict[str, Any] = await self._written(_ack, self.store, user.name, endpoint, acks, claims)
         return answer
 
     async def decisions(self, request: Request, user: User) -> dict[str, Any]:
@@ -758,8 +783,8 @@ class AgentApi:
         if not isinstance(host, str):
             raise AgentError(400, "'host' must be a string")
         run_id = await self._ledger_run(user, body.get("run_id"))
-        claimed = await self.threads.run(
-            AGENTS, self.store.mark_executing, call_id, run_id=run_id, pid=pid, host=host[:255], args_digest=digest
+        claimed = await self._written(
+            self.store.mark_executing, call_id, run_id=run_id, pid=pid, host=host[:255], args_digest=digest
         )
         return {"claimed": bool(claimed)}
 
@@ -772,7 +797,7 @@ class AgentApi:
         if not isinstance(result_json, str):
             raise AgentError(400, "'result_json' must be a string (canonical JSON of the result)")
         run_id = await self._ledger_run(user, body.get("run_id"))
-        if not await self.threads.run(AGENTS, self.store.mark_done, call_id, result_json=result_json, run_id=run_id):
+        if not await self._written(self.store.mark_done, call_id, result_json=result_json, run_id=run_id):
             raise AgentError(404, f"run {shorten(run_id, 80)!r} started no execution of {shorten(call_id, 80)!r}")
         return {"done": True}
 
@@ -786,9 +811,7 @@ class AgentApi:
         if not isinstance(digest, str):
             raise AgentError(400, "'args_digest' must be a string")
         run_id = await self._ledger_run(user, body.get("run_id"))  # another agent's run: 403
-        released = await self.threads.run(
-            AGENTS, self.store.release_execution, call_id, run_id=run_id, args_digest=digest
-        )
+        released = await self._written(self.store.release_execution, call_id, run_id=run_id, args_digest=digest)
         return {"released": bool(released)}
 
 

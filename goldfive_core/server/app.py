@@ -62,6 +62,7 @@ from ..store.outbox import outbox_rows, outbox_summary
 from ..store.sender import StoreSender, asend_control
 from ..store.sql import SqlStore
 from ..store.views import InboxState, approval_json, approvals_json, execution_fields, in_doubt_json, run_json
+from ..store.witness import Appended, witnessed
 from .acks import AckWatch
 from .agents import AgentApi, agent_routes, audit_refusal
 from .auth import COOKIE, SESSION_TTL_MS, Authenticator, User, derive_cookie_key
@@ -192,6 +193,7 @@ class _Api:
             body_timeout_s=config.body_timeout_s,
             threads=self.threads,
             pass_for=self.auth.pass_for,
+            vouch_rows=self.vouch_rows,
         )
         self.policy_authority = PolicyAuthority(config.policy, roles=self._roles)
         """Who may decide when the config names no authority of its own: the policy's rules, the users' roles."""
@@ -200,15 +202,44 @@ class _Api:
         self.vouches: Coalesced[tuple[str, str], None] = Coalesced(self._vouch_many, name="goldfive-serve-vouches")
         """The checkpoint writer's notes of the decisions that took effect, made together: one fsync for those of a
         burst (each decision's answer still waits for its own note)."""
+        self.row_vouches: Coalesced[Appended, None] = Coalesced(self._vouch_rows, name="goldfive-serve-row-vouches")
+        """The checkpoint writer's notes of the audit rows this server wrote itself (revocations, refusals, ledger
+        changes, decisions it records), made together like :attr:`vouches`."""
         self.history = HistoryApi(store, self.policy_authority)
         """The closed requests as a record (``/api/history``)."""
-        self.expirer = Expirer(store, self.policy_authority, config.signer) if expiring(config.policy) else None
+        self.expirer = (
+            Expirer(
+                store,
+                self.policy_authority,
+                config.signer,
+                vouch_rows=config.checkpoints.vouch_events if config.checkpoints is not None else None,
+            )
+            if expiring(config.policy)
+            else None
+        )
         """Ends requests at their server rule's ``expires`` (None when no rule of the server's policy names one)."""
 
     async def _vouch_many(self, decisions: Sequence[tuple[str, str]]) -> dict[tuple[str, str], None]:
         if self.config.checkpoints is not None:
             await _run(self.config.checkpoints.vouch_many, list(decisions))
         return {}
+
+    async def _vouch_rows(self, rows: Sequence[Appended]) -> dict[Appended, None]:
+        if self.config.checkpoints is not None:
+            await _run(self.config.checkpoints.vouch_events, list(rows))
+        return {}
+
+    async def vouch_rows(self, rows: Sequence[Appended]) -> None:
+        """Hold the audit rows this server just wrote to what they say until a checkpoint covers them (before the
+        answer goes out: a rewrite of them is then never signed into a checkpoint)."""
+        if rows and self.config.checkpoints is not None:
+            await asyncio.gather(*(self.row_vouches.get(row) for row in rows))
+
+    async def _written(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """``fn`` (a store write) on a thread; the rows it appended to the audit chain are vouched for."""
+        result, rows = await _run(witnessed, fn, *args, **kwargs)
+        await self.vouch_rows(rows)
+        return result
 
     async def end_streams(self) -> None:
         """End every open event stream (the inbox's and the agents'): a server that is stopping must not wait
@@ -219,6 +250,7 @@ class _Api:
         await self.agents.heartbeats.aclose()
         await self.acks.aclose()
         await self.vouches.aclose()
+        await self.row_vouches.aclose()
 
     async def _access_news(self, seen: str | None, timeout_s: float) -> str:
         """The store's users' access version once it differs from ``seen`` (on the one thread that LISTENs)."""
@@ -246,7 +278,9 @@ class _Api:
             self.auth.check_csrf(request, user, write=request.method not in ("GET", "HEAD"))
             if not user.can(permission):
                 if user.role == "agent":  # an agent token reaching for the inbox or a decision: on the record
-                    await audit_refusal(self.store, user, request, permission, threads=self.threads)
+                    await audit_refusal(
+                        self.store, user, request, permission, threads=self.threads, vouch_rows=self.vouch_rows
+                    )
                 raise ApiError(403, f"{user.name!r} has role {user.role!r}, which may not {permission}")
             response = await handler(request, user)
             if isinstance(response, StreamingResponse):  # open for long: it ends when the user's access does
@@ -374,7 +408,7 @@ class _Api:
         edited = body.get("edited_args")
         if edited is not None and not isinstance(edited, dict):
             raise ApiError(400, f"'edited_args' must be a JSON object, got {type(edited).__name__}")
-        row, planned = await _run(
+        row, planned = await self._written(
             _plan_and_post,
             self.store,
             request.path_params["target_id"],
@@ -436,7 +470,7 @@ class _Api:
                 posted=True,  # by _plan_and_post
             )
         except DeliveryTimeout as exc:  # RunGone too: undelivered() records it for a run that ended meanwhile
-            result: DecideResult = await _run(planned.undelivered, exc)
+            result: DecideResult = await self._written(planned.undelivered, exc)
             return result
         return planned.delivered(ack)
 
@@ -465,7 +499,7 @@ class _Api:
         why = await self._may_revoke(user, row)
         if why:
             raise ApiError(403, why)
-        revoked = await _run(
+        revoked = await self._written(
             grants_mod.revoke_grant, self.store, row.grant_id, by=user.name, reason=reason, channel=user.channel
         )
         return JSONResponse({"result": "REVOKED", "grant": revoked.as_dict(await _run(self.store.clock_ms))})

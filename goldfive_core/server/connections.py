@@ -27,6 +27,7 @@ import logging
 import socket
 from typing import Any
 
+import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 __all__ = [
@@ -79,13 +80,26 @@ def keep_probing(sock: Any, *, user_timeout_s: float = TCP_USER_TIMEOUT_S) -> No
                 continue
 
 
+def _raw_headers(body: bytes) -> list[tuple[bytes, bytes]]:
+    """The headers of an answer this module writes itself (not through the app): JSON, nosniff like every answer
+    of the app (a browser never sniffs one as script or HTML), and the connection closes after it."""
+    return [
+        (b"content-type", b"application/json"),
+        (b"x-content-type-options", b"nosniff"),
+        (b"connection", b"close"),
+        (b"content-length", str(len(body)).encode()),
+    ]
+
+
 def _answer_408(seconds: float) -> bytes:
     body = json.dumps({"error": f"the request line and headers did not arrive within {seconds:g} s"}).encode()
-    head = (
-        "HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\nconnection: close\r\n"
-        f"content-length: {len(body)}\r\n\r\n"
-    )
-    return head.encode() + body
+    head = b"".join(name + b": " + value + b"\r\n" for name, value in _raw_headers(body))
+    return b"HTTP/1.1 408 Request Timeout\r\n" + head + b"\r\n" + body
+
+
+_NOT_HTTP = json.dumps(
+    {"error": "invalid HTTP request: the request line, a header or the body's framing could not be parsed"}
+).encode()
 
 
 class DeadlineProtocol(H11Protocol):
@@ -116,6 +130,23 @@ class DeadlineProtocol(H11Protocol):
         self._arm()
         super().on_response_complete()
         self._met()
+
+    def send_400_response(self, msg: str) -> None:
+        """h11 could not parse what the client sent: a JSON 400 with nosniff like every other answer (uvicorn's
+        own is plain text without it), then the connection closes."""
+        self._disarm()
+        events = (
+            h11.Response(status_code=400, headers=_raw_headers(_NOT_HTTP), reason=b"Bad Request"),
+            h11.Data(data=_NOT_HTTP),
+            h11.EndOfMessage(),
+        )
+        try:  # through h11, so its state agrees: after an answer already under way, no second one can be written
+            output = b"".join(self.conn.send(event) or b"" for event in events)
+        except h11.LocalProtocolError:
+            output = b""  # the answer in flight is cut off: nothing more can be said on this connection
+        if output:
+            self.transport.write(output)
+        self.transport.close()
 
     def connection_lost(self, exc: Exception | None) -> None:
         """No deadline outlives its connection."""

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from .._util import now_ms, shorten
 from ..policy import Ask, Policy, PolicyAuthority, format_duration
 from ..signing import DecisionSigner
 from ..store.base import ApprovalRow, Store
 from ..store.decide import DecideVerdict, expire, record_expiry
+from ..store.witness import Appended, witnessed
 
 __all__ = ["Expirer", "expiring"]
 
@@ -46,8 +47,12 @@ class Expirer:
         *,
         clock: Callable[[], int] = now_ms,
         ack_timeout_s: float = 10.0,
+        vouch_rows: Callable[[Sequence[Appended]], None] | None = None,
     ) -> None:
         self.store = store
+        self.vouch_rows = vouch_rows
+        """Holds the audit rows an expiry wrote (the server's own record of it) to what they say until a checkpoint
+        covers them (``CheckpointWriter.vouch_events``); None: nobody does."""
         self.rules = rules
         self.signer = signer
         self._clock = clock
@@ -75,13 +80,19 @@ class Expirer:
                 continue
             if self.store.liveness_of(self.store.run(row.run_id)).live:
                 self._sent.add((row.id, row.requested_at_ms))
-                result = expire(self.store, row, why=why, signer=self.signer, timeout_s=self._ack_timeout_s)
+                result, written = witnessed(
+                    expire, self.store, row, why=why, signer=self.signer, timeout_s=self._ack_timeout_s
+                )
             elif self.store.detached(row.target_id) is not None:
                 # Parked (detach_after): kept as the run's decision, which resumes the call to hear it.
                 self._sent.add((row.id, row.requested_at_ms))
-                result = record_expiry(self.store, row, why=why, signer=self.signer, expires_ms=expires_ms)
+                result, written = witnessed(
+                    record_expiry, self.store, row, why=why, signer=self.signer, expires_ms=expires_ms
+                )
             else:
                 continue  # nobody to tell: decisions are refused, the listing says when it expired
+            if written and self.vouch_rows is not None:
+                self.vouch_rows(written)
             if result.verdict in (DecideVerdict.APPLIED, DecideVerdict.RECORDED):
                 sent += 1
             else:

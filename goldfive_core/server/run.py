@@ -40,7 +40,9 @@ def uvicorn_config(app: Any, *, host: str, port: int) -> uvicorn.Config:
     """How ``goldfive serve`` runs uvicorn: quiet, and every phase of a connection bounded — a request head
     within ``GOLDFIVE_SERVE_HEAD_TIMEOUT_S`` (default 10), an idle keep-alive connection closed after
     ``GOLDFIVE_SERVE_KEEPALIVE_S`` (default 5), an answer left unread for ``GOLDFIVE_SERVE_WRITE_TIMEOUT_S``
-    (default 60) dropped; the body's deadline is the app's (``body_timeout_s``)."""
+    (default 60) dropped; the body's deadline is the app's (``body_timeout_s``). Every answer carries
+    ``X-Content-Type-Options: nosniff``: the app's through its middleware, and the few written without the
+    app (a 400 for a request h11 cannot parse, the head's 408) by :class:`DeadlineProtocol`."""
     head_s = env_seconds("GOLDFIVE_SERVE_HEAD_TIMEOUT_S", HEAD_TIMEOUT_S)
     write_s = env_seconds("GOLDFIVE_SERVE_WRITE_TIMEOUT_S", WRITE_TIMEOUT_S)
     keepalive_s = env_seconds("GOLDFIVE_SERVE_KEEPALIVE_S", KEEPALIVE_S)
@@ -52,6 +54,9 @@ def uvicorn_config(app: Any, *, host: str, port: int) -> uvicorn.Config:
         lifespan="on",
         access_log=False,
         http=deadline_protocol(head_timeout_s=head_s, write_timeout_s=write_s),
+        # No WebSocket routes: an upgrade request is an ordinary request of the app's (its answer, its headers),
+        # never handed to a WebSocket library that would answer it with bytes of its own (403, no nosniff).
+        ws="none",
         timeout_keep_alive=max(1, round(keepalive_s)),
         timeout_graceful_shutdown=max(1, round(env_seconds("GOLDFIVE_SERVE_STOP_GRACE_S", STOP_GRACE_S))),
     )

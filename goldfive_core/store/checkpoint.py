@@ -23,7 +23,8 @@ covers the three body lines. Needs the ``cryptography`` package (``pip install '
 ``--checkpoint-every`` seconds while the head moves, into ``--checkpoint FILE``); the public half is
 the ``GOLDFIVE_TRUST_KEY`` value it prints, which ``goldfive audit verify --public-key`` accepts.
 A checkpoint never launders: the writer verifies what was written since its previous one, including that
-every decision the server signed since is still signed on its record, and refuses (with an alarm on the
+every decision the server signed since is still signed on its record and every row the server wrote itself
+since (:meth:`CheckpointWriter.vouch_events`) still reads as written, and refuses (with an alarm on the
 audit log, ``checkpoint_refused``) to sign a chain that does not verify.
 """
 
@@ -51,6 +52,7 @@ from ..signing import DecisionSigner, TrustKey
 from .agents import append_server_event
 from .audit import GENESIS_HASH, Vouched, verify_since
 from .base import ApprovalRow, AuditReport, AuditRow, Store, StoreError, StoreUnavailableError
+from .witness import Appended, witnessed
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
@@ -261,8 +263,9 @@ class CheckpointWriter:
     atomically (the newest checkpoint covers every row the older ones did) — but only after verifying
     everything since the last one (:func:`~goldfive_core.store.audit.verify_since`: the chain still holds the
     head it signed last, every row since links, hashes and shows what it hashes, every approval record
-    requested or decided since matches those events and its signature, and every decision this server signed
-    since (:meth:`vouch`) is still on its record, signed). A chain that does not verify is never signed: the
+    requested or decided since matches those events and its signature, every decision this server signed
+    since (:meth:`vouch`) is still on its record, signed, and every row it wrote itself since
+    (:meth:`vouch_events`) is still at its place, reading as written). A chain that does not verify is never signed: the
     last honest checkpoint stays, :attr:`refused` says why, and the alarm goes to the server's log and the
     audit log (a ``checkpoint_refused`` event, which ``goldfive audit verify`` reports). :meth:`run` does that
     every ``every_s`` seconds until cancelled, and once more on the way out. A store that cannot be reached is
@@ -287,9 +290,11 @@ class CheckpointWriter:
         checkpoint, or what was written since does not verify — someone rewrote history."""
         self._trust = trust_key_of(self._public())
         self.vouched_path = self.path.with_name(self.path.name + ".vouched")
-        """Where the decisions signed since the last checkpoint are kept (beside it, outside the database), so a
-        server killed before its next checkpoint still holds them to their records when it starts again."""
-        self._vouched: set[Vouched] = self._load_vouched()
+        """Where the decisions signed and the rows written since the last checkpoint are kept (beside it, outside
+        the database), so a server killed before its next checkpoint still holds them when it starts again."""
+        self._vouched: set[Vouched]
+        self._vouched_rows: set[Appended]
+        self._vouched, self._vouched_rows = self._load_vouched()
         self._lock = threading.Lock()
         self._doubts: dict[str, float] = {}
         self._alarmed = ""
@@ -335,11 +340,36 @@ class CheckpointWriter:
             items.append((run_id, target_id, -1 if row is None else row.requested_at_ms))
         if not items:
             return
-        lines = "".join(
-            json.dumps({"run_id": item[0], "target_id": item[1], "requested_at_ms": item[2]}) + "\n" for item in items
-        )
+        self._keep(items, [])
+
+    def vouch_events(self, appended: Sequence[Appended]) -> None:
+        """Note audit chain rows this server wrote itself (as :func:`~goldfive_core.store.witness.witnessed` returned
+        them): no checkpoint is signed while one of them is gone or reads otherwise than as written.
+
+        ``goldfive serve`` calls it before it answers a request that wrote rows of its own (a grant revocation, a
+        refusal, the ledger changes an agent asks for, a decision it records) — not the events an agent posts,
+        which are the agent's account. Each row is read back first: one of an attempt that rolled back (a write
+        retried through an outage) is not the server's and is dropped. Kept, in memory and in
+        :attr:`vouched_path`, before this returns, until a checkpoint covers them.
+        """
+        if not appended:
+            return
+        found = self._rows_at(sorted({a.seq for a in appended}))
+        kept = [a for a in appended if _reads_as_written(found.get(a.seq), a)]
+        if len(kept) < len(appended):
+            logger.info(
+                "%d row(s) noted as written were not committed (an attempt retried); not vouched for",
+                len(appended) - len(kept),
+            )
+        if kept:
+            self._keep([], kept)
+
+    def _keep(self, decisions: Sequence[Vouched], rows: Sequence[Appended]) -> None:
+        """Hold ``decisions`` and ``rows`` until a checkpoint covers them: in memory and, written through, on disk."""
+        lines = "".join(_decision_line(item) for item in decisions) + "".join(_row_line(a) for a in rows)
         with self._lock:
-            self._vouched.update(items)
+            self._vouched.update(decisions)
+            self._vouched_rows.update(rows)
             try:
                 self.vouched_path.parent.mkdir(parents=True, exist_ok=True)
                 with self.vouched_path.open("a", encoding="utf-8") as out:
@@ -347,30 +377,62 @@ class CheckpointWriter:
                     out.flush()
                     os.fsync(out.fileno())
             except OSError as exc:  # held in memory still: only a crash before the next checkpoint forgets them
-                logger.error("could not keep %d signed decision(s) in %s: %s", len(items), self.vouched_path, exc)
+                logger.error(
+                    "could not keep %d signed decision(s) and %d written row(s) in %s: %s",
+                    len(decisions),
+                    len(rows),
+                    self.vouched_path,
+                    exc,
+                )
 
-    def _load_vouched(self) -> set[Vouched]:
-        """The decisions signed since the last checkpoint, as :meth:`vouch` kept them (none: a fresh start)."""
+    def _rows_at(self, seqs: Sequence[int]) -> dict[int, AuditRow]:
+        """The chain rows numbered ``seqs`` (sorted) that exist, read in as few pages as they allow."""
+        found: dict[int, AuditRow] = {}
+        wanted = set(seqs)
+        i = 0
+        while i < len(seqs):
+            first = seqs[i]
+            page = self.store.audit_rows(after_seq=first - 1, limit=min(max(seqs[-1] - first + 1, 1), 2000))
+            found.update((row.seq, row) for row in page if row.seq in wanted)
+            last = page[-1].seq if page else first
+            while i < len(seqs) and seqs[i] <= max(last, first):
+                i += 1
+        return found
+
+    def _load_vouched(self) -> tuple[set[Vouched], set[Appended]]:
+        """The decisions signed and the rows written since the last checkpoint, as :meth:`vouch_many` and
+        :meth:`vouch_events` kept them (none: a fresh start)."""
         try:
             text = self.vouched_path.read_text(encoding="utf-8")
         except FileNotFoundError:
-            return set()
+            return set(), set()
         except (OSError, UnicodeDecodeError) as exc:
             logger.error("the signed decisions kept in %s cannot be read: %s", self.vouched_path, exc)
-            return set()
+            return set(), set()
         found: set[Vouched] = set()
+        rows: set[Appended] = set()
         for number, line in enumerate(text.splitlines(), 1):
             try:
                 item = json.loads(line)
-                run_id, target_id, at = item["run_id"], item["target_id"], item["requested_at_ms"]
+                if "seq" in item:
+                    seq, event_id, kind, digest = item["seq"], item["event_id"], item["kind"], item["body_sha256"]
+                else:
+                    run_id, target_id, at = item["run_id"], item["target_id"], item["requested_at_ms"]
             except (ValueError, TypeError, KeyError):
-                logger.error("%s line %d is not a kept decision; skipped", self.vouched_path, number)
+                logger.error("%s line %d is not a kept decision or row; skipped", self.vouched_path, number)
                 continue
-            if isinstance(run_id, str) and isinstance(target_id, str) and isinstance(at, int):
+            if "seq" in item:
+                if isinstance(seq, int) and all(isinstance(v, str) for v in (event_id, kind, digest)):
+                    rows.add(Appended(seq, event_id, kind, digest))
+            elif isinstance(run_id, str) and isinstance(target_id, str) and isinstance(at, int):
                 found.add((run_id, target_id, at))
-        if found:
-            logger.info("%d decision(s) signed before a restart are held to their records", len(found))
-        return found
+        if found or rows:
+            logger.info(
+                "%d decision(s) signed and %d row(s) written before a restart are held to what they say",
+                len(found),
+                len(rows),
+            )
+        return found, rows
 
     def _extends_last(self, head: tuple[int, str]) -> str:
         """ "" when the chain still holds the last signed head (it only grew); else what is wrong."""
@@ -404,26 +466,51 @@ class CheckpointWriter:
             raise StoreError(f"the approval record {target_id!r} cannot be read (edited?): {exc}") from None
         return next((r for r in rows if r.run_id == run_id), None)
 
-    def _check(self) -> tuple[tuple[int, str], set[Vouched], list[str], bool]:
-        """The head, the decisions vouched for so far, what is wrong since the last checkpoint ([]: nothing),
-        and whether that is certain (the signed prefix itself changed) rather than maybe a write half-done."""
+    def _check(self) -> tuple[tuple[int, str], set[Vouched], set[Appended], list[str], bool]:
+        """The head, the decisions and rows vouched for so far (those the head covers), what is wrong since the
+        last checkpoint ([]: nothing), and whether that is certain (the signed prefix itself changed, or a row the
+        server wrote was rewritten) rather than maybe a write half-done."""
+        with self._lock:  # before the head is read: each of these rows was committed by then, so the head covers it
+            rows = set(self._vouched_rows)
         try:
             head = self.store.audit_head()
         except StoreUnavailableError:
             raise
         except StoreError:
-            return (-1, ""), set(), ["the chain head row is missing (deleted): history may have been cut"], True
+            return (-1, ""), set(), set(), ["the chain head row is missing (deleted): history may have been cut"], True
         with self._lock:
             vouched = set(self._vouched)
-        if head == self._last and not vouched:
-            return head, vouched, [], False
+        if head == self._last and not vouched and not rows:
+            return head, vouched, rows, [], False
         cut = self._extends_last(head)
         if cut:
-            return head, vouched, [cut], True
+            return head, vouched, rows, [cut], True
         start = self._last or (0, GENESIS_HASH)
-        rows = self._rows(start[0], head[0])
-        since = verify_since(rows, start=start, head=head, record=self._record, trust=self._trust, vouched=vouched)
-        return head, vouched, since, False
+        since = verify_since(
+            self._rows(start[0], head[0]),
+            start=start,
+            head=head,
+            record=self._record,
+            trust=self._trust,
+            vouched=vouched,
+        )
+        rewritten = self._written_problems(rows)
+        return head, vouched, rows, since + rewritten, bool(rewritten)
+
+    def _written_problems(self, rows: set[Appended]) -> list[str]:
+        """Each row this server wrote (:meth:`vouch_events`) still at its place, reading as written."""
+        found = self._rows_at(sorted({a.seq for a in rows}))
+        problems: list[str] = []
+        for a in sorted(rows):
+            row = found.get(a.seq)
+            what = f"the {a.kind} event {a.event_id!r} this server wrote at row {a.seq}"
+            if row is None:
+                problems.append(f"{what} is gone (deleted): history was rewritten")
+            elif row.event_id != a.event_id:
+                problems.append(f"{what} was replaced by {row.event_id!r} ({row.kind}): history was rewritten")
+            elif not _reads_as_written(row, a):
+                problems.append(f"{what} no longer reads as written (edited): history was rewritten")
+        return problems
 
     def write(self) -> bool:
         """Sign and save the head if it moved and everything since the last checkpoint verifies; True when written.
@@ -432,28 +519,29 @@ class CheckpointWriter:
         in place, ``refused`` says why, and it is logged as an error and put on the audit log. A problem among
         the newest rows is first given :attr:`settle_s` to clear (a decision half-written), unsigned meanwhile.
         """
-        head, vouched, problems, certain = self._check()
+        head, vouched, rows, problems, certain = self._check()
         if problems:
             return self._refuse(head, problems, certain=certain)
         self._doubts = {}
         self.refused = ""
         if head == self._last:
-            self._forget(vouched)
+            self._forget(vouched, rows)
             return False
         self._save(make_checkpoint(self.origin, head[0], head[1], self.key))
         self._last = head
-        self._forget(vouched)
+        self._forget(vouched, rows)
         self.written += 1
         return True
 
-    def _forget(self, vouched: set[Vouched]) -> None:
-        """A checkpoint covers ``vouched``: drop them (also from :attr:`vouched_path`)."""
+    def _forget(self, vouched: set[Vouched], rows: set[Appended]) -> None:
+        """A checkpoint covers ``vouched`` and ``rows``: drop them (also from :attr:`vouched_path`)."""
         with self._lock:
-            if not vouched & self._vouched:
+            if not vouched & self._vouched and not rows & self._vouched_rows:
                 return
             self._vouched -= vouched
-            rest = sorted(self._vouched)
-            text = "".join(json.dumps({"run_id": r, "target_id": t, "requested_at_ms": at}) + "\n" for r, t, at in rest)
+            self._vouched_rows -= rows
+            text = "".join(_decision_line(v) for v in sorted(self._vouched))
+            text += "".join(_row_line(a) for a in sorted(self._vouched_rows))
             try:
                 _replace(self.vouched_path, text)
             except OSError as exc:  # the next checkpoint holds them again: a stale line only costs a look
@@ -482,7 +570,8 @@ class CheckpointWriter:
         refused.head_seq = head[0]
         refused.key_id = self._trust.key_id
         try:
-            append_server_event(self.store, event)
+            _, appended = witnessed(append_server_event, self.store, event)
+            self.vouch_events(appended)  # the alarm is the server's own row too: its deletion is one more
         except StoreError as exc:
             logger.error("could not put the refused checkpoint on the audit log (tried again later): %s", exc)
             return
@@ -505,3 +594,17 @@ class CheckpointWriter:
                 await asyncio.sleep(every_s)
         finally:
             self._write_logged()  # the rows written since the last tick are covered too
+
+
+def _decision_line(item: Vouched) -> str:
+    run_id, target_id, at = item
+    return json.dumps({"run_id": run_id, "target_id": target_id, "requested_at_ms": at}) + "\n"
+
+
+def _row_line(a: Appended) -> str:
+    return json.dumps({"seq": a.seq, "event_id": a.event_id, "kind": a.kind, "body_sha256": a.body_sha256}) + "\n"
+
+
+def _reads_as_written(row: AuditRow | None, a: Appended) -> bool:
+    """Whether ``row`` is the row ``a`` noted, with the body it was written with."""
+    return row is not None and row.event_id == a.event_id and hashlib.sha256(row.body).hexdigest() == a.body_sha256

@@ -160,6 +160,11 @@ async def test_an_approval_that_grants_the_run_lets_matching_calls_through_on_th
     assert not edited.ok and "an edited approval never creates a grant" in edited.detail
     unoffered = await approve(target, grant="session")
     assert not unoffered.ok and "does not offer a grant for this session" in unoffered.detail
+    rejected = await channel.send(
+        ControlMessage(ControlKind.REJECT, {"target_id": target, "decided_by": "ana", "grant": "run"})
+    )
+    assert not rejected.ok and "only an approval can allow matching calls" in rejected.detail
+    assert plugin.sessions[0].grants.list() == [] and bank.transfers == []  # nothing decided, nothing granted
     granted = await approve(target, grant="run")
     assert granted.ok and "allow transfer_funds calls matching rule 'payments to acme'" in granted.detail
     # The second acme payment runs on the grant; the payment to bolt is not covered and asks.

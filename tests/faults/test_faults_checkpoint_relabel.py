@@ -393,3 +393,215 @@ async def test_a_serve_killed_before_its_next_checkpoint_still_holds_what_it_sig
         )
     assert "relabelled" in alarm[0].event().checkpoint_refused.reason, alarm[0].event()
     assert checkpoint.read_text() == signed  # the relabel was never signed
+
+
+# -- rows the server wrote itself: grant revocations, ledger records, its refusals --------------------------------
+def _rewrite_row(store: Store, seq: int, edit: Callable[[events_pb2.Event], None]) -> None:
+    """The attacker edits row ``seq``'s event and recomputes every later hash and the head."""
+    rows = store.audit_rows(after_seq=seq - 1, limit=100_000)
+    prev = rows[0].prev_hash
+    for row in rows:
+        event = row.event()
+        if row.seq == seq:
+            edit(event)
+        body = canonical_event_bytes(event)
+        digest = chain_hash(prev, body)
+        _sql(
+            store, "UPDATE gf_audit SET body = ?, prev_hash = ?, hash = ? WHERE seq = ?", (body, prev, digest, row.seq)
+        )
+        prev = digest
+    _sql(store, "UPDATE gf_chain_head SET hash = ? WHERE id = 1", (prev,))
+
+
+def _cut_last_row(store: Store, kind: str) -> int:
+    """The attacker deletes the newest row (of ``kind``) and puts the head back on the row before: consistent."""
+    [*_, last] = store.audit_rows(limit=100_000)
+    assert last.kind == kind, last.kind
+    _sql(store, "DELETE FROM gf_audit WHERE seq = ?", (last.seq,))
+    _sql(store, "UPDATE gf_chain_head SET seq = ?, hash = ? WHERE id = 1", (last.seq - 1, last.prev_hash))
+    return last.seq
+
+
+def _a_standing_grant(store: Store) -> str:
+    """A grant an agent's run made (its GrantCreated on the log, the gf_grants row from it)."""
+    created = events_pb2.GrantCreated(
+        grant_id="grant-pay",
+        rule="payments to acme",
+        tool="transfer",
+        granted_by="ana",
+        scope="time",
+        created_at_ms=store.clock_ms(),
+        expires_at_ms=store.clock_ms() + 3_600_000,
+        description="allow transfer calls matching rule 'payments to acme' for 1h, granted by ana",
+    )
+    event = events_pb2.Event(event_id="ev-grant-pay", run_id="run-pay", sequence=0)
+    event.grant_created.CopyFrom(created)
+    store.append_events([event], pid=1, host="h")
+    return created.grant_id
+
+
+async def _refused_with_an_alarm(srv: _Served, backend: Backend, words: str, caplog: pytest.LogCaptureFixture) -> None:
+    """The next checkpoint is refused, and the alarm is on the server's log, the audit log and /api/audit/verify."""
+    signed = srv.writer.path.read_text()
+    assert srv.store.verify_audit(trust_key=srv.signer.trust_key).ok  # the database alone is consistent again
+    with caplog.at_level(logging.ERROR, logger="goldfive_core.store.checkpoint"):
+        assert not srv.writer.write()
+    assert words in srv.writer.refused, srv.writer.refused
+    assert srv.writer.path.read_text() == signed  # the last honest checkpoint stays
+    assert any("audit checkpoint NOT signed" in r.getMessage() and words in r.getMessage() for r in caplog.records)
+    alarms = [r for r in srv.store.audit_rows(limit=100_000) if r.kind == "checkpoint_refused"]
+    assert len(alarms) == 1 and words in alarms[0].event().checkpoint_refused.reason
+    report = await srv.verify()
+    assert report["ok"] is False and words in str(report["problems"]), report
+    alone = goldfive(backend, "audit", "verify", "--public-key", srv.public)
+    assert alone.returncode == 1 and "refused to sign a checkpoint" in alone.stdout, alone.stdout + alone.stderr
+
+
+async def test_a_revocation_the_server_made_erased_after_the_newest_checkpoint_is_never_signed(
+    served: _Served, backend: Backend, caplog: pytest.LogCaptureFixture
+) -> None:
+    """ana revokes a leaked grant through the server; a database writer deletes the revocation's row, puts the head
+    back and the grant's row back to standing: the database is consistent and the grant lets calls through again.
+    The server wrote that revocation: its next checkpoint refuses."""
+    from goldfive_core.store.grants import grant_rows
+
+    srv = served
+    grant = _a_standing_grant(srv.store)
+    assert srv.writer.write()
+    revoked = await srv.client.post(
+        f"/api/grants/{grant}/revoke", headers={"Authorization": f"Bearer {srv.token}"}, json={"reason": "leaked"}
+    )
+    assert revoked.status_code == 200, revoked.text
+    seq = _cut_last_row(srv.store, "grant_revoked")
+    _sql(
+        srv.store,
+        "UPDATE gf_grants SET revoked_at_ms = 0, revoked_by = '', revoke_reason = '' WHERE grant_id = ?",
+        (grant,),
+    )
+    assert [g.grant_id for g in grant_rows(srv.store, active_only=True)] == [grant]  # standing again
+    await _refused_with_an_alarm(srv, backend, "the grant_revoked event", caplog)
+    assert f"this server wrote at row {seq} is gone (deleted)" in srv.writer.refused
+
+
+async def test_a_revocation_the_server_made_relabelled_after_the_newest_checkpoint_is_never_signed(
+    served: _Served, backend: Backend, caplog: pytest.LogCaptureFixture
+) -> None:
+    srv = served
+    grant = _a_standing_grant(srv.store)
+    assert srv.writer.write()
+    revoked = await srv.client.post(
+        f"/api/grants/{grant}/revoke", headers={"Authorization": f"Bearer {srv.token}"}, json={}
+    )
+    assert revoked.status_code == 200, revoked.text
+    [*_, row] = srv.store.audit_rows(limit=100_000)
+
+    def edit(event: events_pb2.Event) -> None:
+        event.grant_revoked.revoked_by = CFO
+        event.grant_revoked.channel = "cli"
+
+    _rewrite_row(srv.store, row.seq, edit)
+    _sql(srv.store, "UPDATE gf_grants SET revoked_by = ? WHERE grant_id = ?", (CFO, grant))
+    await _refused_with_an_alarm(srv, backend, "no longer reads as written (edited)", caplog)
+
+
+async def _an_agents_call_done(srv: _Served) -> str:
+    """An agent over HTTP claims its call and says it finished, through the server: two ledger rows it writes."""
+    from google.protobuf import json_format
+    from store_support import make_event
+
+    bot = {"Authorization": f"Bearer {add_user(srv.store, 'bot', 'agent').token}"}
+    started = make_event("run-bot", 0, events_pb2.RunStarted(adapter="callable"))
+    body = {"pid": 1, "host": "h", "events": [json_format.MessageToDict(started, preserving_proto_field_name=True)]}
+    assert (await srv.client.post("/api/agent/events", headers=bot, json=body)).status_code == 200
+    assert srv.writer.write()  # the run's start is signed; what follows is after the newest checkpoint
+    claim = {"run_id": "run-bot", "pid": 7, "host": "h", "args_digest": "sha256:pay"}
+    claimed = await srv.client.post("/api/agent/ledger/call-pay/executing", headers=bot, json=claim)
+    assert claimed.json() == {"claimed": True}
+    done = {"run_id": "run-bot", "result_json": '{"paid":10}'}
+    assert (await srv.client.post("/api/agent/ledger/call-pay/done", headers=bot, json=done)).status_code == 200
+    return "call-pay"
+
+
+async def test_a_finished_call_the_server_recorded_put_back_in_doubt_is_never_signed(
+    served: _Served, backend: Backend, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The body ran and the agent said so through the server; a database writer deletes the 'done' row and puts the
+    ledger back to 'executing': the call now reads in doubt (a person would answer --did-not-run and a replay would
+    run it again). The server wrote that 'done': its next checkpoint refuses."""
+    from goldfive_core.store import ExecutionState
+
+    srv = served
+    call = await _an_agents_call_done(srv)
+    _cut_last_row(srv.store, "execution_recorded")
+    _sql(
+        srv.store,
+        "UPDATE gf_executions SET state = 'executing', finished_at_ms = 0, result_json = '' WHERE target_id = ?",
+        (call,),
+    )
+    row = srv.store.execution(call, run_id="run-bot")
+    assert row is not None and row.state is ExecutionState.EXECUTING  # in doubt, to whoever looks
+    await _refused_with_an_alarm(srv, backend, "the execution_recorded event", caplog)
+    assert "is gone (deleted)" in srv.writer.refused
+
+
+async def test_a_ledger_record_the_server_wrote_rewritten_is_never_signed_even_after_a_restart(
+    served: _Served, backend: Backend, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The 'done' rewritten to another result (the event's digest and the row's result, consistently), after the
+    server wrote it: a writer started from the kept file refuses as the running one does."""
+    from goldfive_core.store.audit import result_digest
+
+    srv = served
+    call = await _an_agents_call_done(srv)
+    [*_, row] = srv.store.audit_rows(limit=100_000)
+    assert row.kind == "execution_recorded" and row.event().execution_recorded.state == "done"
+    forged = '{"paid":0}'
+
+    def edit(event: events_pb2.Event) -> None:
+        event.execution_recorded.result_digest = result_digest(forged)
+
+    _rewrite_row(srv.store, row.seq, edit)
+    _sql(srv.store, "UPDATE gf_executions SET result_json = ? WHERE target_id = ?", (forged, call))
+    kept = [json.loads(line) for line in srv.writer.vouched_path.read_text().splitlines()]
+    assert {(k["seq"], k["kind"]) for k in kept if "seq" in k} >= {(row.seq, "execution_recorded")}
+    await _refused_with_an_alarm(srv, backend, "no longer reads as written (edited)", caplog)
+    restarted = CheckpointWriter(srv.store, srv.signer, srv.writer.path)
+    assert not restarted.write() and f"row {row.seq} no longer reads as written (edited)" in restarted.refused
+
+
+async def test_rows_the_server_wrote_are_signed_when_they_read_as_written_and_then_forgotten(
+    served: _Served, backend: Backend
+) -> None:
+    """No false alarm: the honest revocation and ledger rows are signed, and the kept list empties; a row noted for
+    an attempt that never committed (a retried write) is not held at all."""
+    from goldfive_core.store.witness import Appended
+
+    srv = served
+    grant = _a_standing_grant(srv.store)
+    await _an_agents_call_done(srv)
+    answer = await srv.client.post(
+        f"/api/grants/{grant}/revoke", headers={"Authorization": f"Bearer {srv.token}"}, json={}
+    )
+    assert answer.status_code == 200, answer.text
+    kinds = [json.loads(line).get("kind") for line in srv.writer.vouched_path.read_text().splitlines()]
+    assert kinds.count("execution_recorded") == 2 and kinds.count("grant_revoked") == 1, kinds
+    head = srv.store.audit_head()[0]
+    srv.writer.vouch_events([Appended(head + 1, "ev-rolled-back", "grant_revoked", "0" * 64)])  # never committed
+    assert srv.writer.write() and not srv.writer.refused
+    assert srv.writer.vouched_path.read_text() == ""
+    assert (await srv.verify())["ok"] is True
+    ok = goldfive(backend, "audit", "verify", "--checkpoint", str(srv.writer.path), "--public-key", srv.public)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+
+
+async def test_a_refusal_the_server_put_on_the_audit_log_erased_is_never_signed(
+    served: _Served, backend: Backend, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An agent token reaching for the inbox is refused and the server puts that on the audit log; the row deleted
+    (the head put back) is what the server's next checkpoint refuses to sign."""
+    srv = served
+    bot = {"Authorization": f"Bearer {add_user(srv.store, 'bot', 'agent').token}"}
+    assert srv.writer.write()
+    assert (await srv.client.get("/api/approvals", headers=bot)).status_code == 403
+    _cut_last_row(srv.store, "decision_refused")
+    await _refused_with_an_alarm(srv, backend, "the decision_refused event", caplog)

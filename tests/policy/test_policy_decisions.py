@@ -139,6 +139,7 @@ def test_a_run_grant_lets_matching_calls_of_that_run_through_until_revoked() -> 
     assert "for the rest of run run-1, granted by ana" in grant.describe()
     assert book.find(deploy(), rule="deploys", run_id="run-1") == grant
     assert book.find(deploy(), rule="deploys", run_id="run-2") is None
+    assert book.find(deploy(), rule="deploys") is None  # a call that names no run is in no run the grant covers
     assert book.find(deploy(), rule="other rule", run_id="run-1") is None
     assert book.find(PolicyCall(tool="rollback", args={}), rule="deploys", run_id="run-1") is None
     revoked = book.revoke(grant.grant_id, by="bo")
@@ -174,6 +175,7 @@ def test_a_session_grant_and_an_args_constraint() -> None:
     assert book.find(deploy("prod"), rule="deploys", session_id="s-1") is None
     assert book.find(PolicyCall(tool="deploy", args={}), rule="deploys", session_id="s-1") is None  # cannot tell
     assert book.find(deploy("staging"), rule="deploys", session_id="s-2") is None
+    assert book.find(deploy("staging"), rule="deploys", run_id="run-1") is None  # a run in no session
 
 
 GRANT_REFUSALS: list[tuple[dict[str, Any], str]] = [

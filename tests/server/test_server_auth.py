@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import hashlib
 
 import httpx
 import pytest
@@ -10,10 +12,11 @@ from server_support import ORIGIN, Server, start_task_agent
 
 from goldfive_core.approvals import Principal
 from goldfive_core.server import auth as auth_mod
-from goldfive_core.server.auth import LOGIN_FAILURE_BURST, WRONG_SECRET_BURST
+from goldfive_core.server.auth import COOKIE, LOGIN_FAILURE_BURST, SESSION_TTL_MS, WRONG_SECRET_BURST
 from goldfive_core.server.throttle import AttemptLimiter, client_key
 from goldfive_core.store import ApprovalRow
-from goldfive_core.store.users import verify_token
+from goldfive_core.store.rows import WebSession
+from goldfive_core.store.users import hash_token, verify_token
 
 
 async def _login(srv: Server, name: str = "ana") -> tuple[httpx.AsyncClient, str]:
@@ -268,3 +271,55 @@ async def test_a_decision_authority_can_refuse_a_user_and_nothing_changes(sqlite
         assert (await agent.result()).output["decided_by"] == "root"
     finally:
         await agent.close()
+
+
+def _session_of(srv: Server, client: httpx.AsyncClient) -> WebSession:
+    cookie = client.cookies[COOKIE]
+    session = srv.store.web_session(hashlib.sha256(cookie.split(".", 1)[0].encode()).hexdigest())
+    assert session is not None
+    return session
+
+
+async def test_a_web_session_lasts_its_ttl_and_not_a_moment_more(server: Server) -> None:
+    srv = server
+    client, _ = await _login(srv)
+    try:
+        session = _session_of(srv, client)
+        assert session.expires_at_ms - session.created_at_ms == SESSION_TTL_MS == 12 * 3600 * 1000
+        assert (await client.get("/api/me")).status_code == 200
+        # Its time is up (the row as the clock finds it twelve hours on): the same cookie is refused.
+        srv.store.end_web_session(session.id_hash)
+        srv.store.add_web_session(dataclasses.replace(session, expires_at_ms=srv.store.clock_ms() - 1))
+        ended = await client.get("/api/me")
+        assert ended.status_code == 401 and "session has ended" in ended.json()["error"]
+    finally:
+        await client.aclose()
+
+
+async def test_the_login_cookie_says_the_sessions_ttl(sqlite_server: Server) -> None:
+    resp = await sqlite_server.client.post(
+        "/api/login", json={"name": "ana", "token": sqlite_server.tokens["ana"]}, headers={"Origin": ORIGIN}
+    )
+    assert f"max-age={SESSION_TTL_MS // 1000}" in resp.headers["set-cookie"].lower()
+
+
+async def test_a_role_the_permission_table_does_not_know_may_do_nothing(sqlite_server: Server) -> None:
+    """A user row whose role this server does not know (written by hand, or by a newer version) is refused
+    everything but who it is: no permission is assumed for it."""
+    srv = sqlite_server
+    assert srv.store.update_user("vic", role="auditor")
+    for path in ("/api/approvals", "/api/runs", "/api/grants", "/api/audit/verify"):
+        refused = await srv.get(path, user="vic")
+        assert refused.status_code == 403 and "role 'auditor', which may not read" in refused.json()["error"], path
+
+
+async def test_a_hash_changed_under_a_token_id_stops_the_old_secret_even_when_it_was_verified(
+    sqlite_server: Server,
+) -> None:
+    """The server remembers which token it verified against which stored hash: a new hash under the same id (a
+    rotate that kept the id, an edit by hand) is checked afresh, and the old secret no longer gets in."""
+    srv = sqlite_server
+    assert (await srv.get("/api/me")).status_code == 200  # verified once (scrypt), then remembered
+    assert srv.store.update_user("ana", token_hash=hash_token("another-secret-" + "x" * 28))
+    refused = await srv.get("/api/me")
+    assert refused.status_code == 401, refused.text

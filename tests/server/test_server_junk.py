@@ -352,6 +352,54 @@ async def test_clients_closing_their_event_streams_leave_no_error_in_the_log(tmp
         assert live.log.tracebacks() == []
 
 
+_NOT_HTTP = (
+    b"GARBAGE\r\n\r\n",  # no request line h11 can parse
+    b"GET /api/me HTTP/1.1\r\nHost: x\r\nBad Header: y\r\n\r\n",  # a header name with a space
+    b"POST /api/login HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",  # a chunk size that is not one
+)
+
+
+async def test_every_answer_serve_writes_itself_carries_nosniff_too(sqlite_backend: Backend, tmp_path: Path) -> None:
+    """The answers uvicorn and the connection deadlines write without the app (h11's 400 for a request it cannot
+    parse, the 408 for a head that never came, a WebSocket upgrade) carry ``X-Content-Type-Options: nosniff`` like
+    the app's own, and say in JSON what was wrong; read off raw sockets of a real ``goldfive serve``."""
+    from server_support import serve_process
+
+    env = {"GOLDFIVE_SERVE_HEAD_TIMEOUT_S": "0.5"}
+    with serve_process(sqlite_backend, tmp_path / "k.pem", env=env) as served:
+        port = int(served.url.rsplit(":", 1)[1])
+        answers: list[tuple[bytes, Any]] = []
+        for junk in _NOT_HTTP:
+            async with _connection(port) as (reader, writer):
+                writer.write(junk)
+                answers.append((junk, await asyncio.wait_for(read_answer(reader), 15)))
+        async with _connection(port) as (reader, writer):  # junk after a good request on a kept-alive connection
+            writer.write(_keepalive_head("GET", "/api/nothing-here", [], None) + b"NOT HTTP AT ALL\r\n\r\n")
+            first = await asyncio.wait_for(read_answer(reader), 15)
+            assert first.status == 404 and first.headers["x-content-type-options"] == "nosniff"
+            answers.append((b"after a kept-alive answer", await asyncio.wait_for(read_answer(reader), 15)))
+        for junk, answer in answers:
+            assert answer.status == 400, (junk, answer)
+            assert answer.headers.get("x-content-type-options") == "nosniff", (junk, answer.headers)
+            assert answer.headers["content-type"] == "application/json", (junk, answer.headers)
+            assert "invalid HTTP request" in json.loads(answer.body)["error"], (junk, answer.body)
+
+        async with _connection(port) as (reader, _):  # connects, never sends a byte: the head's deadline
+            late = await asyncio.wait_for(read_answer(reader), 15)
+        assert late.status == 408 and late.headers.get("x-content-type-options") == "nosniff", late.headers
+        assert "did not arrive within 0.5 s" in json.loads(late.body)["error"]
+
+        upgrade = [
+            ("Upgrade", b"websocket"),
+            ("Connection", b"Upgrade"),
+            ("Sec-WebSocket-Key", b"dGhlIHNhbXBsZSBub25jZQ=="),
+            ("Sec-WebSocket-Version", b"13"),
+        ]
+        head = http_head("GET", "/api/events", upgrade, length=None).replace(b"Connection: close\r\n", b"")
+        ws = await send_raw(port, head)  # serve has no WebSocket route: a plain answer of the app's
+        assert ws.status == 401 and ws.headers.get("x-content-type-options") == "nosniff", (ws.status, ws.headers)
+
+
 @pytest.mark.skipif(not PG_DSN, reason="needs GOLDFIVE_TEST_PG_DSN")
 async def test_after_a_postgresql_restart_the_first_requests_succeed(tmp_path: Path) -> None:
     """Every pooled connection is cut at once (what a restart does to them); the next requests must be served,

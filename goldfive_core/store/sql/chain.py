@@ -18,6 +18,7 @@ from ...pb.v1 import events_pb2
 from .._storable import storable_event
 from ..audit import chain_hash
 from ..base import SchemaVersionError
+from ..witness import note_appended
 from .db import SqlDb
 
 __all__ = ["ChainWriter", "appending", "next_sequence"]
@@ -42,6 +43,7 @@ class ChainWriter:
         hashed, so the columns made from it and the chain say the same on every backend)."""
         event, body = storable_event(event)
         digest = chain_hash(self.hash, body)
+        kind = payload_name(event)
         row = self.db.execute(
             self.conn,
             "INSERT INTO gf_audit (seq, run_id, sequence, kind, event_id, emitted_at_ms, body, prev_hash, hash) "
@@ -50,7 +52,7 @@ class ChainWriter:
                 self.seq + 1,
                 event.run_id,
                 event.sequence,
-                payload_name(event),
+                kind,
                 event.event_id,
                 timestamp_to_ms(event.emitted_at),
                 body,
@@ -59,6 +61,7 @@ class ChainWriter:
             ),
         ).fetchone()
         self.seq, self.hash = int(row[0]), digest
+        note_appended(self.seq, event.event_id, kind, body)
         return event
 
     def next_sequence(self, run_id: str) -> int:
