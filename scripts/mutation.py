@@ -2335,7 +2335,9 @@ MUTATIONS: tuple[Mutation, ...] = (
         "            if restarted >= self.restarts:",
         "            if True:",
         "mcp gateway: an upstream that died is never restarted (its tools stay unavailable)",
-        ("tests/mcp/test_mcp_gateway.py::test_an_upstream_that_died_is_restarted_and_an_approved_call_is_not_resent",),
+        (
+            "tests/mcp/test_mcp_gateway.py::test_an_upstream_that_died_is_restarted_and_an_approved_call_lost_in_flight_stays_in_doubt",
+        ),
     ),
     M(
         ("goldfive_core/adapters/mcp_gateway/http.py",),
