@@ -60,9 +60,11 @@ RESTART_BACKOFF = Backoff(first_s=0.2, cap_s=5.0)
 """The delays between an upstream's death and its restarts (the one backoff policy, :mod:`goldfive_core.retry`)."""
 
 DEFAULT_UPSTREAM_TIMEOUT_S = 300.0
-"""How long an upstream has to answer one request of the gateway's, by default (``--upstream-timeout``; the MCP
-SDK's own read timeout on a streamable-HTTP response). Time the upstream spends waiting on a question it asked (a
-person answering its elicitation) does not count."""
+"""How long an upstream has to answer a ``tools/call`` the gateway sent it, by default (``--upstream-timeout``; the
+MCP SDK's own read timeout on a streamable-HTTP response). Time the upstream spends waiting on a question it asked
+(a person answering its elicitation) does not count. Its start-up handshake, lists, resources, prompts and
+completions are bounded by the longer of this and the upstream's own timeout (a slow-starting server is not cut
+off by a short call timeout)."""
 
 MAX_UPSTREAM_TIMEOUT_S = 7 * 24 * 3600.0
 
@@ -281,7 +283,7 @@ class Connections:
                         mode=upstream.protocol or "legacy",
                         cache=None,
                         client_info=CLIENT_INFO,
-                        read_timeout_seconds=self.timeout_of(name),
+                        read_timeout_seconds=max(self.timeout_of(name), DEFAULT_UPSTREAM_TIMEOUT_S),
                         message_handler=self._handler(name),
                         elicitation_callback=cast(ElicitationFnT, link.asking(elicit)) if elicit is not None else None,
                     )
