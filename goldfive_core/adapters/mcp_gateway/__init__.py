@@ -14,7 +14,8 @@ What the client sees:
 
 * ``tools/list``: the upstreams' tools, descriptions and input schemas unchanged. With one upstream the names
   are unchanged; with several every tool is ``NAME__tool`` (so no two can clash). ``listChanged`` from an
-  upstream is forwarded. Resources, resource templates and prompts pass through (prompts named like tools).
+  upstream is forwarded. Resources, resource templates, prompts and completions pass through, every page of
+  them, with their notifications and subscriptions (:mod:`.passthrough`; prompts named like tools).
 * ``tools/call``: an unknown tool or arguments that do not fit the tool's input schema are an error result at
   once (nobody is asked, nothing runs). Otherwise the gate decides: the run's policy (``--policy`` / ``--gate``;
   a tool no rule names asks a person unless ``default="allow"``) allows (forwarded), denies (an ``isError``
@@ -23,6 +24,9 @@ What the client sees:
   once, recorded in the execution ledger; rejected → an ``isError`` result with the person's reason; no
   decision in time → an ``isError`` result saying so. While a call waits, a client that gave a
   ``progressToken`` gets ``notifications/progress``; ``notifications/cancelled`` withdraws the request.
+  A call let through is sent on its upstream's connection as it is then (:mod:`.forward`): one that never
+  reached the upstream is "not sent" (its ledger claim given back), one whose answer was lost or late (the
+  upstream's timeout) "may or may not have run" (in doubt in the ledger, never sent again).
 * A ``tools/call`` with ``task`` in its params (MCP Tasks) is answered at once with a task the client polls
   (:mod:`.tasks`); ``tasks/cancel`` withdraws a call still waiting.
 * An upstream's ``elicitation/create`` (form mode) during a call is asked of a person
