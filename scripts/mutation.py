@@ -2429,8 +2429,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     M(
         MCP_LINK,
-        "timeout=None if self._questions else timeout_s",
-        "timeout=timeout_s",
+        "            if timer is not None:\n                timer.cancel()\n",
+        "            if False:\n                timer.cancel()\n",
         "mcp gateway: the upstream's clock runs while a person answers its question (the call times out)",
         (MCP_FAULTS + "test_the_clock_stops_while_a_person_answers_the_upstreams_question",),
     ),

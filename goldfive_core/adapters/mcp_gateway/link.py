@@ -57,8 +57,8 @@ class Link:
         self._gone: str = ""
         self._abandoned: collections.OrderedDict[str, None] = collections.OrderedDict()
         self._questions = 0
-        self._turn = asyncio.Event()
-        """Set (and replaced) whenever a question of the upstream's opens or is answered."""
+        self._clocks: dict[str, tuple[asyncio.TimerHandle | None, float]] = {}
+        """Each waiting request's timer (None while a question is open) and its time, by request id."""
         self.envelope: dict[str, Any] | None = None
         """The ``_meta`` every request of the link's carries (a 2026-07-28 upstream; None: the handshake's)."""
         self.ended = asyncio.Event()
@@ -144,12 +144,17 @@ class Link:
         """While the upstream waits on an answer from the gateway (its ``elicitation/create``): the clocks of the
         link's requests stop, and start again from zero once it is answered."""
         self._questions += 1
-        self._turned()
+        for request_id, (timer, timeout_s) in list(self._clocks.items()):
+            if timer is not None:
+                timer.cancel()
+                self._clocks[request_id] = (None, timeout_s)
         try:
             yield
         finally:
             self._questions -= 1
-            self._turned()
+            if not self._questions:
+                for request_id, (_, timeout_s) in list(self._clocks.items()):
+                    self._start_clock(request_id, timeout_s)
 
     def asking(self, answer: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
         """``answer`` (the SDK client's callback for a request of the upstream's), the clocks stopped while it runs."""
@@ -160,9 +165,20 @@ class Link:
 
         return answered
 
-    def _turned(self) -> None:
-        self._turn.set()
-        self._turn = asyncio.Event()
+    def _start_clock(self, request_id: str, timeout_s: float) -> None:
+        """``timeout_s`` from now for ``request_id`` (held while a question of the upstream's is open)."""
+        old = self._clocks.get(request_id)
+        if old is not None and old[0] is not None:
+            old[0].cancel()
+        timer = None
+        if not self._questions:
+            timer = asyncio.get_running_loop().call_later(timeout_s, self._expire, request_id)
+        self._clocks[request_id] = (timer, timeout_s)
+
+    def _expire(self, request_id: str) -> None:
+        waiter = self._waiting.get(request_id)
+        if waiter is not None and not waiter.done():
+            waiter.set_exception(_Late())
 
     async def request(self, method: str, params: dict[str, Any], *, timeout_s: float | None = None) -> dict[str, Any]:
         """Send one request and wait for its result, at most ``timeout_s`` seconds of the upstream's own time.
@@ -189,11 +205,13 @@ class Link:
                 await self._send(message, handed_over)
             except _SendFailed as exc:
                 raise UpstreamGone("its connection closed", written=written) from exc
+            if timeout_s is not None:
+                self._start_clock(request_id, timeout_s)
             try:
-                return await self._within(waiter, timeout_s)
+                return await waiter
             except UpstreamGone as exc:  # the transport ended after the request was handed over: lost in flight
                 raise UpstreamGone(str(exc), written=True) from None
-            except TimeoutError:
+            except _Late:
                 self._give_up(request_id)
                 raise UpstreamTimeout(f"it did not answer within {timeout_s:g} s", after_s=timeout_s or 0.0) from None
         except asyncio.CancelledError:
@@ -202,27 +220,11 @@ class Link:
             raise
         finally:
             self._waiting.pop(request_id, None)
+            clock = self._clocks.pop(request_id, None)
+            if clock is not None and clock[0] is not None:
+                clock[0].cancel()
             if waiter.done() and not waiter.cancelled():
                 waiter.exception()  # an end that came while it was written is this request's answer: retrieved
-
-    async def _within(self, waiter: asyncio.Future[dict[str, Any]], timeout_s: float | None) -> dict[str, Any]:
-        """The waiter's result; TimeoutError after ``timeout_s`` with no question of the upstream's open."""
-        if timeout_s is None:
-            return await waiter
-        while not waiter.done():
-            turn = self._turn
-            turned = asyncio.ensure_future(turn.wait())
-            try:  # a question open: no clock (the question's own wait is bounded); else timeout_s from now
-                await asyncio.wait(
-                    (waiter, turned),
-                    timeout=None if self._questions else timeout_s,
-                    return_when=asyncio.FIRST_COMPLETED,
-                )
-            finally:
-                turned.cancel()
-            if not waiter.done() and not turn.is_set():
-                raise TimeoutError
-        return waiter.result()
 
     def _give_up(self, request_id: str) -> None:
         """Stop waiting for ``request_id``: its late answer is dropped, and the upstream is told (in the background)."""
@@ -251,6 +253,10 @@ class Link:
         note = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": request_id}}
         with contextlib.suppress(Exception), anyio.CancelScope(shield=True), anyio.move_on_after(1):
             await self._send(note)
+
+
+class _Late(Exception):
+    """A request's clock ran out (its waiter's exception; the request raises UpstreamTimeout)."""
 
 
 _NOTIFYING: set[asyncio.Task[None]] = set()
