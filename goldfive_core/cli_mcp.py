@@ -47,7 +47,9 @@ def add_parser(cmd: Callable[[str, str], argparse.ArgumentParser]) -> None:
         metavar="NAME=CMD|URL",
         help="an upstream MCP server: a stdio command (bank='python bank.py') or a streamable-HTTP URL (repeat)",
     )
-    p.add_argument("--config", metavar="FILE", help="a TOML file of [upstream.NAME] tables (command/args/env or url)")
+    p.add_argument(
+        "--config", metavar="FILE", help="a TOML file of [upstream.NAME] tables (command/args/env or url; timeout)"
+    )
     p.add_argument("--policy", metavar="FILE", help="rules on tool calls (the same TOML; env GOLDFIVE_POLICY)")
     for flag, what in (("--gate", "ask a person"), ("--allow", "allow"), ("--deny", "deny")):
         p.add_argument(
@@ -82,6 +84,14 @@ def add_parser(cmd: Callable[[str, str], argparse.ArgumentParser]) -> None:
         default=None,
         metavar="N",
         help="start an upstream that died again, at most N times (default 3; 0: report its tools unavailable)",
+    )
+    p.add_argument(
+        "--upstream-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="how long an upstream has to answer a call it was sent (default 300; an upstream's own 'timeout' in "
+        "--config overrides it); no answer in time: the caller is told the call may have run, and it is not re-sent",
     )
     p.add_argument(
         "--elicit",
@@ -147,7 +157,7 @@ def _config_upstreams(path: str) -> list[Upstream]:
     for name, table in tables.items():
         if not isinstance(table, dict):
             raise ConfigError(f"{path}: upstream.{name} must be a table")
-        keys = {"command", "args", "env", "cwd", "url", "headers_from_env", "protocol"}
+        keys = {"command", "args", "env", "cwd", "url", "headers_from_env", "protocol", "timeout"}
         unknown = set(table) - keys
         if unknown:
             raise ConfigError(f"{path}: upstream.{name} has unknown keys {sorted(unknown)} ({', '.join(sorted(keys))})")
@@ -159,8 +169,20 @@ def _config_upstreams(path: str) -> list[Upstream]:
             raise ConfigError(f"{path}: upstream.{name}: url and cwd are strings, headers_from_env maps strings")
         if not isinstance(protocol, str):
             raise ConfigError(f"{path}: upstream.{name}: protocol is a string (a protocol revision)")
+        timeout = table.get("timeout")
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float)):
+            raise ConfigError(f"{path}: upstream.{name}: timeout is a number of seconds")
         where = {"cwd": cwd, "url": url, "headers_from_env": headers, "protocol": protocol}
-        out.append(Upstream(name=name, command=command, args=tuple(args), env=env, **where))
+        out.append(
+            Upstream(
+                name=name,
+                command=command,
+                args=tuple(args),
+                env=env,
+                timeout_s=float(timeout) if timeout is not None else None,
+                **where,
+            )
+        )
     return out
 
 
@@ -211,7 +233,8 @@ def mcp_remote(client: Any, args: argparse.Namespace, out: object = None) -> int
 
 def _run(args: argparse.Namespace, make_channel: Callable[[], Any]) -> int:
     try:
-        from .adapters.mcp_gateway import DEFAULT_RESTARTS, MCPGateway
+        from .adapters.mcp_gateway import DEFAULT_RESTARTS, DEFAULT_UPSTREAM_TIMEOUT_S, MCPGateway
+        from .adapters.mcp_gateway.upstreams import check_timeout
     except ImportError as exc:  # the extra is missing: say how to install it (exit 2)
         raise _Exit(EXIT_USAGE, str(exc)) from None
     if not math.isfinite(args.progress_every) or args.progress_every < 0:
@@ -222,25 +245,29 @@ def _run(args: argparse.Namespace, make_channel: Callable[[], Any]) -> int:
         raise ConfigError(str(exc)) from None
     upstreams = upstreams_of(args)
     timeout_ms = _seconds_ms(args.approval_timeout, "--approval-timeout")
+    upstream_timeout_s = check_timeout(
+        DEFAULT_UPSTREAM_TIMEOUT_S if args.upstream_timeout is None else args.upstream_timeout, "--upstream-timeout"
+    )
     logging.basicConfig(level=os.environ.get("GOLDFIVE_LOG_LEVEL", "WARNING").upper())  # stderr: stdout is MCP's
 
     listen = http_listen(args)
 
     async def run() -> None:
         channel = make_channel()  # on the loop: a channel binds to the loop that serves it
-        gateway = MCPGateway(
-            upstreams,
-            default=args.default,
-            approval_timeout_ms=timeout_ms,
-            progress_every_s=args.progress_every,
-            restarts=DEFAULT_RESTARTS if args.restarts is None else args.restarts,
-            elicit=args.elicit,
-            control=channel,
-            sinks=[channel.sink],
-            policy=policy,
-            labels=_labels(args.label),
-        )
         try:
+            gateway = MCPGateway(
+                upstreams,
+                default=args.default,
+                approval_timeout_ms=timeout_ms,
+                progress_every_s=args.progress_every,
+                restarts=DEFAULT_RESTARTS if args.restarts is None else args.restarts,
+                elicit=args.elicit,
+                upstream_timeout_s=upstream_timeout_s,
+                control=channel,
+                sinks=[channel.sink],
+                policy=policy,
+                labels=_labels(args.label),
+            )
             if listen is None:
                 await gateway.serve_stdio()
             else:

@@ -44,6 +44,7 @@ __all__ = [
     "UnknownUserError",
     "UpstreamError",
     "UpstreamGone",
+    "UpstreamTimeout",
     "UserError",
     "UserExistsError",
 ]
@@ -224,7 +225,23 @@ class DeliveryError(GoldfiveError):
 
 # -- the MCP gateway ---------------------------------------------------------------------------------------------
 class UpstreamGone(GoldfiveError):
-    """An MCP upstream's transport ended before it answered (the gateway reports its tools unavailable)."""
+    """An MCP upstream's transport ended before it answered (the gateway reports its tools unavailable).
+
+    ``written``: whether the request had been written to the upstream when it ended — False means the upstream
+    never received it (nothing of it ran); True means it was lost in flight (it may or may not have run)."""
+
+    def __init__(self, message: str, *, written: bool = True) -> None:
+        super().__init__(message)
+        self.written = written
+
+
+class UpstreamTimeout(GoldfiveError):
+    """An MCP upstream was sent a request and did not answer within its time (it is alive, or hung): the request
+    may or may not have run. ``after_s``: the time it had."""
+
+    def __init__(self, message: str, *, after_s: float) -> None:
+        super().__init__(message)
+        self.after_s = after_s
 
 
 class UpstreamError(GoldfiveError):

@@ -6,6 +6,9 @@ adapter hands the outcome to :meth:`InFlight.started`; when its host says the bo
 
 * tells the ledger once that the body finished ("done", with the result or the error: one way for every host —
   the exception it raised, or the host's words when that is all it gives, recorded as those words);
+  two errors say more than that: :class:`NotStarted` (the host knows the body never began: the claim is given
+  back, "released, not run") and :class:`InDoubt` (the host lost the body mid-way: it may or may not have run,
+  so the entry stays "executing", in doubt for a person, and is never run again);
 * runs what the adapter asked for at the end (``on_end``: e.g. the ADK plugin settles a resumed call's lease);
 * answers the approver's note — the one hook for it: what the model is to be told about the approval, which the
   adapter puts in its host's shape (ADK: the function response; Claude: the hook's ``additionalContext``).
@@ -21,7 +24,7 @@ from typing import Any, TypeVar
 
 from .toolcall import Proceed
 
-__all__ = ["InFlight"]
+__all__ = ["InDoubt", "InFlight", "NotStarted"]
 
 T = TypeVar("T")
 
@@ -36,6 +39,17 @@ class _HostFailure(Exception):
 
     def __repr__(self) -> str:
         return str(self)
+
+
+class NotStarted(Exception):
+    """Raised by (or reported for) a body that never began: its host knows nothing of it ran (e.g. the request was
+    never written to the server that runs it). The ledger's claim is given back ("released, not run")."""
+
+
+class InDoubt(Exception):
+    """Raised by (or reported for) a body its host lost mid-way (sent, and no answer came): it may or may not have
+    run. The ledger's entry stays "executing" — in doubt, never run again — and the run is told a person must
+    settle it (``goldfive resolve``)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -63,15 +77,21 @@ class InFlight:
     async def finished(self, call_id: str, *, result: Any = None, error: BaseException | str | None = None) -> str:
         """The body of ``call_id`` ended: record it and return the approver's note for the model.
 
-        ``error``: the exception it raised, or the host's words for its failure. The note is "" when there is
-        none, when the call is not in flight, and after a failure (the model is told of the error instead).
-        Never raises for the ledger (:meth:`Proceed.finish`).
+        ``error``: the exception it raised, or the host's words for its failure; a :class:`NotStarted` gives the
+        claim back instead of recording "done", an :class:`InDoubt` leaves the entry "executing" (in doubt). The
+        note is "" when there is none, when the call is not in flight, and after a failure (the model is told of the
+        error instead). Never raises for the ledger (:meth:`Proceed.finish`, :meth:`Proceed.release`).
         """
         record = self._calls.pop(call_id, None)
         if record is None:
             return ""
         failure = _HostFailure(error) if isinstance(error, str) else error
-        await record.proceed.finish(result=None if failure is not None else result, error=failure)
+        if isinstance(failure, NotStarted):
+            await record.proceed.release()
+        elif isinstance(failure, InDoubt):
+            record.proceed.in_doubt(str(failure))
+        else:
+            await record.proceed.finish(result=None if failure is not None else result, error=failure)
         if record.on_end is not None:
             await record.on_end()
         return "" if failure is not None else record.proceed.note

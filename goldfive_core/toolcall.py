@@ -127,8 +127,12 @@ class Proceed:
     """The person's approval (None when nobody had to decide)."""
     edited: bool = False
     ledger: ExecutionLedger | None = dataclasses.field(default=None, repr=False, compare=False)
-    """Set when "executing" was recorded: report the end with :meth:`finish`."""
+    """Set when "executing" was recorded: report the end with :meth:`finish` (or :meth:`release`, :meth:`in_doubt`)."""
     digest: str = ""
+    session: Session | None = dataclasses.field(default=None, repr=False, compare=False)
+    """The run whose claim ``ledger`` holds (set with it)."""
+    call: ToolCall | None = dataclasses.field(default=None, repr=False, compare=False)
+    """The call as the gate saw it (set with ``ledger``)."""
 
     @property
     def note(self) -> str:
@@ -149,6 +153,26 @@ class Proceed:
             await self.ledger.finish(self.call_id, self.digest, result=result, error=error)
         except Exception:  # the body ran and its result goes to the model: a ledger failure must not kill the run
             logger.exception("recording the end of %r in the execution ledger failed", self.call_id)
+
+    async def release(self) -> None:
+        """The body never began after all (its host knows nothing of it ran): give the ledger's "executing" claim
+        back ("released, not run"), so nothing is left in doubt. A claim that cannot be given back stays in doubt.
+        Never raises."""
+        if self.ledger is not None and self.session is not None and self.call is not None:
+            await _release(self.ledger, self.session, self.call, self.digest)
+
+    def in_doubt(self, why: str) -> None:
+        """The host lost the body mid-way: it may or may not have run. The ledger keeps it "executing" (in doubt:
+        never run again) and the run is told a person must settle it (a CRITICAL HUMAN_INTERVENTION_REQUIRED drift)."""
+        if self.ledger is None or self.session is None:
+            return
+        name = self.call.tool_name if self.call is not None else "the call"
+        detail = (
+            f"in doubt: {name} for {self.call_id!r} started and its end was lost ({shorten(why, 300)}); it may or may "
+            f"not have run, so it is not run again — a person must check, then: goldfive resolve {self.call_id} "
+            "--ran | --did-not-run"
+        )
+        self.session.emit_drift(Drift(DriftKind.HUMAN_INTERVENTION_REQUIRED, DriftSeverity.CRITICAL, detail))
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -235,11 +259,13 @@ class ExecutionLedger(Protocol):
 
 @runtime_checkable
 class ReleasingLedger(Protocol):
-    """An :class:`ExecutionLedger` that may hold a call's claim before ``begin`` (folded into the APPROVE's ack)."""
+    """An :class:`ExecutionLedger` that may hold a call's claim before ``begin`` (folded into the APPROVE's ack), and
+    can give back one ``begin`` made when the body did not start after all."""
 
     async def release(self, session: Session, call: ToolCall, digest: str) -> None:
-        """The body will not start now (the run was cancelled or paused): give back a claim held for the call, so a
-        re-ask may run it; a claim that cannot be given back stays in doubt. Never raises."""
+        """The body will not start now (the run was cancelled or paused; or, after ``begin``, its host never began
+        it: :meth:`Proceed.release`): give back a claim held for the call, so a re-ask may run it; a claim that
+        cannot be given back stays in doubt. Never raises."""
         ...
 
 
@@ -439,6 +465,8 @@ async def _gate(
             edited=outcome.edited_args is not None,
             ledger=ledger,
             digest=digest,
+            session=session if ledger is not None else None,
+            call=call if ledger is not None else None,
         )
     if outcome.decision == "reject":
         return Skip(

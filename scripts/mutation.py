@@ -159,6 +159,11 @@ ELICIT_TESTS = ("tests/core/test_core_elicitation.py",)
 MCP_ELICIT = ("goldfive_core/adapters/mcp_gateway/elicit.py",)
 MCP_ELICIT_CLIENT = "tests/mcp/test_mcp_elicit_client.py::"
 MCP_INPUT_REQUIRED = ("goldfive_core/adapters/mcp_gateway/input_required.py",)
+MCP_UPSTREAMS = ("goldfive_core/adapters/mcp_gateway/upstreams.py",)
+MCP_FORWARD = ("goldfive_core/adapters/mcp_gateway/forward.py",)
+MCP_LINK = ("goldfive_core/adapters/mcp_gateway/link.py",)
+MCP_FAULTS = "tests/mcp/test_mcp_faults.py::"
+DIED_FOR_GOOD = "test_a_call_approved_after_its_upstream_died_for_good_is_not_sent_and_its_claim_is_given_back"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -2417,13 +2422,11 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     # -- the MCP gateway ---------------------------------------------------------------------------------------
     M(
-        ("goldfive_core/adapters/mcp_gateway/__init__.py",),
-        "        except UpstreamGone as exc:  # later calls say so at once; this one is done, not re-sent\n"
-        "            self.upstreams.lost(route.upstream, exc)",
-        "        except UpstreamGone as exc:  # later calls say so at once; this one is done, not re-sent\n"
-        "            pass",
-        "mcp gateway: an upstream that died mid-call is still offered (its tools not reported unavailable)",
-        ("tests/mcp/test_mcp_gateway.py::test_an_upstream_that_dies_mid_call_is_reported_unavailable",),
+        MCP_UPSTREAMS,
+        "        if link is None or self.links.get(name) is not link:\n            return",
+        "        if link is None:\n            return",
+        "mcp gateway: a stale call's lost link ends the upstream's new, healthy connection (a restart for nothing)",
+        (MCP_FAULTS + "test_a_stale_rounds_fault_never_ends_the_upstreams_new_connection",),
     ),
     M(
         ("goldfive_core/adapters/mcp_gateway/stdio.py",),
@@ -2433,11 +2436,13 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/mcp/test_mcp_gateway.py::test_a_cancelled_request_withdraws_the_approval",),
     ),
     M(
-        ("goldfive_core/adapters/mcp_gateway/__init__.py",),
+        MCP_UPSTREAMS,
         "            if restarted >= self.restarts:",
         "            if True:",
         "mcp gateway: an upstream that died is never restarted (its tools stay unavailable)",
-        ("tests/mcp/test_mcp_gateway.py::test_an_upstream_that_died_is_restarted_and_an_approved_call_is_not_resent",),
+        (
+            "tests/mcp/test_mcp_gateway.py::test_an_upstream_that_died_is_restarted_and_an_approved_call_lost_in_flight_stays_in_doubt",
+        ),
     ),
     M(
         ("goldfive_core/adapters/mcp_gateway/http.py",),
@@ -2466,6 +2471,108 @@ MUTATIONS: tuple[Mutation, ...] = (
         "        if False:\n            raise MCPError(",
         "mcp gateway: tasks/cancel of a call already running upstream says it was not made",
         ("tests/mcp/test_mcp_tasks.py::test_a_task_whose_call_was_let_through_cannot_be_cancelled",),
+    ),
+    # -- MCP upstream faults: never written, lost in flight, no answer in time ------------------------------------
+    M(
+        (INFLIGHT,),
+        "        if isinstance(failure, NotStarted):\n            await record.proceed.release()",
+        "        if isinstance(failure, NotStarted):\n            await record.proceed.finish(error=failure)",
+        "a body that never began is recorded 'done' (its claim is not given back: 'released, not run')",
+        ("tests/core/test_core_inflight.py", MCP_FAULTS + DIED_FOR_GOOD),
+    ),
+    M(
+        (INFLIGHT,),
+        "            record.proceed.in_doubt(str(failure))",
+        "            await record.proceed.finish(error=failure)",
+        "a body lost mid-way is recorded 'done' instead of staying in doubt (nobody is told to check it)",
+        (
+            "tests/core/test_core_inflight.py",
+            "tests/mcp/test_mcp_gateway.py::test_an_upstream_that_died_is_restarted_and_an_approved_call_lost_in_"
+            "flight_stays_in_doubt",
+        ),
+    ),
+    M(
+        REPLAY_FILE,
+        "        if self._claims.get((call.call_id, digest)) != session.run_id:\n            return False",
+        "        if True:\n            return False",
+        "a claim begin made for a body that never began is not given back (left 'executing', in doubt)",
+        ("tests/core/test_core_inflight.py", MCP_FAULTS + DIED_FOR_GOOD),
+    ),
+    M(
+        ("goldfive_core/store/http/_channel.py",),
+        "        if await self.records.give_back(session, call, digest, write=write):\n            return\n",
+        "        if False:\n            return\n",
+        "over HTTP, a claim begin made for a body that never began is not given back (left in doubt on the server)",
+        (
+            "tests/mcp/test_mcp_serve.py::test_a_call_approved_through_the_server_after_its_upstream_died_is_not_sent_and_"
+            "given_back",
+        ),
+    ),
+    M(
+        MCP_FORWARD,
+        "            if sending.written:",
+        "            if False:",
+        "mcp gateway: a call whose first round reached the upstream is sent again on its restarted connection",
+        (MCP_FAULTS + "test_a_stale_rounds_fault_never_ends_the_upstreams_new_connection",),
+    ),
+    M(
+        MCP_FORWARD,
+        '            raise InDoubt(f"its MCP server {upstream!r} did not answer within',
+        '            raise NotStarted(f"its MCP server {upstream!r} did not answer within',
+        "mcp gateway: a call its upstream never answered in time is said not to have run (its claim given back)",
+        (MCP_FAULTS + "test_a_hung_upstream_is_answered_in_time_and_the_call_stays_in_doubt",),
+    ),
+    M(
+        MCP_FORWARD,
+        '            result = await self.link.request("tools/call", params, timeout_s=self.timeout_s)',
+        '            result = await self.link.request("tools/call", params, timeout_s=None)',
+        "mcp gateway: a call to a hung upstream waits for ever (no upstream timeout)",
+        (MCP_FAULTS + "test_the_upstream_timeout_option_bounds_a_call_no_person_was_asked_for",),
+    ),
+    M(
+        MCP_LINK,
+        "            if timer is not None:\n                timer.cancel()\n",
+        "            if False:\n                timer.cancel()\n",
+        "mcp gateway: the upstream's clock runs while a person answers its question (the call times out)",
+        (MCP_FAULTS + "test_the_clock_stops_while_a_person_answers_the_upstreams_question",),
+    ),
+    M(
+        MCP_LINK,
+        '            raise UpstreamGone(self._gone or "it is not connected", written=False)',
+        '            raise UpstreamGone(self._gone or "it is not connected", written=True)',
+        "mcp gateway: a request on an ended link counts as written (in doubt, where nothing ran)",
+        ("tests/mcp/test_mcp_link.py::test_a_request_on_an_ended_link_was_never_written",),
+    ),
+    M(
+        MCP_LINK,
+        "                raise UpstreamGone(str(exc), written=True) from None",
+        "                raise UpstreamGone(str(exc), written=False) from None",
+        "mcp gateway: a call lost in flight counts as never written (sent again on the restarted upstream)",
+        (
+            "tests/mcp/test_mcp_link.py::test_a_request_whose_link_ends_after_it_was_written_is_lost_in_flight",
+            "tests/mcp/test_mcp_gateway.py::test_an_upstream_that_died_is_restarted_and_an_approved_call_lost_in_"
+            "flight_stays_in_doubt",
+        ),
+    ),
+    M(
+        ("goldfive_core/adapters/mcp_gateway/__init__.py",),
+        "            missing = upstream.missing_env()\n            if missing:",
+        "            missing = upstream.missing_env()\n            if False:",
+        "mcp gateway: a headers_from_env variable that is not set is found only when a call fails",
+        (
+            "tests/mcp/test_mcp_upstream_auth.py::test_a_header_variable_that_is_not_set_stops_the_gateway_at_start_"
+            "naming_it",
+        ),
+    ),
+    M(
+        MCP_UPSTREAMS,
+        "            if uri in self.subscribed.get(name, ()):",
+        "            if True:",
+        "mcp gateway: an upstream's resource updates reach the client for resources it never subscribed to",
+        (
+            "tests/mcp/test_mcp_passthrough.py::test_a_subscription_is_made_upstream_and_only_its_updates_reach_the_"
+            "client",
+        ),
     ),
     # -- MCP progress while a call waits for a person ------------------------------------------------------------
     M(

@@ -241,11 +241,15 @@ class StoreLedger:
 
     async def release(self, session: Session, call: ToolCall, digest: str) -> None:
         """The gate will not start the body of an approved call (the run was cancelled, or paused, after the
-        APPROVE's ack claimed it): give the claim back, "released, not run", so a re-ask may run the call.
+        APPROVE's ack claimed it), or its host never began it after ``begin`` (:meth:`Proceed.release
+        <goldfive_core.toolcall.Proceed.release>`): give the claim back, "released, not run", so a re-ask may run
+        the call.
 
         Only a claim the store said was won is given back; fail closed: when that answer or the release cannot be
         had within the store's retry budget, the entry stays "executing" (in doubt, for a person), never released by
         guess. Never raises."""
+        if await self.give_back(session, call, digest):
+            return
         if self.folded is None:
             return  # each claim is its own commit, made only when the body starts: nothing is held before
         await release_folded(
@@ -256,6 +260,31 @@ class StoreLedger:
             write=lambda: self.release_claim(session, call, digest),
             where=self.store.url,
         )
+
+    async def give_back(
+        self,
+        session: Session,
+        call: ToolCall,
+        digest: str,
+        *,
+        write: Callable[[], Awaitable[None]] | None = None,
+    ) -> bool:
+        """Give back the claim ``begin`` made here for ``call`` (its body did not start after all); False: this
+        ledger holds no such claim (none was made, or its "done" was recorded). ``write``: how the release is written
+        (default :meth:`release_claim`). A release that cannot be written leaves the call in doubt, said in the log.
+        Never raises."""
+        if self._claims.get((call.call_id, digest)) != session.run_id:
+            return False
+        try:
+            await (write() if write is not None else self.release_claim(session, call, digest))
+        except StoreError as exc:
+            logger.error(
+                "%s: %r was not run, but giving back its claim failed, so it stays in doubt for a person: %s",
+                self.store.url,
+                shorten(call.call_id, 80),
+                shorten(str(exc), 300),
+            )
+        return True
 
     async def release_claim(self, session: Session, call: ToolCall, digest: str) -> None:
         """Write the release of the claim ``session``'s run won (StoreError: it could not be written)."""

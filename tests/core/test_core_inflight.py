@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from goldfive_core import ControlKind, ControlMessage, InMemorySink, Session, SteeringConfig
-from goldfive_core.inflight import InFlight
+from goldfive_core.inflight import InDoubt, InFlight, NotStarted
 from goldfive_core.store import open_store
 from goldfive_core.store.base import Store
 from goldfive_core.store.execution import StoreLedger
@@ -95,3 +95,37 @@ async def test_run_records_the_body_it_runs_and_lets_its_error_through(store: St
     with pytest.raises(RuntimeError, match="no bob"):
         await calls.run(outcome, body)
     assert _recorded(store, "c-run", session) == {"error": "RuntimeError('no bob')"}
+
+
+def _ledger_states(store: Store, call_id: str) -> list[str]:
+    rows = [r.event().execution_recorded for r in store.audit_rows() if r.kind == "execution_recorded"]
+    return [row.state for row in rows if row.target_id == call_id]
+
+
+async def test_a_body_that_never_began_gives_its_claim_back_released_not_run(store: Store) -> None:
+    session, calls = _session(), InFlight()
+    outcome = await _approved(session, store, "c-never")
+
+    async def body(args: Any) -> Any:
+        raise NotStarted("the request was never written to the server")
+
+    with pytest.raises(NotStarted):
+        await calls.run(outcome, body)
+    assert store.execution("c-never", run_id=session.run_id) is None  # nothing left in doubt, nothing "done"
+    assert _ledger_states(store, "c-never") == ["executing", "released_not_run"]
+
+
+async def test_a_body_lost_mid_way_stays_in_doubt_and_the_run_is_told_a_person_must_settle_it(store: Store) -> None:
+    session, calls = _session(), InFlight()
+    outcome = await _approved(session, store, "c-lost")
+    calls.started(outcome)
+    assert await calls.finished("c-lost", error=InDoubt("sent, and its server stopped answering")) == ""
+    row = store.execution("c-lost", run_id=session.run_id)
+    assert row is not None and row.state.value == "executing"  # in doubt: never "done", never given back
+    assert _ledger_states(store, "c-lost") == ["executing"]
+    sink = next(iter(session.events.sinks))
+    assert isinstance(sink, InMemorySink)
+    drifts = [e.drift_detected for e in sink.of("drift_detected")]
+    said = [d.detail for d in drifts if "c-lost" in d.detail]
+    assert said and "it may or may not have run" in said[0] and "goldfive resolve c-lost" in said[0]
+    assert "sent, and its server stopped answering" in said[0]

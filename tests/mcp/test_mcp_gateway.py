@@ -264,9 +264,7 @@ async def test_an_upstream_over_streamable_http(tmp_path: Path, http_bank: int) 
 
 async def test_an_upstream_that_cannot_start_is_named_in_the_error(tmp_path: Path) -> None:
     config = tmp_path / "gateway.toml"
-    config.write_text(
-        '[upstream.vault]\nurl = "http://127.0.0.1:9/mcp"\nheaders_from_env = { Authorization = "NO_SUCH_TOKEN_VAR" }\n'
-    )
+    config.write_text('[upstream.vault]\nurl = "http://127.0.0.1:9/mcp"\n')  # nothing listens there
     async with gateway(tmp_path, "--config", str(config), "--default", "allow") as gw:  # bank works, vault does not
         assert sorted(t.name for t in (await gw.client.list_tools()).tools) == [
             "bank__read_balance",
@@ -274,7 +272,7 @@ async def test_an_upstream_that_cannot_start_is_named_in_the_error(tmp_path: Pat
         ]
         result = await gw.client.call_tool("vault__open", {})
     assert result.is_error
-    assert "vault did not start: the environment has no NO_SUCH_TOKEN_VAR" in text(result)
+    assert "unavailable upstreams: vault did not start:" in text(result)
 
 
 async def test_an_upstream_that_dies_mid_call_is_reported_unavailable(tmp_path: Path) -> None:
@@ -284,15 +282,17 @@ async def test_an_upstream_that_dies_mid_call_is_reported_unavailable(tmp_path: 
     async with gateway(tmp_path, *flags) as gw:
         assert not (await gw.client.call_tool("d__ok", {})).is_error
         died = await gw.client.call_tool("d__die", {})
-        assert died.is_error and "d__die failed in its MCP server 'd'" in text(died)
+        assert died.is_error and "d__die may or may not have run: its MCP server 'd' stopped answering" in text(died)
         after = await gw.client.call_tool("d__ok", {})
         assert after.is_error and "its MCP server 'd' stopped answering" in text(after)
         assert not (await gw.client.call_tool("bank__read_balance", {})).is_error  # the other upstream serves
     done = [e["execution_recorded"] for e in await gw.events() if "execution_recorded" in e]
-    assert done == []  # allowed calls need no ledger; an approved one would be recorded done (with its error)
+    assert done == []  # allowed calls need no ledger; an approved one would be left in doubt
 
 
-async def test_an_upstream_that_died_is_restarted_and_an_approved_call_is_not_resent(tmp_path: Path) -> None:
+async def test_an_upstream_that_died_is_restarted_and_an_approved_call_lost_in_flight_stays_in_doubt(
+    tmp_path: Path,
+) -> None:
     dying = tmp_path / "dying.py"
     dying.write_text(DYING)
     back = asyncio.Event()
@@ -306,17 +306,20 @@ async def test_an_upstream_that_died_is_restarted_and_an_approved_call_is_not_re
         approved = await gw.goldfive("approve", card["target_id"], "--by", "ana")
         assert approved.returncode == 0, approved.stderr
         died = await asyncio.wait_for(call, 60)
-        assert died.is_error and "die failed in its MCP server 'd'" in text(died)
+        assert died.is_error and "die may or may not have run" in text(died)
+        assert "goldfive does not send it again" in text(died)
         await asyncio.wait_for(back.wait(), 60)  # restarted: the client is told its tools are back
         after = await client.call_tool("ok", {})
         assert not after.is_error and text(after) == "fine"
         events = await gw.events()
-    # The approved call ran once (in the process that died) and is recorded done with its error; not re-sent.
+        shown = await gw.goldfive("show", card["target_id"])
+    # The approved call reached the process that died and got no answer: in doubt ("executing", never "done"),
+    # for a person to settle; it is not re-sent.
     done = [e["execution_recorded"] for e in events if "execution_recorded" in e]
-    assert [(d["target_id"], d["state"]) for d in done] == [
-        (card["target_id"], "executing"),
-        (card["target_id"], "done"),
-    ]
+    assert [(d["target_id"], d["state"]) for d in done] == [(card["target_id"], "executing")]
+    assert "execution  executing" in shown.stdout, shown.stdout
+    drifts = [e["drift_detected"]["detail"] for e in events if "drift_detected" in e]
+    assert any(f"goldfive resolve {card['target_id']}" in d for d in drifts), drifts
 
 
 async def test_an_upstreams_tool_list_change_reaches_the_client(tmp_path: Path) -> None:

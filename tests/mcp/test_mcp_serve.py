@@ -107,3 +107,31 @@ def test_without_a_token_the_gateway_says_how_to_get_one(served: Site) -> None:
     cmd = [sys.executable, "-m", "goldfive_core.cli", "mcp", "--url", served.url, "--upstream", f"bank=python {DEMO}"]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=ROOT, stdin=subprocess.DEVNULL)
     assert out.returncode == 2 and "--url needs a token" in out.stderr
+
+
+async def test_a_call_approved_through_the_server_after_its_upstream_died_is_not_sent_and_given_back(
+    served: Site,
+) -> None:
+    faulty = Path(__file__).with_name("faulty_upstream.py")
+    argv = ["-m", "goldfive_core.cli", "mcp", "--url", served.url, "--token", served.tokens["bot"], "--gate", "ok"]
+    argv += [
+        "--default",
+        "allow",
+        "--restarts",
+        "0",
+        "--upstream",
+        f"f={sys.executable} {faulty} --calls {served.calls}",
+    ]
+    params = StdioServerParameters(command=sys.executable, args=argv, cwd=str(ROOT))
+    async with Client(params, mode="legacy") as client:
+        call = asyncio.create_task(client.call_tool("ok", {"tag": "held"}))
+        card = await served.pending()
+        await client.call_tool("die", {})  # its upstream is gone for good
+        answer = await served.decide(card["target_id"], "approve", {})
+        assert answer.status_code == 200, answer.text
+        result = await asyncio.wait_for(call, 60)
+    assert result.is_error and "ok was not sent" in text(result) and "Nothing of it ran" in text(result)
+    assert [c["tool"] for c in served.upstream_calls()] == ["die"]
+    async with httpx.AsyncClient(base_url=served.url, timeout=10) as http:
+        shown = await http.get(f"/api/approvals/{card['target_id']}", headers=served._auth("ana"))
+    assert shown.json()["execution"] == "released"  # the server's ledger: given back, not in doubt, not done

@@ -6,6 +6,14 @@ JSON (no model of the result is built and re-serialised: the gateway passes it o
 id is one of the link's goes to its waiter; every other message goes to the SDK client. The transport's end
 (the upstream exited or its connection dropped) fails every request still waiting with :class:`UpstreamGone`.
 
+What a caller can tell apart (the ledger depends on it): :class:`UpstreamGone` with ``written=False`` — the request
+never reached the transport (the link had ended, or the write was refused), so nothing of it ran; with
+``written=True`` — it was handed to the upstream and its answer was lost (it may or may not have run); and
+:class:`UpstreamTimeout` — it was handed over and no answer came within ``timeout_s`` (the upstream is alive but
+silent, or hung). The clock stops while the upstream waits on an answer from the gateway (a question it asked,
+:meth:`Link.asking`: a person may take minutes), and starts again from zero once that is answered. A request given
+up (timed out or cancelled) is cancelled upstream (``notifications/cancelled``) and its late answer dropped.
+
 Two ways onto a transport: a stdio upstream (:mod:`.pipe`) gives the link its pipe (:meth:`Link.attach`), and
 the link writes and reads JSON lines on it; any other (streamable HTTP) goes through :meth:`Link.wrap`, and the
 link's requests travel as the SDK's messages do.
@@ -14,10 +22,11 @@ link's requests travel as the SDK's messages do.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import itertools
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
@@ -25,11 +34,16 @@ import anyio
 import mcp_types as types
 from mcp.shared.message import SessionMessage
 
-from ...errors import UpstreamError, UpstreamGone
+from ...errors import UpstreamError, UpstreamGone, UpstreamTimeout
 
-__all__ = ["Link", "UpstreamError", "UpstreamGone"]
+__all__ = ["Link", "UpstreamError", "UpstreamGone", "UpstreamTimeout"]
 
 _IDS = itertools.count(1)
+
+_ABANDONED = 256
+"""How many given-up request ids a link remembers (their late answers are dropped, not passed to the SDK client)."""
+
+_SendFailed = (anyio.ClosedResourceError, anyio.BrokenResourceError, ConnectionError)
 
 
 class Link:
@@ -41,6 +55,10 @@ class Link:
         self._line: Callable[[bytes], None] | None = None
         self._drain: Callable[[], Awaitable[None]] | None = None
         self._gone: str = ""
+        self._abandoned: collections.OrderedDict[str, None] = collections.OrderedDict()
+        self._questions = 0
+        self._clocks: dict[str, tuple[asyncio.TimerHandle | None, float]] = {}
+        """Each waiting request's timer (None while a question is open) and its time, by request id."""
         self.envelope: dict[str, Any] | None = None
         """The ``_meta`` every request of the link's carries (a 2026-07-28 upstream; None: the handshake's)."""
         self.ended = asyncio.Event()
@@ -84,14 +102,23 @@ class Link:
             return False
         return self.answer(message.model_dump(by_alias=True, exclude_unset=True))
 
+    @property
+    def gone(self) -> bool:
+        """Whether the transport ended (nothing more can be sent on it)."""
+        return bool(self._gone)
+
     def answer(self, item: dict[str, Any]) -> bool:
-        """Whether ``item`` (a JSON-RPC message as JSON) answers one of the link's requests (its waiter has it)."""
+        """Whether ``item`` (a JSON-RPC message as JSON) answers one of the link's requests (its waiter has it, or
+        the request was given up and its answer is dropped)."""
         request_id = item.get("id")
         if not isinstance(request_id, str) or "method" in item:
             return False
         waiter = self._waiting.pop(request_id, None)
         if waiter is None:
-            return False
+            if request_id not in self._abandoned:
+                return False
+            del self._abandoned[request_id]  # the answer to a request given up: dropped
+            return True
         if not waiter.done():
             error, result = item.get("error"), item.get("result")
             if isinstance(error, dict):
@@ -112,10 +139,54 @@ class Link:
             if not waiter.done():
                 waiter.set_exception(UpstreamGone(why))
 
-    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        """Send one request and wait for its result (raises UpstreamError, UpstreamGone)."""
+    @contextlib.contextmanager
+    def question(self) -> Iterator[None]:
+        """While the upstream waits on an answer from the gateway (its ``elicitation/create``): the clocks of the
+        link's requests stop, and start again from zero once it is answered."""
+        self._questions += 1
+        for request_id, (timer, timeout_s) in list(self._clocks.items()):
+            if timer is not None:
+                timer.cancel()
+                self._clocks[request_id] = (None, timeout_s)
+        try:
+            yield
+        finally:
+            self._questions -= 1
+            if not self._questions:
+                for request_id, (_, timeout_s) in list(self._clocks.items()):
+                    self._start_clock(request_id, timeout_s)
+
+    def asking(self, answer: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+        """``answer`` (the SDK client's callback for a request of the upstream's), the clocks stopped while it runs."""
+
+        async def answered(*args: Any) -> Any:
+            with self.question():
+                return await answer(*args)
+
+        return answered
+
+    def _start_clock(self, request_id: str, timeout_s: float) -> None:
+        """``timeout_s`` from now for ``request_id`` (held while a question of the upstream's is open)."""
+        old = self._clocks.get(request_id)
+        if old is not None and old[0] is not None:
+            old[0].cancel()
+        timer = None
+        if not self._questions:
+            timer = asyncio.get_running_loop().call_later(timeout_s, self._expire, request_id)
+        self._clocks[request_id] = (timer, timeout_s)
+
+    def _expire(self, request_id: str) -> None:
+        waiter = self._waiting.get(request_id)
+        if waiter is not None and not waiter.done():
+            waiter.set_exception(_Late())
+
+    async def request(self, method: str, params: dict[str, Any], *, timeout_s: float | None = None) -> dict[str, Any]:
+        """Send one request and wait for its result, at most ``timeout_s`` seconds of the upstream's own time.
+
+        Raises UpstreamError (its error answer), UpstreamGone (``written`` says whether the request reached the
+        upstream), UpstreamTimeout (it did, and no answer came in time: the request is cancelled upstream)."""
         if self._gone or (self._write is None and self._line is None):
-            raise UpstreamGone(self._gone or "it is not connected")
+            raise UpstreamGone(self._gone or "it is not connected", written=False)
         request_id = f"goldfive-{next(_IDS)}"
         waiter: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._waiting[request_id] = waiter
@@ -123,27 +194,74 @@ class Link:
             meta = params.get("_meta")
             params = {**params, "_meta": {**(meta if isinstance(meta, dict) else {}), **self.envelope}}
         message = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+        written = False
+
+        def handed_over() -> None:
+            nonlocal written
+            written = True
+
         try:
-            await self._send(message)
-            return await waiter
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError, ConnectionError) as exc:
-            raise UpstreamGone("its connection closed") from exc
+            try:
+                await self._send(message, handed_over)
+            except _SendFailed as exc:
+                raise UpstreamGone("its connection closed", written=written) from exc
+            if timeout_s is not None:
+                self._start_clock(request_id, timeout_s)
+            try:
+                return await waiter
+            except UpstreamGone as exc:  # the transport ended after the request was handed over: lost in flight
+                raise UpstreamGone(str(exc), written=True) from None
+            except _Late:
+                self._give_up(request_id)
+                raise UpstreamTimeout(f"it did not answer within {timeout_s:g} s", after_s=timeout_s or 0.0) from None
         except asyncio.CancelledError:
-            if self._waiting.pop(request_id, None) is not None:  # the client gave up: tell the upstream
-                with contextlib.suppress(Exception):
-                    await self._notify_cancelled(request_id)
+            if written:  # the client gave up: tell the upstream
+                self._give_up(request_id)
             raise
         finally:
             self._waiting.pop(request_id, None)
+            clock = self._clocks.pop(request_id, None)
+            if clock is not None and clock[0] is not None:
+                clock[0].cancel()
+            if waiter.done() and not waiter.cancelled():
+                waiter.exception()  # an end that came while it was written is this request's answer: retrieved
 
-    async def _send(self, message: dict[str, Any]) -> None:
+    def _give_up(self, request_id: str) -> None:
+        """Stop waiting for ``request_id``: its late answer is dropped, and the upstream is told (in the background)."""
+        self._waiting.pop(request_id, None)
+        self._abandoned[request_id] = None
+        while len(self._abandoned) > _ABANDONED:
+            self._abandoned.popitem(last=False)
+        if not self._gone:
+            task = asyncio.ensure_future(self._notify_cancelled(request_id))
+            _NOTIFYING.add(task)
+            task.add_done_callback(_NOTIFYING.discard)
+
+    async def _send(self, message: dict[str, Any], handed_over: Callable[[], None] | None = None) -> None:
+        """Write ``message``; ``handed_over`` runs once the transport has it (a failure before: nothing written)."""
         if self._line is not None and self._drain is not None:
-            self._line(json.dumps(message, separators=(",", ":")).encode("utf-8") + b"\n")
+            self._line(_json_line(message))  # raises, with nothing written, when the pipe is closing
+            if handed_over is not None:
+                handed_over()
             await self._drain()
         else:
             await self._write.send(SessionMessage(types.jsonrpc_message_adapter.validate_python(message)))
+            if handed_over is not None:
+                handed_over()
 
     async def _notify_cancelled(self, request_id: str) -> None:
         note = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": request_id}}
-        with anyio.CancelScope(shield=True), anyio.move_on_after(1):
+        with contextlib.suppress(Exception), anyio.CancelScope(shield=True), anyio.move_on_after(1):
             await self._send(note)
+
+
+class _Late(Exception):
+    """A request's clock ran out (its waiter's exception; the request raises UpstreamTimeout)."""
+
+
+_NOTIFYING: set[asyncio.Task[None]] = set()
+"""Cancellations being sent for requests given up (kept until sent: a cancelled caller cannot await them)."""
+
+
+def _json_line(message: dict[str, Any]) -> bytes:
+    return json.dumps(message, separators=(",", ":")).encode("utf-8") + b"\n"

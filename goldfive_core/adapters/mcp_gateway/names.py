@@ -19,13 +19,11 @@ from collections.abc import Mapping, MutableSet
 
 from ..._util import shorten
 from ...policy import Policy, tool_pattern_matches
+from .upstreams import SEPARATOR
 
 __all__ = ["SEPARATOR", "name_warnings", "warn_policy_names"]
 
 logger = logging.getLogger(__name__)
-
-SEPARATOR = "__"
-"""Between an upstream's name and its tool's name when the gateway fronts several upstreams (``bank__pay``)."""
 
 _SHOWN = 5
 """The most tool names one warning lists."""

@@ -175,14 +175,21 @@ class HttpLedger:
 
     async def release(self, session: Session, call: ToolCall, digest: str) -> None:
         """Give back the claim the APPROVE's ack won when the gate will not start the body (the run was cancelled or
-        paused first); the server's answer or the release out of reach past ``unreachable_after_s``: the call stays
-        in doubt (never released by guess). Never raises."""
+        paused first), or the claim ``begin`` made when the body did not start after all; the server's answer or the
+        release out of reach past ``unreachable_after_s``: the call stays in doubt (never released by guess). Never
+        raises."""
+
+        async def write() -> None:
+            await self._bounded(call, lambda: self.records.release_claim(session, call, digest))
+
+        if await self.records.give_back(session, call, digest, write=write):
+            return
         await release_folded(
             self.claims,
             session,
             call,
             within_s=self.unreachable_after_s,
-            write=lambda: self._bounded(call, lambda: self.records.release_claim(session, call, digest)),
+            write=write,
             where="goldfive serve",
         )
 
