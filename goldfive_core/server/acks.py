@@ -98,13 +98,11 @@ class AckWatch:
                     await self._wake.wait()
                     continue
                 try:
-                    # The first call only makes sure the thread listens; later ones sleep until ack news.
-                    await self.threads.run(
-                        ACK_WATCH, self.store.wait_ack_news, _WATCH_SLICE_S if self._listening.is_set() else 0.0
-                    )
+                    # The first call only makes sure the thread listens; later ones sleep until ack news. The acks of
+                    # every message waited for when the news came are read on the same thread: one hop per wake.
+                    timeout = _WATCH_SLICE_S if self._listening.is_set() else 0.0
+                    found = await self.threads.run(ACK_WATCH, self._news_and_acks, timeout)
                     self._listening.set()
-                    ids = list(self._waiting)
-                    found = await self.threads.run(ACK_WATCH, self.store.get_acks, ids) if ids else {}
                     delays.reset()
                 except StoreError as exc:
                     self._listening.clear()  # a new LISTEN is made: every waiter is looked at after it
@@ -120,6 +118,14 @@ class AckWatch:
             self._listening.clear()
             with contextlib.suppress(RuntimeError):  # the app's threads are already shut down: nothing to close
                 self.threads.pool(ACK_WATCH).submit(self.store.close)  # the watch thread's own (LISTEN) connection
+
+    def _news_and_acks(self, timeout_s: float) -> dict[str, ControlAck]:
+        """On the watcher's thread: sleep until ack news (or ``timeout_s``), then read the acks of the messages waited
+        for at that moment (the ids are taken after the wake, as the loop would: a waiter that came during the
+        sleep is read too; ``list`` of a dict is one step under the GIL)."""
+        self.store.wait_ack_news(timeout_s)
+        ids = list(self._waiting)
+        return self.store.get_acks(ids) if ids else {}
 
     async def aclose(self) -> None:
         """Stop watching (waiters still waiting end at their own deadline)."""

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import logging
 import time
-from collections.abc import Coroutine
-from typing import Any
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any
 
 import httpx
 from google.protobuf import json_format
@@ -28,11 +29,14 @@ from ...control import ControlAck
 from ...convert import ack_to_proto, message_from_proto
 from ...pb.v1 import control_pb2, events_pb2
 from ...retry import Backoff
-from ..agents import LIVENESS_HEADER, LIVENESS_ON_STREAM, PASS_HEADER
+from ..agents import ACKS_HEADER, ACKS_WITH_EVENTS, LIVENESS_HEADER, LIVENESS_ON_STREAM, PASS_HEADER
 from ..base import InboxRow, StoreError, StoreUnavailableError
 from ..claims import FoldedClaims
 from ..serving import Served
 from ._remote import AgentRefused, RemoteStore, answer, loads
+
+if TYPE_CHECKING:
+    from ..sink import StoreSink
 
 __all__ = ["HttpInbox"]
 
@@ -85,6 +89,13 @@ class HttpInbox:
         """How many open approvals were withdrawn because no server could be reached."""
         self._down_since: float | None = None
         self._last_error = ""
+        self.sink_of: Callable[[], StoreSink | None] = lambda: None
+        """The channel's sink, once made (:class:`~goldfive_core.store.http.HttpChannel` sets it): acks ride on its
+        next write, after the events queued before them, to a server that takes events with acks."""
+        self.with_events = False
+        """Whether the open stream's server takes events with acks (it said so: ACKS_HEADER)."""
+        self.rides = 0
+        """How many ack posts carried the sink's events (observability and tests)."""
 
     def __repr__(self) -> str:
         return f"HttpChannel({', '.join(self.remote.urls)!r}, endpoint={self.endpoint!r})"
@@ -169,6 +180,7 @@ class HttpInbox:
             try:
                 if response.headers.get(LIVENESS_HEADER) == LIVENESS_ON_STREAM:
                     self.remote.streamed = frozenset(runs)  # the server stamps them while this stream is open
+                self.with_events = response.headers.get(ACKS_HEADER) == ACKS_WITH_EVENTS
                 next_sweep = time.monotonic() + self.sweep_interval_s
                 while served.current and served.runs() == runs:
                     try:
@@ -197,9 +209,11 @@ class HttpInbox:
                         while len(seen) > _SEEN:
                             seen.popitem(last=False)
                     owed[ident] = ack
-                    await self._post_acks(client, base, owed)
+                    if not await self._ride_acks(base, owed):
+                        await self._post_acks(client, base, owed)
             finally:
                 self.remote.streamed = frozenset()  # the sink heartbeats them again from its next beat
+                self.with_events = False
                 reader.cancel()
                 await asyncio.gather(reader, return_exceptions=True)
 
@@ -267,6 +281,29 @@ class HttpInbox:
             status="claimed",
         )
         return inbox_id, row
+
+    async def _ride_acks(self, base: str, owed: dict[int, ControlAck]) -> bool:
+        """Send the owed acks with the events the sink has not written yet (the decision's event, emitted as the
+        message was dispatched), in one request to ``base``: the server commits the events, then records the acks.
+        False (nothing sent that the caller can count on: it posts the acks alone): the server does not take events
+        with acks, the channel has no sink, or the ride failed or did not start within the request timeout (its
+        events are then written by the sink the usual way)."""
+        sink = self.sink_of() if self.with_events else None
+        if sink is None:
+            return False
+        items = [self._ack_item(ident, ack) for ident, ack in owed.items()]
+        ride = sink.ride(functools.partial(self.remote.acks_with_events, base, self.endpoint, items))
+        if ride is None:
+            return False
+        try:
+            body = await asyncio.wait_for(asyncio.wrap_future(ride), self.remote.timeout_s)
+        except (StoreError, httpx.HTTPError, TimeoutError) as exc:  # AgentRefused and unreachable included
+            logger.info("%s: acks with events not taken (%s); posting them alone", self, shorten(str(exc), 200))
+            return False
+        self.rides += 1
+        self.claims.answered(owed, body.get("claims") if isinstance(body, dict) else None)
+        owed.clear()
+        return True
 
     async def _post_acks(self, client: httpx.AsyncClient, base: str, owed: dict[int, ControlAck]) -> None:
         if not owed:
