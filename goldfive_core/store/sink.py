@@ -100,6 +100,10 @@ class StoreSink:
         self._dropped = 0
         self._failed = 0
         self._closed = False
+        self.gate = threading.Lock()
+        """Held by the writer while it takes a batch off the queue (never while it writes): a caller holding it
+        (briefly, on its own thread) knows no batch starts until it lets go, so what it emits and the ride it queues
+        meanwhile go together (see :meth:`ride`)."""
         self._give_up_at: float | None = None
         """Set by :meth:`close`: past this, a batch the store cannot take is dropped (and logged)."""
         self._thread = threading.Thread(target=self._run, name="goldfive-store-sink", daemon=True)
@@ -224,6 +228,7 @@ class StoreSink:
                 markers: list[_Flush] = []
                 stop = False
                 carried: _Ride | None = None
+                gated = item is not None and self.gate.acquire()  # released once the batch is taken
                 while item is not None:
                     if item is _STOP:
                         stop = True
@@ -240,6 +245,8 @@ class StoreSink:
                         item = self._queue.get_nowait()
                     except queue.Empty:
                         item = None
+                if gated:
+                    self.gate.release()
                 if carried is not None:
                     self._ride(batch, carried, pid)
                 elif batch:

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import concurrent.futures
+import contextlib
 import functools
 import logging
 import time
@@ -201,15 +203,20 @@ class HttpInbox:
                         self._down_since = None
                         self.connects += 1
                         continue
-                    ack = seen.get(ident)
-                    if ack is None:
-                        ack = served.dispatch(row)
-                        seen[ident] = ack
-                        self.claims.fold(ident, row, ack, served.sessions())
-                        while len(seen) > _SEEN:
-                            seen.popitem(last=False)
-                    owed[ident] = ack
-                    if not await self._ride_acks(base, owed):
+                    sink = self.sink_of() if self.with_events else None
+                    # While the message is dispatched and the acks' ride queued, the sink starts no batch: the
+                    # decision's event, emitted as it is dispatched, goes with its ack (held on this thread, briefly).
+                    with sink.gate if sink is not None else contextlib.nullcontext():
+                        ack = seen.get(ident)
+                        if ack is None:
+                            ack = served.dispatch(row)
+                            seen[ident] = ack
+                            self.claims.fold(ident, row, ack, served.sessions())
+                            while len(seen) > _SEEN:
+                                seen.popitem(last=False)
+                        owed[ident] = ack
+                        ride = self._ride(sink, base, owed) if sink is not None else None
+                    if ride is None or not await self._ridden(ride, owed):
                         await self._post_acks(client, base, owed)
             finally:
                 self.remote.streamed = frozenset()  # the sink heartbeats them again from its next beat
@@ -282,19 +289,16 @@ class HttpInbox:
         )
         return inbox_id, row
 
-    async def _ride_acks(self, base: str, owed: dict[int, ControlAck]) -> bool:
-        """Send the owed acks with the events the sink has not written yet (the decision's event, emitted as the
-        message was dispatched), in one request to ``base``: the server commits the events, then records the acks.
-        False (nothing sent that the caller can count on: it posts the acks alone): the server does not take events
-        with acks, the channel has no sink, or the ride failed or did not start within the request timeout (its
-        events are then written by the sink the usual way)."""
-        sink = self.sink_of() if self.with_events else None
-        if sink is None:
-            return False
+    def _ride(self, sink: StoreSink, base: str, owed: dict[int, ControlAck]) -> concurrent.futures.Future[Any] | None:
+        """Queue the owed acks to ride on the sink's next write, with the events it has not written yet (the
+        decision's event, emitted as the message was dispatched): one request to ``base``, which commits the events
+        and then records the acks. None: the sink cannot take it (the caller posts the acks alone)."""
         items = [self._ack_item(ident, ack) for ident, ack in owed.items()]
-        ride = sink.ride(functools.partial(self.remote.acks_with_events, base, self.endpoint, items))
-        if ride is None:
-            return False
+        return sink.ride(functools.partial(self.remote.acks_with_events, base, self.endpoint, items))
+
+    async def _ridden(self, ride: concurrent.futures.Future[Any], owed: dict[int, ControlAck]) -> bool:
+        """Whether the ride took the acks (their claims answered); False: it failed or did not start within the
+        request timeout, and the caller posts the acks alone (the sink writes the ride's events the usual way)."""
         try:
             body = await asyncio.wait_for(asyncio.wrap_future(ride), self.remote.timeout_s)
         except (StoreError, httpx.HTTPError, TimeoutError) as exc:  # AgentRefused and unreachable included
