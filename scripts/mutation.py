@@ -1854,6 +1854,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         "events ride with acks to a server that did not say it takes them (an older server drops them)",
         (_ACKS_EVENTS + "test_an_older_server_gets_the_event_and_the_ack_as_two_requests",),
     ),
+    M(
+        ("goldfive_core/server/acks.py",),
+        "        return Watched(self, control_id, looked=before_post)",
+        "        return Watched(self, control_id, looked=True)",
+        "a delivery watched after its message was posted makes no look of its own (an ack stored before the watch "
+        "began, its news spent, is not seen until the watcher's slice ends)",
+        ("tests/server/test_server_ack_watch.py",),
+    ),
     # -- the "executing" claim folded into an APPROVE's ack (an agent on HTTP; a StoreChannel) ------------------------
     M(
         ("goldfive_core/store/execution.py",),

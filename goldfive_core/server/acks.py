@@ -71,10 +71,14 @@ class AckWatch:
         with self.watch(control_id) as watched:
             return await watched.wait(timeout_s)
 
-    def watch(self, control_id: str) -> Watched:
+    def watch(self, control_id: str, *, before_post: bool = False) -> Watched:
         """Wait for ``control_id``'s ack in slices (a delivery checks its run's liveness between them), watched the
-        whole time: looked for once, and from then on handed over by the watcher; ``with`` ends the watch."""
-        return Watched(self, control_id)
+        whole time: looked for once, and from then on handed over by the watcher; ``with`` ends the watch.
+
+        ``before_post``: the message is posted only after this call, so no look of its own is needed: its ack is
+        stored after the watch began, and the watcher reads it (woken by the ack's news on a connection that
+        listened before, or on its first look after it began to listen)."""
+        return Watched(self, control_id, looked=before_post)
 
     def _forget(self, control_id: str, future: asyncio.Future[ControlAck]) -> None:
         futures = self._waiting.get(control_id)
@@ -140,13 +144,14 @@ class AckWatch:
 class Watched:
     """One message's ack watched over a whole delivery (:meth:`AckWatch.watch`): one waiter, one first look."""
 
-    def __init__(self, watch: AckWatch, control_id: str) -> None:
+    def __init__(self, watch: AckWatch, control_id: str, *, looked: bool = False) -> None:
         self._watch = watch
         self.control_id = control_id
         self._future: asyncio.Future[ControlAck] = asyncio.get_running_loop().create_future()
         watch._waiting.setdefault(control_id, []).append(self._future)
         watch._start()
-        self._looked = False
+        self._looked = looked
+        """No look of its own is due (watched before its message was posted: see :meth:`AckWatch.watch`)."""
 
     def __enter__(self) -> Watched:
         return self
