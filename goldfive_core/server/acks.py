@@ -149,9 +149,12 @@ class Watched:
         self.control_id = control_id
         self._future: asyncio.Future[ControlAck] = asyncio.get_running_loop().create_future()
         watch._waiting.setdefault(control_id, []).append(self._future)
-        watch._start()
         self._looked = looked
         """No look of its own is due (watched before its message was posted: see :meth:`AckWatch.watch`)."""
+        if not looked:
+            watch._start()
+        # Else the watcher is woken by the first wait, after the post: while the message is planned and posted, no
+        # thread of the watcher's competes with the post's (its LISTEN keeps the ack's news meanwhile).
 
     def __enter__(self) -> Watched:
         return self
@@ -161,6 +164,7 @@ class Watched:
 
     async def wait(self, timeout_s: float) -> ControlAck | None:
         """The ack once stored, or None after ``timeout_s`` (the watch goes on: a later wait still gets it)."""
+        self._watch._start()
         try:
             async with asyncio.timeout(max(timeout_s, 0.0)):
                 if not self._looked:
