@@ -73,10 +73,26 @@ _execute = SqlDb.execute
 _writing = SqlDb.writing
 
 
+_by_caller: collections.Counter[str] = collections.Counter()
+
+
+def _caller() -> str:
+    """The goldfive functions that ran a statement (the innermost outside the SQL plumbing, then its caller's)."""
+    frame = sys._getframe(2)
+    names: list[str] = []
+    while frame is not None and len(names) < 2:
+        path = frame.f_code.co_filename
+        if "goldfive_core" in path and not path.endswith(("db.py", "postgres.py", "sqlite.py")):
+            names.append(frame.f_code.co_qualname)
+        frame = frame.f_back  # type: ignore[assignment]
+    return " < ".join(names)
+
+
 def _counted_execute(self: Any, conn: Any, sql: str, params: Any = ()) -> Any:
     key = " ".join(sql.split()[:4])[:60]
     with _lock:
         _statements[key] += 1
+        _by_caller[f"{key} | {_caller()}"] += 1
     tx = getattr(_local, "tx", None)
     if tx is not None:
         tx[0] += 1
@@ -119,6 +135,7 @@ def _dump() -> None:
         "loop_thread_cpu_s": time.thread_time(),
         "calls": {k: {"n": v[0], "wall_s": v[1], "cpu_s": v[2]} for k, v in _calls.items()},
         "statements": dict(_statements.most_common()),
+        "statements_by_caller": dict(_by_caller.most_common()),
         "writes": {
             k: {"n": v[0], "statements": v[1], "wall_s": v[2], "chain_head_s": v[3]} for k, v in _writes.items()
         },

@@ -6,7 +6,9 @@
 One server over a fresh store per tree (a SQLite file, or its own PostgreSQL schema), ``--agents`` simulated HTTP
 agents (each its own user and token, one run with pending requests, one ``/api/agent/stream``). An agent that
 receives a decision does what a real ``HttpChannel`` does on the decision's path: it posts the run's
-``ApprovalGranted`` event (appended to the audit chain) and then acks. A person (one approver's token) decides:
+``ApprovalGranted`` event (appended to the audit chain) with its ack, in one request, when the server says it takes
+events with acks (``X-Goldfive-Acks: events`` on the stream's answer), else the event and then the ack. A person (one
+approver's token) decides:
 
 1. a burst of ``--burst`` decisions at once (``--bursts`` times): p50/p99 of the decide request's answer (the 200
    the person sees, which comes after the agent's ack) and of decide → delivered on the agent's stream;
@@ -52,6 +54,8 @@ class _Agent:
         self.targets = [f"{self.run_id}-t{k}" for k in range(requests)]
         self.sequence = requests + 1
         self.connected = asyncio.Event()
+        self.with_events = False
+        """The server takes the decision's event with its ack (one request)."""
         self.arrived: dict[str, float] = {}
         self.acked: dict[str, float] = {}
         self.retries = 0
@@ -69,6 +73,7 @@ class _Agent:
         while True:  # a connection the loaded server dropped: the agent connects again, as an HttpChannel does
             with contextlib.suppress(httpx.TransportError):
                 async with client.stream("GET", f"{url}/api/agent/stream", params=params, headers=self.headers()) as r:
+                    self.with_events = r.headers.get("X-Goldfive-Acks") == "events"
                     if r.status_code == 200:
                         async for frame in stream_frames(r, self.connected):
                             await self._apply(client, url, frame)
@@ -86,10 +91,13 @@ class _Agent:
         )
         seq, self.sequence = self.sequence, self.sequence + 1
         body = {"pid": os.getpid(), "host": "burst", "events": [event_json(self.run_id, seq, granted)]}
-        await self._post(client, f"{url}/api/agent/events", body)
         ack = {"control_id": message["id"], "result": "SUCCESS", "detail": "approved"}
         acks = {"endpoint": self.run_id, "acks": [{"inbox_id": frame["inbox_id"], "ack": ack}]}
-        await self._post(client, f"{url}/api/agent/acks", acks)
+        if self.with_events:  # one request: the server commits the event, then records the ack
+            await self._post(client, f"{url}/api/agent/acks", {**acks, **body})
+        else:
+            await self._post(client, f"{url}/api/agent/events", body)
+            await self._post(client, f"{url}/api/agent/acks", acks)
         self.acked.setdefault(target, time.perf_counter())
 
     async def _post(self, client: httpx.AsyncClient, url: str, body: dict) -> None:  # type: ignore[type-arg]

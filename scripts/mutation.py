@@ -164,6 +164,7 @@ MCP_FORWARD = ("goldfive_core/adapters/mcp_gateway/forward.py",)
 MCP_LINK = ("goldfive_core/adapters/mcp_gateway/link.py",)
 MCP_FAULTS = "tests/mcp/test_mcp_faults.py::"
 DIED_FOR_GOOD = "test_a_call_approved_after_its_upstream_died_for_good_is_not_sent_and_its_claim_is_given_back"
+_ACKS_EVENTS = "tests/http/test_http_acks_with_events.py::"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -1525,7 +1526,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     M(
         ("goldfive_core/server/agents.py",),
-        "if too_big := event_over_limits(event, self.store.limits):",
+        "if too_big := event_over_limits(event, limits):",
         'if too_big := "":',
         "an agent-written event of any size is stored whole",
         (_JUNK + "test_agent_written_events_get_the_agents_size_limits",),
@@ -1818,6 +1819,76 @@ MUTATIONS: tuple[Mutation, ...] = (
         '        (at, *params, "approve" if granted else "reject", at, at),\n',
         "the run's decision event writes a record its ack already recorded",
         ("tests/store/test_store_trust.py::test_a_signed_approval_is_written_to_its_record_once_at_its_event_s_time",),
+    ),
+    # -- an HTTP agent's events riding with its acks (POST /api/agent/acks with events; HttpChannel; StoreSink.ride) --
+    M(
+        ("goldfive_core/server/agents.py",),
+        "    _admit_events(store, agent, batch.events)\n    _claims_owned(",
+        "    _claims_owned(",
+        "events riding with acks are written without their checks (another agent's run, a decision nobody made)",
+        (_ACKS_EVENTS + "test_events_refused_with_acks_refuse_the_acks_too_and_nothing_is_written",),
+    ),
+    M(
+        ("goldfive_core/server/agents.py",),
+        "    owned = owners.owned_runs(store, agent, sorted(named - admitted)) | (admitted & named)",
+        "    owned = owners.owned_runs(store, agent, sorted(named - admitted)) | named",
+        "a claim folded into an ack takes any run it names as the agent's (another agent's call claimed)",
+        (_ACKS_EVENTS + "test_a_claim_on_another_agent_s_run_refuses_the_acks_and_the_events_with_them",),
+    ),
+    M(
+        ("goldfive_core/server/agents.py",),
+        "    if batch.events:\n        store.append_events(",
+        "    _record_acks(store, endpoint, acks, claims)\n    if batch.events:\n        store.append_events(",
+        "the acks are recorded before the events riding with them are committed (the person answered before the "
+        "decision's event is on the record)",
+        (
+            "tests/server/test_server_hops.py::"
+            "test_the_message_is_found_and_claimed_and_its_ack_checked_and_committed_in_one_thread_hop_each",
+        ),
+    ),
+    M(
+        ("goldfive_core/server/agents.py",),
+        "    _claims_owned(store, agent, claims, admitted=frozenset(event.run_id for event in batch.events))\n"
+        "    if batch.events:",
+        "    if batch.events:",
+        "a claim on another agent's run is refused only after the events riding with it were written",
+        (_ACKS_EVENTS + "test_a_claim_on_another_agent_s_run_refuses_the_acks_and_the_events_with_them",),
+    ),
+    M(
+        ("goldfive_core/store/sink.py",),
+        "            carried.future.set_exception(exc)\n            if batch:",
+        "            carried.future.set_exception(exc)\n            if False:",
+        "the events of a ride that failed are dropped (the sink does not write them itself)",
+        (_ACKS_EVENTS + "test_a_ride_that_fails_or_was_given_up_leaves_its_events_to_the_sink",),
+    ),
+    M(
+        ("goldfive_core/store/sink.py",),
+        "its sender stopped waiting: the events go alone\n            if batch:",
+        "its sender stopped waiting: the events go alone\n            if False:",
+        "the events of a ride its sender gave up on are dropped",
+        (_ACKS_EVENTS + "test_a_ride_that_fails_or_was_given_up_leaves_its_events_to_the_sink",),
+    ),
+    M(
+        ("goldfive_core/store/http/_inbox.py",),
+        "                    if ride is None or not await self._ridden(ride, owed):",
+        "                    if ride is None or not await self._ridden(ride, owed) and False:",
+        "an ack whose ride failed is never sent (the person's decision times out, the body never runs)",
+        (_ACKS_EVENTS + "test_a_ride_that_fails_sends_the_ack_alone_and_the_sink_writes_the_event",),
+    ),
+    M(
+        ("goldfive_core/store/http/_inbox.py",),
+        "                    sink = self.sink_of() if self.with_events else None",
+        "                    sink = self.sink_of()",
+        "events ride with acks to a server that did not say it takes them (an older server drops them)",
+        (_ACKS_EVENTS + "test_an_older_server_gets_the_event_and_the_ack_as_two_requests",),
+    ),
+    M(
+        ("goldfive_core/server/acks.py",),
+        "        return Watched(self, control_id, looked=before_post)",
+        "        return Watched(self, control_id, looked=True)",
+        "a delivery watched after its message was posted makes no look of its own (an ack stored before the watch "
+        "began, its news spent, is not seen until the watcher's slice ends)",
+        ("tests/server/test_server_ack_watch.py",),
     ),
     # -- the "executing" claim folded into an APPROVE's ack (an agent on HTTP; a StoreChannel) ------------------------
     M(

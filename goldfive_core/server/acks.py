@@ -71,10 +71,14 @@ class AckWatch:
         with self.watch(control_id) as watched:
             return await watched.wait(timeout_s)
 
-    def watch(self, control_id: str) -> Watched:
+    def watch(self, control_id: str, *, before_post: bool = False) -> Watched:
         """Wait for ``control_id``'s ack in slices (a delivery checks its run's liveness between them), watched the
-        whole time: looked for once, and from then on handed over by the watcher; ``with`` ends the watch."""
-        return Watched(self, control_id)
+        whole time: looked for once, and from then on handed over by the watcher; ``with`` ends the watch.
+
+        ``before_post``: the message is posted only after this call, so no look of its own is needed: its ack is
+        stored after the watch began, and the watcher reads it (woken by the ack's news on a connection that
+        listened before, or on its first look after it began to listen)."""
+        return Watched(self, control_id, looked=before_post)
 
     def _forget(self, control_id: str, future: asyncio.Future[ControlAck]) -> None:
         futures = self._waiting.get(control_id)
@@ -98,13 +102,11 @@ class AckWatch:
                     await self._wake.wait()
                     continue
                 try:
-                    # The first call only makes sure the thread listens; later ones sleep until ack news.
-                    await self.threads.run(
-                        ACK_WATCH, self.store.wait_ack_news, _WATCH_SLICE_S if self._listening.is_set() else 0.0
-                    )
+                    # The first call only makes sure the thread listens; later ones sleep until ack news. The acks of
+                    # every message waited for when the news came are read on the same thread: one hop per wake.
+                    timeout = _WATCH_SLICE_S if self._listening.is_set() else 0.0
+                    found = await self.threads.run(ACK_WATCH, self._news_and_acks, timeout)
                     self._listening.set()
-                    ids = list(self._waiting)
-                    found = await self.threads.run(ACK_WATCH, self.store.get_acks, ids) if ids else {}
                     delays.reset()
                 except StoreError as exc:
                     self._listening.clear()  # a new LISTEN is made: every waiter is looked at after it
@@ -121,6 +123,14 @@ class AckWatch:
             with contextlib.suppress(RuntimeError):  # the app's threads are already shut down: nothing to close
                 self.threads.pool(ACK_WATCH).submit(self.store.close)  # the watch thread's own (LISTEN) connection
 
+    def _news_and_acks(self, timeout_s: float) -> dict[str, ControlAck]:
+        """On the watcher's thread: sleep until ack news (or ``timeout_s``), then read the acks of the messages waited
+        for at that moment (the ids are taken after the wake, as the loop would: a waiter that came during the
+        sleep is read too; ``list`` of a dict is one step under the GIL)."""
+        self.store.wait_ack_news(timeout_s)
+        ids = list(self._waiting)
+        return self.store.get_acks(ids) if ids else {}
+
     async def aclose(self) -> None:
         """Stop watching (waiters still waiting end at their own deadline)."""
         task, self._task = self._task, None
@@ -134,13 +144,17 @@ class AckWatch:
 class Watched:
     """One message's ack watched over a whole delivery (:meth:`AckWatch.watch`): one waiter, one first look."""
 
-    def __init__(self, watch: AckWatch, control_id: str) -> None:
+    def __init__(self, watch: AckWatch, control_id: str, *, looked: bool = False) -> None:
         self._watch = watch
         self.control_id = control_id
         self._future: asyncio.Future[ControlAck] = asyncio.get_running_loop().create_future()
         watch._waiting.setdefault(control_id, []).append(self._future)
-        watch._start()
-        self._looked = False
+        self._looked = looked
+        """No look of its own is due (watched before its message was posted: see :meth:`AckWatch.watch`)."""
+        if not looked:
+            watch._start()
+        # Else the watcher is woken by the first wait, after the post: while the message is planned and posted, no
+        # thread of the watcher's competes with the post's (its LISTEN keeps the ack's news meanwhile).
 
     def __enter__(self) -> Watched:
         return self
@@ -150,6 +164,7 @@ class Watched:
 
     async def wait(self, timeout_s: float) -> ControlAck | None:
         """The ack once stored, or None after ``timeout_s`` (the watch goes on: a later wait still gets it)."""
+        self._watch._start()
         try:
             async with asyncio.timeout(max(timeout_s, 0.0)):
                 if not self._looked:

@@ -138,6 +138,9 @@ class InboxHub:
         without the app's shuts its own down in :meth:`aclose`."""
         self._own_threads = threads is None
         self._by_run: dict[str, list[_Subscriber]] = {}
+        self._newest: dict[str, _Subscriber] = {}
+        """Each run's newest subscriber: replaced whole (never changed in place) whenever a stream comes or goes, so
+        the hub thread reads a consistent map after its wake."""
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
 
@@ -154,6 +157,7 @@ class InboxHub:
         """Route messages for ``sub.runs`` to ``sub`` (the newest subscriber of a run wins)."""
         for run in sub.runs:
             self._by_run.setdefault(run, []).append(sub)
+        self._renew()
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._watch(), name="goldfive-serve-agent-inbox")
         self._wake.set()
@@ -166,6 +170,10 @@ class InboxHub:
                 subs.remove(sub)
                 if not subs:
                     del self._by_run[run]
+        self._renew()
+
+    def _renew(self) -> None:
+        self._newest = {run: subs[-1] for run, subs in self._by_run.items() if subs}
 
     async def aclose(self) -> None:
         """Stop waiting and end every stream."""
@@ -175,6 +183,7 @@ class InboxHub:
                 with contextlib.suppress(asyncio.QueueFull):
                     sub.queue.put_nowait(None)
         self._by_run.clear()
+        self._renew()
         if task is not None:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
@@ -200,13 +209,15 @@ class InboxHub:
                 sub.queue.put_nowait(None)
 
     async def _pump(self) -> None:
-        """Wake the watcher whenever the inbox may have changed (one thread, one LISTEN connection)."""
+        """Wait for the inbox and claim what came for the streams connected here, on one thread (one LISTEN
+        connection): a decision's message goes from the wake to its stream's queue in one thread hop."""
         delays = _OUTAGE.delays()
         try:
             next_reap = time.monotonic() + _REAP_EVERY_S
             while True:
                 try:
-                    await self.threads.run(HUB, self.store.wait_inbox, _WAKE_SLICE_S)
+                    for sub, row in await self.threads.run(HUB, self._wait_and_claim, _WAKE_SLICE_S):
+                        self._put(sub, row)
                     if self._by_run and time.monotonic() >= next_reap:
                         # Agents over HTTP do not close each other's crashed runs (their sinks skip it): we do.
                         await self.threads.run(HUB, self.store.reap_crashed)
@@ -214,10 +225,20 @@ class InboxHub:
                     delays.reset()
                 except StoreError as exc:
                     await _outage_pause(delays, exc)
-                self._wake.set()
+                    self._wake.set()  # the watcher looks again once the store is back
         finally:
             with contextlib.suppress(RuntimeError):  # the app's threads are already shut down: nothing to close
                 self.threads.pool(HUB).submit(self.store.close)  # the hub thread's own (LISTEN) connection
+
+    def _wait_and_claim(self, timeout_s: float) -> list[tuple[_Subscriber, InboxRow]]:
+        """On the hub's thread: sleep until the inbox may have news (or ``timeout_s``), then claim what waits for the
+        streams connected at that moment (the loop replaces ``_newest`` whole, so it is read once, consistent)."""
+        self.store.wait_inbox(timeout_s)
+        newest = self._newest
+        if not newest:
+            return []
+        rows = _claim_pending(self.store, {run: sub.endpoint for run, sub in newest.items()})
+        return [(newest[row.run_id], row) for row in rows]
 
     async def _watch(self) -> None:
         pump = asyncio.get_running_loop().create_task(self._pump(), name="goldfive-serve-agent-inbox-pump")
@@ -225,11 +246,11 @@ class InboxHub:
         try:
             while True:
                 self._wake.clear()
-                if not self._by_run:  # nobody to serve: wait for a subscriber (or the pump's next wake)
+                if not self._by_run:  # nobody to serve: wait for a subscriber (or the pump after an outage)
                     await self._wake.wait()
                     continue
                 try:
-                    newest = {run: subs[-1] for run, subs in self._by_run.items() if subs}
+                    newest = self._newest
                     endpoints = {run: sub.endpoint for run, sub in newest.items()}
                     # The look and the claims in one thread hop: a decision's message is on its way to a body.
                     for row in await self.threads.run(AGENTS, _claim_pending, self.store, endpoints):
@@ -305,6 +326,51 @@ def _admit_events(store: Store, agent: str, events: Sequence[events_pb2.Event]) 
                     f"event {event.sequence} of run {event.run_id} ({kind}): no person's approval for "
                     f"{target!r} reached this run; an agent reports grants and votes, it cannot make them",
                 )
+
+
+@dataclasses.dataclass(frozen=True)
+class _Events:
+    """An agent's events as posted (``events``, ``pid``, ``host`` of a body), parsed and bounded."""
+
+    events: list[events_pb2.Event]
+    pid: int
+    host: str
+
+
+def _events_of(body: dict[str, Any], limits: Limits, *, required: bool) -> _Events:
+    """The ``events`` of an agent's body (400 for anything that is not a list of bounded Events; 403 for the server's
+    own run id); ``required``: at least one (``POST /api/agent/events``), else an empty or missing list is none."""
+    raw = body.get("events")
+    if raw is None and not required:
+        raw = []
+    if not isinstance(raw, list) or (required and not raw):
+        what = "a non-empty list" if required else "a list"
+        raise AgentError(400, f"'events' must be {what} of Event objects (protobuf JSON)")
+    if len(raw) > _MAX_EVENTS:
+        raise AgentError(400, f"'events' has {len(raw)} items; the limit is {_MAX_EVENTS} per request")
+    pid, host = body.get("pid", 0), body.get("host", "")
+    if not _is_pid(pid) or not isinstance(host, str) or len(host) > 255:
+        raise AgentError(400, "'pid' must be an integer (0-2^31) and 'host' a string of at most 255 characters")
+    events: list[events_pb2.Event] = []
+    for index, item in enumerate(raw):
+        event = events_pb2.Event()
+        try:
+            json_format.ParseDict(item, event)
+        except (json_format.ParseError, TypeError, ValueError) as exc:
+            raise AgentError(400, f"events[{index}] is not an Event: {shorten(str(exc), 200)}") from None
+        if event.run_id == owners.SERVER_AUDIT_RUN:
+            raise AgentError(403, f"run id {owners.SERVER_AUDIT_RUN!r} is the server's own")
+        if too_big := event_over_limits(event, limits):
+            raise AgentError(400, f"events[{index}]: {too_big}; nothing was written")
+        events.append(event)
+    return _Events(events, pid, host)
+
+
+def _write_events(store: Store, agent: str, batch: _Events) -> None:
+    """Admit ``batch`` for ``agent`` (403 before anything is written: see :func:`_admit_events`), then append it to
+    the audit chain (committed when this returns). One thread, one hop."""
+    _admit_events(store, agent, batch.events)
+    store.append_events(batch.events, pid=batch.pid, host=batch.host)
 
 
 def _owed_and_pending(store: Store, endpoint: str, runs: Sequence[str]) -> tuple[list[InboxRow], list[InboxRow]]:
@@ -457,22 +523,25 @@ def _claim(raw: Any, index: int) -> ExecutionClaim:
     )
 
 
-def _ack(
-    store: Store,
-    agent: str,
-    endpoint: str,
-    acks: list[tuple[int, ControlAck]],
-    claims: dict[int, tuple[int, ExecutionClaim]],
-) -> dict[str, Any]:
-    """Record ``endpoint``'s acks (and the claims folded into them) for agent ``agent``: the answer of
-    ``POST /api/agent/acks``. One thread, one hop: the ownership check, the look-up and the commit."""
+def _claims_owned(
+    store: Store, agent: str, claims: dict[int, tuple[int, ExecutionClaim]], admitted: frozenset[str] = frozenset()
+) -> None:
+    """Refuse (403) a claim folded into an ack that names a run not ``agent``'s. ``admitted``: runs known to be the
+    agent's already (its events in this request were admitted for them, each claimed for it), not read again."""
     # The run streamed this agent the message it acks, so it is the agent's already: a read, not a claim.
-    owned = owners.owned_runs(store, agent, sorted({claim.run_id for _, claim in claims.values()}))
+    named = {claim.run_id for _, claim in claims.values()}
+    owned = owners.owned_runs(store, agent, sorted(named - admitted)) | (admitted & named)
     for index, claim in claims.values():
         if claim.run_id not in owned:
             raise AgentError(
                 403, f"acks[{index}].claim names run {shorten(claim.run_id, 80)!r}, not one of this agent's"
             )
+
+
+def _record_acks(
+    store: Store, endpoint: str, acks: list[tuple[int, ControlAck]], claims: dict[int, tuple[int, ExecutionClaim]]
+) -> dict[str, Any]:
+    """Commit ``endpoint``'s acks and the claims folded into them (owned: :func:`_claims_owned`); the answer."""
     claimed = {row.id for row in owners.claimed_for(store, endpoint)}
     mine = [(ident, ack) for ident, ack in acks if ident in claimed]
     folded = {ident: claims[ident][1] for ident, _ in mine if ident in claims}
@@ -488,6 +557,39 @@ def _ack(
         "ignored": [ident for ident, _ in acks if ident not in claimed],
         "claims": {str(ident): bool(won.get(ident, False)) for ident in claims},
     }
+
+
+def _ack(
+    store: Store,
+    agent: str,
+    endpoint: str,
+    acks: list[tuple[int, ControlAck]],
+    claims: dict[int, tuple[int, ExecutionClaim]],
+) -> dict[str, Any]:
+    """Record ``endpoint``'s acks (and the claims folded into them) for agent ``agent``: the answer of
+    ``POST /api/agent/acks``. One thread, one hop: the ownership check, the look-up and the commit."""
+    _claims_owned(store, agent, claims)
+    return _record_acks(store, endpoint, acks, claims)
+
+
+def _events_then_ack(
+    store: Store,
+    agent: str,
+    batch: _Events,
+    endpoint: str,
+    acks: list[tuple[int, ControlAck]],
+    claims: dict[int, tuple[int, ExecutionClaim]],
+) -> dict[str, Any]:
+    """``POST /api/agent/acks`` carrying events, in one thread hop: every check first (the events' runs and reported
+    decisions, the claims' runs: a refusal is a 403 and nothing is written), then the events committed to the audit
+    chain (a decision's event is on the record before its ack is), then the acks recorded as :func:`_ack` does."""
+    _admit_events(store, agent, batch.events)
+    _claims_owned(store, agent, claims, admitted=frozenset(event.run_id for event in batch.events))
+    if batch.events:
+        store.append_events(batch.events, pid=batch.pid, host=batch.host)  # committed before the acks
+    answer = _record_acks(store, endpoint, acks, claims)
+    answer["written"] = len(batch.events)
+    return answer
 
 
 class AgentApi:
@@ -543,30 +645,11 @@ class AgentApi:
     async def events(self, request: Request, user: User) -> dict[str, Any]:
         """``POST /api/agent/events``: append events (protobuf JSON) to the audit chain; answered after the commit."""
         body = await self._body(request)
-        raw = body.get("events")
-        if not isinstance(raw, list) or not raw:
-            raise AgentError(400, "'events' must be a non-empty list of Event objects (protobuf JSON)")
-        if len(raw) > _MAX_EVENTS:
-            raise AgentError(400, f"'events' has {len(raw)} items; the limit is {_MAX_EVENTS} per request")
-        pid, host = body.get("pid", 0), body.get("host", "")
-        if not _is_pid(pid) or not isinstance(host, str) or len(host) > 255:
-            raise AgentError(400, "'pid' must be an integer (0-2^31) and 'host' a string of at most 255 characters")
-        events: list[events_pb2.Event] = []
-        for index, item in enumerate(raw):
-            event = events_pb2.Event()
-            try:
-                json_format.ParseDict(item, event)
-            except (json_format.ParseError, TypeError, ValueError) as exc:
-                raise AgentError(400, f"events[{index}] is not an Event: {shorten(str(exc), 200)}") from None
-            if event.run_id == owners.SERVER_AUDIT_RUN:
-                raise AgentError(403, f"run id {owners.SERVER_AUDIT_RUN!r} is the server's own")
-            if too_big := event_over_limits(event, self.store.limits):
-                raise AgentError(400, f"events[{index}]: {too_big}; nothing was written")
-            events.append(event)
-        # The runs' ownership and every reported decision checked in one thread hop (were one hop per run and event).
-        await self.threads.run(AGENTS, _admit_events, self.store, user.name, events)
-        await self.threads.run(AGENTS, self.store.append_events, events, pid=pid, host=host)
-        return {"written": len(events)}
+        batch = _events_of(body, self.store.limits, required=True)
+        # The runs' ownership, every reported decision and the append in one thread hop (were one per run and event,
+        # then two: the checks, the append).
+        await self.threads.run(AGENTS, _write_events, self.store, user.name, batch)
+        return {"written": len(batch.events)}
 
     async def heartbeat(self, request: Request, user: User) -> dict[str, Any]:
         """``POST /api/agent/heartbeat``: ``{"run_ids": [...]}`` are alive (stamped with the store's clock)."""
@@ -659,8 +742,12 @@ class AgentApi:
         return None
 
     async def acks(self, request: Request, user: User) -> dict[str, Any]:
-        """``POST /api/agent/acks``: ``{"endpoint": E, "acks": [{"inbox_id": N, "ack": ControlAck}]}``."""
+        """``POST /api/agent/acks``: ``{"endpoint": E, "acks": [{"inbox_id": N, "ack": ControlAck}]}``, optionally
+        with the agent's events (``"events"``, ``"pid"``, ``"host"`` as ``POST /api/agent/events`` takes them):
+        those are committed to the audit chain before the acks are recorded (this server says it takes them:
+        :data:`~..store.agents.ACKS_HEADER` on the stream's answer)."""
         body = await self._body(request)
+        batch = _events_of(body, self.store.limits, required=False) if "events" in body else None
         endpoint = _endpoint(user.name, body.get("endpoint"))
         raw = body.get("acks")
         if not isinstance(raw, list) or not raw or len(raw) > 500:
@@ -680,6 +767,11 @@ class AgentApi:
             if item.get("claim") is not None:
                 claims[int(item["inbox_id"])] = (index, _claim(item["claim"], index))
         # One thread hop for the checks and the commit: an APPROVE's ack with its claim is on the way to its body.
+        if batch is not None:  # the decision's event first, committed; then the ack: still one hop
+            events_first: dict[str, Any] = await self._written(
+                _events_then_ack, self.store, user.name, batch, endpoint, acks, claims
+            )
+            return events_first
         answer: dict[str, Any] = await self._written(_ack, self.store, user.name, endpoint, acks, claims)
         return answer
 
@@ -834,6 +926,7 @@ def agent_routes(
             "Cache-Control": "no-cache",
             "X-Accel-Buffering": "no",
             owners.LIVENESS_HEADER: owners.LIVENESS_ON_STREAM,  # this server keeps the stream's runs alive
+            owners.ACKS_HEADER: owners.ACKS_WITH_EVENTS,  # and takes events with acks (committed before them)
         }
         if proof := api.pass_for(user):  # the agent's token, checked: no other server need scrypt it again
             headers[owners.PASS_HEADER] = proof

@@ -26,7 +26,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .._util import shorten
+from .._util import new_id, shorten
 from ..approvals import DECIDED_STATUSES, OPEN_STATUSES, ApprovalStatus, Principal
 from ..control import AckVerdict, ControlAck, ControlKind
 from ..errors import (
@@ -408,23 +408,28 @@ class _Api:
         edited = body.get("edited_args")
         if edited is not None and not isinstance(edited, dict):
             raise ApiError(400, f"'edited_args' must be a JSON object, got {type(edited).__name__}")
-        row, planned = await self._written(
-            _plan_and_post,
-            self.store,
-            request.path_params["target_id"],
-            request.query_params.get("run") or None,
-            approve=approve,
-            principal=Principal(name=user.name, channel="web" if user.channel == "web" else "api"),
-            reason=reason,
-            edited_args=edited,
-            args_digest=digest,
-            authority=self.config.authority or self.policy_authority,
-            signer=self.config.signer,
-            grant=grant,
-            request_id=asked,
-            answer=answer,
-        )
-        result = planned if isinstance(planned, DecideResult) else await self._deliver(planned)
+        # Its ack is watched for before the message is posted: the delivery needs no look of its own (one thread
+        # hop and one read fewer), and the watch ends with the request.
+        control_id = new_id("ctl")
+        with self.acks.watch(control_id, before_post=True) as watched:
+            row, planned = await self._written(
+                _plan_and_post,
+                self.store,
+                request.path_params["target_id"],
+                request.query_params.get("run") or None,
+                approve=approve,
+                principal=Principal(name=user.name, channel="web" if user.channel == "web" else "api"),
+                reason=reason,
+                edited_args=edited,
+                args_digest=digest,
+                authority=self.config.authority or self.policy_authority,
+                signer=self.config.signer,
+                grant=grant,
+                request_id=asked,
+                answer=answer,
+                control_id=control_id,
+            )
+            result = planned if isinstance(planned, DecideResult) else await self._deliver(planned, watched.wait)
         data: dict[str, Any] = {
             "result": "SUCCESS" if result.ok else "FAILURE",
             "detail": result.detail,
@@ -458,7 +463,9 @@ class _Api:
         data["approval"] = approval_json(now, liveness="live" if now.open else "-", rules=self.policy_authority)
         return JSONResponse({**data, "error": result.detail}, status_code=409)
 
-    async def _deliver(self, planned: Delivery) -> DecideResult:
+    async def _deliver(
+        self, planned: Delivery, watched: Callable[[float], Awaitable[ControlAck | None]]
+    ) -> DecideResult:
         """Hand a decision to its live run; the wait for the ack holds no thread (see :mod:`.acks`)."""
         try:
             ack = await StoreSender(self.store).adeliver(
@@ -468,6 +475,7 @@ class _Api:
                 timeout_s=self.config.decide_timeout_s,
                 run_id=planned.run_id,
                 posted=True,  # by _plan_and_post
+                watched=watched,  # watched since before the post
             )
         except DeliveryTimeout as exc:  # RunGone too: undelivered() records it for a run that ended meanwhile
             result: DecideResult = await self._written(planned.undelivered, exc)

@@ -24,6 +24,8 @@ from .sql import SqlStore, appending
 
 __all__ = [
     "AGENT_ENDPOINT_PREFIX",
+    "ACKS_HEADER",
+    "ACKS_WITH_EVENTS",
     "LIVENESS_HEADER",
     "LIVENESS_ON_STREAM",
     "PASS_HEADER",
@@ -48,6 +50,14 @@ LIVENESS_HEADER = "X-Goldfive-Liveness"
 LIVENESS_ON_STREAM = "stream"
 """Its value: while this stream is open, the agent need not heartbeat its runs (an older server sends nothing,
 and its agents heartbeat as before; an older agent heartbeats anyway, which is harmless)."""
+
+ACKS_HEADER = "X-Goldfive-Acks"
+"""The header of ``GET /api/agent/stream``'s answer by which a server says that ``POST /api/agent/acks`` takes the
+agent's events too (``"events"``, ``"pid"``, ``"host"``), committing them to the audit chain before it records the
+acks: a decision's event and its ack in one request. An agent sends events with acks only to a server that said so
+(an older one would ignore them)."""
+ACKS_WITH_EVENTS = "events"
+"""Its value."""
 
 PASS_HEADER = "X-Goldfive-Pass"
 """A server's proof that it checked the agent's token: sent with ``GET /api/agent/stream``'s answer, and sent back

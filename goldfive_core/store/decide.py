@@ -203,10 +203,12 @@ def plan_decision(
     approval: ApprovalRow | None = None,
     request_id: str | None = None,
     answer: str = "",
+    control_id: str | None = None,
 ) -> DecideResult | Delivery:
     """:func:`decide` up to the delivery: its result when none is needed (refused, invalid, recorded for a run
     that is not running), else the :class:`Delivery` to hand the live run (``goldfive serve`` waits for its ack
-    in the event loop; :func:`decide` on its thread)."""
+    in the event loop; :func:`decide` on its thread). ``control_id``: the id its message gets (``goldfive serve``
+    watches for the ack before the message is posted), else a new one."""
     row = approval if approval is not None else find_approval(store, target_id, run_id=run_id)
     nul = _nul_field(reason=reason, decided_by=principal.name, grant=grant or "")
     if nul is not None:  # refused, never altered: the decision would be signed and recorded as something else
@@ -295,7 +297,8 @@ def plan_decision(
             f"run {row.run_id} is not running ({live.reason})", detached=live.state is Liveness.DETACHED
         )
     kind = ControlKind.APPROVE if approve else ControlKind.REJECT
-    return Delivery(attempt=attempt, message=ControlMessage(kind, attempt.payload()))
+    message = ControlMessage(kind, attempt.payload())
+    return Delivery(attempt=attempt, message=dataclasses.replace(message, id=control_id) if control_id else message)
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)

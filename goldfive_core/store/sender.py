@@ -180,13 +180,17 @@ class StoreSender:
         timeout_s: float | None = None,
         run_id: str | None = None,
         posted: bool = False,
+        watched: Callable[[float], Awaitable[ControlAck | None]] | None = None,
     ) -> ControlAck:
         """:meth:`deliver` without holding a thread while the agent acks: ``acks`` waits for the ack in the event
         loop, ``offload`` runs the short store calls (post, liveness, withdraw) on a thread; same answers, same
         timeouts, same exceptions. ``posted``: the caller already posted ``msg`` (:meth:`post`, to ``run_id``) on
-        the thread that checked it, saving a thread hop; the delivery goes on from there."""
+        the thread that checked it, saving a thread hop; the delivery goes on from there. ``watched``: the wait of
+        a watch the caller began on ``msg.id`` (before it posted it), used instead of one begun here."""
         address = self.address(msg) if run_id is None else run_id
         steps = self._delivery(msg, address, self.ack_timeout_s if timeout_s is None else timeout_s)
+        if watched is not None:
+            return await self._adeliver(steps, watched, acks, offload, posted)
         watch = getattr(acks, "watch", None)  # one watch over the whole delivery: looked for once, not every slice
         with watch(msg.id) if watch is not None else contextlib.nullcontext() as watched:
             wait = watched.wait if watched is not None else functools.partial(acks.wait_ack, msg.id)

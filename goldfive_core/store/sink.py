@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import concurrent.futures
 import dataclasses
 import logging
 import os
@@ -22,6 +23,8 @@ import queue
 import threading
 import time
 import weakref
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from ..events import payload_name
 from ..pb.v1 import events_pb2
@@ -60,6 +63,14 @@ class _Flush:
         self.done = threading.Event()
 
 
+class _Ride:
+    """A write that carries the events queued before it (see :meth:`StoreSink.ride`)."""
+
+    def __init__(self, write: Callable[[Sequence[events_pb2.Event], int], Any]) -> None:
+        self.write = write
+        self.future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+
+
 _STOP = object()
 
 
@@ -89,6 +100,10 @@ class StoreSink:
         self._dropped = 0
         self._failed = 0
         self._closed = False
+        self.gate = threading.Lock()
+        """Held by the writer while it takes a batch off the queue (never while it writes): a caller holding it
+        (briefly, on its own thread) knows no batch starts until it lets go, so what it emits and the ride it queues
+        meanwhile go together (see :meth:`ride`)."""
         self._give_up_at: float | None = None
         """Set by :meth:`close`: past this, a batch the store cannot take is dropped (and logged)."""
         self._thread = threading.Thread(target=self._run, name="goldfive-store-sink", daemon=True)
@@ -111,6 +126,24 @@ class StoreSink:
                 event.sequence,
                 event.run_id,
             )
+
+    def ride(self, write: Callable[[Sequence[events_pb2.Event], int], Any]) -> concurrent.futures.Future[Any] | None:
+        """Let ``write`` carry the events emitted before this call and not written yet (an HTTP agent's acks ride
+        with its decision's event: one request, the event committed first).
+
+        The writer thread, once every earlier batch is written, calls ``write(events, pid)`` with them (in emit
+        order; possibly none) instead of appending them itself, and gives its result or exception to the future
+        returned. When ``write`` raises (or the future was cancelled before it ran), the events are appended the
+        usual way, retried through outages: nothing emitted is dropped because a ride failed. None: the sink is
+        closed or its writer gone (the caller sends on its own)."""
+        if self._closed or not self._thread.is_alive():
+            return None
+        carried = _Ride(write)
+        try:
+            self._queue.put_nowait(carried)
+        except queue.Full:
+            return None
+        return carried.future
 
     def flush(self, timeout: float | None = 5.0) -> bool:
         """Wait until every event emitted so far was written (or dropped); False on timeout."""
@@ -194,6 +227,8 @@ class StoreSink:
                 batch: list[events_pb2.Event] = []
                 markers: list[_Flush] = []
                 stop = False
+                carried: _Ride | None = None
+                gated = item is not None and self.gate.acquire()  # released once the batch is taken
                 while item is not None:
                     if item is _STOP:
                         stop = True
@@ -201,13 +236,20 @@ class StoreSink:
                         markers.append(item)
                     elif isinstance(item, events_pb2.Event):
                         batch.append(item)
+                    elif isinstance(item, _Ride):
+                        carried = item  # it carries the batch so far; what follows goes in the next one
+                        break
                     if len(batch) >= self._batch_size:
                         break
                     try:
                         item = self._queue.get_nowait()
                     except queue.Empty:
                         item = None
-                if batch:
+                if gated:
+                    self.gate.release()
+                if carried is not None:
+                    self._ride(batch, carried, pid)
+                elif batch:
                     self._write(batch, pid)
                 for marker in markers:
                     marker.done.set()
@@ -266,6 +308,25 @@ class StoreSink:
                 for event in batch:  # isolate the event the store refuses
                     self._write([event], pid)
                 return
+
+    def _ride(self, batch: list[events_pb2.Event], carried: _Ride, pid: int) -> None:
+        """``carried.write`` takes ``batch`` (every event before it is written already); if it cannot, the usual
+        append does."""
+        if not carried.future.set_running_or_notify_cancel():  # its sender stopped waiting: the events go alone
+            if batch:
+                self._write(batch, pid)
+            return
+        self._after_kept_writes(batch)
+        self._track(batch)
+        try:
+            result = carried.write(batch, pid)
+        except Exception as exc:
+            carried.future.set_exception(exc)
+            if batch:  # not known to be written: appended the usual way (retried), as any batch whose write failed
+                self._write(batch, pid)
+            return
+        self._written += len(batch)
+        carried.future.set_result(result)
 
     def _after_kept_writes(self, batch: list[events_pb2.Event]) -> None:
         """A run's closing event waits for its kept "done" records: a finished call never reads as in doubt."""

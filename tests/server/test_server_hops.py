@@ -60,6 +60,18 @@ def _recorded(calls: list[tuple[str, int]], name: str, fn: Callable[..., Any]) -
     return wrapper
 
 
+def _recorded_after(calls: list[tuple[str, int]], name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """:func:`_recorded`, noted when the call returns (a wait begun before the calls were cleared still counts)."""
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            calls.append((name, HOP.get()))
+
+    return wrapper
+
+
 def _number_hops(monkeypatch: pytest.MonkeyPatch) -> None:
     count = itertools.count(1)
     real_run: Callable[..., Awaitable[Any]] = app_module._run
@@ -104,13 +116,16 @@ async def test_the_message_is_found_and_claimed_and_its_ack_checked_and_committe
     tokens = {name: add_user(store, name, role).token for name, role in (("ana", "approver"), ("bot", "agent"))}
     app = create_app(store, ServerConfig(signer=signer))
     calls: list[tuple[str, int]] = []
+    _number_hops(monkeypatch)  # from the start: the hub's wait is a hop begun before the decision
+    monkeypatch.setattr(store, "wait_inbox", _recorded_after(calls, "wait_inbox", store.wait_inbox))
     async with live(app) as url:
         agent = start_tool_agent(
             sqlite_backend, "call-h", {"amount": 10}, over_http=HttpChannel(url, token=tokens["bot"])
         )
         try:
             await eventually(lambda: _open(store, "call-h"), "the request in the store")
-            _number_hops(monkeypatch)
+            calls.clear()
+            monkeypatch.setattr(store, "append_events", _recorded(calls, "append_events", store.append_events))
             monkeypatch.setattr(owners, "owned_runs", _recorded(calls, "owned_runs", owners.owned_runs))
             monkeypatch.setattr(owners, "claimed_for", _recorded(calls, "claimed_for", owners.claimed_for))
             monkeypatch.setattr(store, "ack_controls", _recorded(calls, "ack_controls", store.ack_controls))
@@ -129,12 +144,15 @@ async def test_the_message_is_found_and_claimed_and_its_ack_checked_and_committe
             await agent.close()
     assert result.status == "ran" and agent.ran == [{"amount": 10}]
     (claimed,) = [hop for name, hop in calls if name == "claim_for_streams"]
-    assert claimed > 0 and ("pending", claimed) in calls, calls  # the hub's look and every stream's claims: one hop
+    # The hub's wake, its look and every stream's claims: one hop.
+    assert claimed > 0 and ("pending", claimed) in calls and ("wait_inbox", claimed) in calls, calls
     (acked,) = [hop for name, hop in calls if name == "ack_controls"]
     assert acked > 0 and ("owned_runs", acked) in calls and ("claimed_for", acked) in calls, calls  # one hop
-    # The agent's event reporting the decision: the run's claim and the decision's delivery checked in one hop.
+    # The agent's event reporting the decision rides with the ack: the run's claim, the decision's delivery, the
+    # append and the ack in one hop, the event committed before the ack is recorded.
     (checked,) = [hop for name, hop in calls if name == "decision_delivered"]
-    assert checked > 0 and ("claim_run", checked) in calls, calls
+    assert checked == acked and ("claim_run", checked) in calls and ("append_events", acked) in calls, calls
+    assert calls.index(("append_events", acked)) < calls.index(("ack_controls", acked)), calls
 
 
 async def _open(store: Any, target: str) -> bool:

@@ -91,6 +91,7 @@ class HttpChannel(AgentChannel):
         self.remote = remote
         self.inbox = inbox
         self.unreachable_after_s = unreachable_after_s
+        inbox.sink_of = lambda: self._sink  # acks ride with the sink's events (when the run writes through it)
 
     def __repr__(self) -> str:
         return repr(self.inbox)

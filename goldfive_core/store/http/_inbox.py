@@ -15,10 +15,13 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import concurrent.futures
+import contextlib
+import functools
 import logging
 import time
-from collections.abc import Coroutine
-from typing import Any
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any
 
 import httpx
 from google.protobuf import json_format
@@ -28,11 +31,14 @@ from ...control import ControlAck
 from ...convert import ack_to_proto, message_from_proto
 from ...pb.v1 import control_pb2, events_pb2
 from ...retry import Backoff
-from ..agents import LIVENESS_HEADER, LIVENESS_ON_STREAM, PASS_HEADER
+from ..agents import ACKS_HEADER, ACKS_WITH_EVENTS, LIVENESS_HEADER, LIVENESS_ON_STREAM, PASS_HEADER
 from ..base import InboxRow, StoreError, StoreUnavailableError
 from ..claims import FoldedClaims
 from ..serving import Served
 from ._remote import AgentRefused, RemoteStore, answer, loads
+
+if TYPE_CHECKING:
+    from ..sink import StoreSink
 
 __all__ = ["HttpInbox"]
 
@@ -85,6 +91,13 @@ class HttpInbox:
         """How many open approvals were withdrawn because no server could be reached."""
         self._down_since: float | None = None
         self._last_error = ""
+        self.sink_of: Callable[[], StoreSink | None] = lambda: None
+        """The channel's sink, once made (:class:`~goldfive_core.store.http.HttpChannel` sets it): acks ride on its
+        next write, after the events queued before them, to a server that takes events with acks."""
+        self.with_events = False
+        """Whether the open stream's server takes events with acks (it said so: ACKS_HEADER)."""
+        self.rides = 0
+        """How many ack posts carried the sink's events (observability and tests)."""
 
     def __repr__(self) -> str:
         return f"HttpChannel({', '.join(self.remote.urls)!r}, endpoint={self.endpoint!r})"
@@ -169,6 +182,7 @@ class HttpInbox:
             try:
                 if response.headers.get(LIVENESS_HEADER) == LIVENESS_ON_STREAM:
                     self.remote.streamed = frozenset(runs)  # the server stamps them while this stream is open
+                self.with_events = response.headers.get(ACKS_HEADER) == ACKS_WITH_EVENTS
                 next_sweep = time.monotonic() + self.sweep_interval_s
                 while served.current and served.runs() == runs:
                     try:
@@ -189,17 +203,24 @@ class HttpInbox:
                         self._down_since = None
                         self.connects += 1
                         continue
-                    ack = seen.get(ident)
-                    if ack is None:
-                        ack = served.dispatch(row)
-                        seen[ident] = ack
-                        self.claims.fold(ident, row, ack, served.sessions())
-                        while len(seen) > _SEEN:
-                            seen.popitem(last=False)
-                    owed[ident] = ack
-                    await self._post_acks(client, base, owed)
+                    sink = self.sink_of() if self.with_events else None
+                    # While the message is dispatched and the acks' ride queued, the sink starts no batch: the
+                    # decision's event, emitted as it is dispatched, goes with its ack (held on this thread, briefly).
+                    with sink.gate if sink is not None else contextlib.nullcontext():
+                        ack = seen.get(ident)
+                        if ack is None:
+                            ack = served.dispatch(row)
+                            seen[ident] = ack
+                            self.claims.fold(ident, row, ack, served.sessions())
+                            while len(seen) > _SEEN:
+                                seen.popitem(last=False)
+                        owed[ident] = ack
+                        ride = self._ride(sink, base, owed) if sink is not None else None
+                    if ride is None or not await self._ridden(ride, owed):
+                        await self._post_acks(client, base, owed)
             finally:
                 self.remote.streamed = frozenset()  # the sink heartbeats them again from its next beat
+                self.with_events = False
                 reader.cancel()
                 await asyncio.gather(reader, return_exceptions=True)
 
@@ -267,6 +288,26 @@ class HttpInbox:
             status="claimed",
         )
         return inbox_id, row
+
+    def _ride(self, sink: StoreSink, base: str, owed: dict[int, ControlAck]) -> concurrent.futures.Future[Any] | None:
+        """Queue the owed acks to ride on the sink's next write, with the events it has not written yet (the
+        decision's event, emitted as the message was dispatched): one request to ``base``, which commits the events
+        and then records the acks. None: the sink cannot take it (the caller posts the acks alone)."""
+        items = [self._ack_item(ident, ack) for ident, ack in owed.items()]
+        return sink.ride(functools.partial(self.remote.acks_with_events, base, self.endpoint, items))
+
+    async def _ridden(self, ride: concurrent.futures.Future[Any], owed: dict[int, ControlAck]) -> bool:
+        """Whether the ride took the acks (their claims answered); False: it failed or did not start within the
+        request timeout, and the caller posts the acks alone (the sink writes the ride's events the usual way)."""
+        try:
+            body = await asyncio.wait_for(asyncio.wrap_future(ride), self.remote.timeout_s)
+        except (StoreError, httpx.HTTPError, TimeoutError) as exc:  # AgentRefused and unreachable included
+            logger.info("%s: acks with events not taken (%s); posting them alone", self, shorten(str(exc), 200))
+            return False
+        self.rides += 1
+        self.claims.answered(owed, body.get("claims") if isinstance(body, dict) else None)
+        owed.clear()
+        return True
 
     async def _post_acks(self, client: httpx.AsyncClient, base: str, owed: dict[int, ControlAck]) -> None:
         if not owed:

@@ -32,6 +32,7 @@ from ...pb.v1 import events_pb2
 from ..agents import PASS_HEADER
 from ..base import (
     DEFAULT_STALE_AFTER_MS,
+    HOST,
     ApprovalRow,
     ExecutionRow,
     ExecutionState,
@@ -134,6 +135,25 @@ class RemoteStore:
         self.request(
             "POST", "/api/agent/events", {"pid": pid, "host": host, "events": [_event_json(e) for e in events]}
         )
+
+    def acks_with_events(
+        self, base: str, endpoint: str, acks: list[dict[str, Any]], events: Sequence[events_pb2.Event], pid: int
+    ) -> Any:
+        """``POST /api/agent/acks`` to ``base`` (a server that said it takes events with acks) carrying ``events``:
+        committed before the acks are recorded; the server's answer (its JSON), or StoreUnavailableError /
+        AgentRefused."""
+        body = {
+            "endpoint": endpoint,
+            "acks": acks,
+            "pid": pid,
+            "host": HOST,
+            "events": [_event_json(e) for e in events],
+        }
+        try:
+            response = self._client().post(base + "/api/agent/acks", json=body, headers=self.pass_headers())
+        except httpx.HTTPError as exc:
+            raise StoreUnavailableError(f"goldfive serve at {base} unreachable: {type(exc).__name__}: {exc}") from None
+        return answer(base, response)
 
     def heartbeat(self, run_ids: Sequence[str]) -> None:
         """The runs are alive (those an open stream keeps alive need no request)."""
