@@ -46,6 +46,7 @@ EXPECTED = [
     "load_policy_from_env",
     "parse_duration",
     "parse_policy",
+    "tool_pattern_matches",
 ]
 
 
