@@ -81,6 +81,9 @@ POLICY_GATE = ("tests/policy/test_policy_fail_closed.py",)
 SERVER_POLICY = ("tests/server/test_server_authority.py",)
 SERVER_POLICY_JUDGES = ("tests/policy/test_policy_server_judges.py", *SERVER_POLICY)
 NOTIFY = ("tests/store/test_notify.py",)
+BROWSER_DENIES = (
+    "tests/browser/test_browser_policy.py::test_a_card_the_servers_rule_denies_offers_no_approve_and_says_why",
+)
 SERVER_GRANTS = ("tests/policy/test_policy_server_judges.py", "tests/server/test_server_authority_grants.py")
 """A grant only as the server's rule offers it (the table first, then the served cases)."""
 """The server's own judgment of a call (fast table first, then the served cases)."""
@@ -1271,6 +1274,42 @@ MUTATIONS: tuple[Mutation, ...] = (
         '            grant_rule="",',
         "the rule a grant was allowed under is not checked against the signature",
         TRUSTED,
+    ),
+    # -- with serve --policy the inbox offers no decision the server's rule refuses ---------------------------------
+    M(
+        AUTHORITY,
+        'self.refusal.kind == "denied":\n            return ("reject",)',
+        'self.refusal.kind == "denied":\n            return ("approve", "reject")',
+        "the API tells the inbox a call the server's rule denies may be approved",
+        ("tests/policy/test_policy_server_judges.py",),
+    ),
+    M(
+        AUTHORITY,
+        '            return ("reject",)\n        return ()',
+        '            return ("reject",)\n        return ("reject",)',
+        "the API tells the inbox a call the server could not judge may be rejected",
+        ("tests/policy/test_policy_server_judges.py",),
+    ),
+    M(
+        ("goldfive_core/server/static/inbox.js",),
+        '    if (card.dataset.noApprove) for (const b of [".act-approve", ".act-edit"]) q(b).hidden = true;',
+        "",
+        "the inbox offers Approve on a card the server's rule denies",
+        BROWSER_DENIES,
+    ),
+    M(
+        ("goldfive_core/server/static/inbox.js",),
+        '    const barred = entries.filter((e) => e.node.dataset[verb === "approve" ? "noApprove" : "noReject"]);',
+        "    const barred = [];",
+        "Approve selected takes a card the server's rule denies",
+        BROWSER_DENIES,
+    ),
+    M(
+        ("goldfive_core/server/static/inbox.js",),
+        '    if (!decisions.includes("approve")) card.dataset.noApprove = "1";',
+        "",
+        "the key a (and every Approve) stays on a card the server's rule denies",
+        BROWSER_DENIES,
     ),
     # -- with serve --policy notifications go to who may decide under the server's rule, and say that rule ----------
     M(

@@ -98,6 +98,16 @@ class Judgment:
     """A sentence for a person: why this rule governs (the disagreement, a deny, an allow); "" when plain."""
 
     @property
+    def decisions(self) -> tuple[Literal["approve", "reject"], ...]:
+        """What the governing rule lets anyone decide (who may is another matter): both; only ``reject`` when the
+        deciding side's rule denies the call; nothing when the call could not be judged (fail closed)."""
+        if not self.refusal:
+            return ("approve", "reject")
+        if isinstance(self.refusal, Refusal) and self.refusal.kind == "denied":
+            return ("reject",)
+        return ()
+
+    @property
     def grants(self) -> tuple[GrantScope, ...]:
         """The scopes an approver may extend an approval to under this judgment (empty: no grant may be made)."""
         if self._no_grant() or self._other_rule() or self.ask is None:

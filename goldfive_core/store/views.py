@@ -170,6 +170,9 @@ def policy_json(row: ApprovalRow, judged: Judgment) -> dict[str, Any] | None:
         # governing rule offers one approver (with serve --policy, the server's own rule), what a decision may ask.
         "grants": [{"scope": g.text(), "label": g.label()} for g in judged.grants],
         "error": judged.refusal or row.metadata.get("policy_error", ""),
+        # What the governing rule lets anyone decide: ["approve", "reject"]; ["reject"] when the server's rule denies
+        # the call; [] when it could not judge it. The inbox offers no button the server would refuse (why: error).
+        "decisions": list(judged.decisions),
     }
 
 

@@ -131,6 +131,9 @@ def test_the_rule_that_governs_a_request(
     assert (judged.source, judged.rule, judged.action, judged.disagrees) == (source, rule, action, disagrees), judged
     assert (judged.ask.quorum if judged.ask is not None else None) == quorum, judged
     assert refusal in judged.refusal and bool(refusal) == bool(judged.refusal), judged.refusal
+    # What the card may offer: both; only a rejection of what the server's rule denies; nothing it could not judge.
+    offered = ("approve", "reject") if not refusal else ("reject",) if action == "deny" else ()
+    assert judged.decisions == offered, judged
     if disagrees and judged.rule:
         assert repr(judged.rule) in judged.note, judged.note
 
