@@ -1242,8 +1242,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     M(
         AUTHORITY,
-        "        if self.ask.quorum > 1:\n            return (",
-        "        if False:\n            return (",
+        '        if self.ask.quorum > 1:\n            return f"{self._whose()} needs',
+        '        if False:\n            return f"{self._whose()} needs',
         "the server lets one approver of its quorum rule ask for a standing grant",
         SERVER_POLICY + SERVER_GRANTS,
     ),
