@@ -127,7 +127,7 @@ def _decision(session: Session, msg: ControlMessage) -> ControlAck:
         return ControlAck.failure(msg.id, str(exc))
     scope = msg.payload.get("grant")
     if scope is not None:
-        problem = _grant_problem(session, target_id, decision, scope)
+        problem = _grant_problem(session, target_id, decision, scope, msg.payload.get("grant_rule"))
         if problem:
             return ControlAck.failure(msg.id, f"refused: {problem}; nothing was decided")
     result = session.apply_decision(target_id, decision)
@@ -228,8 +228,9 @@ def _state_ack(session: Session, msg: ControlMessage, was: RunState, detail: str
     return ControlAck.success(msg.id, detail)
 
 
-def _grant_problem(session: Session, target_id: str, decision: Decision, scope: Any) -> str:
-    """Why an approval may not also grant ``scope`` ("" if it may)."""
+def _grant_problem(session: Session, target_id: str, decision: Decision, scope: Any, payload_rule: Any) -> str:
+    """Why an approval may not also grant ``scope`` ("" if it may); ``payload_rule``: the rule the deciding side
+    allowed it under (``grant_rule``, signed with it; None when the decision does not say)."""
     from .policy import Ask, GrantScope
 
     if not decision.approved:
@@ -246,6 +247,11 @@ def _grant_problem(session: Session, target_id: str, decision: Decision, scope: 
     rule = request.metadata.get("policy_rule", "")
     if ask is None or not rule:
         return f"no policy rule asked {target_id!r}, so none offers a grant"
+    if payload_rule is not None and payload_rule != rule:  # the deciding side allowed it under another rule
+        return (
+            f"the grant was allowed under rule {safe_repr(payload_rule, 80)}, not {rule!r} (the rule this request "
+            "names, which the grant would be kept under)"
+        )
     needed = max(ask.quorum, decision.quorum)  # the request's rule, or the deciding server's, asks for several
     if needed > 1:
         return f"rule {rule!r} needs {needed} approvers; one approver cannot allow later calls"

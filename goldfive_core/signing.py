@@ -79,6 +79,9 @@ class SignedDecision:
     """How the person decided: ``web``, ``api`` or ``cli``."""
     grant: str = ""
     """The standing grant an approval asks for (``run``, ``session``, ``1h``); ``""`` for none."""
+    grant_rule: str = ""
+    """With a grant: the rule the deciding side allowed it under (the one that offers it); a run keeps the grant
+    under that rule only. ``""`` without a grant (and in signatures made before the field existed)."""
     request_id: str = ""
     """The request decided (unique across re-asks of one target); ``""`` only for records made before it existed."""
     request_digest: str = ""
@@ -99,7 +102,16 @@ class SignedDecision:
 EXPIRY_KIND = "rule"
 """What a recorded expiry's signature states (:attr:`SignedDecision.expiry`): the deciding server's rule ended it."""
 
-_OMITTED_WHEN_EMPTY = ("grant", "request_id", "request_digest", "quorum", "quorum_reject", "answer", "expiry")
+_OMITTED_WHEN_EMPTY = (
+    "grant",
+    "grant_rule",
+    "request_id",
+    "request_digest",
+    "quorum",
+    "quorum_reject",
+    "answer",
+    "expiry",
+)
 
 
 def decision_bytes(facts: SignedDecision, *, key_id: str, signed_at_ms: int) -> bytes:
@@ -215,6 +227,7 @@ def check_decision(
     detail: str,
     signature: Any,
     grant: str = "",
+    grant_rule: str = "",
     request_id: str = "",
     request_digest: str = "",
     quorum: int = 0,
@@ -269,6 +282,7 @@ def check_decision(
         detail=detail,
         channel=channel,
         grant=grant,
+        grant_rule=grant_rule,
         request_id=request_id,
         request_digest=request_digest,
         quorum=quorum,
@@ -279,8 +293,8 @@ def check_decision(
     if not trust.verify(decision_bytes(facts, key_id=key_id, signed_at_ms=at), raw_sig):
         return (
             "the decision's signature does not match what it claims "
-            "(target, run, request, verdict, edits, digest, decider, reason, grant, quorum, reject mode, answer, "
-            "expiry)"
+            "(target, run, request, verdict, edits, digest, decider, reason, grant and its rule, quorum, reject mode, "
+            "answer, expiry)"
         )
     return None
 

@@ -80,6 +80,12 @@ SESSIONS = ("tests/server/test_server_sessions.py",)
 POLICY_GATE = ("tests/policy/test_policy_fail_closed.py",)
 SERVER_POLICY = ("tests/server/test_server_authority.py",)
 SERVER_POLICY_JUDGES = ("tests/policy/test_policy_server_judges.py", *SERVER_POLICY)
+NOTIFY = ("tests/store/test_notify.py",)
+BROWSER_DENIES = (
+    "tests/browser/test_browser_policy.py::test_a_card_the_servers_rule_denies_offers_no_approve_and_says_why",
+)
+SERVER_GRANTS = ("tests/policy/test_policy_server_judges.py", "tests/server/test_server_authority_grants.py")
+"""A grant only as the server's rule offers it (the table first, then the served cases)."""
 """The server's own judgment of a call (fast table first, then the served cases)."""
 _JUNK = "tests/server/test_server_junk.py::"
 OTEL = ("tests/adk/test_adk_otel.py::test_no_span_carries_a_tool_calls_arguments_unless_asked",)
@@ -1241,10 +1247,131 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     M(
         DECIDE,
-        "    if grant is not None and quorum > 1:",
+        "    if grant is not None and (why := judged.grant_refusal(grant)):",
         "    if False:",
+        "the server lets an approval carry a grant its rule does not offer (the agent's file picks the scopes)",
+        SERVER_POLICY + SERVER_GRANTS,
+    ),
+    M(
+        DECIDE,
+        '            grant_rule=self.grant_rule if self.grant else "",',
+        '            grant_rule="",',
+        "the server signs a grant without the rule it allowed it under (a trusting agent may keep it under any)",
+        SERVER_GRANTS,
+    ),
+    M(
+        AUTHORITY,
+        "        if wanted not in self.ask.grants:  # a duration is offered as written",
+        "        if False:  # a duration is offered as written",
+        "the server allows a grant scope (or a longer duration) its rule does not offer",
+        SERVER_GRANTS,
+    ),
+    M(
+        AUTHORITY,
+        '        if self.ask.quorum > 1:\n            return f"{self._whose()} needs',
+        '        if False:\n            return f"{self._whose()} needs',
         "the server lets one approver of its quorum rule ask for a standing grant",
-        SERVER_POLICY,
+        SERVER_POLICY + SERVER_GRANTS,
+    ),
+    M(
+        AUTHORITY,
+        '        if self.source == "server" and self.action != "ask":',
+        "        if False:",
+        "a call the server's rule allows (or denies) gets a grant from the request's own fields",
+        SERVER_GRANTS,
+    ),
+    M(
+        AUTHORITY,
+        '        if self.source != "server" or (not self.disagrees and self.requested_rule == self.rule):',
+        "        if True:",
+        "the server allows a grant of its rule for a request naming another rule (the run keeps it under that one)",
+        SERVER_GRANTS,
+    ),
+    M(
+        TRUST,
+        '    if problem is None and trust is not None and grant and not payload.get("grant_rule"):',
+        "    if False:",
+        "a trusting agent makes a grant whose signature names no rule it was allowed under",
+        TRUSTED,
+    ),
+    M(
+        TRUST,
+        '            grant_rule=rule if isinstance(rule := payload.get("grant_rule"), str) else "",',
+        '            grant_rule="",',
+        "the rule a grant was allowed under is not checked against the signature",
+        TRUSTED,
+    ),
+    # -- with serve --policy the inbox offers no decision the server's rule refuses ---------------------------------
+    M(
+        AUTHORITY,
+        'self.refusal.kind == "denied":\n            return ("reject",)',
+        'self.refusal.kind == "denied":\n            return ("approve", "reject")',
+        "the API tells the inbox a call the server's rule denies may be approved",
+        ("tests/policy/test_policy_server_judges.py",),
+    ),
+    M(
+        AUTHORITY,
+        '            return ("reject",)\n        return ()',
+        '            return ("reject",)\n        return ("reject",)',
+        "the API tells the inbox a call the server could not judge may be rejected",
+        ("tests/policy/test_policy_server_judges.py",),
+    ),
+    M(
+        ("goldfive_core/server/static/inbox.js",),
+        '    if (card.dataset.noApprove) for (const b of [".act-approve", ".act-edit"]) q(b).hidden = true;',
+        "",
+        "the inbox offers Approve on a card the server's rule denies",
+        BROWSER_DENIES,
+    ),
+    M(
+        ("goldfive_core/server/static/inbox.js",),
+        '    const barred = entries.filter((e) => e.node.dataset[verb === "approve" ? "noApprove" : "noReject"]);',
+        "    const barred = [];",
+        "Approve selected takes a card the server's rule denies",
+        BROWSER_DENIES,
+    ),
+    M(
+        ("goldfive_core/server/static/inbox.js",),
+        '    if (!decisions.includes("approve")) card.dataset.noApprove = "1";',
+        "",
+        "the key a (and every Approve) stays on a card the server's rule denies",
+        BROWSER_DENIES,
+    ),
+    # -- with serve --policy notifications go to who may decide under the server's rule, and say that rule ----------
+    M(
+        APP,
+        "            notifying = Notifier(store, config.notify, rules=api.policy_authority)",
+        "            notifying = Notifier(store, config.notify)",
+        "serve --policy routes notifications by the rule and approvers the agent wrote",
+        ("tests/server/test_server_notify.py::test_serve_policy_notifies_who_may_decide_under_the_servers_rule",),
+    ),
+    M(
+        ("goldfive_core/server/notify/_service.py",),
+        '        elif notice.kind == "approval_requested" and (rules := self._judging()) is not None:',
+        "        elif False:",
+        "a request's notice names the agent's rule and goes to the approvers it wrote, not the server's",
+        NOTIFY,
+    ),
+    M(
+        ("goldfive_core/server/notify/_service.py",),
+        "                if (rules := self._judging()) is not None:",
+        "                if False:",
+        "a follow-up notice names the agent's rule and approvers, not the server's",
+        NOTIFY,
+    ),
+    M(
+        ("goldfive_core/server/notify/_notice.py",),
+        '        approvers=inert(",".join(ask.approvers) if ask is not None else "", 300),',
+        "        approvers=notice.approvers,",
+        "a notice under the server's rule still says (and routes by) the approvers the agent wrote",
+        NOTIFY,
+    ),
+    M(
+        DISPATCH,
+        "    if payload_rule is not None and payload_rule != rule:",
+        "    if False:",
+        "a run keeps a grant allowed under another rule under its own request's rule",
+        TRUSTED,
     ),
     M(
         DECIDE,
@@ -2093,8 +2220,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     M(
         TRUST,
-        '        grant=grant if isinstance(grant := payload.get("grant"), str) else "",',
-        '        grant="",',
+        '            grant=grant if isinstance(grant, str) else "",',
+        '            grant="",',
         "a standing grant added to a signed one-off approval is honoured",
         TRUSTED,
     ),

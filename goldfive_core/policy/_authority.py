@@ -22,7 +22,7 @@ from typing import Any, Literal, Protocol
 
 from .._stored import NUL_MARK
 from .._util import args_digest, now_ms, safe_repr, shorten
-from ._model import Allow, Ask, PolicyCall, format_duration
+from ._model import Allow, Ask, GrantScope, PolicyCall, format_duration
 from ._policy import Policy, Verdict
 
 __all__ = ["Judgment", "PolicyAuthority", "Refusal", "RequestView"]
@@ -96,6 +96,77 @@ class Judgment:
     disagrees: bool = False
     note: str = ""
     """A sentence for a person: why this rule governs (the disagreement, a deny, an allow); "" when plain."""
+
+    @property
+    def decisions(self) -> tuple[Literal["approve", "reject"], ...]:
+        """What the governing rule lets anyone decide (who may is another matter): both; only ``reject`` when the
+        deciding side's rule denies the call; nothing when the call could not be judged (fail closed)."""
+        if not self.refusal:
+            return ("approve", "reject")
+        if isinstance(self.refusal, Refusal) and self.refusal.kind == "denied":
+            return ("reject",)
+        return ()
+
+    @property
+    def grants(self) -> tuple[GrantScope, ...]:
+        """The scopes an approver may extend an approval to under this judgment (empty: no grant may be made)."""
+        if self._no_grant() or self._other_rule() or self.ask is None:
+            return ()
+        return self.ask.grants
+
+    def grant_refusal(self, scope: str) -> str:
+        """Why an approval may not also create the standing grant ``scope`` ("" when it may).
+
+        Only an ``ask`` rule that governs the request and offers ``scope`` (the kind, and a duration as written, so
+        never a longer one) allows it, to one approver: never a rule with a quorum, never a deny or an allow rule of
+        the deciding side's policy. And never when the request names another rule (or other terms) than the
+        deciding side's: the run keeps a grant under the rule its request names, so the rule that allows it must be
+        that one.
+        """
+        bar = self._no_grant()
+        if bar:
+            return bar
+        assert self.ask is not None
+        try:
+            wanted = GrantScope.parse(scope)
+        except ValueError as exc:
+            return str(exc)
+        if wanted not in self.ask.grants:  # a duration is offered as written: never a longer one
+            return f"{self._whose()} does not offer a grant {wanted.label()} (offered: {_offered(self.ask)})"
+        return self._other_rule()
+
+    def _whose(self) -> str:
+        return f"{'the server' if self.source == 'server' else 'the request'}'s rule {shorten(self.rule, 80)!r}"
+
+    def _no_grant(self) -> str:
+        """Why the governing rule offers no grant at all ("" when it offers scopes to one approver)."""
+        if self.refusal:
+            return self.refusal
+        if self.source == "server" and self.action != "ask":
+            what = "allows this call without a person" if self.action == "allow" else f"is {self.action or 'none'}"
+            return f"{self._whose()} {what} and offers no grants"
+        if self.ask is None or not self.rule:
+            return "no policy rule asked for this call, so none offers a grant"
+        if self.ask.quorum > 1:
+            return f"{self._whose()} needs {self.ask.quorum} distinct approvers; one approver cannot allow later calls"
+        if not self.ask.grants:
+            return f"{self._whose()} offers no grants"
+        return ""
+
+    def _other_rule(self) -> str:
+        """Why a grant of the deciding side's rule cannot be kept by the run: its request names another rule."""
+        if self.source != "server" or (not self.disagrees and self.requested_rule == self.rule):
+            return ""
+        if not self.requested_rule:
+            named = "no rule, not"
+        elif self.requested_rule == self.rule:
+            named = "this rule with other terms than"
+        else:
+            named = f"rule {shorten(self.requested_rule, 80)!r}, not"
+        return (
+            f"the agent's request names {named} {self._whose()}; the run keeps a grant under the rule its request "
+            "names, so the server's rule cannot offer one here"
+        )
 
 
 class PolicyAuthority:
@@ -296,6 +367,10 @@ def _disagreement(named: str, rule: str) -> str:
         return f"the agent's request states other terms for rule {shorten(named, 80)!r} than the server's file"
     governs = f"the server's rule {rule!r} governs this call" if rule else "the server's policy governs this call"
     return f"the agent's request names rule {shorten(named, 80)!r}; {governs}"
+
+
+def _offered(ask: Ask) -> str:
+    return ", ".join(g.label() for g in ask.grants) or "none"
 
 
 def _join(*parts: str) -> str:

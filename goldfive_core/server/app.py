@@ -513,7 +513,11 @@ class _Api:
         return JSONResponse({"result": "REVOKED", "grant": revoked.as_dict(await _run(self.store.clock_ms))})
 
     async def _may_revoke(self, user: User, row: grants_mod.GrantRow) -> str:
-        """Who may revoke: an admin, else whoever the rule lets decide its requests (with the server's policy)."""
+        """Who may revoke: an admin, else whoever the rule lets decide its requests (with the server's policy).
+
+        The rule is found by the name the grant was kept under (the one its request named, which the server signed
+        it with), not judged again: revoking only takes a permission away, so a name the server's file gives another
+        meaning, or none (anyone who may decide), errs on the safe side."""
         if user.can("manage_users") or self.config.policy is None:
             return ""
         rule = next((r for r in self.config.policy.rules if r.name == row.rule), None)
@@ -781,7 +785,9 @@ def create_app(store: Store, config: ServerConfig) -> Starlette:
         # agent's ack in the loop (api.acks), so a burst of them never holds up the requests that answer them.
         api.threads.install_default()
         if config.notify is not None and config.notify.targets:
-            notifier = asyncio.create_task(Notifier(store, config.notify).run(), name="goldfive-notifier")
+            # With --policy its notices name the server's rule and go to who may decide under it.
+            notifying = Notifier(store, config.notify, rules=api.policy_authority)
+            notifier = asyncio.create_task(notifying.run(), name="goldfive-notifier")
         checkpointer: asyncio.Task[None] | None = None
         if config.checkpoints is not None and config.checkpoint_every_s > 0:
             checkpointer = asyncio.create_task(

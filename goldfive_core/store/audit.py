@@ -189,7 +189,11 @@ class _ApprovalHistory:
                 )
             )
             if self.trust is not None:
-                problems.extend(signature_problems(name, row, self.trust, req.metadata.get("policy_grants", "")))
+                problems.extend(
+                    signature_problems(
+                        name, row, self.trust, req.metadata.get("policy_grants", ""), _rule_of(req.metadata)
+                    )
+                )
         legacy.sort()
         for (_, before, _), (_, ident, name) in itertools.pairwise(legacy):
             if ident <= before:
@@ -340,7 +344,7 @@ SERVER_CHANNELS = frozenset({"web", "api"})
 """The channels of decisions made through ``goldfive serve``, which signs every decision it makes."""
 
 
-def signature_problems(name: str, row: ApprovalRow, trust: TrustKey, grants: str) -> list[str]:
+def signature_problems(name: str, row: ApprovalRow, trust: TrustKey, grants: str, rule: str = "") -> list[str]:
     """What is wrong with a decided record's signature, given the key ``goldfive serve`` signs with ([]: nothing).
 
     A decision on a server channel (``web``, ``api``) without a signature lost it: the server signs them all.
@@ -357,7 +361,7 @@ def signature_problems(name: str, row: ApprovalRow, trust: TrustKey, grants: str
             "its signature was removed (edited)"
         ]
     try:
-        wrong = _signature_check(row, trust, grants)
+        wrong = _signature_check(row, trust, grants, rule)
     except (ValueError, TypeError, AttributeError, RecursionError):  # cells that are not text
         wrong = "its facts or block are garbled"
     if wrong:
@@ -365,24 +369,26 @@ def signature_problems(name: str, row: ApprovalRow, trust: TrustKey, grants: str
     return []
 
 
-def _signature_check(row: ApprovalRow, trust: TrustKey, grants: str) -> str | None:
+def _signature_check(row: ApprovalRow, trust: TrustKey, grants: str, rule: str = "") -> str | None:
     """None when ``decision_sig`` is ``trust``'s signature of this record's decision, else why not.
 
-    The record keeps what was signed except the grant asked for (tried: none, and each its rule offers), the
+    The record keeps what was signed except the grant asked for (tried: none, and each its rule offers, with the
+    rule ``rule`` it was allowed under or, signed before that was, none), the
     digest the decider saw (the call's own, or a quorum's edited one) and, for a quorum, the one signer among
     the approvers named.
     """
     from ..signing import EXPIRY_KIND, check_decision
 
     problem: str | None = "no matching decision"
+    offered = [g for g in grants.split(",") if g]
     tries = itertools.product(
-        ("", *(g for g in grants.split(",") if g)),
+        (("", ""), *((g, under) for g in offered for under in ("", rule))),
         {row.args_digest, row.original_args_digest} - {""} or {""},
         _signers(row),
         _signed_quorums(row),
         ("", "cancel") if row.kind == "input" and row.decision == "reject" else ("",),  # a form dismissed
     )
-    for grant, digest, (decided_by, detail, edited), quorum, answer in tries:
+    for (grant, grant_rule), digest, (decided_by, detail, edited), quorum, answer in tries:
         problem = check_decision(
             trust,
             target_id=row.target_id,
@@ -394,6 +400,7 @@ def _signature_check(row: ApprovalRow, trust: TrustKey, grants: str) -> str | No
             detail=detail,
             signature=row.decision_sig,
             grant=grant,
+            grant_rule=grant_rule,
             # The record's own request: a signature moved here from another request does not cover it.
             request_id=row.request_id,
             request_digest=row.request_digest if row.request_id else "",
@@ -873,7 +880,9 @@ def _recent_record_problems(history: _ApprovalHistory, key: _Key, row: ApprovalR
             return []  # decided by an earlier event (already checked); a later one (the run's own) says it again
     problems.extend(_ApprovalHistory._check_decision(name, row, history.decisions.get(key), closed, times))
     if history.trust is not None:
-        problems.extend(signature_problems(name, row, history.trust, row.metadata.get("policy_grants", "")))
+        problems.extend(
+            signature_problems(name, row, history.trust, row.metadata.get("policy_grants", ""), _rule_of(row.metadata))
+        )
     return problems
 
 
@@ -893,5 +902,14 @@ def _vouched_problems(row: ApprovalRow | None, run_id: str, target_id: str, at: 
             f"{'unsigned' if not row.decision_sig else 'signed'}: relabelled (edited)"
         ]
     return signature_problems(
-        f"approval #{row.id} ({target_id!r} of run {run_id})", row, trust, row.metadata.get("policy_grants", "")
+        f"approval #{row.id} ({target_id!r} of run {run_id})",
+        row,
+        trust,
+        row.metadata.get("policy_grants", ""),
+        _rule_of(row.metadata),
     )
+
+
+def _rule_of(metadata: Mapping[str, str]) -> str:
+    """The rule a request names: a grant made on it was signed with that rule (the one the run keeps it under)."""
+    return metadata.get("policy_rule", "")

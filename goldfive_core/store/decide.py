@@ -242,14 +242,14 @@ def plan_decision(
     if refusal is not None:
         kind = refusal.kind if isinstance(refusal, Refusal) else "forbidden"
         return _audited(store, row, principal, approve, dataclasses.replace(_refused(row, refusal), refusal=kind))
-    ask = rule_ask(authority, row)
+    judged = _rules(authority).judge(row)
+    ask = judged.ask
     quorum = ask.quorum if ask is not None else 1
-    if grant is not None and quorum > 1:
-        return _refused(
-            row,
-            f"refused: {row.target_id!r} needs {quorum} distinct approvers; one approver cannot allow later calls. "
-            "Nothing was decided",
-        )
+    # A standing grant only as the governing rule offers it (with serve --policy: the server's own rule, never the
+    # scopes the agent's file wrote), signed with that rule's name so the run keeps it under no other.
+    grant_rule = judged.rule if grant is not None else ""
+    if grant is not None and (why := judged.grant_refusal(grant)):
+        return _refused(row, f"refused: {why}. Nothing was decided")
     if row.kind == "input" and not approve and not reason:  # the record says how the form was turned down
         reason = "cancelled" if answer else "declined"
     if row.kind == "input" and approve and edited_args is None:
@@ -284,6 +284,7 @@ def plan_decision(
         quorum,
         reject_counts=counts,
         answer=answer,
+        grant_rule=grant_rule,
     )
     live = store.liveness_of(store.run(row.run_id))
     if not live.live:
@@ -350,6 +351,8 @@ class _Attempt:
     """``"cancel"``: a rejection of an input request that dismissed its form (signed; omitted when empty)."""
     recorded_expiry: bool = False
     """The expiry is recorded for a parked call: signed as an expiry (``expiry = "rule"``), never as a rejection."""
+    grant_rule: str = ""
+    """With a grant: the rule it was allowed under (signed with it: the run keeps the grant under that rule only)."""
 
     def _stated_quorum(self) -> int:
         return self.quorum if self.quorum > 1 else 0
@@ -374,6 +377,7 @@ class _Attempt:
             detail=self.reason,
             channel=self.principal.channel,
             grant=self.grant,
+            grant_rule=self.grant_rule if self.grant else "",
             request_id=self.row.request_id,
             request_digest=self.row.request_digest if self.row.request_id else "",
             quorum=self._stated_quorum(),
@@ -403,6 +407,7 @@ class _Attempt:
             payload["edited_args"] = dict(self.edited_args)
         if self.grant:
             payload["grant"] = self.grant
+            payload["grant_rule"] = self.grant_rule  # the rule the grant was allowed under: the run keeps it there
         if self._stated_quorum():  # the deciding side's rule: the run counts this as one vote towards it
             payload["quorum"] = self._stated_quorum()
         if self._stated_reject():  # and its reject mode, when a rejection is one vote rather than the end
@@ -540,9 +545,14 @@ def rule_ask(authority: DecisionAuthority | None, row: ApprovalRow) -> Ask | Non
     one the request names), else from the request's own fields; any other authority says only who may decide, so
     the request's own fields say how many.
     """
-    rules = authority if isinstance(authority, PolicyAuthority) else PolicyAuthority()
-    ask, _ = rules.ask_for(row)
+    ask, _ = _rules(authority).ask_for(row)
     return ask
+
+
+def _rules(authority: DecisionAuthority | None) -> PolicyAuthority:
+    """The rules that govern a request: a :class:`PolicyAuthority`'s (its policy, or the request's own fields); any
+    other authority says only who may decide, so the request's own fields say the rest."""
+    return authority if isinstance(authority, PolicyAuthority) else PolicyAuthority()
 
 
 def _audited(store: Store, row: ApprovalRow, principal: Principal, approve: bool, result: DecideResult) -> DecideResult:

@@ -46,6 +46,11 @@ def verify_decision(
     decided_by = payload.get("decided_by")
     # A reviewer's verdict is only taken in the agent's own gate: one in the store was forged, signed or not.
     problem = reviewer_claim(decided_by, payload.get("channel")) or None
+    grant = payload.get("grant")
+    if problem is None and trust is not None and grant and not payload.get("grant_rule"):
+        # A grant the signer allowed names the rule it allowed it under: one without cannot say which rule's calls
+        # it may let through (a signature made before the field existed, or by a signer that never checked).
+        problem = "the decision asks for a standing grant but names no rule it was allowed under; nothing was decided"
     if problem is None:
         if trust is None:
             return None
@@ -59,7 +64,8 @@ def verify_decision(
             decided_by=decided_by if isinstance(decided_by, str) else "",
             detail=str(payload.get("detail") or payload.get("reason") or ""),
             signature=payload.get("signature"),
-            grant=grant if isinstance(grant := payload.get("grant"), str) else "",
+            grant=grant if isinstance(grant, str) else "",
+            grant_rule=rule if isinstance(rule := payload.get("grant_rule"), str) else "",
             request_id=request_id,
             request_digest=request_digest,
             quorum=quorum if isinstance(quorum := payload.get("quorum"), int) and not isinstance(quorum, bool) else 0,

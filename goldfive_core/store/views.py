@@ -166,9 +166,13 @@ def policy_json(row: ApprovalRow, judged: Judgment) -> dict[str, Any] | None:
         "escalate_to": ",".join(escalate.to) if escalate else "",
         "expires": format_duration(expires_ms) if expires_ms else "",
         "expires_at_ms": requested_at_ms + expires_ms if expires_ms and requested_at_ms else 0,
-        # What an approver may extend an approval to, in the words they read before confirming.
-        "grants": [{"scope": g.text(), "label": g.label()} for g in ask.grants] if ask and ask.quorum == 1 else [],
+        # What an approver may extend an approval to, in the words they read before confirming: only what the
+        # governing rule offers one approver (with serve --policy, the server's own rule), what a decision may ask.
+        "grants": [{"scope": g.text(), "label": g.label()} for g in judged.grants],
         "error": judged.refusal or row.metadata.get("policy_error", ""),
+        # What the governing rule lets anyone decide: ["approve", "reject"]; ["reject"] when the server's rule denies
+        # the call; [] when it could not judge it. The inbox offers no button the server would refuse (why: error).
+        "decisions": list(judged.decisions),
     }
 
 

@@ -39,6 +39,13 @@ def chromium_or_skip() -> str:
     return CHROMIUM
 
 
+def this_tree(env: dict[str, str]) -> dict[str, str]:
+    """``env`` for a subprocess that must run the code of the tree these tests are in (``goldfive`` and the examples
+    import ``goldfive_core``): ROOT first on ``PYTHONPATH``, ahead of an installed (or editable) copy elsewhere, so
+    a scratch copy of the tree (``scripts/mutation.py``) serves its own pages and code."""
+    return {**env, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)}
+
+
 def free_port() -> int:
     """A free TCP port on 127.0.0.1."""
     with socket.socket() as s:
@@ -57,7 +64,7 @@ class Proc:
         self.proc = subprocess.Popen(
             self.args,
             cwd=cwd,
-            env={**env, "PYTHONUNBUFFERED": "1"},
+            env={**this_tree(env), "PYTHONUNBUFFERED": "1"},
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,

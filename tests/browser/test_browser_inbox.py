@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from browser_support import ARTIFACTS, ROOT, Proc, chromium_or_skip, free_port, goldfive_bin, wait_http
+from browser_support import ARTIFACTS, ROOT, Proc, chromium_or_skip, free_port, goldfive_bin, this_tree, wait_http
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -73,7 +73,7 @@ def server(tmp_path: Path, chromium: str) -> Iterator[Server]:
 def serving(tmp_path: Path, *serve_args: str) -> Iterator[Server]:
     """A ``goldfive serve`` subprocess (``serve_args`` added: ``--policy FILE``) with approvers ana and ben."""
     db = tmp_path / "goldfive.db"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GOLDFIVE_")}
+    env = this_tree({k: v for k, v in os.environ.items() if not k.startswith("GOLDFIVE_")})
     env.update(GOLDFIVE_DB=str(db), GOLDFIVE_KEY_DIR=str(tmp_path / "keys"), HOME=str(tmp_path))
     tokens = {"ana": "", "ben": ""}
     port = free_port()

@@ -5,6 +5,7 @@ standing grant listed with a Revoke button, revoked."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -240,4 +241,95 @@ def test_with_serve_policy_the_card_shows_the_servers_rule_not_the_one_the_reque
         card.get_by_role("button", name="Approve", exact=True).click()
         expect(card.locator(".policy .quorum")).to_have_text("1 of 2 approvals: ana")
         assert "ledger:" not in big.output()  # one vote: the call waits for ben
+        assert not ana.errors, ana.errors
+
+
+DENYING_SERVER_POLICY = """
+[[rule]]
+name = "no mallory"
+tool = "transfer_funds"
+when = "args.to == 'Mallory Ltd'"
+action = "deny"
+reason = "Mallory Ltd is on the sanctions list"
+
+[[rule]]
+name = "payments"
+tool = "transfer_funds"
+action = "ask"
+approvers = ["user:ana", "user:ben"]
+"""
+
+
+def test_a_card_the_servers_rule_denies_offers_no_approve_and_says_why(
+    tmp_path: Path, chromium: str, browser: Any
+) -> None:
+    """The agent's own file asks ana about any payment ("any payment"); ``goldfive serve --policy`` denies payments
+    to Mallory Ltd. That card offers no Approve (nor Edit & approve), says why, and says plainly that the agent
+    named another rule and the server's applies; the key ``a`` sends nothing, Approve selected is off with the
+    reason, and Reject still works (the call never runs). A card the server's rule asks about keeps its Approve."""
+    from playwright.sync_api import expect
+
+    server_policy = tmp_path / "server-policy.toml"
+    server_policy.write_text(DENYING_SERVER_POLICY)
+    agent_policy = tmp_path / "agent-policy.toml"
+    agent_policy.write_text(AGENT_POLICY)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with serving(tmp_path, "--policy", str(server_policy)) as server:
+        example = str(ROOT / "examples" / "adk_approval.py")
+        common = ("--db", str(server.db), "--wait", "--timeout-ms", "120000", "--policy", str(agent_policy))
+        ana = _login(browser, server, "ana")
+        posted: list[str] = []
+        ana.on("request", lambda r: posted.append(r.url) if r.method == "POST" else None)
+        mallory = server.agent(example, *common, "--invoice", "90", "--payee", "Mallory Ltd")
+        mallory_id = _target_of(mallory)
+        acme = server.agent(example, *common, "--invoice", "250")
+        acme_id = _target_of(acme)
+
+        card = _card(ana, mallory_id)
+        expect(card.locator(".policy .rule")).to_have_text("rule no mallory (deny)")
+        expect(card.locator(".policy .policy-disagrees")).to_have_text(
+            'The agent named rule "any payment"; the server\'s rule "no mallory" applies.'
+        )
+        bar = card.locator(".rule-bar")
+        expect(bar).to_be_visible()
+        expect(bar).to_contain_text("Approve is not offered: the deciding side's policy denies this call")
+        expect(bar).to_contain_text("(rule 'no mallory'): Mallory Ltd is on the sanctions list")
+        for name in ("Approve", "Edit & approve"):
+            expect(card.get_by_role("button", name=name, exact=True)).to_be_hidden()
+        expect(card.locator("input.comment")).to_be_hidden()
+        expect(card.get_by_role("button", name="Reject", exact=True)).to_be_visible()
+
+        other = _card(ana, acme_id)
+        expect(other.locator(".policy .policy-disagrees")).to_have_text(
+            'The agent named rule "any payment"; the server\'s rule "payments" applies.'
+        )
+        expect(other.locator(".rule-bar")).to_be_hidden()
+        expect(other.get_by_role("button", name="Approve", exact=True)).to_be_visible()
+        ana.screenshot(path=str(ARTIFACTS / "inbox-server-denies.png"), full_page=True)
+
+        # The keyboard's approve does nothing on the denied card: no decision is sent, the card stays.
+        card.focus()
+        expect(card).to_have_class(re.compile(r"\bcurrent\b"))
+        ana.keyboard.press("a")
+        expect(card).to_be_visible()
+
+        # Approve selected is off for a selection holding it, with the reason; Reject selected is not.
+        card.locator("input.select").check()
+        other.locator("input.select").check()
+        expect(ana.locator("#bulk-count")).to_have_text("2 selected")
+        expect(ana.locator("#bulk-approve")).to_be_disabled()
+        expect(ana.locator("#bulk-reject")).to_be_enabled()
+        expect(ana.locator("#bulk-why")).to_contain_text("the server's rule does not let anyone approve it")
+        ana.evaluate("window.scrollTo(0, 0)")  # the bar and the denied card below it, as a person first sees them
+        ana.screenshot(path=str(ARTIFACTS / "inbox-bulk-server-denies.png"))
+        ana.locator("#bulk-clear").click()
+
+        # Rejected with a reason: the card leaves, the call never runs.
+        card.get_by_role("button", name="Reject", exact=True).click()
+        card.locator("textarea.reason").fill("sanctioned payee")
+        card.get_by_role("button", name="Reject with reason").click()
+        expect(card).to_have_count(0)
+        mallory.wait_for(lambda s: "sanctioned payee" in s, timeout=60)
+        assert "ledger: []" in mallory.output() or "ledger:" not in mallory.output(), mallory.output()
+        assert not [u for u in posted if "/approve" in u], posted  # neither the key nor a button sent an approval
         assert not ana.errors, ana.errors

@@ -131,6 +131,9 @@ def test_the_rule_that_governs_a_request(
     assert (judged.source, judged.rule, judged.action, judged.disagrees) == (source, rule, action, disagrees), judged
     assert (judged.ask.quorum if judged.ask is not None else None) == quorum, judged
     assert refusal in judged.refusal and bool(refusal) == bool(judged.refusal), judged.refusal
+    # What the card may offer: both; only a rejection of what the server's rule denies; nothing it could not judge.
+    offered = ("approve", "reject") if not refusal else ("reject",) if action == "deny" else ()
+    assert judged.decisions == offered, judged
     if disagrees and judged.rule:
         assert repr(judged.rule) in judged.note, judged.note
 
@@ -233,3 +236,95 @@ def test_a_rule_on_run_labels_the_request_does_not_carry_is_never_skipped_to_a_w
     assert (judged.rule, judged.refusal) == ("deploys", "")
     assert authority.may_decide(Who("ana"), deploy, approve=True) is None
     assert authority.may_decide(Who("mallory"), deploy, approve=True) is not None
+
+
+GRANTING = parse_policy(
+    """
+[[rule]]
+name = "refunds"
+tool = "refund"
+action = "ask"
+approvers = ["user:ana"]
+grants = ["run", "1h"]
+
+[[rule]]
+name = "payouts"
+tool = "payout"
+action = "ask"
+approvers = ["user:ana"]
+
+[[rule]]
+name = "pairs"
+tool = "wire"
+action = "ask"
+quorum = 2
+grants = ["run"]
+
+[[rule]]
+name = "small buys"
+tool = "buy_coffee"
+action = "allow"
+""",
+    source="server.toml",
+)
+
+
+def _terms_of(tool: str, args: Mapping[str, Any]) -> dict[str, str]:
+    """The ``policy_*`` fields an agent with the server's own file writes for this call."""
+    return GRANTING.evaluate(PolicyCall(tool=tool, args=args)).metadata()
+
+
+REFUND = _terms_of("refund", {"amount": 5})
+GRANT_ROWS: dict[str, Row] = {
+    "the server's rule, its terms": call("refund", {"amount": 5}, **REFUND),
+    "the server's rule, a longer grant": call("refund", {"amount": 5}, **{**REFUND, "policy_grants": "run,1h,2d"}),
+    "another rule's name": call("refund", {"amount": 5}, **{**REFUND, "policy_rule": "quick refunds"}),
+    "no rule named": call("refund", {"amount": 5}),
+    "a rule offering none": call("payout", {"amount": 5}, **{**_terms_of("payout", {}), "policy_grants": "session"}),
+    "a quorum rule": call("wire", {"amount": 5}, **_terms_of("wire", {})),
+    "an allow rule": call("buy_coffee", {"cups": 1}, policy_rule="coffee", policy_action="ask", policy_grants="run"),
+    "no server rule": call("send_gift", {"to": "bo"}, policy_rule="gifts", policy_action="ask", policy_grants="run"),
+}
+
+# (row, scope asked, refusal substring or "" when allowed, the scopes the card offers)
+GRANTS = [
+    ("the server's rule, its terms", "run", "", ["run", "1h"]),
+    ("the server's rule, its terms", "1h", "", ["run", "1h"]),
+    (
+        "the server's rule, its terms",
+        "2h",
+        "rule 'refunds' does not offer a grant for 2h (offered: for this run, for 1h)",
+        ["run", "1h"],
+    ),
+    ("the server's rule, its terms", "session", "does not offer a grant for this session", ["run", "1h"]),
+    ("the server's rule, its terms", "forever", "grant scope 'forever'", ["run", "1h"]),
+    ("the server's rule, a longer grant", "2d", "does not offer a grant for 2d (offered: for this run, for 1h)", []),
+    ("the server's rule, a longer grant", "1h", "names this rule with other terms than the server's rule", []),
+    ("another rule's name", "run", "names rule 'quick refunds', not the server's rule 'refunds'", []),
+    ("no rule named", "run", "names no rule, not the server's rule 'refunds'", []),
+    ("a rule offering none", "session", "the server's rule 'payouts' offers no grants", []),
+    ("a quorum rule", "run", "needs 2 distinct approvers; one approver cannot allow later calls", []),
+    ("an allow rule", "run", "the server's rule 'small buys' allows this call without a person", []),
+    ("no server rule", "run", "", ["run"]),  # the server's file says nothing of the tool: the request's own rule
+]
+
+
+@pytest.mark.parametrize(("case", "scope", "refusal", "offered"), GRANTS)
+def test_a_grant_only_as_the_deciding_sides_rule_offers_it(
+    case: str, scope: str, refusal: str, offered: list[str]
+) -> None:
+    """With a policy of its own the deciding side allows a standing grant only as its rule for the call offers it
+    (the scope as written: never a longer duration), to one approver, and only when the request names that same rule
+    with its terms (the run keeps a grant under the rule its request names); the card offers exactly those."""
+    judged = PolicyAuthority(GRANTING).judge(GRANT_ROWS[case])
+    why = judged.grant_refusal(scope)
+    assert (refusal in why and bool(why)) if refusal else why == "", why
+    assert [g.text() for g in judged.grants] == offered, judged
+
+
+def test_without_a_policy_of_its_own_a_grant_is_what_the_requests_rule_offers() -> None:
+    authority = PolicyAuthority()
+    row = GRANT_ROWS["the server's rule, its terms"]
+    assert authority.judge(row).grant_refusal("run") == ""
+    assert "does not offer a grant for this session" in authority.judge(row).grant_refusal("session")
+    assert "no policy rule asked" in authority.judge(GRANT_ROWS["no rule named"]).grant_refusal("run")

@@ -569,6 +569,7 @@ async def test_a_request_naming_the_servers_deny_rule_as_an_ask_cannot_be_approv
             policy = card["policy"]
             assert (policy["rule"], policy["source"], policy["action"]) == ("no crypto", "server", "deny"), policy
             assert policy["approvers"] == [] and policy["disagrees"] is True
+            assert policy["decisions"] == ["reject"] and policy["grants"] == []  # the inbox offers only Reject
             assert "denies this call" in policy["error"] and "can only be rejected" in policy["note"], policy
             for who in ("mallory", "ana"):
                 refused = await srv.post("/api/approvals/call-0/approve", {}, user=who)
@@ -723,6 +724,7 @@ async def test_a_request_the_server_cannot_judge_is_never_decided_by_the_rule_it
         await asyncio.to_thread(srv.store.append_events, [event], pid=0, host="elsewhere")
         card = await srv.pending("c1", state="open")
         assert card["policy"]["source"] == "server" and refusal in card["policy"]["error"], card["policy"]
+        assert card["policy"]["decisions"] == []  # the inbox offers no decision at all
         for who in ("mallory", "ana"):
             resp = await srv.post("/api/approvals/c1/approve", {}, user=who)
             assert resp.status_code == 403 and refusal in resp.json()["error"], (case, resp.text)

@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 from notify_support import Receiver, receiver
-from server_support import Server, eventually, goldfive, serve_process, start_task_agent
+from server_support import Server, eventually, goldfive, serve_process, start_task_agent, start_tool_agent
 from store_support import NO_PG, PG_DSN, Backend
 
 from goldfive_core.server.notify import Notifier, NotifyConfig, RetryPolicy, WebhookTarget, verify_webhook
@@ -143,3 +143,51 @@ async def _two_serves_send_once(backend: Backend, tmp_path: Path) -> None:
     # servers still run may add follow-ups (cancelled), each of them once too
     assert len(keys) == len(set(keys))
     assert len(asked) == 3
+
+
+SERVER_POLICY_TOML = """
+[[rule]]
+name = "large transfers"
+tool = "transfer_funds"
+when = "args.amount > 10000"
+action = "ask"
+approvers = ["role:finance"]
+"""
+
+
+async def test_serve_policy_notifies_who_may_decide_under_the_servers_rule(
+    sqlite_backend: Backend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A real ``goldfive serve --policy --notify``: the agent's request names no rule (it has no policy), the
+    server's rule for the call asks role:finance. The finance channel (``roles = ["finance"]``) gets the request,
+    naming the server's rule and its approvers; the channel of role:it does not."""
+    monkeypatch.setenv("HOOK_SECRET", SECRET)
+    with receiver() as rec:
+        path = tmp_path / "notify.toml"
+        path.write_text(
+            'public_url = "https://gf.example"\n'
+            + "".join(
+                f'[[webhook]]\nname = "{role}"\nurl = "{rec.url}/{role}"\nsecret_env = "HOOK_SECRET"\n'
+                f'roles = ["{role}"]\n'
+                for role in ("finance", "it")
+            )
+            + "[retry]\nbase_s = 0.05\nmax_s = 0.2\n"
+        )
+        policy = tmp_path / "server-policy.toml"
+        policy.write_text(SERVER_POLICY_TOML)
+        backend = sqlite_backend
+        backend.open()
+        agent = start_tool_agent(backend, "pay-1", {"amount": 20_000, "to": "bolt"})
+        try:
+            with serve_process(backend, tmp_path / "k.pem", "--notify", str(path), "--policy", str(policy)):
+
+                async def got() -> bool:
+                    return len(rec.requests) >= 1
+
+                await eventually(got, "the request notice", limit_s=20)
+                [sent] = rec.requests
+                assert sent.path == "/finance", sent.path
+                notice = sent.json()["notice"]
+                assert (notice["rule"], notice["approvers"]) == ("large transfers", "role:finance"), notice
+        finally:
+            await agent.close()

@@ -3,8 +3,8 @@
 PostgreSQL tests need ``GOLDFIVE_TEST_PG_DSN`` (``.ci/run`` starts a throwaway
 loopback server and sets it). Where PostgreSQL is expected — ``CI=true``, or the
 DSN is set — and it cannot be reached, the run stops at collection with the
-reason instead of skipping; elsewhere the PostgreSQL tests are skipped. The
-terminal summary (tests/conftest.py) says how many tests ran against PostgreSQL.
+reason instead of skipping; elsewhere the PostgreSQL tests are skipped. Both, and
+the terminal summary of how many tests ran against PostgreSQL, are tests/conftest.py's.
 Each PostgreSQL test gets its own schema, dropped afterwards.
 """
 
@@ -15,38 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from store_support import NO_PG, PG_DSN, PG_RAN, PG_WANTED, Backend, pg_expected, pg_problem
-
-_PG_RAN = PG_RAN
-_PG_WANTED = PG_WANTED
-
-
-def _wants_pg(item: pytest.Item) -> bool:
-    callspec = getattr(item, "callspec", None)
-    on_pg = callspec is not None and callspec.params.get("backend") == "postgres"
-    return on_pg or "postgres_backend" in getattr(item, "fixturenames", ())
-
-
-def pytest_collection_finish(session: pytest.Session) -> None:
-    config = session.config
-    wanted = sum(1 for item in session.items if _wants_pg(item))
-    config.stash[_PG_WANTED] = wanted
-    config.stash[_PG_RAN] = []
-    if wanted and pg_expected():
-        problem = pg_problem()
-        if problem:
-            raise pytest.UsageError(
-                f"{wanted} tests need PostgreSQL, which is expected here (CI=true or GOLDFIVE_TEST_PG_DSN set) "
-                f"but unavailable: {problem}"
-            )
-
-
-def pytest_sessionfinish(session: pytest.Session) -> None:
-    """Under pytest-xdist a worker hands its counts to the controller, which prints the summary."""
-    output = getattr(session.config, "workeroutput", None)
-    if output is not None:
-        output["pg_wanted"] = session.config.stash.get(_PG_WANTED, 0)
-        output["pg_ran"] = session.config.stash.get(_PG_RAN, [])
+from store_support import NO_PG, PG_DSN, Backend
 
 
 def _pg_drop(schema: str) -> None:
@@ -71,7 +40,6 @@ def postgres_backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
     if not PG_DSN:
         pytest.skip(NO_PG)
     schema = f"t_{uuid.uuid4().hex[:12]}"
-    request.config.stash.setdefault(_PG_RAN, []).append(request.node.nodeid)
     try:
         yield Backend("postgres", PG_DSN, schema)
     finally:

@@ -14,8 +14,10 @@ import pytest
 from notify_support import Receiver, SmtpInbox, receiver
 from store_support import PYTHON, Backend, make_event
 
+from goldfive_core._util import args_digest, canonical_json
 from goldfive_core.errors import ConfigError
 from goldfive_core.pb.v1 import events_pb2
+from goldfive_core.policy import PolicyAuthority, parse_policy
 from goldfive_core.server.notify import (
     EmailTarget,
     Notifier,
@@ -301,3 +303,97 @@ async def test_goldfive_notify_status_shows_counts_and_failures(sqlite_backend: 
     assert data["channels"] == {"webhook:ops": {"pending": 0, "sent": 1, "failed": 1}}
     (failure,) = data["failures"]
     assert failure["attempts"] == 2 and failure["error"] == "webhook:ops: HTTP 500" and failure["target_id"] == "call-1"
+
+
+SERVER_RULES = """
+[[rule]]
+name = "large transfers"
+tool = "transfer_funds"
+when = "args.amount > 10000"
+action = "ask"
+approvers = ["role:finance", "user:cfo"]
+
+[[rule]]
+name = "no crypto"
+tool = "buy_crypto"
+action = "deny"
+reason = "never"
+"""
+
+
+def asked_by_agent(run: str, seq: int, target: str, tool: str, args: dict[str, Any], **meta: str) -> events_pb2.Event:
+    """A tool call's request as an agent's gate writes it (digest and all), with what its own rule wrote."""
+    req = events_pb2.ApprovalRequested(
+        target_id=target,
+        kind="tool",
+        prompt="pay?",
+        metadata={"tool_name": tool, "args_json": canonical_json(args), **meta},
+        args_digest=args_digest(tool, args),
+        request_id=f"req-{target}",
+    )
+    return make_event(run, seq, req)
+
+
+async def test_with_the_servers_policy_a_notice_names_its_rule_and_goes_to_who_may_decide_under_it(
+    sqlite_backend: Backend, rec: Receiver
+) -> None:
+    """The agent's request names "quick ones" and lets role:it answer; the server's own rule for the call is "large
+    transfers" (role:finance, cfo). The notice says the server's rule and its approvers (and that the agent named
+    another), goes to the channels of finance and of "large transfers", never to those of it or "quick ones"; the
+    follow-up goes where the request went. A call the server's rule denies names that rule and nobody who may
+    approve. Without the server's policy the agent's word routes, as before."""
+    targets = (
+        webhook(rec.url, "finance", roles=("finance",)),
+        webhook(rec.url, "it", roles=("it",)),
+        webhook(rec.url, "big", rules=("large transfers",)),
+        webhook(rec.url, "quick", rules=("quick ones",)),
+        webhook(rec.url, "all"),
+    )
+    agents_word = {"policy_rule": "quick ones", "policy_action": "ask", "policy_approvers": "role:it"}
+    events = (
+        asked_by_agent("run-1", 0, "call-1", "transfer_funds", {"amount": 20_000, "to": "bolt"}, **agents_word),
+        granted("run-1", 1, "call-1", by="cfo"),
+        asked_by_agent("run-1", 2, "call-2", "buy_crypto", {"coin": "x"}, **{**agents_word, "policy_rule": "coins"}),
+    )
+    rules = PolicyAuthority(parse_policy(SERVER_RULES, source="server.toml"))
+    store = sqlite_backend.open()
+    append(store, *events)
+    await drain(Notifier(store, config(*targets), start_at=0, rules=rules))
+    sent = {
+        (
+            r.headers["Idempotency-Key"].split(":")[-1],
+            r.json()["notice"]["target_id"],
+            r.json()["notice"]["kind"],
+        ): r.json()["notice"]
+        for r in rec.requests
+    }
+    assert sorted(sent) == [
+        ("all", "call-1", "approval_granted"),
+        ("all", "call-1", "approval_requested"),
+        ("all", "call-2", "approval_requested"),
+        ("big", "call-1", "approval_granted"),
+        ("big", "call-1", "approval_requested"),
+        ("finance", "call-1", "approval_granted"),
+        ("finance", "call-1", "approval_requested"),
+    ], sorted(sent)
+    asked = sent[("finance", "call-1", "approval_requested")]
+    assert (asked["rule"], asked["approvers"]) == ("large transfers", "role:finance,user:cfo"), asked
+    assert "'quick ones'" in asked["rule_note"] and "'large transfers' governs" in asked["rule_note"], asked
+    follow_up = sent[("big", "call-1", "approval_granted")]
+    assert (follow_up["rule"], follow_up["approvers"]) == ("large transfers", "role:finance,user:cfo"), follow_up
+    denied = sent[("all", "call-2", "approval_requested")]
+    assert (denied["rule"], denied["approvers"]) == ("no crypto", "") and "can only be rejected" in denied["rule_note"]
+    assert not any("role:it" in json.dumps(n) or n["rule"] == "quick ones" for n in sent.values())
+
+
+async def test_without_the_servers_policy_the_agents_rule_routes_a_notice_as_before(
+    sqlite_backend: Backend, rec: Receiver
+) -> None:
+    targets = (webhook(rec.url, "it", roles=("it",)), webhook(rec.url, "quick", rules=("quick ones",)))
+    agents_word = {"policy_rule": "quick ones", "policy_action": "ask", "policy_approvers": "role:it"}
+    store = sqlite_backend.open()
+    append(store, asked_by_agent("run-1", 0, "call-1", "transfer_funds", {"amount": 20_000}, **agents_word))
+    await drain(Notifier(store, config(*targets), start_at=0, rules=PolicyAuthority()))
+    notices = [r.json()["notice"] for r in rec.requests]
+    assert sorted(r.headers["Idempotency-Key"].split(":")[-1] for r in rec.requests) == ["it", "quick"]
+    assert {(n["rule"], n["approvers"], n["rule_note"]) for n in notices} == {("quick ones", "role:it", "")}

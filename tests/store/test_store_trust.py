@@ -242,9 +242,43 @@ async def test_a_grant_added_to_a_signed_one_off_approval_is_refused(
     agent = Agent(sqlite_backend, "pay-g", trust=signer.trust_key, policy=GRANTS)
     try:
         row = await agent.pending()
-        once = signer.sign(facts(row))
-        forged = await post(sqlite_backend, row, ControlKind.APPROVE, decided_by="ana", signature=once, grant="run")
+        once = signer.sign(facts(row, request_id=row.request_id, request_digest=row.request_digest))
+        forged = await post(
+            sqlite_backend,
+            row,
+            ControlKind.APPROVE,
+            decided_by="ana",
+            signature=once,
+            request_id=row.request_id,
+            grant="run",
+            grant_rule="grantable",
+        )
         assert not forged.ok and "does not match" in forged.detail
+        # Signed with the grant, but not with the rule it was allowed under: which calls it may let through is unsaid.
+        unruled = signer.sign(facts(row, request_id=row.request_id, request_digest=row.request_digest, grant="run"))
+        bare = await post(
+            sqlite_backend,
+            row,
+            ControlKind.APPROVE,
+            decided_by="ana",
+            signature=unruled,
+            request_id=row.request_id,
+            grant="run",
+        )
+        assert not bare.ok and "names no rule it was allowed under" in bare.detail, bare.detail
+        # Signed for another rule than the one the request names (the run would keep it under its own).
+        other = facts(row, request_id=row.request_id, request_digest=row.request_digest, grant="run", grant_rule="x")
+        elsewhere = await post(
+            sqlite_backend,
+            row,
+            ControlKind.APPROVE,
+            decided_by="ana",
+            signature=signer.sign(other),
+            request_id=row.request_id,
+            grant="run",
+            grant_rule="x",
+        )
+        assert not elsewhere.ok and "the grant was allowed under rule 'x', not 'grantable'" in elsewhere.detail
         assert agent.ran == [] and not agent.events.of("grant_created")
         signed = await decide_signed(sqlite_backend, agent, signer, approve=True, grant="run")
         assert signed.verdict is DecideVerdict.APPLIED, signed.detail

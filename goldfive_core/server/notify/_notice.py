@@ -12,15 +12,17 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from ..._text import inert
 from ...convert import timestamp_to_ms
 from ...events import payload_name
 from ...pb.v1 import events_pb2
+from ...policy import PolicyAuthority, RequestView
 from ._config import NotifyConfig
 
-__all__ = ["Notice", "NoticeKind", "notice_for"]
+__all__ = ["Notice", "NoticeKind", "as_judged", "asked_view", "notice_for"]
 
 NoticeKind = Literal[
     "approval_requested",
@@ -73,6 +75,9 @@ class Notice:
     detail: str
     at_ms: int
     link: str
+    rule_note: str = ""
+    """With ``serve --policy``: why the server's rule is the one shown (the agent named another, it denies the call,
+    it allows it, or the call could not be judged); "" when plain."""
 
     @property
     def follow_up(self) -> bool:
@@ -107,6 +112,7 @@ class Notice:
             ("Arguments", self.args_summary),
             ("Agent says", self.prompt),
             ("Rule", self.rule),
+            ("Rule note", self.rule_note),
             ("Who may answer", self.approvers),
             ("Expires", expiry if self.kind == "approval_requested" else ""),
             ("Reason" if self.kind != "escalation" else "Drift", self.detail),
@@ -188,3 +194,44 @@ def notice_for(event: events_pb2.Event, config: NotifyConfig) -> Notice | None:
             **{**common, **empty, "decided_by": decided_by, "detail": inert(detail, 500)},
         )
     return None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class _Asked:
+    """A request as its ``approval_requested`` event holds it (what :class:`PolicyAuthority` reads of one)."""
+
+    target_id: str
+    kind: str
+    metadata: Mapping[str, str]
+    requested_at_ms: int
+    args_digest: str
+    original_args_digest: str = ""
+
+
+def asked_view(event: events_pb2.Event) -> RequestView:
+    """The request an ``approval_requested`` event asks, as the deciding side's rules read it."""
+    req = event.approval_requested
+    return _Asked(
+        target_id=req.target_id,
+        kind=req.kind,
+        metadata=dict(req.metadata),
+        requested_at_ms=timestamp_to_ms(event.emitted_at),
+        args_digest=req.args_digest,
+    )
+
+
+def as_judged(notice: Notice, request: RequestView, rules: PolicyAuthority) -> Notice:
+    """``notice`` saying the rule that governs ``request`` on the deciding side (``serve --policy``) and who may
+    answer under it, never the rule and approvers the agent wrote; its channels are picked by those."""
+    judged = rules.judge(request)
+    ask = judged.ask
+    return dataclasses.replace(
+        notice,
+        rule=inert(judged.rule, 120),
+        approvers=inert(",".join(ask.approvers) if ask is not None else "", 300),
+        rule_note=inert(_join(judged.note, judged.refusal), 500),
+    )
+
+
+def _join(*parts: str) -> str:
+    return " — ".join(p for p in parts if p)

@@ -22,6 +22,7 @@ from typing import Any
 from google.protobuf import json_format
 
 from ..._util import new_id
+from ...policy import PolicyAuthority
 from ...store.base import Store, StoreError
 from ...store.outbox import (
     OutboxItem,
@@ -37,7 +38,7 @@ from ...store.outbox import (
 )
 from ._channels import DeliveryError, HttpPost, deliver, httpx_post
 from ._config import NotifyConfig, Target
-from ._notice import Notice, notice_for
+from ._notice import Notice, as_judged, asked_view, notice_for
 
 __all__ = ["Notifier"]
 
@@ -59,6 +60,7 @@ class Notifier:
         owner: str | None = None,
         start_at: int | None = None,
         jitter: Callable[[], float] = random.random,
+        rules: PolicyAuthority | None = None,
     ) -> None:
         from ...store.sql import SqlStore
 
@@ -71,6 +73,9 @@ class Notifier:
         self._start_at = start_at
         self._jitter = jitter
         self._targets = {t.channel: t for t in config.targets}
+        self._rules = rules
+        """With a policy (``serve --policy``): notices name its rule for each request and go to who may decide under
+        it, never to the approvers the agent wrote."""
 
     # -- scanning ---------------------------------------------------------------------------
     def scan(self) -> int:
@@ -96,6 +101,8 @@ class Notifier:
     def _items_for(self, notice: Notice, event: Any, seq: int, *, batch: list[OutboxItem]) -> list[OutboxItem]:
         if notice.follow_up:
             notice = self._with_request_facts(notice)
+        elif notice.kind == "approval_requested" and (rules := self._judging()) is not None:
+            notice = as_judged(notice, asked_view(event), rules)
         event_json = json_format.MessageToDict(event, preserving_proto_field_name=True)
         items = []
         for channel, target in self._targets.items():
@@ -131,9 +138,15 @@ class Notifier:
             )
         return items
 
+    def _judging(self) -> PolicyAuthority | None:
+        """The deciding side's rules when it has a policy of its own, else None (the request's own fields)."""
+        return self._rules if self._rules is not None and self._rules.policy is not None else None
+
     def _with_request_facts(self, notice: Notice) -> Notice:
         for record in self.store.approvals_for(notice.target_id):
             if record.run_id == notice.run_id:
+                if (rules := self._judging()) is not None:
+                    return as_judged(dataclasses.replace(notice, tool=record.tool_name), record, rules)
                 rule = str(record.metadata.get("policy_rule", ""))
                 approvers = str(record.metadata.get("policy_approvers", ""))
                 return dataclasses.replace(notice, tool=record.tool_name, rule=rule, approvers=approvers)

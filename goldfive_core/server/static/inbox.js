@@ -550,12 +550,16 @@
     q(".args-block").hidden = mode === "edit";
     for (const b of [".act-approve", ".act-edit", ".act-reject"]) q(b).hidden = mode !== "view";
     if (card.dataset.noArgs) q(".act-edit").hidden = true;
+    // Not offered at all where the governing rule lets nobody take that decision (see ruleBars).
+    if (card.dataset.noApprove) for (const b of [".act-approve", ".act-edit"]) q(b).hidden = true;
+    if (card.dataset.noReject) q(".act-reject").hidden = true;
     q(".act-approve-edited").hidden = mode !== "edit";
     q(".act-reset").hidden = mode !== "edit";
     q(".act-reject-confirm").hidden = mode !== "reject";
     q(".act-back").hidden = mode === "view";
     if (card.dataset.grants) q(".grant-choice").hidden = mode !== "view"; // an edited approval never grants
-    q(".commenter").hidden = mode === "reject" || !canDecide() || !!card.dataset.partial;
+    // A comment goes with an approval: none where the page cannot approve.
+    q(".commenter").hidden = mode === "reject" || !canDecide() || !!card.dataset.partial || !!card.dataset.noApprove;
     q(".error").textContent = "";
     if (mode === "edit") q(".args-edit").focus();
     if (mode === "reject") q(".reason").focus();
@@ -621,6 +625,7 @@
     tick(card);
     showPolicy(card, item);
     offerGrants(card, item);
+    ruleBars(card, item);
 
     const editor = q(".args-edit");
     const showDiff = () => {
@@ -702,9 +707,32 @@
   // Buttons a person may use now: none for a viewer; never Approve on a card that does not hold its whole arguments.
   function enableActions(card) {
     for (const b of card.querySelectorAll(".actions button")) b.disabled = !canDecide();
-    if (!card.dataset.partial) return;
+    if (card.dataset.noReject) for (const s of [".act-reject", ".act-reject-confirm"]) $(s, card).disabled = true;
+    if (!card.dataset.partial && !card.dataset.noApprove) return;
     for (const s of [".act-approve", ".act-edit", ".act-approve-edited"]) $(s, card).disabled = true;
     $(".grant", card).disabled = true;
+  }
+
+  // What the governing rule lets anyone decide (policy.decisions). With serve --policy, a call the server's rule
+  // denies can only be rejected, and one it could not judge cannot be decided at all: the card offers no button
+  // the server would refuse (nor does Approve selected, nor the keyboard), and says why.
+  function ruleBars(card, item) {
+    const policy = pick(item, "policy");
+    const decisions = policy && Array.isArray(policy.decisions) ? policy.decisions : null;
+    if (!decisions || kindOf(item) === "input") return;
+    if (!decisions.includes("approve")) card.dataset.noApprove = "1";
+    if (!decisions.includes("reject")) card.dataset.noReject = "1";
+    if (decisions.includes("approve")) return;
+    const why = String(policy.error || "").replace(/^refused: /, "");
+    const say = decisions.includes("reject")
+      ? `Approve is not offered: ${why}. Reject it, with a reason the agent's model reads.`
+      : `This request cannot be decided here: ${why}.`;
+    const note = $(".rule-bar", card);
+    note.hidden = false;
+    show(note, clip(say, 800));
+  }
+  function kindOf(item) {
+    return pick(item, "kind") || "tool";
   }
 
   function textsOf(value, prefix) {
@@ -766,9 +794,18 @@
     show($(".rule", box), clip(`rule ${policy.rule || "none"}${action}` + (who ? ` · approvers ${who}` : ""), 400));
     // With serve --policy: the server's rule governs; why (another rule than the request named, a deny, an allow).
     const note = $(".policy-note", box);
-    const why = [policy.note, policy.error].filter(Boolean).join(" — ");
+    // A refusal that takes Approve away is said beside the buttons (ruleBars), not twice.
+    const barred = Array.isArray(policy.decisions) && !policy.decisions.includes("approve");
+    const why = [policy.note, barred ? "" : policy.error].filter(Boolean).join(" — ");
     note.hidden = !why;
     show(note, clip(why, 600));
+    // Said plainly first: the agent's own file named another rule (or other terms), and the server's applies.
+    const other = $(".policy-disagrees", box);
+    const named = String(policy.requested_rule || "");
+    other.hidden = !(policy.disagrees && named);
+    show(other, other.hidden ? "" : clip(named === policy.rule
+      ? `The agent's request states other terms for rule "${clip(named, 80)}": the server's terms for it apply.`
+      : `The agent named rule "${clip(named, 80)}"; the server's rule "${clip(policy.rule || "none", 80)}" applies.`, 400));
     const escalated = $(".escalated", box);
     escalated.hidden = !policy.escalated;
     // Nobody answered in time: the rule's escalation group may answer now too.
@@ -906,6 +943,10 @@
       // never: the page does not hold the whole arguments
       return { ok: false, text: "not approved: this page does not hold its whole arguments" };
     }
+    if ((verb === "approve" && card.dataset.noApprove) || (verb === "reject" && card.dataset.noReject)) {
+      // never: the governing rule lets nobody take this decision (the server would refuse it)
+      return { ok: false, text: `not ${verb === "approve" ? "approved" : "rejected"}: the rule does not allow it` };
+    }
     const grant = $(".grant", card).value;
     if (verb === "approve" && !extra.edited_args && grant && !bulk) body.grant = grant; // never with an edit
     const comment = $(".comment", card).value.trim();
@@ -1041,6 +1082,13 @@
     if (verb === "approve" && partial.length)
       return `${partial.map(name).join(", ")}: this page does not hold the whole arguments, so it cannot approve ` +
         `${partial.length === 1 ? "it" : "them"}.`;
+    const barred = entries.filter((e) => e.node.dataset[verb === "approve" ? "noApprove" : "noReject"]);
+    if (barred.length) {
+      const them = barred.length === 1 ? "it" : "them";
+      return verb === "approve"
+        ? `${barred.map(name).join(", ")}: the server's rule does not let anyone approve ${them}; reject ${them} instead.`
+        : `${barred.map(name).join(", ")}: the server's rule lets nobody decide ${them} here.`;
+    }
     return "";
   }
   function updateBulk() {
@@ -1050,9 +1098,11 @@
     if (!n) $("#bulk-rejecter").hidden = true;
     $("#bulk-count").textContent = `${n} selected`;
     const problem = bulkProblem("approve") || "";
+    const rejecting = bulkProblem("reject") || "";
     $("#bulk-approve").disabled = state.bulkBusy || !!problem || !canDecide();
-    $("#bulk-reject").disabled = state.bulkBusy || !!bulkProblem("reject") || !canDecide();
-    $("#bulk-why").textContent = problem ? T.plain(clip(problem, 600)) : "";
+    $("#bulk-reject").disabled = state.bulkBusy || !!rejecting || !canDecide();
+    const why = problem || rejecting;
+    $("#bulk-why").textContent = why ? T.plain(clip(why, 600)) : "";
   }
   // Each selected card is decided on its own (its own signed, audited record), the exact cards selected and
   // no others, one after another; then one toast sums up.
