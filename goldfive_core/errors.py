@@ -28,9 +28,11 @@ __all__ = [
     "GoldfiveError",
     "GrantError",
     "GrantNotFound",
+    "InDoubt",
     "InvalidTransitionError",
     "LimitError",
     "MissingExtraError",
+    "NotStarted",
     "PolicyError",
     "RunCancelledError",
     "RunGone",
@@ -77,6 +79,18 @@ class RunCancelledError(GoldfiveError):
 
 class RunTerminatedError(GoldfiveError):
     """Raised at a step boundary once goldfive aborted the run (ladder TERMINATE, deadline)."""
+
+
+class NotStarted(GoldfiveError):
+    """Raised by (or reported for) a tool body that never began: its host knows nothing of it ran (e.g. the
+    request was never written to the server that runs it). The ledger's claim is given back ("released, not
+    run"); :mod:`goldfive_core.inflight` re-exports it."""
+
+
+class InDoubt(GoldfiveError):
+    """Raised by (or reported for) a tool body its host lost mid-way (sent, and no answer came): it may or may not
+    have run. The ledger's entry stays "executing" (in doubt, never run again) and the run is told a person must
+    settle it (``goldfive resolve``); :mod:`goldfive_core.inflight` re-exports it."""
 
 
 class MissingExtraError(GoldfiveError, ImportError):

@@ -22,6 +22,7 @@ import dataclasses
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
+from .errors import InDoubt, NotStarted
 from .toolcall import Proceed
 
 __all__ = ["InDoubt", "InFlight", "NotStarted"]
@@ -39,17 +40,6 @@ class _HostFailure(Exception):
 
     def __repr__(self) -> str:
         return str(self)
-
-
-class NotStarted(Exception):
-    """Raised by (or reported for) a body that never began: its host knows nothing of it ran (e.g. the request was
-    never written to the server that runs it). The ledger's claim is given back ("released, not run")."""
-
-
-class InDoubt(Exception):
-    """Raised by (or reported for) a body its host lost mid-way (sent, and no answer came): it may or may not have
-    run. The ledger's entry stays "executing" — in doubt, never run again — and the run is told a person must
-    settle it (``goldfive resolve``)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
