@@ -1082,6 +1082,20 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     M(
         ("goldfive_core/server/sessions.py",),
+        "        for lease in self._leases if bearer else self._web:",
+        "        for lease in self._web:",
+        "a re-check of the bearer tokens skips the agents' streams (a disable or rotate elsewhere leaves them open)",
+        SESSIONS,
+    ),
+    M(
+        ("goldfive_core/server/sessions.py",),
+        "        if user.channel != \"api\":\n            self._web.add(lease)",
+        "        if False:\n            self._web.add(lease)",
+        "the re-check each second skips the web sessions (one logged out by another process keeps its stream)",
+        SESSIONS,
+    ),
+    M(
+        ("goldfive_core/server/sessions.py",),
         "            bearer = changed or not heard or loop.time() >= bearer_due",
         "            bearer = not heard or loop.time() >= bearer_due",
         "a disable or rotate by another process leaves agents' open streams open until the slow safety net",
