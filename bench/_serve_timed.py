@@ -4,7 +4,7 @@ Every store call the server hands to a thread (its pools and ``asyncio.to_thread
 calls, wall time and that thread's CPU time; the event loop's own thread is profiled by cProfile. Every SQL statement
 is counted (by its first words), and every write transaction made through ``SqlDb.writing`` by the statements it ran,
 its wall time and how long it held the audit chain's head. All of it is written into DIR when the server stops
-(SIGINT): ``serve-PID.prof`` and ``serve-PID.calls.json``.
+(SIGINT): ``serve-PID.prof`` and ``serve-PID.calls.json``; a SIGUSR1 starts every count afresh (one phase profiled).
 """
 
 from __future__ import annotations
@@ -14,8 +14,10 @@ import atexit
 import collections
 import contextlib
 import cProfile
+import gc
 import json
 import os
+import signal
 import sys
 import threading
 import time
@@ -110,6 +112,46 @@ asyncio.to_thread = _default_run
 profile = cProfile.Profile()
 
 
+_gc: collections.defaultdict[int, list[float]] = collections.defaultdict(lambda: [0, 0.0, 0.0])
+"""Garbage collections by generation: how many, their time, and the longest."""
+_gc_started = [0.0]
+
+
+def _gc_timed(phase: str, info: dict[str, int]) -> None:
+    if phase == "start":
+        _gc_started[0] = time.perf_counter()
+        return
+    took = time.perf_counter() - _gc_started[0]
+    entry = _gc[info["generation"]]
+    entry[0] += 1
+    entry[1] += took
+    entry[2] = max(entry[2], took)
+
+
+gc.callbacks.append(_gc_timed)
+
+
+def _afresh(signum: int, frame: Any) -> None:
+    """SIGUSR1: forget what was counted so far (a bench profiles one phase: the idle window, a disconnect), after
+    writing how many objects the collector tracks now, by type, to ``serve-PID.objects.txt``."""
+    global profile
+    profile.disable()
+    tracked = collections.Counter(type(o).__qualname__ for o in gc.get_objects())
+    with open(f"{OUT}/serve-{os.getpid()}.objects.txt", "a") as out:
+        out.write(f"{sum(tracked.values())} objects tracked by the collector\n")
+        out.writelines(f"{n:9d} {name}\n" for name, n in tracked.most_common(40))
+    profile = cProfile.Profile()
+    with _lock:
+        _calls.clear()
+        _statements.clear()
+        _writes.clear()
+        _gc.clear()
+    profile.enable()
+
+
+signal.signal(signal.SIGUSR1, _afresh)
+
+
 def _dump() -> None:
     profile.disable()
     profile.dump_stats(f"{OUT}/serve-{os.getpid()}.prof")
@@ -119,6 +161,7 @@ def _dump() -> None:
         "loop_thread_cpu_s": time.thread_time(),
         "calls": {k: {"n": v[0], "wall_s": v[1], "cpu_s": v[2]} for k, v in _calls.items()},
         "statements": dict(_statements.most_common()),
+        "gc": {f"generation {k}": {"n": v[0], "s": v[1], "longest_s": v[2]} for k, v in sorted(_gc.items())},
         "writes": {
             k: {"n": v[0], "statements": v[1], "wall_s": v[2], "chain_head_s": v[3]} for k, v in _writes.items()
         },
