@@ -4,7 +4,8 @@ Every store call the server hands to a thread (its pools and ``asyncio.to_thread
 calls, wall time and that thread's CPU time; the event loop's own thread is profiled by cProfile. Every SQL statement
 is counted (by its first words), and every write transaction made through ``SqlDb.writing`` by the statements it ran,
 its wall time and how long it held the audit chain's head. All of it is written into DIR when the server stops
-(SIGINT): ``serve-PID.prof`` and ``serve-PID.calls.json``; a SIGUSR1 starts every count afresh (one phase profiled).
+(SIGINT): ``serve-PID.prof`` and ``serve-PID.calls.json``. One phase (the idle window) is profiled alone: a SIGUSR1
+starts every count afresh, a SIGUSR2 writes them at once.
 """
 
 from __future__ import annotations
@@ -129,6 +130,8 @@ def _gc_timed(phase: str, info: dict[str, int]) -> None:
 
 
 gc.callbacks.append(_gc_timed)
+if os.environ.get("GOLDFIVE_BENCH_GC"):  # an experiment: other collector thresholds ("700,10,10" is Python's)
+    gc.set_threshold(*(int(x) for x in os.environ["GOLDFIVE_BENCH_GC"].split(",")))
 
 
 def _afresh(signum: int, frame: Any) -> None:
@@ -150,9 +153,13 @@ def _afresh(signum: int, frame: Any) -> None:
 
 
 signal.signal(signal.SIGUSR1, _afresh)
+_dumped = [False]
 
 
 def _dump() -> None:
+    if _dumped[0]:
+        return
+    _dumped[0] = True
     profile.disable()
     profile.dump_stats(f"{OUT}/serve-{os.getpid()}.prof")
     times = os.times()
@@ -171,6 +178,7 @@ def _dump() -> None:
 
 
 atexit.register(_dump)
+signal.signal(signal.SIGUSR2, lambda signum, frame: _dump())
 from goldfive_core.cli import main  # noqa: E402
 
 profile.enable()

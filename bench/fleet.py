@@ -248,6 +248,9 @@ async def _idle(fleet: _Fleet, seconds: float, label: str) -> None:
     t0 = time.monotonic()
     await asyncio.sleep(seconds)
     elapsed = time.monotonic() - t0
+    if os.environ.get("GOLDFIVE_BENCH_PROFILE"):  # ... and ends with it
+        for server in fleet.servers:
+            os.kill(server.pid, signal.SIGUSR2)
     x1, conns = _pg.counts(fleet.dsn)
     cpu = [(cpu_s(s.pid) - c) / elapsed for s, c in zip(fleet.servers, cpu0, strict=True)]
     beats1, uncarried, connected = await fleet.swarm.stats()

@@ -74,6 +74,8 @@ async def _idle(tree: Path, location: str, schema: str | None, tmp: Path, args: 
             cpu0, w0 = cpu_s(served.pid), time.monotonic()
             await asyncio.sleep(args.seconds)
             share, elapsed = (cpu_s(served.pid) - cpu0), time.monotonic() - w0
+            if os.environ.get("GOLDFIVE_BENCH_PROFILE"):
+                os.kill(served.pid, signal.SIGUSR2)
             beats1, uncarried, connected = await swarm.stats()
             print(
                 f"   server CPU {share / elapsed * 100:.2f} % of a core over {elapsed:.0f} s; {connected} agents "
