@@ -105,3 +105,13 @@ def write_work(dsn: str) -> tuple[int, int]:
         return 0, 0
     begun = sum(int(calls) for calls, query in rows if query == "BEGIN")
     return begun, sum(int(calls) for calls, query in rows if query != "BEGIN")
+
+
+def waiting(dsn: str) -> tuple[int, int]:
+    """(connections waiting for a lock now, connections inside a transaction now) in the database."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT count(*) FILTER (WHERE wait_event_type = 'Lock'), count(*) FILTER (WHERE xact_start IS NOT NULL "
+            "AND pid <> pg_backend_pid()) FROM pg_stat_activity WHERE datname = current_database()"
+        ).fetchone()
+        return int(row[0]), int(row[1])  # type: ignore[index]

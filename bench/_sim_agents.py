@@ -13,10 +13,10 @@ stream, a 5xx) it tries the next URL of its own order, with the channel's backof
 
 SPEC: ``{"urls": [...], "beat_s": 5, "agents": [{"run", "token", "order": [server...], "targets": [...],
 "keep_pass": bool, "early": bool}]}``. Commands: ``join W PHASE`` (register and connect the ``early`` agents or the
-``rest``, W at a time; answered ``joined SECONDS FAILED``), ``stats`` (answered ``stats BEATS UNCARRIED
-CONNECTED``), ``stop``. Reports, one line each: ``up RUN SERVER T TRIES`` (a stream connected after TRIES stream
-requests), ``down RUN T`` (it ended), ``got RUN TARGET CONTROL_ID T`` (a message delivered the first time; ``T``:
-CLOCK_MONOTONIC seconds, one clock for the machine).
+``rest``, W at a time; answered ``joined SECONDS FAILED``), ``stats`` (answered ``stats BEATS UNCARRIED CONNECTED
+LAG``, LAG: the event loop's worst lateness since the last ``stats``), ``stop``. Reports, one line each: ``up RUN
+SERVER T TRIES`` (a stream connected after TRIES stream requests), ``down RUN T`` (it ended), ``got RUN TARGET
+CONTROL_ID T`` (a message delivered the first time; ``T``: CLOCK_MONOTONIC seconds, one clock for the machine).
 """
 
 from __future__ import annotations
@@ -48,7 +48,15 @@ OUTAGE = Backoff(first_s=0.05, cap_s=1.0)
 """The channel's delays between attempts to reach a server (``HttpInbox``'s)."""
 
 
+_out: list[Any] = []
+"""The stdout pipe's asyncio transport once the loop runs: writes never block the loop (a blocking flush into a full
+pipe stalls every agent of the process while the bench is busy)."""
+
+
 def say(line: str) -> None:
+    if _out:
+        _out[0].write((line + "\n").encode())
+        return
     sys.stdout.write(line + "\n")
     sys.stdout.flush()
 
@@ -214,11 +222,31 @@ async def _join(agents: list[Agent], wave: int, tasks: list[asyncio.Task[None]])
     say(f"joined {monotonic() - t0:.3f} {failed}")
 
 
+class _Lag:
+    """How late this process's event loop runs a timer (its agents' work waits that long): the worst since asked."""
+
+    def __init__(self) -> None:
+        self.worst = 0.0
+
+    async def watch(self) -> None:
+        while True:
+            t0 = monotonic()
+            await asyncio.sleep(0.2)
+            self.worst = max(self.worst, monotonic() - t0 - 0.2)
+
+    def take(self) -> float:
+        worst, self.worst = self.worst, 0.0
+        return worst
+
+
 async def _commands(agents: list[Agent]) -> None:
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader()
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
-    tasks: list[asyncio.Task[None]] = []
+    transport, _ = await loop.connect_write_pipe(asyncio.Protocol, sys.stdout)
+    _out.append(transport)
+    lag = _Lag()
+    tasks: list[asyncio.Task[None]] = [asyncio.create_task(lag.watch())]
     try:
         while line := (await reader.readline()).decode().split():
             if line[0] == "join":
@@ -229,7 +257,7 @@ async def _commands(agents: list[Agent]) -> None:
                 beats = sum(a.beats for a in agents)
                 uncarried = sum(1 for a in agents if not (a.carried and a.connected.is_set()))
                 connected = sum(1 for a in agents if a.connected.is_set())
-                say(f"stats {beats} {uncarried} {connected}")
+                say(f"stats {beats} {uncarried} {connected} {lag.take():.3f}")
             elif line[0] == "stop":
                 break
     finally:

@@ -140,6 +140,8 @@ class Swarm:
         self.processes = processes or max(1, -(-len(sims) // PER_PROCESS))
         self.beat_s = beat_s
         self.errors: list[str] = []
+        self.lag = 0.0
+        """The client processes' worst event-loop lag (s) up to the last :meth:`stats`."""
         self.downs = 0
         self._procs: list[asyncio.subprocess.Process] = []
         self._replies: list[asyncio.Queue[list[str]]] = []
@@ -220,9 +222,16 @@ class Swarm:
         return max(float(a[1]) for a in answers), sum(int(a[2]) for a in answers)
 
     async def stats(self) -> tuple[int, int, int]:
-        """(heartbeat requests sent so far, agents whose run no open stream keeps alive, agents connected)."""
-        answers = await self._ask("stats", 60)
+        """(heartbeat requests sent so far, agents whose run no open stream keeps alive, agents connected); the
+        client processes' worst event-loop lag since the last call is kept in :attr:`lag`."""
+        answers = await self._ask("stats", 120)
+        self.lag = max(float(a[4]) for a in answers)
         return tuple(sum(int(a[k]) for a in answers) for k in (1, 2, 3))  # type: ignore[return-value]
+
+    @property
+    def pids(self) -> list[int]:
+        """The client processes."""
+        return [p.pid for p in self._procs]
 
     def connected(self) -> int:
         return sum(1 for s in self.sims if s.server >= 0)

@@ -91,6 +91,7 @@ class _Fleet:
         """Decisions whose request never got an answer (every try's connection dropped)."""
         self.turn = 0
         self.top = 8
+        self.alive = [True] * len(servers)
 
     def next_decisions(self, n: int) -> list[tuple[Sim, str]]:
         taken, self.queue = self.queue[:n], self.queue[n:]
@@ -189,24 +190,31 @@ async def _kill(fleet: _Fleet, people: list[httpx.AsyncClient], args: argparse.N
     decisions = asyncio.gather(*(fleet.decide(people, s, t, servers=survivors) for s, t in wave))
     await asyncio.sleep(0.02)  # mid-burst
     moved = [s for s in fleet.sims if s.server == victim]
+    crashed0 = _pg.crashed(fleet.dsn, fleet.schema, [s.run_id for s in fleet.sims])
+    await fleet.swarm.stats()  # the clients' lag from here on
+    print(f"4. server {victim + 1} killed (SIGKILL) in a burst of {len(wave)} decisions from the other two ({_load()})")
+    _profile_phase(fleet, "failover", signal.SIGUSR1)
     t0 = monotonic()
     os.kill(fleet.servers[victim].pid, signal.SIGKILL)
-    for _ in range(12_000):  # bounded: 10 minutes
-        if all(s.server not in (-1, victim) and s.up_at > t0 for s in moved):
-            break
-        await asyncio.sleep(0.05)
+    fleet.alive[victim] = False
+    everyone = await _failover(fleet, t0, moved, victim, survivors, args.failover_wait)
+    _profile_phase(fleet, "failover", signal.SIGUSR2)
     back = {s.run_id: s.up_at - t0 for s in moved if s.server not in (-1, victim) and s.up_at > t0}
     cpu = [cpu_s(fleet.servers[s].pid) - c for s, c in zip(survivors, cpu0, strict=True)]
+    await fleet.swarm.stats()
+    crashed = _pg.crashed(fleet.dsn, fleet.schema, [s.run_id for s in fleet.sims]) - crashed0
     latencies = _delivered(await decisions)
     late = fleet.unanswered
     with contextlib.suppress(TimeoutError):  # an agent that reconnected gets them again from the database
         await asyncio.wait_for(asyncio.gather(*(s.arrived(t).wait() for s, t in late)), 60)
     lost = [(s.run_id, t) for s, t in [*fleet.applied, *late] if t not in s.got]
     duplicated = [(s.run_id, t) for s in fleet.sims for t, ids in s.got.items() if len(set(ids)) > 1]
-    print(f"4. server {victim + 1} killed (SIGKILL) in a burst of {len(wave)} decisions from the other two ({_load()})")
     print(
         f"   its {len(moved)} agents served by the others again: {len(back)} of them, the last after "
-        f"{max(back.values(), default=float('nan')):.2f} s; the survivors used {cpu[0]:.1f} s and {cpu[1]:.1f} s of CPU"
+        f"{max(back.values(), default=float('nan')):.2f} s; every agent of the fleet on a survivor: "
+        + (f"after {everyone:.2f} s" if everyone == everyone else f"not within {args.failover_wait:g} s")
+        + f"; the survivors used {cpu[0]:.1f} s and {cpu[1]:.1f} s of CPU; the client processes' worst event-loop "
+        f"lag {fleet.swarm.lag:.1f} s; runs judged crashed meanwhile: {crashed}"
     )
     seen = [s.down_at - t0 for s in moved if s.down_at > t0]
     if seen:
@@ -237,10 +245,50 @@ async def _kill(fleet: _Fleet, people: list[httpx.AsyncClient], args: argparse.N
         print(f"   lost: {lost[:10]}; duplicated: {duplicated[:10]}")
 
 
+async def _failover(
+    fleet: _Fleet, t0: float, moved: list[Sim], victim: int, survivors: list[int], limit_s: float
+) -> float:
+    """Wait (at most ``limit_s``) until every agent's stream is on a survivor, the moved ones' since the kill;
+    a line every 5 s: how many are, the survivors' and the client processes' CPU, runs judged crashed. The
+    seconds it took (NaN: not within the limit)."""
+    pids = [fleet.servers[s].pid for s in survivors]
+    last = (monotonic(), [cpu_s(p) for p in pids], sum(cpu_s(p) for p in fleet.swarm.pids))
+    while monotonic() - t0 < limit_s:
+        done = all(s.server not in (-1, victim) and (s.up_at > t0 or s not in moved) for s in fleet.sims)
+        if done:
+            return monotonic() - t0
+        await asyncio.sleep(0.05)
+        now = monotonic()
+        if now - last[0] < 5.0:
+            continue
+        servers, clients = [cpu_s(p) for p in pids], sum(cpu_s(p) for p in fleet.swarm.pids)
+        span = now - last[0]
+        on = sum(1 for s in fleet.sims if s.server not in (-1, victim))
+        crashed = _pg.crashed(fleet.dsn, fleet.schema, [s.run_id for s in fleet.sims])
+        locked, open_xacts = _pg.waiting(fleet.dsn)
+        print(
+            f"     +{now - t0:5.0f} s: {on} of {len(fleet.sims)} agents streaming from a survivor "
+            f"({sum(1 for s in moved if s.server not in (-1, victim))} of the {len(moved)} moved); survivors' CPU "
+            + ", ".join(f"{(b - a) / span * 100:.0f} %" for a, b in zip(last[1], servers, strict=True))
+            + f"; clients' {(clients - last[2]) / span * 100:.0f} %; runs judged crashed {crashed}; PostgreSQL: "
+            f"{open_xacts} in a transaction, {locked} waiting for a lock; {_load()}",
+            flush=True,
+        )
+        last = (now, servers, clients)
+    return float("nan")
+
+
+def _profile_phase(fleet: _Fleet, phase: str, sig: int) -> None:
+    """With ``GOLDFIVE_BENCH_PROFILE``: the servers' profiles cover ``GOLDFIVE_BENCH_PHASE`` alone (``idle``, the
+    default, or ``failover``): SIGUSR1 as it starts, SIGUSR2 as it ends (bench/_serve_timed.py)."""
+    if os.environ.get("GOLDFIVE_BENCH_PROFILE") and os.environ.get("GOLDFIVE_BENCH_PHASE", "idle") == phase:
+        for server, alive in zip(fleet.servers, fleet.alive, strict=True):
+            if alive:
+                os.kill(server.pid, sig)
+
+
 async def _idle(fleet: _Fleet, seconds: float, label: str) -> None:
-    if os.environ.get("GOLDFIVE_BENCH_PROFILE"):  # each server's profile starts with the window
-        for server in fleet.servers:
-            os.kill(server.pid, signal.SIGUSR1)
+    _profile_phase(fleet, "idle", signal.SIGUSR1)  # each server's profile starts with the window ...
     cpu0 = [cpu_s(s.pid) for s in fleet.servers]
     beats0, _, _ = await fleet.swarm.stats()
     _pg.statements(fleet.dsn, reset=True)
@@ -248,9 +296,7 @@ async def _idle(fleet: _Fleet, seconds: float, label: str) -> None:
     t0 = time.monotonic()
     await asyncio.sleep(seconds)
     elapsed = time.monotonic() - t0
-    if os.environ.get("GOLDFIVE_BENCH_PROFILE"):  # ... and ends with it
-        for server in fleet.servers:
-            os.kill(server.pid, signal.SIGUSR2)
+    _profile_phase(fleet, "idle", signal.SIGUSR2)  # ... and ends with it
     x1, conns = _pg.counts(fleet.dsn)
     cpu = [(cpu_s(s.pid) - c) / elapsed for s, c in zip(fleet.servers, cpu0, strict=True)]
     beats1, uncarried, connected = await fleet.swarm.stats()
@@ -400,6 +446,9 @@ def main() -> None:
         "--forget-pass", type=int, default=50, help="of those, how many forget their pass (agents from before it)"
     )
     parser.add_argument("--top", type=int, default=8, help="the idle part's busiest statements listed")
+    parser.add_argument(
+        "--failover-wait", type=float, default=600.0, help="longest wait for every agent to be served again"
+    )
     parser.add_argument("--baseline", default="", help="a checkout whose servers give the burst's baseline")
     parser.add_argument("--servers", type=int, default=SERVERS, help="how many servers (the kill needs 2 or more)")
     parser.add_argument("--idle-only", action="store_true", help="stop after the idle measurement (part 2)")
