@@ -1081,6 +1081,20 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/server/test_server_heartbeats.py",),
     ),
     M(
+        ("goldfive_core/server/heartbeats.py",),
+        "            mine = {run for run, owner in zip(unknown, found_owners, strict=True) if owner == agent}",
+        "            mine = {run for run, owner in zip(unknown, found_owners, strict=True) if owner is not None}",
+        "an agent keeps another agent's run alive (the owners of many beats' runs looked up together)",
+        ("tests/http/test_http_agent_role.py", "tests/server/test_server_heartbeats.py"),
+    ),
+    M(
+        ("goldfive_core/store/agents.py",),
+        "    return {r: owner[storable(r)] for r in run_ids if storable(r) in owner}",
+        "    return {r: next(iter(owner.values())) for r in run_ids if owner}",
+        "every run looked up together is taken as owned by one of their owners (an agent beats for another's run)",
+        ("tests/http/test_http_agent_role.py", "tests/server/test_server_heartbeats.py"),
+    ),
+    M(
         ("goldfive_core/server/sessions.py",),
         "        for lease in self._leases if bearer else self._web:",
         "        for lease in self._web:",
@@ -1089,7 +1103,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     M(
         ("goldfive_core/server/sessions.py",),
-        "        if user.channel != \"api\":\n            self._web.add(lease)",
+        '        if user.channel != "api":\n            self._web.add(lease)',
         "        if False:\n            self._web.add(lease)",
         "the re-check each second skips the web sessions (one logged out by another process keeps its stream)",
         SESSIONS,
