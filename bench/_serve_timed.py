@@ -67,6 +67,39 @@ async def _default_run(fn: Any, /, *args: Any, **kwargs: Any) -> Any:
 
 threads.ServerThreads.run = _pool_run  # type: ignore[method-assign]
 
+# The steps of a request that wait (in the event loop): how many, their total and longest wall time.
+_waits: collections.defaultdict[str, list[float]] = collections.defaultdict(lambda: [0, 0.0, 0.0])
+
+
+def _waited(name: str, fn: Any) -> Any:
+    async def step(*args: Any, **kwargs: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return await fn(*args, **kwargs)
+        finally:
+            took = time.perf_counter() - t0
+            entry = _waits[name]
+            entry[0] += 1
+            entry[1] += took
+            entry[2] = max(entry[2], took)
+
+    return step
+
+
+def _wait_steps() -> None:
+    from goldfive_core.server import agents, auth, heartbeats
+
+    for owner, names in (
+        (auth.Authenticator, ("authenticate",)),
+        (agents.AgentApi, ("open_stream", "heartbeat", "acks", "events")),
+        (heartbeats.HeartbeatBatch, ("beat", "owned")),
+    ):
+        for name in names:
+            setattr(owner, name, _waited(f"{owner.__name__}.{name}", getattr(owner, name)))
+
+
+_wait_steps()
+
 # Statements and transactions: every statement counted by its SQL's first words, every write transaction by the
 # statements it ran and how long it held the audit chain's head (from the head's lock to the commit's end).
 _statements: collections.Counter[str] = collections.Counter()
@@ -131,7 +164,10 @@ def _gc_timed(phase: str, info: dict[str, int]) -> None:
 
 gc.callbacks.append(_gc_timed)
 if os.environ.get("GOLDFIVE_BENCH_GC"):  # an experiment: other collector thresholds ("700,10,10" is Python's)
-    gc.set_threshold(*(int(x) for x in os.environ["GOLDFIVE_BENCH_GC"].split(",")))
+    from goldfive_core.server import run as _run_mod
+
+    _run_mod.GC_THRESHOLDS = tuple(int(x) for x in os.environ["GOLDFIVE_BENCH_GC"].split(","))  # type: ignore[assignment]
+    gc.set_threshold(*_run_mod.GC_THRESHOLDS)
 
 
 def _afresh(signum: int, frame: Any) -> None:
@@ -149,6 +185,7 @@ def _afresh(signum: int, frame: Any) -> None:
         _statements.clear()
         _writes.clear()
         _gc.clear()
+        _waits.clear()
     profile.enable()
 
 
@@ -168,6 +205,7 @@ def _dump() -> None:
         "loop_thread_cpu_s": time.thread_time(),
         "calls": {k: {"n": v[0], "wall_s": v[1], "cpu_s": v[2]} for k, v in _calls.items()},
         "statements": dict(_statements.most_common()),
+        "waits": {k: {"n": v[0], "s": v[1], "longest_s": v[2]} for k, v in _waits.items()},
         "gc": {f"generation {k}": {"n": v[0], "s": v[1], "longest_s": v[2]} for k, v in sorted(_gc.items())},
         "writes": {
             k: {"n": v[0], "statements": v[1], "wall_s": v[2], "chain_head_s": v[3]} for k, v in _writes.items()
