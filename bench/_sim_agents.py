@@ -15,7 +15,8 @@ SPEC: ``{"urls": [...], "beat_s": 5, "agents": [{"run", "token", "order": [serve
 "keep_pass": bool, "early": bool}]}``. Commands: ``join W PHASE`` (register and connect the ``early`` agents or the
 ``rest``, W at a time; answered ``joined SECONDS FAILED``), ``stats`` (answered ``stats BEATS UNCARRIED CONNECTED
 LAG``, LAG: the event loop's worst lateness since the last ``stats``), ``stop``. Reports, one line each: ``up RUN
-SERVER T TRIES`` (a stream connected after TRIES stream requests), ``down RUN T`` (it ended), ``got RUN TARGET
+SERVER T TRIES ASKED ANSWERED`` (a stream connected after TRIES stream requests, the last sent at ASKED and
+answered at ANSWERED), ``down RUN T`` (it ended), ``got RUN TARGET
 CONTROL_ID T`` (a message delivered the first time; ``T``: CLOCK_MONOTONIC seconds, one clock for the machine).
 """
 
@@ -85,6 +86,8 @@ class Agent:
         self.beats = 0
         self.tries = 0
         """Stream requests made since the stream was last up."""
+        self.asked = self.answered = 0.0
+        """When the last stream request was sent, and when its answer's head came."""
         self.seen: set[int] = set()
         self.owed: dict[int, dict[str, Any]] = {}
         self.client = httpx.AsyncClient(
@@ -153,7 +156,9 @@ class Agent:
                 params = {"run": self.run_id, "endpoint": self.run_id}
                 self.tries += 1
                 url = self.urls[server] + "/api/agent/stream"
+                self.asked = monotonic()
                 async with self.client.stream("GET", url, params=params, headers=self.headers()) as resp:
+                    self.answered = monotonic()
                     if resp.status_code != 200:
                         await resp.aread()
                         raise _Unavailable(f"stream: {resp.status_code} {resp.text[:200]}")
@@ -178,7 +183,7 @@ class Agent:
             if line.startswith(": connected"):
                 self.connected.set()
                 delays.reset()
-                say(f"up {self.run_id} {server} {monotonic():.6f} {self.tries}")
+                say(f"up {self.run_id} {server} {monotonic():.6f} {self.tries} {self.asked:.6f} {self.answered:.6f}")
             elif line.startswith("data: "):
                 data = line[6:]
             elif line == "" and data:

@@ -98,6 +98,10 @@ class Sim:
     """When its stream last ended."""
     tries: int = 0
     """The stream requests its last connection took."""
+    asked: float = 0.0
+    """When its last stream request was sent."""
+    answered: float = 0.0
+    """When that request's answer (its head) came."""
     got: dict[str, list[str]] = dataclasses.field(default_factory=dict)
     """target → the control ids delivered for it (each new inbox id once)."""
     at: dict[str, float] = dataclasses.field(default_factory=dict)
@@ -194,6 +198,7 @@ class Swarm:
             if kind == "up":
                 sim = self.by_run[words[1]]
                 sim.server, sim.up_at, sim.tries = int(words[2]), float(words[3]), int(words[4])
+                sim.asked, sim.answered = float(words[5]), float(words[6])
             elif kind == "down":
                 sim = self.by_run[words[1]]
                 sim.server, sim.down_at = -1, float(words[2])

@@ -217,11 +217,15 @@ async def _kill(fleet: _Fleet, people: list[httpx.AsyncClient], args: argparse.N
         f"lag {fleet.swarm.lag:.1f} s; runs judged crashed meanwhile: {crashed}"
     )
     seen = [s.down_at - t0 for s in moved if s.down_at > t0]
-    if seen:
+    again = [s for s in moved if s.run_id in back]
+    if seen and again:
+        sent = [s.asked - t0 for s in again]
+        waited = [s.answered - s.asked for s in again]
         print(
             f"     their streams ended (seen by the agents) after p50 {pct(seen, 0.5):.2f} s, max {max(seen):.2f} s; "
-            f"stream requests until served again: p50 {pct([s.tries for s in moved], 0.5)}, "
-            f"max {max(s.tries for s in moved)}"
+            f"stream requests until served again: p50 {pct([s.tries for s in again], 0.5)}, "
+            f"max {max(s.tries for s in again)}; the last one sent after p50 {pct(sent, 0.5):.2f} s, max "
+            f"{max(sent):.2f} s, and answered {pct(waited, 0.5):.2f} s (p50), {max(waited):.2f} s (max) after sent"
         )
     for group in sorted({s.group for s in moved}):
         times = [back[s.run_id] for s in moved if s.group == group and s.run_id in back]
