@@ -141,4 +141,23 @@ def serve(
     finally:
         if proc.poll() is None:  # uvicorn re-raises the signal once stopped: SIGINT lets cProfile write its file
             proc.send_signal(signal.SIGINT if profile else signal.SIGTERM)
-        proc.wait(60 if profile else 10)  # a profiled server writes its profile as it stops
+        try:  # a profiled server writes its profile as it stops; one that held thousands of streams takes a while
+            proc.wait(120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+            raise
+
+
+def cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) process ``pid`` has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss_kib(pid: int) -> int:
+    """Process ``pid``'s resident memory (KiB)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise RuntimeError(f"no VmRSS for process {pid}")

@@ -154,13 +154,19 @@ class InboxHub:
         return list(self._by_run)
 
     def subscribe(self, sub: _Subscriber) -> None:
-        """Route messages for ``sub.runs`` to ``sub`` (the newest subscriber of a run wins)."""
+        """Route messages for ``sub.runs`` to ``sub`` (the newest subscriber of a run wins) from now on.
+
+        What already waits for those runs is the new stream's own look (:meth:`AgentApi.open_stream`, made after
+        this call), not a look of every run here: thousands of agents connecting at once (a fleet starting, or
+        moving here from a killed server) made one look of all this server's runs each."""
+        idle = not self._by_run
         for run in sub.runs:
             self._by_run.setdefault(run, []).append(sub)
         self._renew()
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._watch(), name="goldfive-serve-agent-inbox")
-        self._wake.set()
+        elif idle:  # the watcher sleeps until there is someone to serve
+            self._wake.set()
 
     def unsubscribe(self, sub: _Subscriber) -> None:
         """Stop routing to ``sub``."""

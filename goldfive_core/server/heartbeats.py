@@ -15,7 +15,10 @@ stream whose agent process ended is closed by its kernel at once (and the stamps
 vanished is ended by the connection's TCP keepalive and user timeout (see :mod:`.connections`).
 
 Which runs an agent owns never changes once claimed (``gf_run_owners`` rows are never updated or deleted), so
-the answer "agent A owns run R" is kept (a bounded cache) and the store is asked only about runs not seen yet.
+the answer "agent A owns run R" is kept (a bounded cache) and the store is asked only about runs not seen yet —
+the runs of all the beats that arrive while one such look-up runs in the next one (:class:`~.batching.Coalesced`):
+thousands of agents failing over from a killed server beat here before their streams open, and their look-ups, one
+each on the liveness thread, used to hold up the stamp every new stream waits for (tens of seconds).
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from collections.abc import Callable, Collection, Sequence
 
 from ..store import agents as owners
 from ..store.base import HEARTBEAT_INTERVAL_S, Store
-from .batching import stop_task
+from .batching import Coalesced, stop_task
 from .threads import LIVENESS, ServerThreads
 
 __all__ = ["BATCH_INTERVAL_S", "STREAM_BEAT_S", "HeartbeatBatch", "StreamLiveness"]
@@ -55,6 +58,8 @@ class HeartbeatBatch:
         self._written: asyncio.Future[None] | None = None
         self._task: asyncio.Task[None] | None = None
         self._owned: collections.OrderedDict[tuple[str, str], None] = collections.OrderedDict()
+        self._owners: Coalesced[str, str] = Coalesced(self._owners_of, name="goldfive-serve-run-owners")
+        """Who owns each run asked about, the runs of the beats that arrived meanwhile looked up together."""
         self.writes = 0
         """How many store writes carried beats so far (one transaction each)."""
 
@@ -63,13 +68,17 @@ class HeartbeatBatch:
         unknown = [run for run in run_ids if (agent, run) not in self._owned]
         found = {run for run in run_ids if (agent, run) in self._owned}
         if unknown:
-            mine = await self.threads.run(LIVENESS, owners.owned_runs, self.store, agent, unknown)
+            found_owners = await asyncio.gather(*(self._owners.get(run) for run in unknown))
+            mine = {run for run, owner in zip(unknown, found_owners, strict=True) if owner == agent}
             for run in mine:
                 self._owned[(agent, run)] = None
             while len(self._owned) > _OWNED_MAX:
                 self._owned.popitem(last=False)
             found |= mine
         return found
+
+    async def _owners_of(self, run_ids: Sequence[str]) -> dict[str, str]:
+        return await self.threads.run(LIVENESS, owners.owners_of, self.store, run_ids)
 
     async def beat(self, run_ids: Sequence[str]) -> None:
         """Stamp ``run_ids`` alive in the next write; returns once it committed (raises what the write raised)."""
@@ -109,6 +118,7 @@ class HeartbeatBatch:
         """Stop writing (beats still waiting get CancelledError: their requests are ending with the server)."""
         task, self._task = self._task, None
         await stop_task(task)
+        await self._owners.aclose()
         if self._written is not None and not self._written.done():
             self._written.cancel()
 

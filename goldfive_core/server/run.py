@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import socket
@@ -24,7 +25,15 @@ from .inputs import BODY_TIMEOUT_S
 from .notify import NotifyConfig
 from .sessions import SESSION_RECHECK_S
 
-__all__ = ["CHECKPOINT_FILE", "DEFAULT_KEY_PATH", "first_admin", "serve", "signing_key_path", "uvicorn_config"]
+__all__ = [
+    "CHECKPOINT_FILE",
+    "DEFAULT_KEY_PATH",
+    "GC_THRESHOLDS",
+    "first_admin",
+    "serve",
+    "signing_key_path",
+    "uvicorn_config",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +69,19 @@ def uvicorn_config(app: Any, *, host: str, port: int) -> uvicorn.Config:
         timeout_keep_alive=max(1, round(keepalive_s)),
         timeout_graceful_shutdown=max(1, round(env_seconds("GOLDFIVE_SERVE_STOP_GRACE_S", STOP_GRACE_S))),
     )
+
+
+GC_THRESHOLDS = (10_000, 10, 10)
+"""The cyclic garbage collector's thresholds in a ``goldfive serve`` process (Python's default: 700, 10, 10).
+
+Each waiting agent's open stream keeps about 200 objects the collector tracks, so a server holding thousands holds
+millions, and a full collection stops the event loop (and every thread, holding the GIL) for as long as it takes to
+walk them: measured (``bench/_serve_timed.py``, 2 shared cores) two full collections a minute at 3,000 idle agents
+(1.2 s the longest), four or five while 2,000 agents moved in from a killed server (2.3 s the longest, more than
+half the survivor's CPU). Objects that live for seconds (a request under load, a stream's 30-second ping timer)
+were promoted into the oldest generation by the young collections they outlived, and made full collections due.
+With a young generation of 10,000 they mostly die young: no full collection in either measurement, at the price of
+a little more garbage waiting (a young collection every 10,000 allocations, a few milliseconds)."""
 
 
 STOP_GRACE_S = 5.0
@@ -178,4 +200,5 @@ def serve(
         channels = ", ".join(t.channel for t in notify.targets)
         out.write(f"goldfive serve: notifications on {channels} (links to {notify.public_url})\n")
     announce(store, signer, path, created, f"http://{shown_host}:{port}/", out, checkpoints=checkpoints)
+    gc.set_threshold(*GC_THRESHOLDS)  # this process is the server's own (see GC_THRESHOLDS)
     server.run()

@@ -71,6 +71,10 @@ class SessionWatch:
         """``news(seen, timeout_s)``: the store's access version once it differs from ``seen`` or at the timeout."""
         self.every_s = every_s
         self._leases: set[_Lease] = set()
+        self._web: set[_Lease] = set()
+        """The leases of web sessions (not bearer tokens): the only ones a round without ``bearer`` looks at, so an
+        idle server's re-check each second costs nothing per agent stream (ten thousand agents: a walk over ten
+        thousand leases each second, for none of them)."""
         self._task: asyncio.Task[None] | None = None
 
     @property
@@ -98,8 +102,8 @@ class SessionWatch:
         """Check each distinct credential of the open streams once; end the leases that lost access. ``bearer``
         False: the web sessions' only (no user changed since the bearer tokens were last checked)."""
         groups: dict[tuple[str, str, str], list[_Lease]] = collections.defaultdict(list)
-        for lease in self._leases:
-            if not lease.ended.is_set() and (bearer or lease.user.channel != "api"):
+        for lease in self._leases if bearer else self._web:
+            if not lease.ended.is_set():
                 groups[lease.credential].append(lease)
         ended = 0
         if self._still_valid_all is not None:
@@ -159,6 +163,8 @@ class SessionWatch:
         """``body``'s chunks while the lease holds; the stream ends (without another chunk) when it ends."""
         lease = _Lease(user, permission)
         self._leases.add(lease)
+        if user.channel != "api":
+            self._web.add(lease)
         self._start()
         chunks = aiter(body)
 
@@ -181,6 +187,7 @@ class SessionWatch:
                 yield chunk
         finally:
             self._leases.discard(lease)
+            self._web.discard(lease)
             futures = [f for f in (ended, pending) if f is not None]
             for future in futures:  # before any await: a stream being cancelled is cancelled again at each one
                 if future.done() and not future.cancelled():

@@ -38,6 +38,7 @@ __all__ = [
     "gone_runs",
     "grant_delivered",
     "owned_runs",
+    "owners_of",
     "pending_for_runs",
     "run_owner",
 ]
@@ -123,6 +124,22 @@ def owned_runs(store: Store, agent: str, run_ids: Sequence[str]) -> set[str]:
         ).fetchall()
     found = {str(r[0]) for r in rows}
     return {r for r in run_ids if storable(r) in found}  # the ids as asked (a NUL is stored as ␀)
+
+
+def owners_of(store: Store, run_ids: Sequence[str]) -> dict[str, str]:
+    """The agent user owning each of ``run_ids`` that an agent owns (one read per 500 runs): the ownership checks of
+    many agents' heartbeats made together."""
+    sql = _sql(store)
+    owner: dict[str, str] = {}
+    with sql.db.guard("reading run owners"):
+        for start in range(0, len(run_ids), 500):
+            page = run_ids[start : start + 500]
+            marks = ", ".join("?" for _ in page)
+            rows = sql.db.execute(
+                sql.db.conn(), f"SELECT run_id, agent FROM gf_run_owners WHERE run_id IN ({marks})", tuple(page)
+            ).fetchall()
+            owner.update((str(run), str(agent)) for run, agent in rows)
+    return {r: owner[storable(r)] for r in run_ids if storable(r) in owner}  # the ids as asked (NUL stored as ␀)
 
 
 def execution_owner(store: Store, call_id: str) -> tuple[str, str | None] | None:

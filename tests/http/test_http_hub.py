@@ -122,3 +122,35 @@ async def test_a_message_a_killed_server_claimed_late_for_the_same_stream_is_sti
         assert sub.queue.empty()  # the other endpoint's claim still wins: it is not sent here too
     finally:
         await hub.aclose()
+
+
+async def test_agents_connecting_one_after_another_cost_no_look_at_every_run_each(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fleet connecting (or moving here from a killed server): each new stream looks for its own runs' messages
+    (``open_stream``), so the hub does not look at every run it serves once per new stream — and a message posted
+    afterwards still reaches the newest stream (its news wakes the hub)."""
+    store = backend.open()
+    hub = agents.InboxHub(store)
+    looks: list[int] = []
+    real = agents._claim_pending
+
+    def counted(store: Any, endpoints: dict[str, str]) -> Any:
+        looks.append(len(endpoints))
+        return real(store, endpoints)
+
+    monkeypatch.setattr(agents, "_claim_pending", counted)
+    subs = _streams(40)
+    try:
+        hub.subscribe(subs[0])
+        await await_until(lambda: looks, what="the first stream's look")
+        for sub in subs[1:]:  # the others open one after another while the hub watches
+            hub.subscribe(sub)
+            await asyncio.sleep(0.01)
+        posted = store.post_control(ControlMessage(ControlKind.CANCEL, {}), run_id="run-39")
+        got = await asyncio.wait_for(subs[-1].queue.get(), 20)
+        assert got is not None and got.id == posted
+        # A few (the first stream's, the message's, a commit's or a slice's wake-up), not one per stream.
+        assert len(looks) < 10, f"{len(looks)} looks at every run for {len(subs)} streams opening: {looks}"
+    finally:
+        await hub.aclose()

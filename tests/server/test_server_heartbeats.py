@@ -169,3 +169,33 @@ async def test_a_beat_is_stamped_while_every_thread_of_the_agent_routes_is_busy(
             release.set()
             for done in busy:
                 done.result(10)
+
+
+async def test_the_ownership_look_ups_of_many_agents_beats_at_once_are_made_together(
+    backend: Backend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Agents failing over from a killed server beat here before their streams open, each naming a run this server
+    has not seen: the runs' owners are looked up together (a read per round), not one read each on the thread every
+    new stream's stamp waits behind — and an agent still cannot beat for another's run."""
+    from goldfive_core.store import agents as owners_mod
+
+    async with make_server(backend, tmp_path) as srv:
+        names = [f"bot{a}" for a in range(AGENTS * RUNS_EACH)]
+        for name in names:
+            srv.tokens[name] = add_user(srv.store, name, "agent").token
+            assert (await srv.post("/api/agent/events", run_started(f"run-{name}"), user=name)).status_code == 200
+        looked: list[int] = []  # how many runs each store look-up of owners asked about (one read each)
+        for fn in ("owned_runs", "owners_of"):
+            real = getattr(owners_mod, fn, None)
+
+            def counted(store: Any, *args: Any, _real: Any = real) -> Any:
+                looked.append(len(args[-1]))
+                return _real(store, *args)
+
+            monkeypatch.setattr(owners_mod, fn, counted, raising=False)
+        beats = [srv.post("/api/agent/heartbeat", {"run_ids": [f"run-{name}"]}, user=name) for name in names]
+        beats.append(srv.post("/api/agent/heartbeat", {"run_ids": ["run-bot1"]}, user="bot0"))
+        answers = await asyncio.gather(*beats)
+        assert [a.status_code for a in answers] == [200] * len(names) + [403]
+        assert len(looked) <= 4 and sum(looked) <= len(names) + 1, looked  # a few reads, each run asked once
+        assert all(srv.store.liveness_of(srv.store.run(f"run-{name}")).live for name in names)  # type: ignore[arg-type]

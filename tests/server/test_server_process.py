@@ -206,3 +206,27 @@ async def test_two_serve_processes_over_one_postgresql_work_together(tmp_path: P
     finally:
         with psycopg.connect(PG_DSN, autocommit=True) as conn:
             conn.execute(f'DROP SCHEMA IF EXISTS "{backend.schema}" CASCADE')
+
+
+def test_a_serve_process_collects_its_garbage_in_larger_young_generations(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Thousands of agents' streams are millions of tracked objects: with Python's default thresholds a server ran
+    full collections (seconds with its event loop stopped) every minute while idle (see ``GC_THRESHOLDS``)."""
+    import gc
+    import io
+
+    from goldfive_core.server import run as run_mod
+    from goldfive_core.store import open_store
+
+    monkeypatch.setattr(run_mod._Server, "run", lambda self: None)  # everything up to serving, then return
+    before = gc.get_threshold()
+    try:
+        assert before != run_mod.GC_THRESHOLDS
+        store = open_store(str(tmp_path / "g.db"))
+        out = io.StringIO()
+        run_mod.serve(store, key_path=tmp_path / "k.pem", out=out, checkpoint_every_s=0)
+        assert "the inbox is at" in out.getvalue()
+        assert gc.get_threshold() == run_mod.GC_THRESHOLDS
+    finally:
+        gc.set_threshold(*before)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -236,4 +237,42 @@ async def test_the_re_check_of_many_agents_streams_is_one_store_look_up(sqlite_s
         assert await streams["bot3"].until_ended() == []
         assert all(not s.task.done() for name, s in streams.items() if name != "bot3")  # type: ignore[union-attr]
         for stream in streams.values():
+            stream.task.cancel()  # type: ignore[union-attr]
+
+
+async def test_the_re_check_each_second_looks_at_web_sessions_only_and_still_ends_one_logged_out_elsewhere(
+    sqlite_server: Server,
+) -> None:
+    """Between the bearer tokens' re-checks (on access news, or the slow safety net) the round each second checks the
+    web sessions alone: a server holding thousands of agents' streams walks none of them each second."""
+    srv = sqlite_server
+    bots = {f"bot{i}": add_user(srv.store, f"bot{i}", "agent").token for i in range(3)}
+    app = _only_immediate_ends(srv)
+    sessions = app.state.api.sessions
+    checked: list[list[str]] = []
+    real = sessions._still_valid_all
+
+    async def counted(leases: list[Any]) -> list[bool]:
+        checked.append(sorted(user.name for user, _ in leases))
+        return await real(leases)  # type: ignore[no-any-return]
+
+    sessions._still_valid_all = counted
+    async with live(app) as url, httpx.AsyncClient(base_url=url) as client:
+        agents = [
+            await open_stream(client, f"/api/agent/stream?run=run-{name}&endpoint=e1", bearer(token))
+            for name, token in bots.items()
+        ]
+        login = await client.post("/api/login", json={"name": "ana", "token": srv.tokens["ana"]})
+        web = {"Cookie": f"{COOKIE}={login.cookies[COOKIE]}", "Sec-Fetch-Site": "same-origin"}
+        page = await open_stream(client, "/api/events", web)
+        assert await sessions.recheck(bearer=False) == 0
+        assert checked == [["ana"]]  # the web session, not the agents' streams
+        sid = login.cookies[COOKIE].partition(".")[0]
+        srv.store.end_web_session(hashlib.sha256(sid.encode()).hexdigest())  # by another process: a re-check sees it
+        assert await sessions.recheck(bearer=False) == 1
+        assert await page.until_ended() == []
+        assert await sessions.recheck() == 0  # with the bearer tokens: every agent's stream, all still good
+        assert checked[-1] == sorted(bots)
+        assert all(not stream.task.done() for stream in agents)  # type: ignore[union-attr]
+        for stream in agents:
             stream.task.cancel()  # type: ignore[union-attr]
