@@ -893,6 +893,16 @@ MUTATIONS: tuple[Mutation, ...] = (
         ),
     ),
     M(
+        ("goldfive_core/store/sql/runs.py",),
+        "            \"WHERE run_id = ? AND status = 'running' AND heartbeat_at_ms < ?\",",
+        "            \"WHERE run_id = ? AND status = 'running' AND ? IS NOT NULL\",",
+        "the reaper closes a run whose heartbeat came after it looked (a live run judged crashed)",
+        (
+            "tests/faults/test_faults_addressing_and_clocks.py::"
+            "test_a_beat_that_lands_while_the_reaper_looks_keeps_its_run_open",
+        ),
+    ),
+    M(
         ("goldfive_core/server/agents.py",),
         "            if not owners.decision_delivered(store, event.run_id, target, approved=granted):",
         "            if False:",

@@ -160,6 +160,38 @@ def test_a_crashed_run_is_closed_with_an_audit_event_and_its_approvals_orphaned(
     assert live is not None and store.liveness(live) == "live"
 
 
+def test_a_beat_that_lands_while_the_reaper_looks_keeps_its_run_open(backend: Backend) -> None:
+    """The reaper reads the stale runs without a lock; a heartbeat that lands after that read and before the reaper
+    closes the run must keep it running (no RunAborted, not "crashed"). On PostgreSQL the agent's own connection
+    commits its beat in that window; SQLite's reaper holds the write lock from its first statement, so there the
+    beat is written inside the reaper's transaction, which is what the reaper's write must then see."""
+    store = backend.open()
+    store.append_events([make_event("run-slow", 0, events_pb2.RunStarted(adapter="callable"))], pid=1, host="h")
+    store.append_events([make_event("run-gone", 0, events_pb2.RunStarted(adapter="callable"))], pid=2, host="h")
+    db: Any = store.db  # type: ignore[attr-defined]
+    db.execute(db.conn(), "UPDATE gf_runs SET heartbeat_at_ms = heartbeat_at_ms - 60000")
+    other = backend.open()  # the agent's own store
+    looked = store._stale_runs  # type: ignore[attr-defined]
+
+    def look_then_beat(conn: Any, limit: int) -> Any:
+        found = looked(conn, limit)
+        if limit > 1:  # the reaper's look inside its transaction: both runs were stale then
+            assert sorted(row[0] for row in found[1]) == ["run-gone", "run-slow"]
+            if backend.name == "postgres":
+                other.heartbeat(["run-slow"])
+            else:
+                db.execute(conn, f"UPDATE gf_runs SET heartbeat_at_ms = {db.now_expr} WHERE run_id = 'run-slow'")
+        return found
+
+    store._stale_runs = look_then_beat  # type: ignore[attr-defined]
+    assert store.reap_crashed() == ["run-gone"]
+    slow = store.run("run-slow")
+    assert slow is not None and slow.status == "running" and store.liveness(slow) == "live"
+    assert [row.kind for row in store.audit_rows(run_id="run-slow")] == ["run_started"]
+    assert [row.kind for row in store.audit_rows(run_id="run-gone")] == ["run_started", "run_aborted"]
+    assert store.verify_audit().ok
+
+
 @pytest.mark.parametrize("offset_s", [3600.0, -3600.0])
 def test_a_server_with_a_skewed_clock_sees_a_live_run_as_live(
     backend: Backend, offset_s: float, tmp_path: Path

@@ -94,14 +94,28 @@ class SqlRunRegistry(SqlRole):
                     return []
                 with appending(self.db, conn) as chain:
                     for run in sorted((run_row(r) for r in rows), key=lambda run: run.run_id):  # as heartbeats lock
-                        self._close_crashed(chain, run, now)
-                        closed.append(run.run_id)
+                        if self._close_crashed(chain, run, now):
+                            closed.append(run.run_id)
         for run_id in closed:
             logger.warning("store %s: run %s crashed (no heartbeat); closed it", self.db.url, run_id)
         return closed
 
-    def _close_crashed(self, chain: ChainWriter, run: RunRow, now: int) -> None:
-        """Append the crashed run's closing RunAborted and mark it ``crashed`` (in the reaper's transaction)."""
+    def _close_crashed(self, chain: ChainWriter, run: RunRow, now: int) -> bool:
+        """Mark the crashed run ``crashed`` and append its closing RunAborted (in the reaper's transaction); False,
+        and nothing written, when it is no longer stale.
+
+        The stale runs were read without a lock: a heartbeat committed since then must keep its run open. The
+        UPDATE judges the heartbeat again on the row as it is now (PostgreSQL re-reads a row changed since the
+        statement began, and waits for a beat still writing it), and only a run it closed gets its event.
+        """
+        cur = self.db.execute(
+            chain.conn,
+            "UPDATE gf_runs SET status = 'crashed', ended_at_ms = ? "
+            "WHERE run_id = ? AND status = 'running' AND heartbeat_at_ms < ?",
+            (now, run.run_id, now - self.stale_after_ms),
+        )
+        if cur.rowcount != 1:
+            return False
         event = events_pb2.Event(
             event_id=f"ev-crashed-{run.run_id}",
             run_id=run.run_id,
@@ -115,11 +129,7 @@ class SqlRunRegistry(SqlRole):
         )
         event.run_aborted.status = types_pb2.RUN_STATUS_ABORTED
         chain.append(event)
-        self.db.execute(
-            chain.conn,
-            "UPDATE gf_runs SET status = 'crashed', ended_at_ms = ? WHERE run_id = ? AND status = 'running'",
-            (now, run.run_id),
-        )
+        return True
 
     def run(self, run_id: str) -> RunRow | None:
         """The run row, if recorded."""
