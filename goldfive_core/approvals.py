@@ -448,7 +448,8 @@ class ApprovalBook:
 
     def decide(self, target_id: str, decision: Decision) -> DecisionResult:
         """Apply a decision; never raises. See :class:`DecisionVerdict` for the outcomes."""
-        target_id = self._as_asked(target_id)
+        if NUL_MARK in target_id:  # named as a store holds it: the id the run asked with
+            target_id = self._as_asked(target_id)
         record = self._live.get(target_id)
         if record is None:
             decided = self._decided.get(target_id)
@@ -469,10 +470,12 @@ class ApprovalBook:
                 f"{verb} kept for {target_id!r}: the request is not open yet; it applies when the run asks",
                 record,
             )
-        wrong = _wrong_request(record, decision)
+        # A decision that names no request, states no quorum, on a request no rule asks several to approve (the
+        # common case) makes neither call: each says None / False then.
+        wrong = _wrong_request(record, decision) if decision.request_id else None
         if wrong is not None:
             return wrong
-        if _count_votes(record, decision):
+        if (decision.quorum > 1 or record.quorum is not None) and _count_votes(record, decision):
             return self._vote(record, decision)
         answers = record.request is not None and record.request.kind == "input"  # a form: its content is checked
         if decision.args_digest or decision.edited_args is not None or answers or decision.answer:

@@ -1284,6 +1284,13 @@ MUTATIONS: tuple[Mutation, ...] = (
         POLICY_GATE + SERVER_POLICY,
     ),
     M(
+        BOOK,
+        "if (decision.quorum > 1 or record.quorum is not None) and _count_votes(record, decision):",
+        "if record.quorum is not None and _count_votes(record, decision):",
+        "the approve path skips the vote count for a quorum the server states (the run's own rule asks one approver)",
+        POLICY_GATE + SERVER_POLICY,
+    ),
+    M(
         DECIDE,
         "    if grant is not None and (why := judged.grant_refusal(grant)):",
         "    if False:",
@@ -1638,6 +1645,13 @@ MUTATIONS: tuple[Mutation, ...] = (
         "a decision naming a model's id as stored (NUL as ␀) is 'unknown target': nobody can decide it",
         NUL_SERVER,
     ),
+    M(
+        BOOK,
+        "        if NUL_MARK in target_id:  # named as a store holds it",
+        "        if False:  # named as a store holds it",
+        "a decision naming a model's id as stored (NUL as ␀) is not looked up as asked: nobody can decide it",
+        NUL_SERVER,
+    ),
     # -- the store channel: decisions recorded while a live run was cut off -----------------------------------------
     M(
         CHANNEL_FILE,
@@ -1883,7 +1897,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     M(
         BOOK,
-        "        if _count_votes(record, decision):\n            return self._vote(record, decision)",
+        "        if (decision.quorum > 1 or record.quorum is not None) and _count_votes(record, decision):\n"
+        "            return self._vote(record, decision)",
         "        if False:\n            return self._vote(record, decision)",
         "one approval resolves a request that needs a quorum",
         QUORUM,
@@ -2551,6 +2566,13 @@ MUTATIONS: tuple[Mutation, ...] = (
         REQUEST,
     ),
     M(
+        BOOK,
+        "wrong = _wrong_request(record, decision) if decision.request_id else None",
+        "wrong = None",
+        "the approve path never checks the request a decision names (one for an earlier ask applies to the re-ask)",
+        REQUEST,
+    ),
+    M(
         SQL,
         '    if request_id:\n        return "run_id = ? AND target_id = ? AND request_id = ?"',
         '    if False:\n        return "run_id = ? AND target_id = ? AND request_id = ?"',
@@ -3088,6 +3110,20 @@ MUTATIONS: tuple[Mutation, ...] = (
         "if False:  # a reviewer's verdict never arrives by a channel",
         "a decision from outside claiming a reviewer is applied (and may make a grant)",
         REVIEWER,
+    ),
+    M(
+        ("goldfive_core/payloads.py",),
+        'forged = reviewer_claim(decided_by, channel) if decided_by or channel else ""',
+        'forged = ""',
+        "a decision from outside claiming a reviewer is applied: its claim is never looked at",
+        REVIEWER,
+    ),
+    M(
+        ("goldfive_core/payloads.py",),
+        "if type(payload) is dict and payload.keys().isdisjoint(_RARE_KEYS):",
+        "if type(payload) is dict:",
+        "a decision's edited arguments, stated quorum or 'cancel' answer are dropped (every payload parsed as plain)",
+        APPROVALS + ADK_B + QUORUM + SERVER_POLICY,
     ),
     M(
         TRUST,
