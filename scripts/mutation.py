@@ -808,8 +808,9 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     M(
         EXECUTION,
-        "        except _STOPPED as exc:\n            if ledger is not None:\n                await _release(",
-        "        except _STOPPED as exc:\n            if False:\n                await _release(",
+        "            except _STOPPED as exc:\n                if ledger is not None:\n"
+        "                    await _release(",
+        "            except _STOPPED as exc:\n                if False:\n                    await _release(",
         "a run stopped after the APPROVE's ack claimed its call leaves it 'executing' (in doubt, never re-run)",
         RELEASE,
     ),
@@ -822,8 +823,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     M(
         EXECUTION,
-        "        if session.paused and ledger is not None:\n            await _release(",
-        "        if False:\n            await _release(",
+        "            if state is RunState.PAUSED and ledger is not None:\n                await _release(",
+        "            if False:\n                await _release(",
         "a paused call holds the claim its approval's ack won while it waits (in doubt if the process stops)",
         RELEASE,
     ),
@@ -2207,9 +2208,16 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     M(
         GATE,
-        "            await session.gate()\n        except _STOPPED as exc:",
-        "            pass\n        except _STOPPED as exc:",
+        "                await session.gate()\n            except _STOPPED as exc:",
+        "                pass\n            except _STOPPED as exc:",
         "a PAUSE that arrived while the call waited does not hold the approved call",
+        GATE_T,
+    ),
+    M(
+        GATE,
+        "        if state is not RunState.RUNNING:\n",
+        "        if False:\n",
+        "an approved call goes on although a PAUSE or CANCEL arrived while it waited (the step gate is never entered)",
         GATE_T,
     ),
     M(
