@@ -32,7 +32,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
 from ._stored import NUL_MARK, storable
-from ._util import REVIEWER_PREFIX, args_digest, canonical_json, new_id, now_ms, safe_repr
+from ._util import REVIEWER_PREFIX, args_digest, canonical_json, fact, new_id, now_ms, safe_repr
 from .errors import ApprovalError, InvalidTransitionError
 
 if TYPE_CHECKING:
@@ -222,7 +222,7 @@ def reviewer_claim(decided_by: object, channel: object = "") -> str:
     return ""
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+@fact(kw_only=True)
 class Decision:
     """A person's answer to one request."""
 
@@ -247,7 +247,7 @@ class Decision:
     declined it (``""``: a plain rejection, a decline). Signed with the rest."""
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+@fact(kw_only=True)
 class ApprovalOutcome:
     """How a wait ended: ``decision`` is approve, reject, timeout, cancelled or detached.
 
@@ -317,7 +317,7 @@ class DecisionVerdict(StrEnum):
     """The decision names another request of the target (an earlier ask, or one never made); nothing changed."""
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@fact()
 class DecisionResult:
     """The verdict, the record concerned (if any) and words for the ack."""
 

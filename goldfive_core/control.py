@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from ._util import new_id, now_ms, safe_repr, shorten
+from ._util import fact, new_id, now_ms, safe_repr, shorten
 from .errors import ChannelBusyError
 from .limits import text_problem
 
@@ -105,7 +105,7 @@ class ControlMessage:
                 object.__setattr__(self, "kind", ControlKind(self.kind))
 
 
-@dataclasses.dataclass(frozen=True)
+@fact(slots=False)
 class ControlAck:
     """The answer to a control message, in words a UI can show."""
 

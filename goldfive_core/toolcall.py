@@ -46,7 +46,7 @@ import logging
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, runtime_checkable
 
-from ._util import args_digest, canonical_json, shorten
+from ._util import args_digest, canonical_json, fact, shorten
 from .approvals import REVIEWER_PREFIX, ApprovalOutcome, ApprovalRequest, Decision, EditValidator, policy_ask
 from .argschema import EDITABLE_KEY, SCHEMA_KEY, schema_json
 from .drift import Drift, DriftKind, DriftSeverity, InterventionLevel
@@ -116,7 +116,7 @@ class ToolCall:
     a decider outside the agent can refuse an edit that does not fit (:mod:`goldfive_core.argschema`)."""
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+@fact(kw_only=True)
 class Proceed:
     """Run the body with ``args`` (the person's edited arguments when they edited them)."""
 
