@@ -565,6 +565,13 @@ def compare(args: argparse.Namespace) -> None:
     ]
     rows.append(("goldfive share", got["baseline"]["share"], got["this tree"]["share"]))
     rows.append(("ADK: callback returns -> the body starts", got["baseline"]["adk"], got["this tree"]["adk"]))
+    rows.append(
+        (
+            "the window: APPROVE sent -> the body starts",
+            [g + a for g, a in zip(got["baseline"]["share"], got["baseline"]["adk"], strict=True)],
+            [g + a for g, a in zip(got["this tree"]["share"], got["this tree"]["adk"], strict=True)],
+        )
+    )
     for title, base_values, this_values in rows:
         base, this = statistics.median(base_values), statistics.median(this_values)
         print(f"   {title:<44} {base * 1e6:7.1f} us {this * 1e6:7.1f} us   x{this / base:5.2f}")
