@@ -578,7 +578,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     M(
         ADK,
-        "starts its own flow.\n            tool_context.tool_confirmation = ToolConfirmation(confirmed=True)",
+        "starts its own flow.\n            tool_context.tool_confirmation = CONFIRMED",
         "starts its own flow.\n            pass",
         "ADK approves but leaves ADK's own confirmation flow to block the tool",
         ADK_B,
