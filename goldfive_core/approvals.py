@@ -672,8 +672,9 @@ class ApprovalBook:
         )
         record.decision = decision
         self._live.pop(record.target_id, None)
+        if record.target_id in self._decided:  # decided before (a re-ask): it moves to the end, as a new one goes
+            self._decided.move_to_end(record.target_id)
         self._decided[record.target_id] = record
-        self._decided.move_to_end(record.target_id)
         while len(self._decided) > self._history:
             self._decided.popitem(last=False)
         if record.waiter is not None and not record.waiter.done():

@@ -7,6 +7,7 @@ FAILURE ack: the key, what it should be, what came.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -85,6 +86,7 @@ def decision_from_payload(kind: ControlKind, payload: Mapping[str, Any]) -> tupl
             detail=detail or "",
             decided_by=decided_by or "",
             args_digest=digest or "",
+            decided_at_ms=time.time_ns() // 1_000_000,  # now_ms(), inline: the APPROVE's path to the body
             channel=channel or "",
             request_id=request_id or "",
         )
