@@ -179,7 +179,7 @@ def check_message(msg: object) -> ControlAck | None:
         return ControlAck.failure(msg.id, f"payload must be a mapping, got {type(msg.payload).__name__}")
     # A lone surrogate in a steer text, a reason, a name or an edit: refused here, once for every kind, before a
     # handler queues it, decides with it or emits it (each of which would fail in an encoder half-way).
-    not_text = text_problem(msg.id, what="control message id")
+    not_text = "" if msg.id.isascii() else text_problem(msg.id, what="control message id")  # ASCII is text
     if not_text:
         return ControlAck.failure("", f"{msg.kind}: {not_text}; nothing was done")
     not_text = text_problem(msg.payload, what="payload")

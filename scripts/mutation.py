@@ -3465,9 +3465,30 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     M(
         ("goldfive_core/limits.py",),
-        "        elif isinstance(item, Mapping):\n            seen.add(id(item))",
-        "        elif False:\n            seen.add(id(item))",
+        "        elif type(item) is dict or isinstance(item, Mapping):\n            if id(item) in seen:",
+        "        elif False:\n            if id(item) in seen:",
         "not text: a lone surrogate nested in a mapping (a payload's field, an edit) is not seen",
+        NOT_TEXT,
+    ),
+    M(
+        ("goldfive_core/limits.py",),
+        "                if type(child) is not str or not child.isascii():",
+        "                if type(child) is not str:",
+        "not text: a lone surrogate in a mapping's string value (a payload's reason, a steer) is not seen",
+        NOT_TEXT,
+    ),
+    M(
+        ("goldfive_core/limits.py",),
+        "            if not item.isascii() and not _is_text(item):",
+        "            if False:",
+        "not text: a string holding a lone surrogate passes as text",
+        NOT_TEXT,
+    ),
+    M(
+        ("goldfive_core/control.py",),
+        'not_text = "" if msg.id.isascii() else text_problem(msg.id, what="control message id")',
+        'not_text = ""',
+        "not text: a control message id holding a lone surrogate is taken (its ack cannot be written)",
         NOT_TEXT,
     ),
 )
