@@ -157,9 +157,15 @@ def text_problem(value: object, *, what: str) -> str:
     A Python string can hold a lone surrogate (``"\\ud800"``, from a model's output or a JSON escape); UTF-8,
     protobuf, both stores and the terminals cannot. Every boundary that takes text from a model or a sender
     asks this first and answers in words, instead of failing later in an encoder."""
-    # Every control message passes here on its way to a run (an APPROVE while an agent waits): an ASCII string is
-    # text without encoding it, a dict is a Mapping without the ABC's check, and an ASCII string in a mapping is
-    # not pushed to be looked at again (nor its path written).
+    # Every control message passes here on its way to a run (an APPROVE while an agent waits): a flat dict of ASCII
+    # strings (the common payload) is text at a glance; otherwise an ASCII string is text without encoding it, a dict
+    # is a Mapping without the ABC's check, and an ASCII string in a mapping is not pushed to be looked at again.
+    if type(value) is dict:
+        for key, child in value.items():
+            if type(key) is not str or type(child) is not str or not key.isascii() or not child.isascii():
+                break
+        else:
+            return ""
     stack: list[tuple[object, str]] = [(value, "")]
     seen: set[int] = set()  # a container met twice (shared, or a cycle a caller built) is walked once
     while stack:

@@ -3479,6 +3479,13 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     M(
         ("goldfive_core/limits.py",),
+        "            if type(key) is not str or type(child) is not str or not key.isascii() or not child.isascii():",
+        "            if type(key) is not str or type(child) is not str:",
+        "not text: a flat payload of strings is taken as text whatever its strings hold",
+        NOT_TEXT,
+    ),
+    M(
+        ("goldfive_core/limits.py",),
         "            if not item.isascii() and not _is_text(item):",
         "            if False:",
         "not text: a string holding a lone surrogate passes as text",
