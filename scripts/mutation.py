@@ -584,6 +584,13 @@ MUTATIONS: tuple[Mutation, ...] = (
         ADK_B,
     ),
     M(
+        ("goldfive_adk/_confirm.py",),
+        "    model_config = ConfigDict(frozen=True)",
+        "    model_config = ConfigDict()",
+        "the one confirmation every approved call carries can be changed by a body (ADK then refuses later approvals)",
+        ADK_B,
+    ),
+    M(
         ADK,
         'if outcome.decision == "reject":\n            return skip(name, "user_rejected"',
         'if outcome.decision == "rejected":\n            return skip(name, "user_rejected"',
