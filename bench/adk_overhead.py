@@ -24,6 +24,14 @@
    set) — then ADK's own share (the callback returned -> the body's first line). Target: goldfive's share
    <= 40 us median, the decision recorded before the body starts (checked on every approval).
 3. The floor: a bare ``asyncio.Event`` set -> the waiting task wakes.
+
+``--baseline TREE`` measures part 2b (the share stage by stage, and its Python calls) for another checkout too (e.g.
+main's), in the same run: one process per tree (``PYTHONPATH`` = the tree, this bench's code), both alive throughout,
+taking turns of 10 approvals (``--rounds`` turns each, each tree first in every other turn), so a load that moves
+affects both alike; per stage the medians and the ratio this tree / baseline, and the ratio per turn.
+``--share-only`` runs part 2b alone.
+
+    python bench/adk_overhead.py --share-only --baseline /work/main --rounds 60
 """
 
 from __future__ import annotations
@@ -32,10 +40,13 @@ import argparse
 import asyncio
 import functools
 import gc
+import json
 import os
 import statistics
+import subprocess
 import sys
 import time
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
@@ -340,28 +351,42 @@ class Stamps:
             setattr(owner, name, original)
 
 
+class Shares:
+    """goldfive's share of the window, stage by stage, over successive batches of approvals (one runner throughout)."""
+
+    def __init__(self) -> None:
+        self.gold = GoldfiveApproval()
+        self.stages: dict[str, list[float]] = {name: [] for name, _, _ in STAGES}
+        self.share: list[float] = []
+        self.adk: list[float] = []
+        self._warm = False
+
+    async def measure(self, reps: int) -> None:
+        """``reps`` approvals more, each with its stages' clocks read."""
+        with Stamps() as stamps:
+            if not self._warm:
+                await self.gold.once()
+                self._warm = True
+            for _ in range(reps):
+                stamps.at.clear()
+                await self.gold.once()
+                at, body = stamps.at, STARTED[0]
+                # The decision is recorded (the record resolved, its event emitted) before the body starts.
+                assert at["send"] < at["decided"] < at["emitted"] < at["sent"] < at["woke"] < body, at
+                for name, start, end in STAGES:
+                    took = at[end] - at[start]
+                    if start == "decided":  # the dispatch after the record resolved, less the event's own stage
+                        took -= at["emitted"] - at["emit"]
+                    self.stages[name].append(took)
+                self.share.append(at["callback"] - at["send"])
+                self.adk.append(body - at["callback"])
+
+
 async def stages(reps: int) -> tuple[dict[str, list[float]], list[float], list[float]]:
     """Per stage, its seconds in each of ``reps`` approvals; goldfive's share and ADK's, per approval."""
-    gold = GoldfiveApproval()
-    out: dict[str, list[float]] = {name: [] for name, _, _ in STAGES}
-    share: list[float] = []
-    adk: list[float] = []
-    with Stamps() as stamps:
-        await gold.once()
-        for _ in range(reps):
-            stamps.at.clear()
-            await gold.once()
-            at, body = stamps.at, STARTED[0]
-            # The decision is recorded (the record resolved, its event emitted) before the body starts.
-            assert at["send"] < at["decided"] < at["emitted"] < at["sent"] < at["woke"] < body, at
-            for name, start, end in STAGES:
-                took = at[end] - at[start]
-                if start == "decided":  # the dispatch after the record resolved, less the event's own stage
-                    took -= at["emitted"] - at["emit"]
-                out[name].append(took)
-            share.append(at["callback"] - at["send"])
-            adk.append(body - at["callback"])
-    return out, share, adk
+    shares = Shares()
+    await shares.measure(reps)
+    return shares.stages, shares.share, shares.adk
 
 
 async def stage_calls(reps: int) -> dict[str, float]:
@@ -459,6 +484,106 @@ def med_ms(values: list[float]) -> str:
     return f"{statistics.median(values) * 1000:9.3f} ms"
 
 
+async def share_child() -> None:
+    """One tree's part 2b for ``--baseline``, as the parent asks: a line "N" measures N approvals more and answers
+    their stages as one JSON line; "calls" answers the Python calls per approval; end of input ends it."""
+    shares = Shares()
+    for line in sys.stdin:
+        if line.strip() == "calls":
+            print(json.dumps(await stage_calls(30)), flush=True)
+            continue
+        shares.share.clear()
+        shares.adk.clear()
+        for values in shares.stages.values():
+            values.clear()
+        await shares.measure(int(line))
+        print(json.dumps({"stages": shares.stages, "share": shares.share, "adk": shares.adk}), flush=True)
+
+
+class _Child:
+    """A ``--share-child`` process running ``tree``'s code (this bench's)."""
+
+    def __init__(self, tree: Path) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, __file__, "--share-child"],
+            env=dict(os.environ, PYTHONPATH=str(tree)),
+            cwd=tree,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+
+    def ask(self, line: str) -> Any:
+        """Send one request line; its JSON answer."""
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+        answer = self.proc.stdout.readline()
+        if not answer:
+            raise SystemExit(f"a --share-child process ended (exit {self.proc.wait()})")
+        return json.loads(answer)
+
+    def close(self) -> None:
+        """End the process."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait(timeout=60)
+
+
+def compare(args: argparse.Namespace) -> None:
+    """Part 2b for the baseline tree and this one in turns of a few approvals (both processes live throughout, so a
+    load that moves affects both alike); per stage the medians and this tree / baseline."""
+    trees = [("baseline", Path(args.baseline).resolve()), ("this tree", Path(__file__).resolve().parent.parent)]
+    children = {label: _Child(tree) for label, tree in trees}
+    got: dict[str, dict[str, Any]] = {
+        label: {"stages": {name: [] for name, _, _ in STAGES}, "share": [], "adk": []} for label, _ in trees
+    }
+    per_turn: list[float] = []
+    batch = 10
+    try:
+        for turn in range(args.rounds):
+            medians: dict[str, float] = {}
+            for label, _ in trees if turn % 2 == 0 else trees[::-1]:
+                answer = children[label].ask(str(batch))
+                for name in got[label]["stages"]:
+                    got[label]["stages"][name].extend(answer["stages"][name])
+                got[label]["share"].extend(answer["share"])
+                got[label]["adk"].extend(answer["adk"])
+                medians[label] = statistics.median(answer["share"])
+            per_turn.append(medians["this tree"] / medians["baseline"])
+        calls = {label: children[label].ask("calls") for label, _ in trees}
+    finally:
+        for child in children.values():
+            child.close()
+    print(
+        f"\n2b. goldfive's share, this tree vs {trees[0][1]} ({args.rounds} turns of {batch} approvals each, "
+        "the trees alternating)"
+    )
+    print(f"   {'stage (median)':<44} {'baseline':>10} {'this tree':>10}   ratio")
+    rows: list[tuple[str, list[float], list[float]]] = [
+        (name, got["baseline"]["stages"][name], got["this tree"]["stages"][name]) for name, _, _ in STAGES
+    ]
+    rows.append(("goldfive share", got["baseline"]["share"], got["this tree"]["share"]))
+    rows.append(("ADK: callback returns -> the body starts", got["baseline"]["adk"], got["this tree"]["adk"]))
+    rows.append(
+        (
+            "the window: APPROVE sent -> the body starts",
+            [g + a for g, a in zip(got["baseline"]["share"], got["baseline"]["adk"], strict=True)],
+            [g + a for g, a in zip(got["this tree"]["share"], got["this tree"]["adk"], strict=True)],
+        )
+    )
+    for title, base_values, this_values in rows:
+        base, this = statistics.median(base_values), statistics.median(this_values)
+        print(f"   {title:<44} {base * 1e6:7.1f} us {this * 1e6:7.1f} us   x{this / base:5.2f}")
+    q1, _, q3 = statistics.quantiles(per_turn, n=4)
+    print(
+        f"   share this tree / baseline, per turn: median x{statistics.median(per_turn):.2f} "
+        f"(IQR {q1:.2f}-{q3:.2f}, {len(per_turn)} turns)"
+    )
+    for label, _ in trees:
+        print(f"   Python calls per approval, {label}: {', '.join(f'{k} {v:.0f}' for k, v in calls[label].items())}")
+
+
 async def main(args: argparse.Namespace) -> None:
     """Run the three measurements and print the table."""
     print(f"Python {sys.version.split()[0]}; {args.pairs} pairs x {args.calls} tool calls; {args.approvals} approvals")
@@ -514,8 +639,39 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--pairs", type=int, default=60, help="paired repetitions of the tool-call run")
     parser.add_argument("--calls", type=int, default=50, help="tool calls per run")
     parser.add_argument("--approvals", type=int, default=60, help="repetitions of each approval measurement")
+    parser.add_argument("--baseline", default="", help="another checkout whose share (part 2b) is measured too")
+    parser.add_argument("--rounds", type=int, default=60, help="with --baseline: turns of 10 approvals per tree")
+    parser.add_argument("--share-only", action="store_true", help="only part 2b (goldfive's share)")
+    parser.add_argument("--share-child", action="store_true", help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
 
+def run(args: argparse.Namespace) -> None:
+    """The parts asked for."""
+    if args.share_child:
+        asyncio.run(share_child())
+        return
+    if not args.share_only:
+        asyncio.run(main(args))
+    if args.baseline:
+        print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs")
+        compare(args)
+        print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    elif args.share_only:
+        asyncio.run(share_only(args.approvals))
+
+
+async def share_only(reps: int) -> None:
+    """Part 2b alone, for this tree."""
+    print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs")
+    by_stage, share, adk_share = await stages(reps)
+    calls = await stage_calls(min(reps, 50))
+    for name, _, _ in STAGES:
+        print(f"   {name:<44} {us(by_stage[name])}")
+    print(f"   {'goldfive share (APPROVE sent -> callback returns)':<44} {us(share)}   (target <= 40 us)")
+    print(f"   {'ADK: callback returns -> the body starts':<44} {us(adk_share)}")
+    print(f"   Python calls per approval: {', '.join(f'{k} {v:.0f}' for k, v in calls.items())}")
+
+
 if __name__ == "__main__":
-    asyncio.run(main(parse()))
+    run(parse())

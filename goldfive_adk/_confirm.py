@@ -1,4 +1,5 @@
-"""Flow B helpers: the skip responses a model sees, and a tool's parameter schema with argschema's check of edits."""
+"""Flow B helpers: the skip responses a model sees, the confirmation an approved call carries, and a tool's parameter
+schema with argschema's check of edits."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from typing import Any
 
 from google.adk.tools.base_tool import BaseTool
 from google.adk.tools.function_tool import FunctionTool
+from google.adk.tools.tool_confirmation import ToolConfirmation
+from pydantic import ConfigDict
 
 from goldfive_core.argschema import ArgsProblem, Words
 from goldfive_core.argschema import edit_validator as edit_check
@@ -19,12 +22,24 @@ from goldfive_core.toolcall import SkipReason
 
 from ._compat import AdkCompatError, declaration_of
 
-__all__ = ["SkipReason", "args_schema", "edit_validator", "skip", "tool_params"]
+__all__ = ["CONFIRMED", "SkipReason", "args_schema", "edit_validator", "skip", "tool_params"]
 
 logger = logging.getLogger(__name__)
 
 
 EditValidator = Callable[[Mapping[str, Any]], "str | None"]
+
+
+class _Confirmed(ToolConfirmation):
+    """A ToolConfirmation nobody can change (ADK's own is a mutable pydantic model)."""
+
+    model_config = ConfigDict(frozen=True)
+
+
+CONFIRMED: ToolConfirmation = _Confirmed(confirmed=True)
+"""What an approved call's tool context carries, so ADK's own confirmation check lets its body run. One instance
+for every call: validating a new ToolConfirmation cost ~9 us between an APPROVE and the body (pydantic, caches cold),
+and it cannot be changed by a body or a plugin that holds it (frozen)."""
 
 
 def skip(tool_name: str, reason: SkipReason, detail: str, **extra: Any) -> dict[str, Any]:

@@ -61,7 +61,6 @@ from google.adk.models.llm_request import LlmRequest
 from google.adk.models.llm_response import LlmResponse
 from google.adk.plugins import BasePlugin
 from google.adk.tools.base_tool import BaseTool
-from google.adk.tools.tool_confirmation import ToolConfirmation
 from google.adk.tools.tool_context import ToolContext
 from google.genai import types
 
@@ -79,7 +78,7 @@ from goldfive_core.toolcall import Proceed, Skip, ToolCall, gate_tool_call, time
 
 from ._asked import ASK_CONFIRMATION, announce_native, announce_native_answer, asked_confirmation, confirm_asked
 from ._compat import body_gets_context, confirmation_flag, end_invocation, invocation_is_resumable
-from ._confirm import skip, tool_params
+from ._confirm import CONFIRMED, skip, tool_params
 from ._detach import RESUME_CLAIM, DecisionPendingError, DetachSettings, Parking, Resume
 from ._runs import AdkRun
 
@@ -432,9 +431,9 @@ class _GoldfiveADKPlugin(Supervised, BasePlugin):
                 tool_args.clear()  # in place: ADK passes this same dict on to the tool
                 tool_args.update(outcome.args)
             # ADK 2.x re-checks the confirmation after the callbacks; without this it starts its own flow.
-            tool_context.tool_confirmation = ToolConfirmation(confirmed=True)
+            tool_context.tool_confirmation = CONFIRMED
         elif needs:  # a policy rule allowed a call that asks by default: it runs without a person
-            tool_context.tool_confirmation = ToolConfirmation(confirmed=True)
+            tool_context.tool_confirmation = CONFIRMED
         self._in_flight.started(outcome, on_end=on_end)
         if lets_through:
             self._let_through.add(lets_through)

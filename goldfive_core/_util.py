@@ -2,12 +2,34 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
 import os
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar, dataclass_transform
+
+_T = TypeVar("_T")
+
+
+@dataclass_transform(frozen_default=True, field_specifiers=(dataclasses.field,))
+def fact(*, kw_only: bool = False, slots: bool = True) -> Callable[[type[_T]], type[_T]]:
+    """A value that is a fact (a decision, its outcome, an ack): frozen for the type checker, which refuses any
+    assignment to its fields, and hashable by them, as a frozen dataclass is.
+
+    At run time it is built as a plain dataclass. A runtime-frozen one sets each field through
+    ``object.__setattr__``, and on the path from a person's APPROVE to the tool body, where every value is built
+    with the machine's caches cold (the host ran between two approvals), that cost 5-9 us per value, about a fifth
+    of goldfive's share of the window (``bench/adk_overhead.py``, part 2b). A plain dataclass stores its fields
+    directly.
+    """
+
+    def make(cls: type[_T]) -> type[_T]:
+        return dataclasses.dataclass(cls, kw_only=kw_only, slots=slots, unsafe_hash=True)
+
+    return make
 
 
 def new_id(prefix: str) -> str:

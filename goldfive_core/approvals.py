@@ -32,7 +32,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
 from ._stored import NUL_MARK, storable
-from ._util import REVIEWER_PREFIX, args_digest, canonical_json, new_id, now_ms, safe_repr
+from ._util import REVIEWER_PREFIX, args_digest, canonical_json, fact, new_id, now_ms, safe_repr
 from .errors import ApprovalError, InvalidTransitionError
 
 if TYPE_CHECKING:
@@ -222,7 +222,7 @@ def reviewer_claim(decided_by: object, channel: object = "") -> str:
     return ""
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+@fact(kw_only=True)
 class Decision:
     """A person's answer to one request."""
 
@@ -247,7 +247,7 @@ class Decision:
     declined it (``""``: a plain rejection, a decline). Signed with the rest."""
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+@fact(kw_only=True)
 class ApprovalOutcome:
     """How a wait ended: ``decision`` is approve, reject, timeout, cancelled or detached.
 
@@ -317,7 +317,7 @@ class DecisionVerdict(StrEnum):
     """The decision names another request of the target (an earlier ask, or one never made); nothing changed."""
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@fact()
 class DecisionResult:
     """The verdict, the record concerned (if any) and words for the ack."""
 
@@ -448,7 +448,8 @@ class ApprovalBook:
 
     def decide(self, target_id: str, decision: Decision) -> DecisionResult:
         """Apply a decision; never raises. See :class:`DecisionVerdict` for the outcomes."""
-        target_id = self._as_asked(target_id)
+        if NUL_MARK in target_id:  # named as a store holds it: the id the run asked with
+            target_id = self._as_asked(target_id)
         record = self._live.get(target_id)
         if record is None:
             decided = self._decided.get(target_id)
@@ -469,10 +470,12 @@ class ApprovalBook:
                 f"{verb} kept for {target_id!r}: the request is not open yet; it applies when the run asks",
                 record,
             )
-        wrong = _wrong_request(record, decision)
+        # A decision that names no request, states no quorum, on a request no rule asks several to approve (the
+        # common case) makes neither call: each says None / False then.
+        wrong = _wrong_request(record, decision) if decision.request_id else None
         if wrong is not None:
             return wrong
-        if _count_votes(record, decision):
+        if (decision.quorum > 1 or record.quorum is not None) and _count_votes(record, decision):
             return self._vote(record, decision)
         answers = record.request is not None and record.request.kind == "input"  # a form: its content is checked
         if decision.args_digest or decision.edited_args is not None or answers or decision.answer:
@@ -669,8 +672,9 @@ class ApprovalBook:
         )
         record.decision = decision
         self._live.pop(record.target_id, None)
+        if record.target_id in self._decided:  # decided before (a re-ask): it moves to the end, as a new one goes
+            self._decided.move_to_end(record.target_id)
         self._decided[record.target_id] = record
-        self._decided.move_to_end(record.target_id)
         while len(self._decided) > self._history:
             self._decided.popitem(last=False)
         if record.waiter is not None and not record.waiter.done():

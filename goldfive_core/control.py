@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from ._util import new_id, now_ms, safe_repr, shorten
+from ._util import fact, new_id, now_ms, safe_repr, shorten
 from .errors import ChannelBusyError
 from .limits import text_problem
 
@@ -105,7 +105,7 @@ class ControlMessage:
                 object.__setattr__(self, "kind", ControlKind(self.kind))
 
 
-@dataclasses.dataclass(frozen=True)
+@fact(slots=False)
 class ControlAck:
     """The answer to a control message, in words a UI can show."""
 
@@ -179,7 +179,7 @@ def check_message(msg: object) -> ControlAck | None:
         return ControlAck.failure(msg.id, f"payload must be a mapping, got {type(msg.payload).__name__}")
     # A lone surrogate in a steer text, a reason, a name or an edit: refused here, once for every kind, before a
     # handler queues it, decides with it or emits it (each of which would fail in an encoder half-way).
-    not_text = text_problem(msg.id, what="control message id")
+    not_text = "" if msg.id.isascii() else text_problem(msg.id, what="control message id")  # ASCII is text
     if not_text:
         return ControlAck.failure("", f"{msg.kind}: {not_text}; nothing was done")
     not_text = text_problem(msg.payload, what="payload")

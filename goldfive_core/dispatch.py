@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._util import canonical_json, safe_repr, shorten
 from .approvals import ApprovalRequest, Decision, DecisionResult, DecisionVerdict
-from .control import AckVerdict, ControlAck, ControlKind, ControlMessage, check_message
+from .control import AckResult, AckVerdict, ControlAck, ControlKind, ControlMessage, check_message
 from .payloads import BadPayload, decision_from_payload, text_field
 from .pb.v1 import events_pb2
 from .run_state import RunState, is_over
@@ -131,13 +131,14 @@ def _decision(session: Session, msg: ControlMessage) -> ControlAck:
         if problem:
             return ControlAck.failure(msg.id, f"refused: {problem}; nothing was decided")
     result = session.apply_decision(target_id, decision)
-    tally = result.record.quorum if result.record is not None else None
+    record = result.record
+    tally = record.quorum if record is not None else None
     if result.verdict in (DecisionVerdict.APPLIED, DecisionVerdict.APPLIED_LATE):
-        assert result.record is not None
-        detail = result.detail
-        if scope is not None and result.record.request is not None:
-            detail += "; " + _grant(session, result.record.request, decision, str(scope))
-        final = result.record.decision
+        assert record is not None
+        request, detail = record.request, result.detail
+        if scope is not None and request is not None:
+            detail += "; " + _grant(session, request, decision, str(scope))
+        final = record.decision
         if tally is not None and final is not None:
             # The last vote of a quorum: the decision is everyone's ("ana, bo"), not only this voter's.
             data: dict[str, Any] = {
@@ -152,9 +153,11 @@ def _decision(session: Session, msg: ControlMessage) -> ControlAck:
                 data["edited_args"] = dict(final.edited_args)
             return ControlAck.success(msg.id, detail, data=data)
         # The request the decision resolved: whoever records acks (the store) writes it to that request only.
-        # Its time is the decision event's: the store records the decision once, as audit verify expects it.
-        data = {"request_id": _request_of(result), "decided_at_ms": result.announced_at_ms}
-        return ControlAck.success(msg.id, detail, data=data)
+        # Its time is the decision event's: the store records the decision once, as audit verify expects it. The
+        # ack is made in that same dispatch, so that time is its own too (the clock read once).
+        at = result.announced_at_ms
+        data = {"request_id": request.request_id if request is not None else "", "decided_at_ms": at}
+        return ControlAck(msg.id, AckResult.SUCCESS, detail, acked_at_ms=at, data=data)
     if result.verdict is DecisionVerdict.COUNTED and tally is not None:
         # A vote, not the decision: the ack says so, so whoever records acks (the store) keeps it pending.
         counted: dict[str, Any] = {

@@ -10,7 +10,7 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any, Protocol, runtime_checkable
 
@@ -202,9 +202,15 @@ class EventEmitter:
         """The sequence number the next event will get (= events emitted so far)."""
         return self._sequence
 
-    def emit(self, payload: Message) -> events_pb2.Event:
-        """Wrap ``payload`` (e.g. ``ApprovalGranted(...)``) in an Event and deliver it to every sink."""
-        field = _PAYLOAD_FIELD[type(payload).DESCRIPTOR.full_name]
+    def emit(self, payload: Message | Mapping[str, Any], field: str = "") -> events_pb2.Event:
+        """Wrap ``payload`` (e.g. ``ApprovalGranted(...)``) in an Event and deliver it to every sink.
+
+        ``field`` names the Event's payload field for a payload given as its fields' values
+        (``emit({"target_id": "t"}, "approval_granted")``): it is built in place in the event, not built and then
+        copied into it (a decision's event is on the path from an APPROVE to the tool body).
+        """
+        if not field:
+            field = _PAYLOAD_FIELD[type(payload).DESCRIPTOR.full_name]  # type: ignore[union-attr]
         # One constructor call (the payload is copied in), now_ms() and timestamp_from_ms() inline (whole
         # milliseconds, as they give), the time set in place: every event passes here, some while an agent (or a
         # tool body a person just approved) waits for them.
@@ -215,8 +221,8 @@ class EventEmitter:
             event_id=f"{self._ids}{sequence}", run_id=self.run_id, sequence=sequence, session_id=self.session_id, **body
         )
         stamp = event.emitted_at
-        stamp.seconds, stamp.nanos = divmod(ms, 1000)
-        stamp.nanos *= 1_000_000
+        stamp.seconds = ms // 1000
+        stamp.nanos = ms % 1000 * 1_000_000
         self._sequence = sequence + 1
         for sink in self.sinks:
             try:

@@ -157,22 +157,34 @@ def text_problem(value: object, *, what: str) -> str:
     A Python string can hold a lone surrogate (``"\\ud800"``, from a model's output or a JSON escape); UTF-8,
     protobuf, both stores and the terminals cannot. Every boundary that takes text from a model or a sender
     asks this first and answers in words, instead of failing later in an encoder."""
+    # Every control message passes here on its way to a run (an APPROVE while an agent waits): a flat dict of ASCII
+    # strings (the common payload) is text at a glance; otherwise an ASCII string is text without encoding it, a dict
+    # is a Mapping without the ABC's check, and an ASCII string in a mapping is not pushed to be looked at again.
+    if type(value) is dict:
+        for key, child in value.items():
+            if type(key) is not str or type(child) is not str or not key.isascii() or not child.isascii():
+                break
+        else:
+            return ""
     stack: list[tuple[object, str]] = [(value, "")]
     seen: set[int] = set()  # a container met twice (shared, or a cycle a caller built) is walked once
     while stack:
         item, where = stack.pop()
         if isinstance(item, str):
-            if not _is_text(item):
+            if not item.isascii() and not _is_text(item):
                 place = f"{what}: {where!r}" if where else what
                 return f"{place} is not text: it holds a lone surrogate (\\ud800-\\udfff), which UTF-8 cannot encode"
-        elif isinstance(item, Mapping | list | tuple) and id(item) in seen:
-            continue
-        elif isinstance(item, Mapping):
+        elif type(item) is dict or isinstance(item, Mapping):
+            if id(item) in seen:
+                continue
             seen.add(id(item))
             for key, child in item.items():
-                if isinstance(key, str) and not _is_text(key):
+                if isinstance(key, str) and not key.isascii() and not _is_text(key):
                     return f"{what} has a key that is not text: a lone surrogate (\\ud800-\\udfff)"
-                stack.append((child, f"{where}.{key}" if where else str(key)))
+                if type(child) is not str or not child.isascii():
+                    stack.append((child, f"{where}.{key}" if where else str(key)))
+        elif isinstance(item, list | tuple) and id(item) in seen:
+            continue
         elif isinstance(item, list | tuple):
             seen.add(id(item))
             stack.extend((child, f"{where}[{index}]") for index, child in enumerate(item))

@@ -23,24 +23,14 @@ __all__ = ["ControlRouter"]
 _RUN_KEYS = ("run_id", "session_id", "target")
 
 
-def _preflight(msg: object) -> ControlAck | None:
-    problem = check_message(msg)
-    if problem is not None:
-        return problem
-    assert isinstance(msg, ControlMessage)
-    for key in _RUN_KEYS:
-        value = msg.payload.get(key)
-        if value is not None and not isinstance(value, str):
-            return ControlAck.failure(msg.id, f"payload[{key!r}] must be a string, got {type(value).__name__}")
-    return None
-
-
 class ControlRouter:
     """Routes control messages from one channel to the sessions attached to it."""
 
     def __init__(self, channel: ControlTransport | None) -> None:
         self.channel = channel
         self._sessions: dict[str, Session] = {}
+        self._only: Session | None = None
+        """The attached session when there is exactly one (the common case: a decision's route is one check)."""
 
     @property
     def sessions(self) -> list[Session]:
@@ -50,6 +40,7 @@ class ControlRouter:
     def attach(self, session: Session) -> None:
         """Start routing to ``session``; binds the channel (dispatching waiting messages) if first."""
         self._sessions[session.run_id] = session
+        self._only = session if len(self._sessions) == 1 else None
         if self.channel is not None and len(self._sessions) == 1:
             self.channel.bind(self.dispatch, owner=self)
 
@@ -60,6 +51,7 @@ class ControlRouter:
         or one of its approvals) gets a FAILURE ack at once instead of waiting for a run.
         """
         self._sessions.pop(session.run_id, None)
+        self._only = next(iter(self._sessions.values())) if len(self._sessions) == 1 else None
         if self.channel is None:
             return
         if is_over(session.state):
@@ -77,16 +69,18 @@ class ControlRouter:
 
     def dispatch(self, msg: ControlMessage) -> ControlAck:
         """Apply ``msg`` to the run(s) it addresses. Never raises."""
-        problem = _preflight(msg)
+        problem = check_message(msg)
         if problem is not None:
             return problem
         # Checked once here: the run's dispatch table is called directly (a decision's path is kept short).
         payload = msg.payload
         named = None
-        for key in _RUN_KEYS:
-            if payload.get(key):
-                named = payload[key]
-                break
+        for key in _RUN_KEYS:  # each must be a string; the first one set names the run
+            value = payload.get(key)
+            if value is not None and not isinstance(value, str):
+                return ControlAck.failure(msg.id, f"payload[{key!r}] must be a string, got {type(value).__name__}")
+            if value and named is None:
+                named = value
         if named is not None:
             session = self.find(named)
             if session is None:
@@ -116,6 +110,9 @@ class ControlRouter:
             except ValueError as exc:
                 return ControlAck.failure(msg.id, str(exc))
             return ControlAck.failure(msg.id, "missing target_id")  # unreachable: the parser requires it
+        only = self._only
+        if only is not None and target in only.approvals.live:  # the one run, waiting on it
+            return dispatch_checked(only, msg)
         # A run still waiting on the target wins over runs that merely remember deciding it (task ids such
         # as "buy" can repeat across runs of one runner).
         holders = [s for s in self._sessions.values() if target in s.approvals.live]

@@ -382,28 +382,35 @@ class Session(RunLifecycle):
         self.events.emit(event)
 
     def _emit_decision(self, record: ApprovalRecord) -> events_pb2.Event:
+        # The payload is given as its fields' values: built in place in the event (one message built, not two).
+        request = record.request
+        request_id = request.request_id if request is not None else ""
         decision = record.decision
         assert decision is not None
         if decision.approved:
             return self.events.emit(
-                events_pb2.ApprovalGranted(
-                    target_id=record.target_id,
-                    detail=decision.detail,
-                    decided_by=decision.decided_by,
-                    edited_args_json=canonical_json(decision.edited_args) if decision.edited_args is not None else "",
-                    channel=decision.channel,
-                    request_id=_request_id(record),
-                )
+                {
+                    "target_id": record.target_id,
+                    "detail": decision.detail,
+                    "decided_by": decision.decided_by,
+                    "edited_args_json": canonical_json(decision.edited_args)
+                    if decision.edited_args is not None
+                    else "",
+                    "channel": decision.channel,
+                    "request_id": request_id,
+                },
+                "approval_granted",
             )
         return self.events.emit(
-            events_pb2.ApprovalRejected(
-                target_id=record.target_id,
-                detail=decision.detail,
-                decided_by=decision.decided_by,
-                channel=decision.channel,
-                request_id=_request_id(record),
-                answer=decision.answer,
-            )
+            {
+                "target_id": record.target_id,
+                "detail": decision.detail,
+                "decided_by": decision.decided_by,
+                "channel": decision.channel,
+                "request_id": request_id,
+                "answer": decision.answer,
+            },
+            "approval_rejected",
         )
 
     def _close_open_approvals(self, reason: str) -> None:

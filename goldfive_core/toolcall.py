@@ -43,17 +43,17 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, runtime_checkable
 
-from ._util import args_digest, canonical_json, shorten
+from ._util import args_digest, canonical_json, fact, shorten
 from .approvals import REVIEWER_PREFIX, ApprovalOutcome, ApprovalRequest, Decision, EditValidator, policy_ask
 from .argschema import EDITABLE_KEY, SCHEMA_KEY, schema_json
 from .drift import Drift, DriftKind, DriftSeverity, InterventionLevel
 from .errors import ApprovalError, RunCancelledError, RunTerminatedError
 from .limits import LimitError, agent_limits, check_json_depth, env_name
 from .pb.v1 import events_pb2
-from .run_state import is_stopped
+from .run_state import RunState, is_stopped
 
 if TYPE_CHECKING:
     from .policy import Rule
@@ -116,7 +116,7 @@ class ToolCall:
     a decider outside the agent can refuse an edit that does not fit (:mod:`goldfive_core.argschema`)."""
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+@fact(kw_only=True)
 class Proceed:
     """Run the body with ``args`` (the person's edited arguments when they edited them)."""
 
@@ -269,18 +269,20 @@ class ReleasingLedger(Protocol):
         ...
 
 
-async def wait_for_person(
+def wait_for_person(
     session: Session, request: ApprovalRequest, *, deadline_s: float | None = None
-) -> ApprovalOutcome:
-    """Ask a person and wait, at most ``deadline_s`` seconds (None = the request's own timeout).
+) -> Coroutine[Any, Any, ApprovalOutcome]:
+    """Ask a person and wait, at most ``deadline_s`` seconds (None = the request's own timeout): await it.
 
     The one place the gate waits for a person. A ``deadline_s`` shorter than the request's timeout
     detaches: running out of time answers ``detached`` and the request stays open in the store.
+    It hands back the session's own wait rather than wrapping it in one more coroutine: when the decision
+    lands, every coroutine the waiting call is suspended in is resumed in turn.
     """
-    return await session.request_approval(request, wait_s=deadline_s)
+    return session.request_approval(request, wait_s=deadline_s)
 
 
-async def gate_tool_call(
+def gate_tool_call(
     session: Session,
     call: ToolCall,
     *,
@@ -290,19 +292,28 @@ async def gate_tool_call(
     policy: ToolPolicy | None = None,
     timeout_ms: int | None = None,
     detach_after_s: float | None = None,
-) -> Proceed | Skip:
-    """Take one tool call through the gate (see the module docstring for the order). Never raises for a refusal.
+) -> Coroutine[Any, Any, Proceed | Skip]:
+    """Take one tool call through the gate (see the module docstring for the order): await it. Never raises for a
+    refusal.
 
     ``needs_person``: the adapter's configuration gates this call. ``validate_edit`` checks a person's
     edited arguments (None = edits are refused). ``timeout_ms`` defaults to the session's
     ``effective_tool_approval_timeout_ms``. ``detach_after_s``: stop waiting in-process after that long
     (0 = at once) and skip the call as ``awaiting_approval`` (the host parks it and resumes it when a
     person decides). ``asyncio.CancelledError`` propagates (a claim the approval's ack won is given back first).
+    Without a ledger it is the gate's own coroutine (nothing to give back: one coroutine fewer to resume when
+    the decision lands).
     """
-    if ledger is None:
-        return await _gate(session, call, needs_person, validate_edit, None, policy, timeout_ms, detach_after_s)
+    gate = _gate(session, call, needs_person, validate_edit, ledger, policy, timeout_ms, detach_after_s)
+    return gate if ledger is None else _giving_back(gate, ledger, session, call)
+
+
+async def _giving_back(
+    gate: Coroutine[Any, Any, Proceed | Skip], ledger: ExecutionLedger, session: Session, call: ToolCall
+) -> Proceed | Skip:
+    """Run ``gate``; when the host cancels the call (a CANCEL), the body will not start: give back its claim."""
     try:
-        return await _gate(session, call, needs_person, validate_edit, ledger, policy, timeout_ms, detach_after_s)
+        return await gate
     except asyncio.CancelledError:  # the host cancelled the call (a CANCEL): the body will not start
         _release_later(ledger, session, call)
         raise
@@ -443,14 +454,17 @@ async def _gate(
             args = dict(outcome.edited_args)
         # 8. a PAUSE that arrived while the call waited holds it here. A claim the APPROVE's ack won is given back
         # first ("released, not run"): a paused call may wait long, or never go on, and its body has not started.
-        if session.paused and ledger is not None:
-            await _release(ledger, session, call, digest)
-        try:
-            await session.gate()
-        except _STOPPED as exc:
-            if ledger is not None:
+        # A running run passes the step gate at once (its gate returns then), so it is only entered otherwise.
+        state = session.state
+        if state is not RunState.RUNNING:
+            if state is RunState.PAUSED and ledger is not None:
                 await _release(ledger, session, call, digest)
-            return _stopped(session, call, f"the run was stopped: {exc}")
+            try:
+                await session.gate()
+            except _STOPPED as exc:
+                if ledger is not None:
+                    await _release(ledger, session, call, digest)
+                return _stopped(session, call, f"the run was stopped: {exc}")
         # 9. at most once.
         if ledger is not None:
             refused = await _ledger_step(session, call, "could not record that it starts", ledger.begin, digest)

@@ -578,9 +578,16 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     M(
         ADK,
-        "starts its own flow.\n            tool_context.tool_confirmation = ToolConfirmation(confirmed=True)",
+        "starts its own flow.\n            tool_context.tool_confirmation = CONFIRMED",
         "starts its own flow.\n            pass",
         "ADK approves but leaves ADK's own confirmation flow to block the tool",
+        ADK_B,
+    ),
+    M(
+        ("goldfive_adk/_confirm.py",),
+        "    model_config = ConfigDict(frozen=True)",
+        "    model_config = ConfigDict()",
+        "the one confirmation every approved call carries can be changed by a body (ADK then refuses later approvals)",
         ADK_B,
     ),
     M(
@@ -808,8 +815,9 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     M(
         EXECUTION,
-        "        except _STOPPED as exc:\n            if ledger is not None:\n                await _release(",
-        "        except _STOPPED as exc:\n            if False:\n                await _release(",
+        "            except _STOPPED as exc:\n                if ledger is not None:\n"
+        "                    await _release(",
+        "            except _STOPPED as exc:\n                if False:\n                    await _release(",
         "a run stopped after the APPROVE's ack claimed its call leaves it 'executing' (in doubt, never re-run)",
         RELEASE,
     ),
@@ -822,8 +830,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     M(
         EXECUTION,
-        "        if session.paused and ledger is not None:\n            await _release(",
-        "        if False:\n            await _release(",
+        "            if state is RunState.PAUSED and ledger is not None:\n                await _release(",
+        "            if False:\n                await _release(",
         "a paused call holds the claim its approval's ack won while it waits (in doubt if the process stops)",
         RELEASE,
     ),
@@ -1284,6 +1292,13 @@ MUTATIONS: tuple[Mutation, ...] = (
         POLICY_GATE + SERVER_POLICY,
     ),
     M(
+        BOOK,
+        "if (decision.quorum > 1 or record.quorum is not None) and _count_votes(record, decision):",
+        "if record.quorum is not None and _count_votes(record, decision):",
+        "the approve path skips the vote count for a quorum the server states (the run's own rule asks one approver)",
+        POLICY_GATE + SERVER_POLICY,
+    ),
+    M(
         DECIDE,
         "    if grant is not None and (why := judged.grant_refusal(grant)):",
         "    if False:",
@@ -1638,6 +1653,13 @@ MUTATIONS: tuple[Mutation, ...] = (
         "a decision naming a model's id as stored (NUL as ␀) is 'unknown target': nobody can decide it",
         NUL_SERVER,
     ),
+    M(
+        BOOK,
+        "        if NUL_MARK in target_id:  # named as a store holds it",
+        "        if False:  # named as a store holds it",
+        "a decision naming a model's id as stored (NUL as ␀) is not looked up as asked: nobody can decide it",
+        NUL_SERVER,
+    ),
     # -- the store channel: decisions recorded while a live run was cut off -----------------------------------------
     M(
         CHANNEL_FILE,
@@ -1883,7 +1905,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     M(
         BOOK,
-        "        if _count_votes(record, decision):\n            return self._vote(record, decision)",
+        "        if (decision.quorum > 1 or record.quorum is not None) and _count_votes(record, decision):\n"
+        "            return self._vote(record, decision)",
         "        if False:\n            return self._vote(record, decision)",
         "one approval resolves a request that needs a quorum",
         QUORUM,
@@ -2192,9 +2215,16 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     M(
         GATE,
-        "            await session.gate()\n        except _STOPPED as exc:",
-        "            pass\n        except _STOPPED as exc:",
+        "                await session.gate()\n            except _STOPPED as exc:",
+        "                pass\n            except _STOPPED as exc:",
         "a PAUSE that arrived while the call waited does not hold the approved call",
+        GATE_T,
+    ),
+    M(
+        GATE,
+        "        if state is not RunState.RUNNING:\n",
+        "        if False:\n",
+        "an approved call goes on although a PAUSE or CANCEL arrived while it waited (the step gate is never entered)",
         GATE_T,
     ),
     M(
@@ -2548,6 +2578,13 @@ MUTATIONS: tuple[Mutation, ...] = (
         "if early is not None and early.request_id and early.request_id != request.request_id:",
         "if False:",
         "a decision kept early for another request applies when the call is asked",
+        REQUEST,
+    ),
+    M(
+        BOOK,
+        "wrong = _wrong_request(record, decision) if decision.request_id else None",
+        "wrong = None",
+        "the approve path never checks the request a decision names (one for an earlier ask applies to the re-ask)",
         REQUEST,
     ),
     M(
@@ -3090,6 +3127,20 @@ MUTATIONS: tuple[Mutation, ...] = (
         REVIEWER,
     ),
     M(
+        ("goldfive_core/payloads.py",),
+        'forged = reviewer_claim(decided_by, channel) if decided_by or channel else ""',
+        'forged = ""',
+        "a decision from outside claiming a reviewer is applied: its claim is never looked at",
+        REVIEWER,
+    ),
+    M(
+        ("goldfive_core/payloads.py",),
+        "if type(payload) is dict and payload.keys().isdisjoint(_RARE_KEYS):",
+        "if type(payload) is dict:",
+        "a decision's edited arguments, stated quorum or 'cancel' answer are dropped (every payload parsed as plain)",
+        APPROVALS + ADK_B + QUORUM + SERVER_POLICY,
+    ),
+    M(
         TRUST,
         'problem = reviewer_claim(decided_by, payload.get("channel")) or None',
         "problem = None",
@@ -3421,9 +3472,37 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     M(
         ("goldfive_core/limits.py",),
-        "        elif isinstance(item, Mapping):\n            seen.add(id(item))",
-        "        elif False:\n            seen.add(id(item))",
+        "        elif type(item) is dict or isinstance(item, Mapping):\n            if id(item) in seen:",
+        "        elif False:\n            if id(item) in seen:",
         "not text: a lone surrogate nested in a mapping (a payload's field, an edit) is not seen",
+        NOT_TEXT,
+    ),
+    M(
+        ("goldfive_core/limits.py",),
+        "                if type(child) is not str or not child.isascii():",
+        "                if type(child) is not str:",
+        "not text: a lone surrogate in a mapping's string value (a payload's reason, a steer) is not seen",
+        NOT_TEXT,
+    ),
+    M(
+        ("goldfive_core/limits.py",),
+        "            if type(key) is not str or type(child) is not str or not key.isascii() or not child.isascii():",
+        "            if type(key) is not str or type(child) is not str:",
+        "not text: a flat payload of strings is taken as text whatever its strings hold",
+        NOT_TEXT,
+    ),
+    M(
+        ("goldfive_core/limits.py",),
+        "            if not item.isascii() and not _is_text(item):",
+        "            if False:",
+        "not text: a string holding a lone surrogate passes as text",
+        NOT_TEXT,
+    ),
+    M(
+        ("goldfive_core/control.py",),
+        'not_text = "" if msg.id.isascii() else text_problem(msg.id, what="control message id")',
+        'not_text = ""',
+        "not text: a control message id holding a lone surrogate is taken (its ack cannot be written)",
         NOT_TEXT,
     ),
 )

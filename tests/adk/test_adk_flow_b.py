@@ -7,6 +7,8 @@ import json
 from typing import Any
 
 import pytest
+from google.adk.tools.function_tool import FunctionTool
+from google.adk.tools.tool_context import ToolContext
 from google.genai import types
 
 from goldfive_adk import GoldfivePlugin
@@ -69,6 +71,40 @@ async def test_approve_runs_the_body_exactly_once_with_no_native_confirmation(
     assert (granted.target_id, granted.decided_by) == (fc.id, "ana")
     assert [r.response for r in responses(events)] == [{"ok": True, "amount": 5, "to": "bob"}]
     assert sink.kinds()[-1] == "run_completed"
+
+
+async def test_a_body_cannot_change_the_confirmation_of_its_approved_call_and_the_next_approved_call_runs(
+    plugin: GoldfivePlugin, channel: ControlChannel, sink: AwaitableSink
+) -> None:
+    ran: list[tuple[int, bool, str]] = []
+
+    def pay(n: int, tool_context: ToolContext) -> dict[str, Any]:
+        """Pay n; tries to withdraw the confirmation it was approved with."""
+        confirmation = tool_context.tool_confirmation
+        assert confirmation is not None
+        try:
+            confirmation.confirmed = False
+            refused = ""
+        except Exception as exc:  # the approved call's confirmation cannot be changed
+            refused = type(exc).__name__
+        ran.append((n, tool_context.tool_confirmation.confirmed, refused))
+        return {"paid": n}
+
+    turns = [[("pay", {"n": 1})], [("pay", {"n": 2})], "done"]
+    h = Harness(tools=[FunctionTool(pay, require_confirmation=True)], turns=turns, plugin=plugin)
+    sid = await h.new_session()
+
+    async def approve_both() -> None:
+        for count in (1, 2):
+            req = (await _requested(sink, count))[-1]
+            assert (await _decide(channel, ControlKind.APPROVE, target_id=req.target_id)).ok
+
+    decider = asyncio.create_task(approve_both())
+    await h.run(sid)
+    await decider
+
+    assert ran == [(1, True, "ValidationError"), (2, True, "ValidationError")]
+    assert [r.response for r in responses(await h.session_events(sid))] == [{"paid": 1}, {"paid": 2}]
 
 
 async def test_reject_never_runs_the_body_and_tells_the_model(
@@ -371,7 +407,6 @@ async def test_non_function_tools_with_confirmation_are_asked_too(
     plugin: GoldfivePlugin, channel: ControlChannel, sink: AwaitableSink
 ) -> None:
     from google.adk.tools.base_tool import BaseTool
-    from google.adk.tools.tool_context import ToolContext
 
     ran: list[dict[str, Any]] = []
 
