@@ -22,6 +22,7 @@ import dataclasses
 import json
 import logging
 import re
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -116,6 +117,21 @@ class _Subscriber:
     endpoint: str
     runs: frozenset[str]
     queue: asyncio.Queue[InboxRow | None]
+    sent: dict[int, None] = dataclasses.field(default_factory=dict)
+    """The inbox ids queued for this stream (in order, the newest :data:`_SENT_MAX`): a row won again for the same
+    endpoint (the stream's own look and the hub's, or a late claim) is queued once."""
+
+    def first_time(self, ident: int) -> bool:
+        """Whether ``ident`` is new to this stream (and remember it)."""
+        if ident in self.sent:
+            return False
+        self.sent[ident] = None
+        if len(self.sent) > _SENT_MAX:
+            del self.sent[next(iter(self.sent))]
+        return True
+
+
+_SENT_MAX = 1024
 
 
 _OUTAGE = Backoff(first_s=0.05, cap_s=2.0)
@@ -143,6 +159,10 @@ class InboxHub:
         the hub thread reads a consistent map after its wake."""
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
+        self._looking = threading.Lock()
+        """One look-and-claim at a time (the watcher's, on an agents thread, and the pump's, on the hub thread): a
+        second look starts after the first's claims committed, so it finds them taken, not pending, and claims
+        nothing (two looks at once both won each row for its stream, which was then queued twice)."""
 
     @property
     def subscribers(self) -> int:
@@ -200,12 +220,22 @@ class InboxHub:
         """Claim ``rows`` for ``sub`` and queue those it won (a row claimed elsewhere went to another stream)."""
         if not rows:
             return
-        won = await self.threads.run(AGENTS, owners.claim_for_streams, self.store, [(r.id, sub.endpoint) for r in rows])
+        won = await self.threads.run(AGENTS, self._claim_rows, [(r.id, sub.endpoint) for r in rows])
         for row in rows:
             if row.id in won:
                 self._put(sub, row)
 
+    def _claim_rows(self, claims: list[tuple[int, str]]) -> set[int]:
+        with self._looking:
+            return owners.claim_for_streams(self.store, claims)
+
+    def _look(self, endpoints: dict[str, str]) -> list[InboxRow]:
+        with self._looking:
+            return _claim_pending(self.store, endpoints)
+
     def _put(self, sub: _Subscriber, row: InboxRow) -> None:
+        if not sub.first_time(row.id):
+            return
         try:
             sub.queue.put_nowait(row)
         except asyncio.QueueFull:  # a stuck stream: end it; the agent reconnects and gets the row from the database
@@ -243,7 +273,7 @@ class InboxHub:
         newest = self._newest
         if not newest:
             return []
-        rows = _claim_pending(self.store, {run: sub.endpoint for run, sub in newest.items()})
+        rows = self._look({run: sub.endpoint for run, sub in newest.items()})
         return [(newest[row.run_id], row) for row in rows]
 
     async def _watch(self) -> None:
@@ -259,7 +289,7 @@ class InboxHub:
                     newest = self._newest
                     endpoints = {run: sub.endpoint for run, sub in newest.items()}
                     # The look and the claims in one thread hop: a decision's message is on its way to a body.
-                    for row in await self.threads.run(AGENTS, _claim_pending, self.store, endpoints):
+                    for row in await self.threads.run(AGENTS, self._look, endpoints):
                         self._put(newest[row.run_id], row)
                     delays.reset()
                 except StoreError as exc:

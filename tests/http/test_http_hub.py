@@ -124,6 +124,26 @@ async def test_a_message_a_killed_server_claimed_late_for_the_same_stream_is_sti
         await hub.aclose()
 
 
+async def test_a_row_the_streams_own_look_wins_again_after_the_hub_sent_it_is_queued_once(backend: Backend) -> None:
+    """A new stream's own look (``deliver``) and the hub's can both win a row for the same endpoint (a claim for the
+    same endpoint is won again, so a late claim is not stranded): the stream is sent it once."""
+    store = backend.open()
+    hub = agents.InboxHub(store)
+    sub = _streams(1)[0]
+    try:
+        hub.subscribe(sub)
+        posted = store.post_control(ControlMessage(ControlKind.CANCEL, {}), run_id="run-0")
+        row = await asyncio.wait_for(sub.queue.get(), 20)
+        assert row is not None and row.id == posted
+        await hub.deliver(sub, [row])  # the stream's own look read it pending before the hub claimed it
+        assert sub.queue.empty()
+        again = store.post_control(ControlMessage(ControlKind.CANCEL, {}), run_id="run-0")
+        nxt = await asyncio.wait_for(sub.queue.get(), 20)  # a new row still goes through
+        assert nxt is not None and nxt.id == again
+    finally:
+        await hub.aclose()
+
+
 async def test_agents_connecting_one_after_another_cost_no_look_at_every_run_each(
     backend: Backend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
