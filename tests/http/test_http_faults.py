@@ -85,6 +85,12 @@ def _states(channels: list[HttpChannel]) -> list[str]:
     return out
 
 
+def _story(what: str, s: Site, channels: list[HttpChannel]) -> str:
+    """A failure's full account: what went wrong, each agent's channel, the end of each server's log."""
+    logs = [f"--- {serve.url} log (end) ---\n{serve.log.read_text(errors='replace')[-3000:]}" for serve in s.servers]
+    return "\n".join([what, *_states(channels), *logs])
+
+
 async def _connected(channel: HttpChannel, times: int) -> bool:
     return channel.connects >= times
 
@@ -144,7 +150,8 @@ async def test_a_server_killed_mid_burst_of_decisions_loses_none_and_runs_each_b
             for call, answer in zip(calls, answers, strict=True):
                 if isinstance(answer, BaseException):
                     again = await s.decide(call, server=1)
-                    assert again.status_code in (200, 409), (again.text, _states(channels))
+                    if again.status_code not in (200, 409):  # the whole story, not pytest's shortened repr
+                        pytest.fail(_story(f"{call} decided again on B: {again.status_code} {again.text}", s, channels))
                     # Applied now; or refused: decided already, or its run already ended (A had applied it and
                     # died before answering; the agent's run went on). Each body ran once either way (below).
                     said = again.json()["detail"]
