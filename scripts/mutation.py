@@ -2797,10 +2797,26 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     M(
         MCP_FORWARD,
-        '            result = await self.link.request("tools/call", params, timeout_s=self.timeout_s)',
-        '            result = await self.link.request("tools/call", params, timeout_s=None)',
+        'result = await self.link.request("tools/call", params, timeout_s=self.timeout_s, on_written=self._wrote)',
+        'result = await self.link.request("tools/call", params, timeout_s=None, on_written=self._wrote)',
         "mcp gateway: a call to a hung upstream waits for ever (no upstream timeout)",
         (MCP_FAULTS + "test_the_upstream_timeout_option_bounds_a_call_no_person_was_asked_for",),
+    ),
+    M(
+        MCP_FORWARD,
+        "        if sending is not None and sending.written:",
+        "        if False:",
+        "mcp gateway: a call the client cancelled after it reached the upstream is said not to have run (claim given "
+        "back)",
+        (MCP_FAULTS + "test_a_call_the_client_cancels_while_its_upstream_runs_it_stays_in_doubt",),
+    ),
+    M(
+        ("goldfive_core/adapters/mcp_gateway/__init__.py",),
+        "        except ClientGaveUp:  # recorded (in doubt, or given back): the request ends as the client asked\n"
+        "            raise asyncio.CancelledError from None\n",
+        "",
+        "mcp gateway: a call the client cancelled mid-forward is answered as an error result (not ended as cancelled)",
+        (MCP_FAULTS + "test_a_call_the_client_cancelled_mid_forward_gets_no_answer",),
     ),
     M(
         MCP_LINK,

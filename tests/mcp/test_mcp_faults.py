@@ -195,3 +195,91 @@ async def test_a_stale_rounds_fault_never_ends_the_upstreams_new_connection(tmp_
     assert [(c["tool"], c.get("round")) for c in calls] == [("refund", 1), ("die", None), ("ok", None), ("ok", None)]
     assert calls[3]["pid"] == calls[2]["pid"]  # the restarted connection served on: the old one's fault ended nothing
     assert len(restarts) == 1
+
+
+async def test_a_call_the_client_cancels_while_its_upstream_runs_it_stays_in_doubt(tmp_path: Path) -> None:
+    """The client gives up (``notifications/cancelled``) after the approved call reached its upstream: nobody saw it
+    finish, so the ledger keeps it in doubt ("executing", never "done", never sent again) and the upstream is told."""
+    async with faulty(tmp_path, "--gate", "hang", "--default", "allow") as gw:
+        call = asyncio.create_task(gw.client.call_tool("hang", {"tag": "x"}))
+        card = await gw.wait_pending()
+        approved = await gw.goldfive("approve", card["target_id"], "--by", "ana")
+        assert approved.returncode == 0, approved.stderr
+        await until(lambda: [c for c in gw.upstream_calls() if c["tool"] == "hang"], "the call reached the upstream")
+        call.cancel()  # the SDK client sends notifications/cancelled
+        await asyncio.gather(call, return_exceptions=True)
+        await until(lambda: any(c.get("cancelled") for c in gw.upstream_calls()), "the upstream saw the cancel")
+        fine = await gw.client.call_tool("ok", {"tag": "next"})  # the session goes on
+        assert not fine.is_error and text(fine) == "fine next"
+        states = await ledger(gw, card["target_id"])
+        shown = await gw.goldfive("show", card["target_id"])
+    assert states == ["executing"], states  # in doubt: not "done" (nobody saw it end), not given back
+    assert "execution  executing" in shown.stdout, shown.stdout
+    assert [c["tool"] for c in gw.upstream_calls()] == ["hang", "hang", "ok"]  # sent once; its cancel; the next
+
+
+async def test_a_call_the_client_cancelled_mid_forward_gets_no_answer(tmp_path: Path) -> None:
+    """MCP: a request the client cancelled gets no answer. Seen on the wire (a raw JSON-RPC client over stdio: the
+    SDK client drops a late answer silently) — and the call is in doubt, not answered as an error result."""
+    table = tmp_path / "gateway.toml"
+    words = json.dumps([str(FAULTY), "--calls", str(tmp_path / "calls.jsonl")])
+    table.write_text(f"[upstream.f]\ncommand = {json.dumps(sys.executable)}\nargs = {words}\n")
+    argv = ["-m", "goldfive_core.cli", "mcp", "--db", str(tmp_path / "goldfive.db"), "--config", str(table)]
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        *argv,
+        "--gate",
+        "hang",
+        "--default",
+        "allow",
+        cwd=str(ROOT),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    gw = Gateway(tmp_path, None)
+    answers: list[dict[str, Any]] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        assert proc.stdin is not None
+        proc.stdin.write(json.dumps(message).encode() + b"\n")
+        await proc.stdin.drain()
+
+    async def answer_to(ident: int) -> dict[str, Any]:
+        assert proc.stdout is not None
+        while True:
+            line = await asyncio.wait_for(proc.stdout.readline(), 60)
+            assert line, "the gateway closed its output"
+            message = json.loads(line)
+            if "id" in message and "method" not in message:
+                answers.append(message)
+                if message["id"] == ident:
+                    return message
+
+    try:
+        client = {"name": "raw", "version": "1"}
+        init = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": client}
+        await send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init})
+        await answer_to(1)
+        await send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        call = {"name": "hang", "arguments": {"tag": "x"}}
+        await send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call})
+        card = await gw.wait_pending()
+        approved = await gw.goldfive("approve", card["target_id"], "--by", "ana")
+        assert approved.returncode == 0, approved.stderr
+        await until(lambda: [c for c in gw.upstream_calls() if c["tool"] == "hang"], "the call reached the upstream")
+        await send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 2}})
+        await until(lambda: any(c.get("cancelled") for c in gw.upstream_calls()), "the upstream saw the cancel")
+        await send({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "ok", "arguments": {}}})
+        nxt = await answer_to(3)
+        states = await ledger(gw, card["target_id"])
+    finally:
+        if proc.stdin is not None:
+            proc.stdin.close()
+        with contextlib.suppress(ProcessLookupError):
+            proc.terminate()
+        await proc.wait()
+    assert not nxt["result"].get("isError"), nxt
+    assert [a["id"] for a in answers] == [1, 3], answers  # the cancelled call was not answered
+    assert states == ["executing"], states

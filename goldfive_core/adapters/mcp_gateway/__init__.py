@@ -66,7 +66,7 @@ except ImportError as exc:  # pragma: no cover - depends on what is installed
     raise MissingExtraError("goldfive_core.adapters.mcp_gateway", "mcp") from exc
 
 from .elicit import ELICIT_MODES, AskClient, ElicitAnswerer, ElicitMode
-from .forward import send_call
+from .forward import ClientGaveUp, send_call
 from .http import HttpListen, serve_http
 from .input_required import Unanswerable
 from .link import UpstreamError
@@ -384,6 +384,8 @@ class _Connection:
 
         try:
             result = await self.in_flight.run(outcome, forward)
+        except ClientGaveUp:  # recorded (in doubt, or given back): the request ends as the client asked
+            raise asyncio.CancelledError from None
         except NotStarted as exc:  # never written upstream: its ledger claim was given back ("released, not run")
             return _refused(
                 f"{name} was not sent: {exc}. Nothing of it ran; it can be called again once its MCP server is back"

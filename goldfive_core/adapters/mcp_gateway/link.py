@@ -180,11 +180,20 @@ class Link:
         if waiter is not None and not waiter.done():
             waiter.set_exception(_Late())
 
-    async def request(self, method: str, params: dict[str, Any], *, timeout_s: float | None = None) -> dict[str, Any]:
+    async def request(
+        self,
+        method: str,
+        params: dict[str, Any],
+        *,
+        timeout_s: float | None = None,
+        on_written: Callable[[], None] | None = None,
+    ) -> dict[str, Any]:
         """Send one request and wait for its result, at most ``timeout_s`` seconds of the upstream's own time.
 
         Raises UpstreamError (its error answer), UpstreamGone (``written`` says whether the request reached the
-        upstream), UpstreamTimeout (it did, and no answer came in time: the request is cancelled upstream)."""
+        upstream), UpstreamTimeout (it did, and no answer came in time: the request is cancelled upstream).
+        ``on_written`` is called once the request is handed to the upstream (a caller cancelled later knows it
+        may have run there)."""
         if self._gone or (self._write is None and self._line is None):
             raise UpstreamGone(self._gone or "it is not connected", written=False)
         request_id = f"goldfive-{next(_IDS)}"
@@ -199,6 +208,8 @@ class Link:
         def handed_over() -> None:
             nonlocal written
             written = True
+            if on_written is not None:
+                on_written()
 
         try:
             try:
