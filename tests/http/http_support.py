@@ -17,9 +17,36 @@ import httpx
 from server_support import free_port
 from store_support import REPO, Backend
 
+from goldfive_core import AgentTools, Task, wrap
+from goldfive_core.runner import RunResult
+from goldfive_core.store.execution import GuardedResult, run_approved
+from goldfive_core.store.http import HttpChannel
 from goldfive_core.store.users import add_user
 
 AGENT_WAIT_MS = 120_000
+
+
+def tool_agent(channel: HttpChannel, call_id: str, ran: list[Any]) -> asyncio.Task[RunResult]:
+    """An agent over ``channel`` whose one guarded call ``send_money({"amount": 10})`` (``call_id``) waits for a
+    person; its body appends the arguments it ran with to ``ran``."""
+
+    async def body(call_args: Any) -> str:
+        ran.append(dict(call_args))
+        return "sent"
+
+    async def agent(task: Task, tools: AgentTools) -> GuardedResult:
+        return await run_approved(
+            tools.session,
+            channel.store,
+            call_id=call_id,
+            tool_name="send_money",
+            args={"amount": 10},
+            body=body,
+            timeout_ms=AGENT_WAIT_MS,
+            ledger=channel.ledger,
+        )
+
+    return asyncio.create_task(wrap(agent, control=channel, sinks=[channel.sink]).run("go"))
 
 
 @dataclasses.dataclass

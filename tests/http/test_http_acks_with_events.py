@@ -19,19 +19,16 @@ from typing import Any
 
 import httpx
 from google.protobuf import json_format
-from http_support import AGENT_WAIT_MS, eventually, site
+from http_support import eventually, site, tool_agent
 from server_support import live
 from starlette.datastructures import MutableHeaders
 from store_support import Backend
 
-from goldfive_core import AgentTools, Task, wrap
 from goldfive_core.pb.v1 import events_pb2
-from goldfive_core.runner import RunResult
 from goldfive_core.server import ServerConfig, create_app
 from goldfive_core.signing import load_or_create_signing_key
 from goldfive_core.store import StoreSink
 from goldfive_core.store.base import StoreUnavailableError
-from goldfive_core.store.execution import GuardedResult, run_approved
 from goldfive_core.store.http import HttpChannel
 from goldfive_core.store.users import add_user
 
@@ -54,26 +51,6 @@ def _posted_kinds(channel: HttpChannel) -> list[tuple[str, list[str]]]:
     return made
 
 
-def _agent(channel: HttpChannel, call_id: str, ran: list[Any]) -> asyncio.Task[RunResult]:
-    async def body(call_args: Any) -> str:
-        ran.append(dict(call_args))
-        return "sent"
-
-    async def agent(task: Task, tools: AgentTools) -> GuardedResult:
-        return await run_approved(
-            tools.session,
-            channel.store,
-            call_id=call_id,
-            tool_name="send_money",
-            args={"amount": 10},
-            body=body,
-            timeout_ms=AGENT_WAIT_MS,
-            ledger=channel.ledger,
-        )
-
-    return asyncio.create_task(wrap(agent, control=channel, sinks=[channel.sink]).run("go"))
-
-
 def _kinds_of(backend: Backend, target: str) -> list[str]:
     rows = backend.open().audit_rows(limit=100_000)
     return [r.kind for r in rows if target.encode() in r.body]
@@ -86,7 +63,7 @@ async def test_the_decision_s_event_rides_with_its_ack_and_is_on_the_record_befo
         channel = HttpChannel(s.url, token=s.tokens["bot"])
         made = _posted_kinds(channel)
         ran: list[Any] = []
-        run = _agent(channel, "call-r", ran)
+        run = tool_agent(channel, "call-r", ran)
         try:
             await s.pending("call-r")
             answer = await s.decide("call-r")
@@ -117,7 +94,7 @@ async def test_a_ride_that_fails_sends_the_ack_alone_and_the_sink_writes_the_eve
 
         channel.remote.acks_with_events = out_of_reach  # type: ignore[method-assign]
         ran: list[Any] = []
-        run = _agent(channel, "call-f", ran)
+        run = tool_agent(channel, "call-f", ran)
         try:
             await s.pending("call-f")
             answer = await s.decide("call-f")
@@ -162,7 +139,7 @@ async def test_an_older_server_gets_the_event_and_the_ack_as_two_requests(
         channel = HttpChannel(url, token=tokens["bot"])
         made = _posted_kinds(channel)
         ran: list[Any] = []
-        run = _agent(channel, "call-o", ran)
+        run = tool_agent(channel, "call-o", ran)
         try:
             await eventually(lambda: _open(store, "call-o"), "the request in the store")
             async with httpx.AsyncClient(base_url=url, timeout=60) as person:

@@ -10,34 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from http_support import AGENT_WAIT_MS, Site, eventually, site
+from http_support import AGENT_WAIT_MS, Site, eventually, site, tool_agent
 from server_support import free_port
 from store_support import Backend
 
 from goldfive_core import AgentTools, Task, wrap
-from goldfive_core.runner import RunResult
-from goldfive_core.store.execution import GuardedResult, run_approved
 from goldfive_core.store.http import HttpChannel
-
-
-def _tool_agent(channel: HttpChannel, call_id: str, ran: list[Any]) -> asyncio.Task[RunResult]:
-    async def body(call_args: Any) -> str:
-        ran.append(dict(call_args))
-        return "sent"
-
-    async def agent(task: Task, tools: AgentTools) -> GuardedResult:
-        return await run_approved(
-            tools.session,
-            channel.store,
-            call_id=call_id,
-            tool_name="send_money",
-            args={"amount": 10},
-            body=body,
-            timeout_ms=AGENT_WAIT_MS,
-            ledger=channel.ledger,
-        )
-
-    return asyncio.create_task(wrap(agent, control=channel, sinks=[channel.sink]).run("go"))
 
 
 async def _approve(s: Site, target: str, server: int = 0) -> None:
@@ -52,7 +30,7 @@ async def test_the_server_is_killed_and_restarted_mid_wait_and_the_agent_resumes
     with site(backend, tmp_path) as s:
         channel = HttpChannel(s.url, token=s.tokens["bot"])
         ran: list[Any] = []
-        run = _tool_agent(channel, "call-r", ran)
+        run = tool_agent(channel, "call-r", ran)
         try:
             await s.pending("call-r")
             await eventually(lambda: _connected(channel, 1), "the agent's stream")
@@ -104,12 +82,12 @@ async def test_two_servers_on_one_postgresql_the_agent_switches_between_them(
         ran: list[Any] = []
         try:
             # Connected to A, decided on B: the decision crosses servers through PostgreSQL.
-            first = _tool_agent(channel, "call-1", ran)
+            first = tool_agent(channel, "call-1", ran)
             await s.pending("call-1", server=1)
             await _approve(s, "call-1", server=1)
             assert (await asyncio.wait_for(first, 30)).output.status == "ran"
             # A dies mid-wait: the agent moves to B and resumes there; B decides.
-            second = _tool_agent(channel, "call-2", ran)
+            second = tool_agent(channel, "call-2", ran)
             await s.pending("call-2", server=1)
             connects = channel.connects
             a.kill()
@@ -133,7 +111,7 @@ async def test_a_server_killed_mid_burst_of_decisions_loses_none_and_runs_each_b
         a, b = s.servers
         channels = [HttpChannel([a.url, b.url], token=s.tokens["bot"]) for _ in calls]
         ran: list[Any] = []
-        runs = [_tool_agent(channel, call, ran) for channel, call in zip(channels, calls, strict=True)]
+        runs = [tool_agent(channel, call, ran) for channel, call in zip(channels, calls, strict=True)]
         try:
             for call in calls:
                 await s.pending(call, server=1)
@@ -185,7 +163,7 @@ async def test_no_server_fails_closed_with_a_result_the_model_reads(
 
     try:
         answer = await asyncio.wait_for(wrap(flow_a, control=channel, sinks=[channel.sink]).run("go"), 30)
-        tool = await asyncio.wait_for(_tool_agent(channel, "call-x", ran), 30)
+        tool = await asyncio.wait_for(tool_agent(channel, "call-x", ran), 30)
     finally:
         await channel.aclose()
     assert answer.output["decision"] == "cancelled"

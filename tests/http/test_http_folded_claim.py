@@ -21,12 +21,9 @@ from typing import Any
 
 import httpx
 import pytest
-from http_support import AGENT_WAIT_MS, Serve, eventually, site
+from http_support import Serve, eventually, site, tool_agent
 from store_support import PYTHON, Backend
 
-from goldfive_core import AgentTools, Task, wrap
-from goldfive_core.runner import RunResult
-from goldfive_core.store.execution import GuardedResult, run_approved
 from goldfive_core.store.http import HttpChannel
 
 AGENT = Path(__file__).with_name("http_agent_proc.py")
@@ -43,26 +40,6 @@ def _counting(channel: HttpChannel) -> list[str]:
 
     channel.remote.request = counted  # type: ignore[method-assign]
     return made
-
-
-def _agent(channel: HttpChannel, call_id: str, ran: list[Any]) -> asyncio.Task[RunResult]:
-    async def body(call_args: Any) -> str:
-        ran.append(dict(call_args))
-        return "sent"
-
-    async def agent(task: Task, tools: AgentTools) -> GuardedResult:
-        return await run_approved(
-            tools.session,
-            channel.store,
-            call_id=call_id,
-            tool_name="send_money",
-            args={"amount": 10},
-            body=body,
-            timeout_ms=AGENT_WAIT_MS,
-            ledger=channel.ledger,
-        )
-
-    return asyncio.create_task(wrap(agent, control=channel, sinks=[channel.sink]).run("go"))
 
 
 def _cli(backend: Backend, *argv: str) -> subprocess.CompletedProcess[str]:
@@ -84,7 +61,7 @@ async def test_the_approval_s_ack_carries_the_claim_and_the_agent_posts_no_execu
         channel = HttpChannel(s.url, token=s.tokens["bot"])
         made = _counting(channel)
         ran: list[Any] = []
-        run = _agent(channel, "call-f", ran)
+        run = tool_agent(channel, "call-f", ran)
         try:
             await s.pending("call-f")
             answer = await s.decide("call-f")
@@ -208,7 +185,7 @@ async def test_a_server_killed_mid_ack_gets_the_ack_and_claim_again_and_the_body
         channel = HttpChannel(relay.url, token=s.tokens["bot"])
         made = _counting(channel)
         ran: list[Any] = []
-        run = _agent(channel, f"call-{when}", ran)
+        run = tool_agent(channel, f"call-{when}", ran)
         try:
             await s.pending(f"call-{when}")
             with contextlib.suppress(Exception):  # the decider's own wait dies with the server
@@ -240,7 +217,7 @@ async def test_a_claim_the_server_refuses_never_runs_the_body(sqlite_backend: Ba
     with site(sqlite_backend, tmp_path) as s:
         channels = [HttpChannel(s.url, token=s.tokens["bot"]) for _ in range(2)]
         ran: list[Any] = []
-        runs = [_agent(channel, "call-twice", ran) for channel in channels]
+        runs = [tool_agent(channel, "call-twice", ran) for channel in channels]
         try:
 
             async def both_pending() -> list[str]:
