@@ -357,9 +357,11 @@ async def test_the_server_still_says_so_when_its_alarm_is_deleted_from_the_audit
     _sql(srv.store, "DELETE FROM gf_audit WHERE seq = ?", (alarm.seq,))
     _sql(srv.store, "UPDATE gf_chain_head SET seq = ?, hash = ? WHERE id = 1", (alarm.seq - 1, alarm.prev_hash))
     assert srv.store.verify_audit(trust_key=srv.signer.trust_key).ok
-    assert not srv.writer.write()  # still refused
+    # The server remembers what it refused: its API says so although the log alone now reads clean.
     report = await srv.verify()
     assert report["ok"] is False and "relabelled" in str(report["problems"]), report
+    assert not srv.writer.write()  # and it still refuses (the alarm goes on the log again)
+    assert [r.kind for r in srv.store.audit_rows(limit=100_000)].count("checkpoint_refused") == 1
 
 
 async def test_a_serve_killed_before_its_next_checkpoint_still_holds_what_it_signed(

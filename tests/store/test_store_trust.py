@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import dataclasses
 import sqlite3
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -397,13 +398,42 @@ async def test_run_approved_without_trust_uses_the_key_the_environment_names(
         await replay.close()
 
 
+@pytest.mark.parametrize("first", ["ack", "event"])
 async def test_a_signed_approval_is_written_to_its_record_once_at_its_event_s_time(
-    sqlite_backend: Backend, signer: DecisionSigner
+    sqlite_backend: Backend, signer: DecisionSigner, first: str
 ) -> None:
-    # Every write that touches a record's decision is counted by the database itself. The agent's ack records the
-    # decision (with the server's signature and the time of the run's ApprovalGranted) in one write; the event,
-    # appended after it, has nothing left to write. (Before: the ack's write, its signature's, the event's time.)
+    # Every write that touches a record's decision is counted by the database itself. Whichever of the agent's ack
+    # and its ApprovalGranted reaches the store first records the decision (with the server's signature and the
+    # event's time) in one write; the other has nothing left to write. (Before: the ack's write, its signature's,
+    # the event's time.) The two race in a live agent: each order is made here, the other held until it is in.
     agent = Agent(sqlite_backend, "pay-once", trust=signer.trust_key)
+    store = agent.channel.store
+    append, ack = store.append_events, store.ack_controls
+
+    def decided() -> bool:
+        return agent.row().decision == "approve"
+
+    def granted_in() -> bool:
+        return any(r.kind == "approval_granted" for r in sqlite_backend.open().audit_rows(limit=1000))
+
+    def held_until(done: Any) -> None:  # on the writer's own thread: bounded, then it goes ahead anyway
+        deadline = time.monotonic() + 10
+        while not done() and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    def events_after_the_ack(events: Any, *args: Any, **kw: Any) -> Any:
+        if any(e.HasField("approval_granted") for e in events):
+            held_until(decided)
+        return append(events, *args, **kw)
+
+    def ack_after_the_event(acks: Any, *args: Any, **kw: Any) -> Any:
+        held_until(granted_in)
+        return ack(acks, *args, **kw)
+
+    if first == "ack":
+        store.append_events = events_after_the_ack  # type: ignore[method-assign]
+    else:
+        store.ack_controls = ack_after_the_event  # type: ignore[method-assign]
     try:
         await agent.pending()
         with contextlib.closing(sqlite3.connect(sqlite_backend.location)) as db:
