@@ -31,7 +31,7 @@ from .input_required import Answer, call_with_input
 from .link import Link, UpstreamGone, UpstreamTimeout
 from .upstreams import RESTART_WAIT_S, Connections
 
-__all__ = ["SEND_TRIES", "ClientGaveUp", "GaveUpInDoubt", "GaveUpNotStarted", "send_call"]
+__all__ = ["SEND_TRIES", "send_call"]
 
 SEND_TRIES = 2
 """On how many of the upstream's connections a call whose request was never written is tried."""
@@ -39,7 +39,8 @@ SEND_TRIES = 2
 
 class ClientGaveUp(Exception):
     """The client cancelled the call while it was being sent: the ledger's record of it (the caller re-raises the
-    cancellation once it is recorded)."""
+    cancellation once it is recorded). Internal to the gateway: no caller outside it ever sees one, so it is not
+    among the public errors of :mod:`goldfive_core.errors`."""
 
 
 class GaveUpInDoubt(ClientGaveUp, InDoubt):
